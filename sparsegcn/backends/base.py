@@ -1,0 +1,47 @@
+"""What every propagation backend shares: the contract and input checks."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from sparsegcn import _checks
+from sparsegcn.graph import Graph
+
+
+class Backend:
+    """A way to compute ``y = A @ x`` for the matrix ``A[receiver, sender] = w``.
+
+    Subclasses are frozen dataclasses, hashable, so a backend can be a static
+    argument of ``jit``. They implement :meth:`matmul`; :meth:`__call__`
+    validates once and dispatches.
+    """
+
+    name: ClassVar[str] = "backend"
+
+    def __call__(self, graph: Graph, x: jax.Array) -> jax.Array:
+        x = check_propagate_inputs(graph, x)
+        return self.matmul(graph, x)
+
+    def matmul(self, graph: Graph, x: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+
+def check_propagate_inputs(graph: Graph, x) -> jax.Array:
+    """Static checks that hold under tracing too: type, rows, dtype."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"propagate expects a sparsegcn.Graph, got {type(graph).__name__}")
+    x = jnp.asarray(x)
+    _checks.check_num_rows("x", x.shape, graph.num_nodes)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        raise TypeError(f"x must have a floating dtype, got {x.dtype}")
+    return x
+
+
+def edge_weights_like(graph: Graph, x: jax.Array) -> jax.Array | None:
+    """Edge weights cast to ``x``'s dtype, or None for an unweighted graph."""
+    if graph.weights is None:
+        return None
+    return jnp.asarray(graph.weights).astype(x.dtype)

@@ -1,0 +1,86 @@
+"""Datasets: one entry point, :func:`load`, returning a :class:`Dataset`.
+
+==================================  =============================================
+name                                source
+==================================  =============================================
+``cora``, ``citeseer``, ``pubmed``  Planetoid files (downloaded, sha256-checked)
+``ogbn-arxiv``, ``ogbn-products``,  the ``ogb`` package (optional extra
+``ogbn-papers100M``                 ``sparsegcn[ogb]``) with its official splits
+``synthetic:<preset>``              degree-corrected SBM generated locally
+==================================  =============================================
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sparsegcn.datasets.base import DATA_ROOT_ENV, SPLITS, Dataset, default_root
+
+PLANETOID = ("cora", "citeseer", "pubmed")
+OGB = ("ogbn-arxiv", "ogbn-products", "ogbn-papers100M")
+SYNTHETIC_PREFIX = "synthetic:"
+
+
+def names() -> list[str]:
+    """Every name :func:`load` accepts (synthetic ones as ``synthetic:<preset>``)."""
+    from sparsegcn.datasets.synthetic import PRESETS
+
+    return [*PLANETOID, *OGB, *(SYNTHETIC_PREFIX + p for p in PRESETS)]
+
+
+def load(
+    name: str,
+    root: str | Path | None = None,
+    *,
+    scale: float = 1.0,
+    seed: int = 0,
+    download: bool = True,
+    progress: bool = False,
+) -> Dataset:
+    """Loads a dataset by name.
+
+    Args:
+      name: see the module table; ``synthetic:<preset>`` for generated graphs.
+      root: data root; defaults to ``$SPARSEGCN_DATA`` or ``./datasets``.
+        Planetoid files live in ``<root>/planetoid/``, OGB datasets in
+        ``<root>/ogbn_arxiv/`` etc. exactly as ``ogb`` lays them out, and
+        synthetic caches in ``<root>/synthetic/``.
+      scale: shrink factor for synthetic presets (nodes and edges scale together).
+      seed: generator seed for synthetic presets.
+      download: fetch missing files from the canonical source (Planetoid, OGB).
+      progress: show progress bars for downloads and generation.
+
+    Raises:
+      ValueError: unknown name, or a bad ``root``/``scale``.
+    """
+    root = default_root() if root is None else Path(root)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"root {str(root)!r} exists but is not a directory")
+    if name != name.strip():
+        raise ValueError(f"dataset name {name!r} has surrounding whitespace")
+    if name in PLANETOID:
+        from sparsegcn.datasets.planetoid import load_planetoid
+
+        return load_planetoid(name, root, download=download, progress=progress)
+    if name in OGB:
+        from sparsegcn.datasets.ogb import load_ogb
+
+        return load_ogb(name, root)
+    if name.startswith(SYNTHETIC_PREFIX):
+        from sparsegcn.datasets.synthetic import load_synthetic
+
+        preset = name[len(SYNTHETIC_PREFIX) :]
+        return load_synthetic(preset, root, scale=scale, seed=seed, progress=progress)
+    raise ValueError(f"unknown dataset {name!r}; choose one of {names()}")
+
+
+__all__ = [
+    "DATA_ROOT_ENV",
+    "OGB",
+    "PLANETOID",
+    "SPLITS",
+    "Dataset",
+    "default_root",
+    "load",
+    "names",
+]

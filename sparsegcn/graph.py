@@ -1,0 +1,284 @@
+"""Graph storage: an immutable edge-list pytree and its CSR view.
+
+A :class:`Graph` is a directed multigraph stored as two parallel id arrays.
+Edge ``e`` carries a message from ``senders[e]`` to ``receivers[e]``; message
+passing computes, for every node ``r``,
+
+.. math::
+
+    y_r = \\sum_{e:\\, \\mathrm{receivers}_e = r} w_e \\, x_{\\mathrm{senders}_e}
+
+so the graph acts as the sparse matrix ``A[receiver, sender] = w`` and
+``propagate(graph, x) == A @ x``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+
+from sparsegcn import _checks
+
+Array = Any  # np.ndarray on the host, jax.Array on device, a tracer under jit.
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+def _prepare_ids(name: str, ids, num_nodes: int):
+    if _checks.is_traced(ids):
+        return ids
+    host = np.asarray(ids)
+    _checks.check_integer_array(name, host, ndim=1)
+    _checks.check_ids_in_range(name, host, num_nodes)
+    if isinstance(ids, jax.Array):
+        return ids.astype(jnp.int32)
+    return host.astype(np.int32, copy=False)
+
+
+def _prepare_weights(weights, num_edges: int):
+    if weights is None or _checks.is_traced(weights):
+        return weights
+    host = np.asarray(weights)
+    if host.ndim != 1 or host.shape[0] != num_edges:
+        raise ValueError(
+            f"weights must have shape ({num_edges},), one per edge, got {host.shape}"
+        )
+    if not (np.issubdtype(host.dtype, np.floating) or np.issubdtype(host.dtype, np.integer)):
+        raise ValueError(f"weights must be real numbers, got dtype {host.dtype}")
+    _checks.check_finite("weights", host)
+    if isinstance(weights, jax.Array):
+        return weights.astype(jnp.float32)
+    return host.astype(np.float32, copy=False)
+
+
+def _check_sorted(senders: np.ndarray, receivers: np.ndarray) -> None:
+    if receivers.size < 2:
+        return
+    dr = np.diff(receivers.astype(np.int64))
+    ds = np.diff(senders.astype(np.int64))
+    bad = (dr < 0) | ((dr == 0) & (ds < 0))
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0]) + 1
+        raise ValueError(
+            f"edges_sorted=True but edge {pos} (receiver {int(receivers[pos])}, sender "
+            f"{int(senders[pos])}) comes after (receiver {int(receivers[pos - 1])}, sender "
+            f"{int(senders[pos - 1])}); sort with sparsegcn.sort_edges"
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Graph:
+    """A directed multigraph as an edge list; a JAX pytree.
+
+    Attributes:
+      senders: int32 ``[E]``, the source node of each edge.
+      receivers: int32 ``[E]``, the target node of each edge.
+      weights: float32 ``[E]`` edge weights, or ``None`` for all ones.
+      num_nodes: static Python int ``N``. It fixes the leading dimension of
+        every node array and the ``num_segments`` of every reduction, so it
+        must be known at trace time: a traced ``N`` would make output shapes
+        data dependent, which ``jit`` cannot compile.
+      edges_sorted: static flag, ``True`` when edges are sorted by
+        ``(receiver, sender)`` (duplicates allowed). Backends use it to skip
+        sorting; it is verified when the graph is built from concrete arrays.
+
+    Construction validates concrete inputs once, on the host: ids must be
+    integers in ``[0, N)`` and weights finite, otherwise a ``ValueError``
+    names the first offending value and its position. Duplicate edges and
+    self-loops are allowed and kept; nothing is dropped. Arrays may be NumPy
+    (host, e.g. memory-mapped for large graphs) or JAX arrays; move a host
+    graph to the device with ``jax.device_put(graph)``.
+
+    Graphs are immutable: transformations return new graphs.
+    """
+
+    senders: Array
+    receivers: Array
+    weights: Array | None = None
+    num_nodes: int = 0
+    edges_sorted: bool = False
+
+    def __post_init__(self):
+        n = _checks.check_static_int("num_nodes", self.num_nodes)
+        if n > _INT32_MAX:
+            raise ValueError(f"num_nodes={n} does not fit int32 node ids")
+        senders = _prepare_ids("senders", self.senders, n)
+        receivers = _prepare_ids("receivers", self.receivers, n)
+        if senders.shape != receivers.shape:
+            raise ValueError(
+                f"senders and receivers must have the same shape, got {senders.shape} "
+                f"and {receivers.shape}"
+            )
+        weights = _prepare_weights(self.weights, senders.shape[0])
+        if self.edges_sorted and not _checks.is_traced(senders, receivers):
+            _check_sorted(np.asarray(senders), np.asarray(receivers))
+        object.__setattr__(self, "edges_sorted", bool(self.edges_sorted))
+        object.__setattr__(self, "num_nodes", n)
+        object.__setattr__(self, "senders", senders)
+        object.__setattr__(self, "receivers", receivers)
+        object.__setattr__(self, "weights", weights)
+
+    # -- pytree protocol: unflattening bypasses validation (leaves may be tracers).
+    def tree_flatten_with_keys(self):
+        children = (
+            (jax.tree_util.GetAttrKey("senders"), self.senders),
+            (jax.tree_util.GetAttrKey("receivers"), self.receivers),
+            (jax.tree_util.GetAttrKey("weights"), self.weights),
+        )
+        return children, (self.num_nodes, self.edges_sorted)
+
+    @classmethod
+    def tree_unflatten(cls, static, children):
+        graph = object.__new__(cls)
+        for name, value in zip(("senders", "receivers", "weights"), children, strict=True):
+            object.__setattr__(graph, name, value)
+        object.__setattr__(graph, "num_nodes", static[0])
+        object.__setattr__(graph, "edges_sorted", static[1])
+        return graph
+
+    # -- constructors ------------------------------------------------------
+    @classmethod
+    def from_edge_index(cls, edge_index, num_nodes: int | None = None, weights=None) -> Graph:
+        """Builds a graph from a PyG-style ``edge_index``.
+
+        Args:
+          edge_index: integer array of shape ``(2, E)``; row 0 holds the
+            sources and row 1 the targets (PyG's ``source_to_target`` flow).
+          num_nodes: number of nodes ``N``; defaults to ``max(edge_index) + 1``.
+          weights: optional ``[E]`` edge weights.
+        """
+        host = _checks.as_host("edge_index", edge_index)
+        _checks.check_integer_array("edge_index", host, ndim=2)
+        if host.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape (2, E), got {host.shape}")
+        if num_nodes is None:
+            num_nodes = int(host.max()) + 1 if host.size else 0
+        return cls(host[0], host[1], weights, num_nodes)
+
+    @classmethod
+    def from_scipy(cls, matrix) -> Graph:
+        """Builds a graph from a square scipy sparse matrix ``A``.
+
+        Entry ``A[i, j] = w`` becomes the edge ``j -> i`` with weight ``w``,
+        so that ``propagate(Graph.from_scipy(A), x) == A @ x``. Explicitly
+        stored zeros are kept as zero-weight edges; duplicates are kept.
+        """
+        if not sp.issparse(matrix):
+            raise TypeError(f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}")
+        if matrix.shape[0] != matrix.shape[1]:
+            raise ValueError(f"adjacency must be square, got shape {matrix.shape}")
+        coo = matrix.tocoo()
+        return cls(coo.col, coo.row, np.asarray(coo.data), matrix.shape[0])
+
+    # -- views -------------------------------------------------------------
+    @property
+    def num_edges(self) -> int:
+        """Number of stored (directed) edges ``E``, duplicates included."""
+        return int(self.senders.shape[0])
+
+    @property
+    def edge_index(self) -> Array:
+        """``(2, E)`` array of (source, target) rows, PyG's convention."""
+        stack = jnp.stack if isinstance(self.senders, jax.Array) else np.stack
+        return stack([self.senders, self.receivers])
+
+    def replace(self, **changes) -> Graph:
+        """Returns a validated copy with the given fields replaced."""
+        return dataclasses.replace(self, **changes)
+
+    def edge_weights(self) -> Array:
+        """The ``[E]`` weights, materialising ones when ``weights`` is None."""
+        if self.weights is not None:
+            return self.weights
+        if isinstance(self.senders, np.ndarray):
+            return np.ones(self.senders.shape, np.float32)
+        return jnp.ones(self.senders.shape, jnp.float32)
+
+    def to_scipy(self) -> sp.csr_array:
+        """The ``N x N`` matrix ``A[receiver, sender]``, duplicates summed."""
+        s = _checks.as_host("senders", self.senders)
+        r = _checks.as_host("receivers", self.receivers)
+        w = np.asarray(self.edge_weights(), np.float64)
+        return sp.csr_array((w, (r, s)), shape=(self.num_nodes, self.num_nodes))
+
+    def to_dense(self, dtype=jnp.float32) -> jax.Array:
+        """The dense ``N x N`` matrix ``A[receiver, sender]``; the reference oracle.
+
+        Differentiable with respect to ``weights``; duplicates add up.
+        """
+        n = self.num_nodes
+        w = jnp.asarray(self.edge_weights(), dtype)
+        return jnp.zeros((n, n), dtype).at[self.receivers, self.senders].add(w)
+
+    def to_csr(self) -> CSR:
+        """The CSR view grouped by receiver; see :class:`CSR`. Host-side."""
+        return CSR.from_graph(self)
+
+    def __repr__(self) -> str:
+        weighted = "weighted" if self.weights is not None else "unweighted"
+        return f"Graph(num_nodes={self.num_nodes}, num_edges={self.senders.shape[0]}, {weighted})"
+
+
+jax.tree_util.register_pytree_with_keys_class(Graph)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CSR:
+    """Compressed sparse rows of a :class:`Graph`, grouped by receiver; a pytree.
+
+    Row ``r`` lists the in-neighbours of ``r`` (the senders of edges into
+    ``r``): ``indices[indptr[r]:indptr[r + 1]]``. Within a row, edges keep
+    their original relative order. This is the layout neighbour sampling
+    needs: a node's neighbourhood is one contiguous slice.
+
+    Attributes:
+      indptr: ``[N + 1]`` row offsets; int32, or int64 once ``E >= 2**31``.
+      indices: int32 ``[E]`` sender ids.
+      weights: float32 ``[E]`` or ``None``.
+      edge_ids: ``[E]`` position of each CSR entry in the source edge list
+        (int32 or int64 like ``indptr``), so edge data can be permuted along.
+      num_nodes: static ``N``.
+    """
+
+    indptr: Array
+    indices: Array
+    weights: Array | None
+    edge_ids: Array
+    num_nodes: int
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> CSR:
+        receivers = _checks.as_host("receivers", graph.receivers)
+        senders = _checks.as_host("senders", graph.senders)
+        n, e = graph.num_nodes, receivers.shape[0]
+        offset_dtype = np.int64 if e >= 2**31 else np.int32
+        counts = np.bincount(receivers, minlength=n)
+        indptr = np.zeros(n + 1, offset_dtype)
+        np.cumsum(counts, out=indptr[1:])
+        order = np.argsort(receivers, kind="stable").astype(offset_dtype, copy=False)
+        weights = None if graph.weights is None else np.asarray(graph.weights)[order]
+        return cls(indptr, senders[order], weights, order, n)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.indices.shape[0])
+
+    def degrees(self) -> Array:
+        """In-degree (edge count, duplicates included) of each node, ``[N]``."""
+        return self.indptr[1:] - self.indptr[:-1]
+
+    def tree_flatten_with_keys(self):
+        names = ("indptr", "indices", "weights", "edge_ids")
+        return tuple((jax.tree_util.GetAttrKey(k), getattr(self, k)) for k in names), self.num_nodes
+
+    @classmethod
+    def tree_unflatten(cls, num_nodes, children):
+        return cls(*children, num_nodes)
+
+
+jax.tree_util.register_pytree_with_keys_class(CSR)

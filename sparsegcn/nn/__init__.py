@@ -1,0 +1,21 @@
+"""Layers and models: pure functions over plain params pytrees."""
+
+from sparsegcn.nn.conv import gcn_conv
+from sparsegcn.nn.dropout import dropout, hash_bits, keep_mask
+from sparsegcn.nn.gcn import gcn
+from sparsegcn.nn.initializers import glorot_uniform, linear_params
+from sparsegcn.nn.mlp import mlp
+from sparsegcn.nn.model import Model, stack_layers
+
+__all__ = [
+    "Model",
+    "dropout",
+    "gcn",
+    "gcn_conv",
+    "glorot_uniform",
+    "hash_bits",
+    "keep_mask",
+    "linear_params",
+    "mlp",
+    "stack_layers",
+]

@@ -1,0 +1,90 @@
+"""The GCN model of Kipf & Welling as an ``init``/``apply`` pair."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from sparsegcn.backends import DEFAULT_BACKEND, Backend, get_backend
+from sparsegcn.features import Features
+from sparsegcn.graph import Graph
+from sparsegcn.nn.conv import gcn_conv
+from sparsegcn.nn.model import Model, init_linear_stack, layer_sizes, stack_layers
+
+
+def gcn(
+    in_features: int,
+    num_classes: int,
+    *,
+    hidden: int = 16,
+    num_layers: int = 2,
+    dropout_rate: float = 0.5,
+    residual: bool = False,
+    backend: str | Backend = DEFAULT_BACKEND,
+    dropout_impl: str = "hash",
+) -> Model:
+    """A GCN: dropout, graph convolution and ReLU per layer, logits last.
+
+    .. math::
+
+        H^{(l+1)} = \\sigma\\big(\\hat A \\, \\mathrm{drop}(H^{(l)}) W^{(l)} + b^{(l)}\\big)
+        \\; [+ H^{(l)} \\text{ if residual and shapes match}]
+
+    with ``σ = ReLU`` on hidden layers and the identity on the last. The
+    graph passed to ``apply`` must be normalized: ``gcn_norm(graph)``.
+
+    Args:
+      in_features: ``F``, input feature width.
+      num_classes: ``C``, output width.
+      hidden: hidden width ``H`` (16 in Kipf & Welling).
+      num_layers: number of graph convolutions (2 in Kipf & Welling).
+      dropout_rate: dropout before every convolution (0.5).
+      residual: add skip connections between hidden layers of equal width.
+      backend: propagation backend, resolved once here.
+      dropout_impl: ``"hash"`` (fast) or ``"threefry"``.
+
+    Returns:
+      A :class:`Model`. Params: ``{"layers": [{"w": [F_l, F_l+1], "b": [F_l+1]}, ...]}``.
+
+    Shapes:
+      ``apply(params, graph, x [N, F]) -> [N, C]``; ``embed(...) -> [N, H]``.
+
+    References:
+      Kipf & Welling, *Semi-Supervised Classification with Graph
+      Convolutional Networks*, ICLR 2017. https://arxiv.org/abs/1609.02907
+    """
+    sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
+    resolved = get_backend(backend)
+    config = dict(
+        in_features=in_features,
+        num_classes=num_classes,
+        hidden=hidden,
+        num_layers=num_layers,
+        dropout_rate=dropout_rate,
+        residual=residual,
+        backend=resolved.name,
+    )
+
+    def init(key: jax.Array) -> dict:
+        return init_linear_stack(key, sizes)
+
+    def forward(params, graph: Graph, x: Features, key, training: bool, stop_before_last: bool):
+        return stack_layers(
+            params["layers"],
+            x,
+            lambda layer, h: gcn_conv(layer, graph, h, backend=resolved),
+            key=key,
+            training=training,
+            dropout_rate=dropout_rate,
+            dropout_impl=dropout_impl,
+            residual=residual,
+            stop_before_last=stop_before_last,
+        )
+
+    def apply(params, graph: Graph, x: Features, *, key=None, training: bool = False):
+        return forward(params, graph, x, key, training, stop_before_last=False)
+
+    def embed(params, graph: Graph, x: Features) -> jnp.ndarray:
+        return forward(params, graph, x, None, False, stop_before_last=True)
+
+    return Model(init=init, apply=apply, embed=embed, name="gcn", config=config)

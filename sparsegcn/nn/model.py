@@ -1,0 +1,106 @@
+"""The model type: a named pair of pure functions over a params pytree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+
+from sparsegcn.nn.dropout import dropout
+from sparsegcn.nn.initializers import linear_params
+
+Params = Any  # a pytree of jax.Array
+
+
+class Model(NamedTuple):
+    """A model as pure functions, in the style of ``optax.GradientTransformation``.
+
+    Attributes:
+      init: ``init(key) -> params``, a pytree of arrays.
+      apply: ``apply(params, graph, x, *, key=None, training=False) -> logits``
+        with ``x`` ``[N, F]`` (dense or :class:`~sparsegcn.SparseFeatures`)
+        and logits ``[N, C]``. ``key`` is required when ``training`` and the
+        model uses dropout.
+      embed: ``embed(params, graph, x) -> [N, H]``, the input to the last
+        layer (inference mode): the node embeddings.
+      name: short name, used in reports.
+      config: the hyperparameters the model was built with.
+    """
+
+    init: Callable[[jax.Array], Params]
+    apply: Callable[..., jax.Array]
+    embed: Callable[..., jax.Array]
+    name: str
+    config: dict
+
+
+def split_dropout_keys(key: jax.Array | None, count: int, training: bool, rate: float):
+    """One key per dropout site; refuses to train with dropout but no key."""
+    if not training or rate == 0.0:
+        return [None] * count
+    if key is None:
+        raise ValueError("training with dropout needs an explicit PRNG key: apply(..., key=key)")
+    return list(jax.random.split(key, count))
+
+
+def stack_layers(
+    layers: list,
+    x,
+    layer_fn: Callable,
+    *,
+    key: jax.Array | None,
+    training: bool,
+    dropout_rate: float,
+    dropout_impl: str = "hash",
+    residual: bool = False,
+    stop_before_last: bool = False,
+):
+    """Runs ``dropout -> layer_fn -> ReLU [+ skip]`` over ``layers``, logits last.
+
+    Args:
+      layers: per-layer params.
+      x: ``[N, F]`` input, dense or sparse.
+      layer_fn: ``layer_fn(layer_params, h) -> [N, F']``.
+      key: dropout key (required when training with ``dropout_rate > 0``).
+      training: apply dropout.
+      dropout_rate: drop probability before every layer.
+      dropout_impl: see :func:`sparsegcn.nn.dropout`.
+      residual: add ``h`` back after hidden layers whose width is unchanged.
+      stop_before_last: return the input of the last layer (embeddings).
+
+    Returns:
+      ``[N, C]`` logits, or ``[N, H]`` embeddings with ``stop_before_last``.
+    """
+    keys = split_dropout_keys(key, len(layers), training, dropout_rate)
+    h = x
+    for i, (layer, layer_key) in enumerate(zip(layers, keys, strict=True)):
+        last = i == len(layers) - 1
+        if last and stop_before_last:
+            return h
+        skip = h
+        if layer_key is not None:
+            h = dropout(h, dropout_rate, key=layer_key, impl=dropout_impl)
+        h = layer_fn(layer, h)
+        if not last:
+            h = jax.nn.relu(h)
+            if residual and isinstance(skip, jax.Array) and skip.shape == h.shape:
+                h = h + skip
+    return h
+
+
+def layer_sizes(in_features: int, hidden: int, num_classes: int, num_layers: int) -> list[int]:
+    """``[F, H, ..., H, C]`` with ``num_layers`` transitions."""
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+    return [in_features] + [hidden] * (num_layers - 1) + [num_classes]
+
+
+def init_linear_stack(key: jax.Array, sizes: list[int]) -> dict:
+    """``{"layers": [{"w", "b"}, ...]}`` with Glorot weights for consecutive ``sizes``."""
+    keys = jax.random.split(key, len(sizes) - 1)
+    return {
+        "layers": [
+            linear_params(k, a, b) for k, a, b in zip(keys, sizes[:-1], sizes[1:], strict=True)
+        ]
+    }

@@ -1,0 +1,132 @@
+"""Training configuration, data and state: plain immutable values."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from sparsegcn.features import Features
+from sparsegcn.graph import Graph
+
+Params = Any
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of a full-batch run; defaults reproduce Kipf & Welling.
+
+    Attributes:
+      epochs: maximum number of epochs (one optimizer step each).
+      learning_rate: Adam step size.
+      weight_decay: L2 coefficient, added to the gradient before Adam
+        (``optax.add_decayed_weights``, as PyTorch's ``Adam(weight_decay=)``).
+      decay_layers: ``"first"`` (Kipf & Welling: first layer only), ``"all"``
+        or ``"none"``.
+      patience: stop a seed after this many epochs without a better
+        validation accuracy; ``None`` never stops early. The best params
+        (by validation accuracy, then loss) are restored either way.
+      epochs_per_call: epochs run per compiled call (a ``lax.scan``); the
+        progress bar and checkpoints advance between calls. ``None`` picks
+        about 20 calls per run.
+      clip_norm: clip gradients to this global norm (``optax.clip_by_global_norm``).
+      timing_steps: after training, time this many extra optimizer steps
+        (results discarded) for ``train_step_ms_median``.
+    """
+
+    epochs: int = 200
+    learning_rate: float = 0.01
+    weight_decay: float = 5e-4
+    decay_layers: str = "first"
+    patience: int | None = 100
+    epochs_per_call: int | None = None
+    clip_norm: float | None = None
+    timing_steps: int = 20
+
+    def __post_init__(self):
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.decay_layers not in ("first", "all", "none"):
+            raise ValueError(
+                f"decay_layers must be 'first', 'all' or 'none', got {self.decay_layers!r}"
+            )
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"patience must be >= 1 or None, got {self.patience}")
+        if self.epochs_per_call is not None and self.epochs_per_call < 1:
+            raise ValueError(f"epochs_per_call must be >= 1, got {self.epochs_per_call}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ValueError(f"clip_norm must be > 0, got {self.clip_norm}")
+
+    @property
+    def chunk(self) -> int:
+        """Epochs per compiled call."""
+        if self.epochs_per_call is not None:
+            return min(self.epochs_per_call, self.epochs)
+        return max(1, -(-self.epochs // 20))
+
+
+class NodeData(NamedTuple):
+    """Everything a full-batch step reads; a pytree passed as an argument (never
+    closed over, so large arrays are not baked into the compiled program).
+
+    Attributes:
+      graph: the propagation graph, already normalized for the model.
+      features: ``[N, F]`` dense array or :class:`~sparsegcn.SparseFeatures`.
+      labels: int32 ``[N]``, in ``[0, C)`` (unlabelled nodes hold 0 and are masked out).
+      train_mask, val_mask, test_mask: bool ``[N]``.
+    """
+
+    graph: Graph
+    features: Features
+    labels: jax.Array
+    train_mask: jax.Array
+    val_mask: jax.Array
+    test_mask: jax.Array
+
+
+def index_mask(indices, num_nodes: int) -> np.ndarray:
+    """bool ``[N]`` that is True at ``indices``."""
+    mask = np.zeros(num_nodes, bool)
+    mask[np.asarray(indices, np.int64)] = True
+    return mask
+
+
+class Best(NamedTuple):
+    """The best epoch so far, by validation accuracy then loss (per seed)."""
+
+    params: Params
+    epoch: jax.Array  # int32 []
+    val_acc: jax.Array  # float32 []
+    val_loss: jax.Array  # float32 []
+    train_acc: jax.Array  # float32 []
+    test_acc: jax.Array  # float32 []
+
+
+class TrainState(NamedTuple):
+    """The whole state of one seed's run; with several seeds every leaf gains a
+    leading ``[K]`` axis.
+    """
+
+    params: Params
+    opt_state: optax.OptState
+    key: jax.Array  # PRNG key, split every epoch
+    epoch: jax.Array  # int32 [], epochs completed
+    bad_epochs: jax.Array  # int32 [], epochs since the best
+    done: jax.Array  # bool [], stopped early or reached config.epochs
+    best: Best
+
+
+def initial_best(params: Params) -> Best:
+    zero = jnp.zeros((), jnp.float32)
+    return Best(
+        params=params,
+        epoch=jnp.zeros((), jnp.int32),
+        val_acc=jnp.asarray(-1.0, jnp.float32),
+        val_loss=jnp.asarray(jnp.inf, jnp.float32),
+        train_acc=zero,
+        test_acc=zero,
+    )

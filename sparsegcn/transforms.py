@@ -1,0 +1,238 @@
+"""Host-side graph transformations: small verbs that return new graphs.
+
+They run once, in NumPy, while the data is prepared, never inside a
+compiled step: they change the number of edges, which ``jit`` cannot do.
+Each accepts host or concrete device graphs and returns a host graph.
+
+References:
+  Kipf & Welling, *Semi-Supervised Classification with Graph Convolutional
+  Networks*, ICLR 2017, https://arxiv.org/abs/1609.02907
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sparsegcn import _checks
+from sparsegcn.graph import Graph
+
+
+def _host_edges(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    senders = _checks.as_host("graph.senders", graph.senders)
+    receivers = _checks.as_host("graph.receivers", graph.receivers)
+    weights = None if graph.weights is None else _checks.as_host("graph.weights", graph.weights)
+    return senders, receivers, weights
+
+
+def _ones_like(senders: np.ndarray) -> np.ndarray:
+    return np.ones(senders.shape, np.float32)
+
+
+def degree(graph: Graph, *, direction: str = "in", weighted: bool = True) -> np.ndarray:
+    """Degree of every node.
+
+    Args:
+      graph: the graph.
+      direction: ``"in"`` sums over edges into a node (its receivers' side),
+        ``"out"`` over edges leaving it.
+      weighted: sum edge weights (``True``) or count edges (``False``).
+        Duplicate edges count once each.
+
+    Returns:
+      float32 ``[N]`` (weighted) or int64 ``[N]`` (counts).
+    """
+    if direction not in ("in", "out"):
+        raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
+    senders, receivers, weights = _host_edges(graph)
+    ids = receivers if direction == "in" else senders
+    if not weighted:
+        return np.bincount(ids, minlength=graph.num_nodes).astype(np.int64)
+    w = _ones_like(ids) if weights is None else weights
+    return np.bincount(ids, weights=w, minlength=graph.num_nodes).astype(np.float32)
+
+
+def remove_self_loops(graph: Graph) -> Graph:
+    """Drops every edge ``i -> i`` (explicitly: this is the one verb that removes edges)."""
+    senders, receivers, weights = _host_edges(graph)
+    keep = senders != receivers
+    return Graph(
+        senders[keep],
+        receivers[keep],
+        None if weights is None else weights[keep],
+        graph.num_nodes,
+        edges_sorted=graph.edges_sorted,
+    )
+
+
+def add_self_loops(graph: Graph, *, fill_value: float = 1.0) -> Graph:
+    """Adds a self-loop ``i -> i`` to every node that has none.
+
+    A node that already has one or more self-loops keeps them, with their
+    weights, and gets no additional loop. New loops are appended after the
+    existing edges with weight ``fill_value`` (the graph becomes weighted
+    only if it was, or if ``fill_value != 1``).
+    """
+    senders, receivers, weights = _host_edges(graph)
+    has_loop = np.zeros(graph.num_nodes, bool)
+    has_loop[senders[senders == receivers]] = True
+    new = np.flatnonzero(~has_loop).astype(np.int32)
+    new_senders = np.concatenate([senders, new])
+    new_receivers = np.concatenate([receivers, new])
+    if weights is None and fill_value == 1.0:
+        new_weights = None
+    else:
+        old = _ones_like(senders) if weights is None else weights
+        new_weights = np.concatenate([old, np.full(new.shape, fill_value, np.float32)])
+    return Graph(new_senders, new_receivers, new_weights, graph.num_nodes)
+
+
+_REDUCERS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def coalesce(graph: Graph, *, reduce: str = "sum") -> Graph:
+    """Merges duplicate edges and sorts edges by (receiver, sender).
+
+    Duplicates' weights are combined with ``reduce`` (``"sum"``, ``"max"``
+    or ``"min"``); an unweighted graph counts as weight 1 per copy, so with
+    ``"sum"`` duplicates become an edge of weight equal to their count. An
+    unweighted graph without duplicates stays unweighted.
+
+    Returns:
+      A graph whose edges are unique and sorted by receiver, then sender.
+    """
+    if reduce not in _REDUCERS:
+        raise ValueError(f"reduce must be one of {sorted(_REDUCERS)}, got {reduce!r}")
+    senders, receivers, weights = _host_edges(graph)
+    key = receivers.astype(np.int64) * max(graph.num_nodes, 1) + senders
+    unique, inverse = np.unique(key, return_inverse=True)
+    n = max(graph.num_nodes, 1)
+    new_receivers = (unique // n).astype(np.int32)
+    new_senders = (unique % n).astype(np.int32)
+    has_duplicates = unique.shape[0] != key.shape[0]
+    if weights is None and (not has_duplicates or reduce != "sum"):
+        new_weights = None
+    else:
+        w = _ones_like(senders) if weights is None else weights
+        ufunc = _REDUCERS[reduce]
+        if reduce == "sum":
+            new_weights = np.zeros(unique.shape, np.float64)
+        else:
+            new_weights = np.full(unique.shape, -np.inf if reduce == "max" else np.inf)
+        ufunc.at(new_weights, inverse, w)
+        new_weights = new_weights.astype(np.float32)
+    return Graph(new_senders, new_receivers, new_weights, graph.num_nodes, edges_sorted=True)
+
+
+def to_undirected(graph: Graph, *, reduce: str = "max") -> Graph:
+    """Returns the symmetric graph holding every edge in both directions.
+
+    The edge list is concatenated with its reverse and coalesced. With the
+    default ``reduce="max"`` this is the union of ``A`` and ``A^T``: an
+    unweighted graph stays unweighted, and a pair present in both
+    directions is not counted twice. ``reduce="sum"`` gives ``A + A^T``.
+    """
+    senders, receivers, weights = _host_edges(graph)
+    both = Graph(
+        np.concatenate([senders, receivers]),
+        np.concatenate([receivers, senders]),
+        None if weights is None else np.concatenate([weights, weights]),
+        graph.num_nodes,
+    )
+    return coalesce(both, reduce=reduce)
+
+
+def _inv_sqrt_or_zero(deg: np.ndarray) -> np.ndarray:
+    if (deg < 0).any():
+        node = int(np.flatnonzero(deg < 0)[0])
+        raise ValueError(
+            f"gcn_norm needs non-negative degrees, but node {node} has weighted degree {deg[node]}"
+        )
+    out = np.zeros_like(deg, dtype=np.float32)
+    positive = deg > 0
+    out[positive] = 1.0 / np.sqrt(deg[positive].astype(np.float64))
+    return out
+
+
+def gcn_norm_factors(graph: Graph, *, self_loops: bool = True) -> tuple[Graph, np.ndarray]:
+    """The factors of the symmetric normalization, without per-edge products.
+
+    Returns ``(adjacency, scale)`` with ``Â = diag(scale) · A' · diag(scale)``,
+    where ``A'`` is ``graph`` with self-loops added (see :func:`gcn_norm`)
+    and ``scale = D^{-1/2}``. Propagating with folded scales,
+    ``scale * propagate(adjacency, scale * x)``, equals ``propagate(gcn_norm(graph), x)``
+    and needs no per-edge multiply when ``adjacency`` is unweighted.
+
+    Returns:
+      ``(Graph, float32 [N])``.
+    """
+    g = add_self_loops(graph) if self_loops else graph
+    scale = _inv_sqrt_or_zero(degree(g, direction="in"))
+    return g, scale
+
+
+def gcn_norm(graph: Graph, *, self_loops: bool = True) -> Graph:
+    """Symmetric GCN normalization as edge weights.
+
+    .. math::
+
+        \\hat A = D^{-1/2} (A + I) D^{-1/2}, \\qquad
+        D_{ii} = \\sum_j (A + I)_{ij}
+
+    ``A[r, s]`` is the weight of edge ``s -> r``, so ``D`` counts each node's
+    incoming edge weights, its self-loop included (as PyG's ``gcn_norm``).
+    A node that already has a self-loop keeps it and gets no second one.
+    A degree of 0 maps to 0, never to ``inf`` or ``NaN``. Duplicate edges
+    are kept and normalized individually, so they still add up.
+
+    Args:
+      graph: the input graph (weights default to 1).
+      self_loops: add the ``+ I`` term (default). ``False`` normalizes ``A``.
+
+    Returns:
+      A weighted :class:`Graph` whose weights are the entries of ``Â``.
+
+    References:
+      Kipf & Welling, ICLR 2017, eq. (2). https://arxiv.org/abs/1609.02907
+    """
+    g, scale = gcn_norm_factors(graph, self_loops=self_loops)
+    senders, receivers, weights = _host_edges(g)
+    w = _ones_like(senders) if weights is None else weights
+    return Graph(senders, receivers, scale[senders] * w * scale[receivers], g.num_nodes)
+
+
+def mean_norm(graph: Graph) -> Graph:
+    """Row normalization for mean aggregation: ``w_e / deg_in(receiver_e)``.
+
+    .. math:: \\bar A = D^{-1} A
+
+    Propagating with the result averages each node's in-neighbours (weighted
+    mean for weighted graphs). Nodes without in-edges get a zero row.
+    """
+    senders, receivers, weights = _host_edges(graph)
+    deg = degree(graph, direction="in")
+    inv = np.zeros_like(deg)
+    np.divide(1.0, deg, out=inv, where=deg != 0)
+    w = _ones_like(senders) if weights is None else weights
+    return Graph(
+        senders, receivers, w * inv[receivers], graph.num_nodes, edges_sorted=graph.edges_sorted
+    )
+
+
+def sort_edges(graph: Graph) -> Graph:
+    """Sorts edges by (receiver, sender), keeping duplicates; sets ``edges_sorted``.
+
+    This is the row-major order of ``A[receiver, sender]``: the order BCOO
+    and cuSPARSE want, and the one that makes the scatter of
+    ``segment_sum`` write each output row once.
+    """
+    if graph.edges_sorted:
+        return graph
+    senders, receivers, weights = _host_edges(graph)
+    order = np.lexsort((senders, receivers))
+    return Graph(
+        senders[order],
+        receivers[order],
+        None if weights is None else weights[order],
+        graph.num_nodes,
+        edges_sorted=True,
+    )
