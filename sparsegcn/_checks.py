@@ -45,7 +45,9 @@ def check_static_int(name: str, value, *, minimum: int = 0) -> int:
 
 def check_integer_array(name: str, array: np.ndarray, *, ndim: int) -> None:
     if array.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got {array.ndim} (shape {array.shape})")
+        raise ValueError(
+            f"{name} must have {ndim} dimension(s), got {array.ndim} (shape {array.shape})"
+        )
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
         raise ValueError(f"{name} must have an integer dtype, got {array.dtype}")
 

@@ -45,9 +45,7 @@ def _prepare_weights(weights, num_edges: int):
         return weights
     host = np.asarray(weights)
     if host.ndim != 1 or host.shape[0] != num_edges:
-        raise ValueError(
-            f"weights must have shape ({num_edges},), one per edge, got {host.shape}"
-        )
+        raise ValueError(f"weights must have shape ({num_edges},), one per edge, got {host.shape}")
     if not (np.issubdtype(host.dtype, np.floating) or np.issubdtype(host.dtype, np.integer)):
         raise ValueError(f"weights must be real numbers, got dtype {host.dtype}")
     _checks.check_finite("weights", host)
@@ -169,7 +167,9 @@ class Graph:
         stored zeros are kept as zero-weight edges; duplicates are kept.
         """
         if not sp.issparse(matrix):
-            raise TypeError(f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}")
+            raise TypeError(
+                f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}"
+            )
         if matrix.shape[0] != matrix.shape[1]:
             raise ValueError(f"adjacency must be square, got shape {matrix.shape}")
         coo = matrix.tocoo()

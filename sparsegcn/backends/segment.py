@@ -6,7 +6,6 @@ import dataclasses
 from typing import ClassVar
 
 import jax
-import jax.numpy as jnp
 
 from sparsegcn.backends.base import Backend, edge_weights_like
 from sparsegcn.graph import Graph

@@ -76,9 +76,7 @@ class Dataset:
             unlabelled = labels[idx] < 0
             if unlabelled.any():
                 pos = int(np.flatnonzero(unlabelled)[0])
-                raise ValueError(
-                    f"split[{key!r}][{pos}] = node {int(idx[pos])} has no label (-1)"
-                )
+                raise ValueError(f"split[{key!r}][{pos}] = node {int(idx[pos])} has no label (-1)")
             split[key] = idx.astype(np.int64, copy=False)
         object.__setattr__(self, "labels", labels.astype(np.int64, copy=False))
         object.__setattr__(self, "split", split)

@@ -51,7 +51,9 @@ def hash_bits(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     return _fmix32(h ^ seeds[1])
 
 
-def keep_mask(key: jax.Array, rate: float, shape: tuple[int, ...], *, impl: str = "hash") -> jax.Array:
+def keep_mask(
+    key: jax.Array, rate: float, shape: tuple[int, ...], *, impl: str = "hash"
+) -> jax.Array:
     """Boolean mask, ``True`` (keep) with probability ``1 - rate``.
 
     ``impl="hash"`` uses :func:`hash_bits` (drop probability exact to

@@ -76,9 +76,20 @@ def train_step(model: Model, tx, state: TrainState, data: NodeData):
         return masked_cross_entropy(logits, data.labels, data.train_mask)
 
     loss, grads = jax.value_and_grad(loss_fn)(state.params)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    return params, opt_state, key, loss, optax.global_norm(grads)
+    params, opt_state = apply_optimizer(tx, grads, state.opt_state, state.params)
+    return params, opt_state, key, loss, optax.tree.norm(grads)
+
+
+def apply_optimizer(tx: optax.GradientTransformation, grads, opt_state, params):
+    """``tx.update`` then ``apply_updates``; returns ``(params, opt_state)``.
+
+    optax mixes Python floats with int32 step counts (Adam's bias
+    correction), which JAX's strict dtype-promotion mode refuses, so its
+    update runs under standard promotion whatever the caller's setting.
+    """
+    with jax.numpy_dtype_promotion("standard"):
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
 
 
 def evaluate(model: Model, params, data: NodeData) -> dict:

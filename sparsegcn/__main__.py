@@ -1,0 +1,5 @@
+import sys
+
+from sparsegcn.cli import main
+
+sys.exit(main())

@@ -1,0 +1,58 @@
+"""Argparse options generated from a dataclass, so defaults live in one place."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import tempfile
+import typing
+from pathlib import Path
+
+
+def add_dataclass_options(parser: argparse.ArgumentParser, cls) -> None:
+    """Adds ``--field-name`` for every field of ``cls``, typed by its annotation."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        flag = "--" + field.name.replace("_", "-")
+        kind = hints[field.name]
+        help_text = field.metadata.get("help", "")
+        if kind is bool:
+            parser.add_argument(
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=field.default,
+                help=help_text,
+            )
+            continue
+        base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)
+        parser.add_argument(
+            flag,
+            type=base,
+            default=field.default,
+            choices=field.metadata.get("choices"),
+            help=f"{help_text} (default: {field.default})",
+        )
+
+
+def dataclass_from_args(cls, args: argparse.Namespace):
+    """Builds ``cls`` from the parsed options :func:`add_dataclass_options` added."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
+    """Writes JSON to a temporary file beside ``path``, then renames it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,50 @@
+"""``sparsegcn train``: train a model on a dataset over several seeds."""
+
+from __future__ import annotations
+
+import argparse
+
+from sparsegcn.cli.options import add_dataclass_options, dataclass_from_args, write_json_atomic
+from sparsegcn.experiment import Experiment, run_experiment
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train a GNN and report test accuracy over seeds",
+        description="Train a model; with no --dataset, on an in-process synthetic graph.",
+    )
+    add_dataclass_options(parser, Experiment)
+    parser.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    parser.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bar"
+    )
+    parser.set_defaults(func=run)
+
+
+def format_report(report: dict) -> str:
+    """The final table: one row, accuracy as mean ± std over seeds."""
+    header = ("dataset", "model", "backend", "seeds", "test acc", "val acc", "step ms", "compile s")
+    row = (
+        report["dataset"],
+        report["model"],
+        report["backend"],
+        str(report["seeds"]),
+        f"{report['test_acc_mean']:.4f} ± {report['test_acc_std']:.4f}",
+        f"{report['val_acc_mean']:.4f} ± {report['val_acc_std']:.4f}",
+        f"{report['train_step_ms_median']:.2f}",
+        f"{report['compile_s']:.2f}",
+    )
+    widths = [max(len(h), len(c)) for h, c in zip(header, row, strict=True)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    values = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+    return f"{line}\n{values}"
+
+
+def run(args: argparse.Namespace) -> int:
+    experiment = dataclass_from_args(Experiment, args)
+    report = run_experiment(experiment, progress=args.progress)
+    print(format_report(report))
+    if args.json:
+        write_json_atomic(args.json, report)
+    return 0

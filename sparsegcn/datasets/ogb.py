@@ -1,0 +1,422 @@
+"""OGB node-property-prediction datasets through the ``ogb`` package.
+
+``ogbn-arxiv``, ``ogbn-products`` and ``ogbn-papers100M`` are read by
+``ogb.nodeproppred.NodePropPredDataset`` (which downloads and processes them
+on first use) and returned as a :class:`~sparsegcn.datasets.base.Dataset`
+with the official split from ``get_idx_split()``. Files live under
+``<root>/ogbn_arxiv/`` etc., exactly as ``ogb`` lays them out, so a folder
+that ``ogb`` or PyG already downloaded is reused.
+
+``ogb`` imports ``torch``, which is not a dependency of sparsegcn: both are
+imported lazily, here only. Install the CPU build of torch first, then
+``pip install 'sparsegcn[ogb]'``.
+
+Three problems of ``ogb`` 1.3.6 with current libraries are handled here:
+
+- **The processed cache.** ``ogb`` saves ``processed/data_processed`` with
+  ``torch.save(..., pickle_protocol=4)`` and reads it back with a bare
+  ``torch.load``. Since torch 2.6 that load is ``weights_only=True``, whose
+  unpickler does not implement protocol 4 (``Unsupported operand 149``, the
+  ``FRAME`` opcode), so allow-listing globals with
+  ``torch.serialization.safe_globals`` cannot help: every second load fails.
+  The cache holds only dicts, ints and NumPy arrays, so it is read here with
+  :func:`~sparsegcn.datasets.unpickle.safe_load`, which admits exactly the
+  NumPy globals that arrays need (:data:`PROCESSED_GLOBALS`); a file naming
+  anything else is refused before anything is imported.
+- **The version check.** ``import ogb`` starts a thread that asks PyPI
+  (through the ``outdated`` package) whether ``ogb`` is current, and
+  ``import outdated`` starts a second one about itself. ``ogb`` sets
+  ``OUTDATED_IGNORE=1``, but that only filters ``outdated``'s warnings: the
+  threads and their requests still run. ``ogb`` skips the check when
+  ``outdated`` cannot be imported, so :func:`import_ogb` hides ``outdated``
+  while ``ogb`` is first imported. No thread starts and nothing goes online.
+- **Interactive prompts.** ``ogb`` calls ``input()`` when a dataset folder
+  lacks its ``RELEASE_v<version>.txt`` marker (and then may delete the
+  folder) and before downloads over 1 GB, and calls ``exit()`` when the
+  answer is no. The first case is refused here before ``ogb`` runs; the
+  others become exceptions.
+
+References:
+  Hu et al., *Open Graph Benchmark: Datasets for Machine Learning on
+  Graphs*, NeurIPS 2020, https://arxiv.org/abs/2005.00687 ;
+  dataset pages: https://ogb.stanford.edu/docs/nodeprop/
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from sparsegcn.datasets import OGB
+from sparsegcn.datasets.base import Dataset
+from sparsegcn.datasets.unpickle import safe_load
+from sparsegcn.graph import Graph
+from sparsegcn.transforms import to_undirected
+
+INSTALL_HINT = (
+    "OGB datasets need the optional packages torch and ogb. Install the CPU build of torch "
+    "first (pip install torch --index-url https://download.pytorch.org/whl/cpu; a plain "
+    "'pip install torch' pulls a multi-GB CUDA build), then pip install 'sparsegcn[ogb]'."
+)
+
+# From the dataset pages, https://ogb.stanford.edu/docs/nodeprop/
+LICENSES = {
+    "ogbn-arxiv": "ODC-BY",
+    "ogbn-products": "Amazon license (https://s3.amazonaws.com/amazon-reviews-pds/license.txt)",
+    "ogbn-papers100M": "ODC-BY",
+}
+
+# What a processed cache written by ogb's torch.save may reference: NumPy
+# arrays (_reconstruct, ndarray, dtype) and NumPy scalars (scalar; the
+# binary loader stores papers100M's num_nodes as np.int64), spelt as NumPy 2
+# writes them and as NumPy 1 did. Found with pickletools on the caches ogb
+# wrote for the fakes in tests/test_ogb.py (CSV layout: arxiv, products;
+# binary layout: papers100M); dicts, ints and None need no global.
+PROCESSED_GLOBALS = frozenset(
+    {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "scalar"),
+    }
+)
+
+# import_ogb swaps entries of sys.modules and os.environ; two threads doing it
+# at once could restore each other's state.
+_IMPORT_LOCK = threading.Lock()
+
+
+def import_ogb():
+    """Imports ``ogb.nodeproppred`` without its PyPI version-check threads.
+
+    ``ogb/version.py`` runs ``from outdated import check_outdated`` and, if
+    that succeeds, starts a thread that queries PyPI. While ``ogb`` is first
+    imported, ``sys.modules["outdated"]`` is set to ``None`` (documented to
+    make the import raise ``ImportError``), so ``ogb`` skips the check; the
+    previous entry, and ``OUTDATED_IGNORE`` (which ``ogb`` overwrites), are
+    restored afterwards. If ``ogb`` was already imported elsewhere, its
+    thread has already run and this changes nothing.
+
+    Returns:
+      The ``ogb.nodeproppred`` module.
+
+    Raises:
+      ImportError: torch or ogb is missing; the message says how to install them.
+    """
+    try:
+        import torch  # noqa: F401  # ogb's own ImportError would not say which torch build
+    except ImportError as err:
+        raise ImportError(INSTALL_HINT) from err
+    with _IMPORT_LOCK:
+        missing = object()
+        saved_module = sys.modules.get("outdated", missing)
+        saved_env = os.environ.get("OUTDATED_IGNORE")
+        first_import = "ogb.version" not in sys.modules
+        if first_import:
+            sys.modules["outdated"] = None
+        try:
+            import ogb.nodeproppred
+        except ImportError as err:
+            raise ImportError(INSTALL_HINT) from err
+        finally:
+            if first_import:
+                if saved_module is missing:
+                    del sys.modules["outdated"]
+                else:
+                    sys.modules["outdated"] = saved_module
+                if saved_env is None:
+                    os.environ.pop("OUTDATED_IGNORE", None)
+                else:
+                    os.environ["OUTDATED_IGNORE"] = saved_env
+    return ogb.nodeproppred
+
+
+def load_processed(path: str | os.PathLike) -> dict:
+    """Reads ``ogb``'s ``processed/data_processed`` without ``torch.load``.
+
+    The file is a ``torch.save`` zip archive whose ``<name>/data.pkl`` is a
+    protocol-4 pickle of ``{"graph": {...}, "labels": ndarray}``; it holds no
+    tensors, so no storage records are read.
+
+    Args:
+      path: the ``data_processed`` file.
+
+    Returns:
+      The ``{"graph", "labels"}`` dict ``ogb`` saved.
+
+    Raises:
+      ValueError: the file is not such an archive (e.g. left truncated by an
+        interrupted first run: delete it and ``ogb`` processes the raw files
+        again), or does not hold that dict.
+      pickle.UnpicklingError: the pickle references a global outside
+        :data:`PROCESSED_GLOBALS`, or a tensor.
+    """
+    path = Path(path)
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as err:
+        raise ValueError(
+            f"{path} is not a torch.save archive ({err}); if a first run was interrupted, "
+            f"delete it so that ogb processes the raw files again"
+        ) from err
+    with archive:
+        pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
+        if len(pickles) != 1:
+            raise ValueError(
+                f"{path} should hold one <name>/data.pkl (torch.save's layout), got "
+                f"{len(pickles)} among {archive.namelist()[:8]}"
+            )
+        with archive.open(pickles[0]) as f:
+            try:
+                loaded = safe_load(f, allowed=PROCESSED_GLOBALS)
+            except pickle.UnpicklingError as err:
+                raise pickle.UnpicklingError(f"{path}: {err}") from err
+    if not (isinstance(loaded, dict) and {"graph", "labels"} <= loaded.keys()):
+        raise ValueError(
+            f"{path} should hold a dict with keys 'graph' and 'labels', got "
+            f"{type(loaded).__name__} {sorted(loaded) if isinstance(loaded, dict) else ''}"
+        )
+    return loaded
+
+
+def _dataset_class(nodeproppred):
+    """``NodePropPredDataset`` with its cache read by :func:`load_processed`."""
+
+    class SafeNodePropPredDataset(nodeproppred.NodePropPredDataset):
+        def pre_process(self):
+            cache = Path(self.root) / "processed" / "data_processed"
+            if not cache.exists():
+                super().pre_process()
+                return
+            loaded = load_processed(cache)
+            self.graph, self.labels = loaded["graph"], loaded["labels"]
+
+    return SafeNodePropPredDataset
+
+
+def _meta_info(nodeproppred, name: str):
+    import pandas as pd
+
+    master = Path(nodeproppred.__file__).parent / "master.csv"
+    return pd.read_csv(master, index_col=0, keep_default_na=False)[name]
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_folders(name: str, root: Path, dataset_dir: Path, version: str) -> None:
+    """Refuses roots ``ogb`` would fail on, prompt about, or delete, before it runs."""
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"root {str(root)!r} exists but is not a directory")
+    if dataset_dir.exists() and not dataset_dir.is_dir():
+        raise ValueError(f"{name}: {str(dataset_dir)!r} exists but is not a directory")
+    marker = f"RELEASE_v{version}.txt"
+    if dataset_dir.is_dir() and not (dataset_dir / marker).exists():
+        raise ValueError(
+            f"{name}: {str(dataset_dir)!r} exists but has no {marker}, so it is not a complete "
+            f"ogb download of version {version} (ogb would ask whether to delete it); remove "
+            f"or move the folder to download it again"
+        )
+    if (dataset_dir / "processed" / "data_processed").exists():
+        return
+    # ogb writes processed/data_processed next to the raw files, or downloads
+    # the archive into root; check now instead of failing after the download.
+    target = dataset_dir / "processed" if dataset_dir.is_dir() else root
+    existing = _nearest_existing(target.absolute())
+    if not existing.is_dir():
+        raise ValueError(
+            f"{name}: cannot create {str(target)!r}: {str(existing)!r} is not a directory"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"{name}: {str(existing)!r} is not writable, but ogb must write "
+            f"{'its processed cache' if dataset_dir.is_dir() else 'the download'} under it "
+            f"(to {str(target)!r})"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+
+
+def as_labels(raw, num_nodes: int) -> np.ndarray:
+    """``ogb``'s ``[N, 1]`` labels as int64 ``[N]``, ``-1`` where unlabelled.
+
+    ``ogb`` marks unlabelled nodes with ``NaN`` (ogbn-papers100M stores float
+    labels for that reason); every other value must be a non-negative
+    integer.
+
+    Raises:
+      ValueError: naming the first label that is negative or not an integer,
+        or a wrong shape.
+    """
+    labels = np.asarray(raw)
+    if labels.shape not in ((num_nodes, 1), (num_nodes,)):
+        raise ValueError(
+            f"labels must have shape ({num_nodes}, 1) or ({num_nodes},), one per node, "
+            f"got {labels.shape}"
+        )
+    labels = labels.reshape(num_nodes)
+    if np.issubdtype(labels.dtype, np.floating):
+        known = ~np.isnan(labels)
+        bad = known & ~((labels == np.floor(labels)) & np.isfinite(labels) & (labels >= 0))
+    elif np.issubdtype(labels.dtype, np.integer) and labels.dtype != np.bool_:
+        known = np.ones(labels.shape, bool)
+        bad = labels < 0
+    else:
+        raise ValueError(f"labels must be numbers, got dtype {labels.dtype}")
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"labels[{pos}] = {labels[pos]} is not a class id (a non-negative integer; "
+            f"ogb marks unlabelled nodes with NaN)"
+        )
+    out = np.full(labels.shape, -1, np.int64)
+    out[known] = labels[known].astype(np.int64)
+    return out
+
+
+def load_ogb(name: str, root: str | os.PathLike) -> Dataset:
+    """Loads an OGB node-property dataset with its official split.
+
+    The graph is stored as the publisher's examples use it: ogbn-arxiv and
+    ogbn-papers100M are directed citation graphs and are made undirected
+    with :func:`~sparsegcn.transforms.to_undirected`, the union of both
+    directions with duplicates merged, as ``adj_t.to_symmetric()`` in
+    ``examples/nodeproppred/arxiv/gnn.py`` and ``to_undirected`` in
+    ``examples/nodeproppred/papers100M/sgc.py`` of the ogb repository;
+    ogbn-products comes with every pair in both directions
+    (``add_inverse_edge``) and is kept as ``ogb`` builds it.
+
+    Args:
+      name: ``"ogbn-arxiv"``, ``"ogbn-products"`` or ``"ogbn-papers100M"``.
+      root: data root; the dataset lives in ``<root>/ogbn_arxiv/`` etc. and
+        is downloaded there by ``ogb`` when missing.
+
+    Returns:
+      A :class:`Dataset`: host int32 graph, float32 ``[N, F]`` features,
+      int64 labels (``-1`` unlabelled), split ``train``/``valid``/``test``,
+      ``num_classes`` and ``metric`` from ``ogb``'s master table, and
+      ``num_edges`` as the publisher counts them (directed edges for
+      ogbn-arxiv and ogbn-papers100M, undirected pairs for ogbn-products).
+
+    Raises:
+      ImportError: torch or ogb is not installed.
+      ValueError: unknown name; a root or dataset folder that is not a
+        directory, or lacks ogb's release marker; data that break the
+        :class:`Dataset` checks (e.g. a label outside ``[0, num_classes)``),
+        always naming the dataset, folder and offending value.
+      PermissionError: ogb would have to write under a read-only folder.
+      RuntimeError: a download over 1 GB needs a confirmation that cannot
+        be given (no interactive input) or was declined.
+    """
+    if name not in OGB:
+        raise ValueError(f"unknown OGB dataset {name!r}; choose one of {list(OGB)}")
+    nodeproppred = import_ogb()
+    meta = _meta_info(nodeproppred, name)
+    root = Path(root)
+    dataset_dir = root / name.replace("-", "_")
+    _check_folders(name, root, dataset_dir, str(meta["version"]))
+    try:
+        dataset = _dataset_class(nodeproppred)(name=name, root=str(root))
+        split = dataset.get_idx_split()
+    except (EOFError, SystemExit) as err:
+        raise RuntimeError(
+            f"{name}: ogb asked to confirm a download of over 1 GB from {meta['url']} and got "
+            f"no 'y' ({type(err).__name__}). Answer 'y' in an interactive session, or unzip "
+            f"that archive into {str(root)!r} and rename its folder {meta['download_name']!r} "
+            f"to {dataset_dir.name!r}"
+        ) from err
+    graph, labels = dataset.graph, dataset.labels
+    try:
+        num_nodes = int(graph["num_nodes"])
+        edge_index = np.asarray(graph["edge_index"])
+        if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape (2, E), got {edge_index.shape}")
+        if graph.get("node_feat") is None:
+            raise ValueError("ogb returned no node features")
+        inverse_added = meta["add_inverse_edge"] == "True"
+        host = Graph(edge_index[0], edge_index[1], None, num_nodes)
+        if not inverse_added:
+            host = to_undirected(host)
+        return Dataset(
+            name=name,
+            graph=host,
+            features=np.asarray(graph["node_feat"]).astype(np.float32, copy=False),
+            labels=as_labels(labels, num_nodes),
+            split={key: np.asarray(split[key]) for key in ("train", "valid", "test")},
+            num_classes=int(meta["num classes"]),
+            metric=str(meta["eval metric"]),
+            num_edges=edge_index.shape[1] // 2 if inverse_added else edge_index.shape[1],
+            info={
+                "source": str(meta["url"]),
+                "license": LICENSES[name],
+                "split": str(meta["split"]),
+                "folder": str(dataset_dir),
+                "ogb_version": sys.modules["ogb"].__version__,
+            },
+        )
+    except ValueError as err:
+        raise ValueError(f"{name} ({str(dataset_dir)!r}): {err}") from err
+
+
+def evaluate(name: str, y_true, y_pred) -> float:
+    """The official metric of ``name`` through ``ogb.nodeproppred.Evaluator``.
+
+    For the three supported datasets the metric is accuracy,
+
+    .. math:: \\mathrm{acc} = \\frac{1}{n} \\sum_{i=1}^{n} [\\hat y_i = y_i].
+
+    Args:
+      name: an OGB dataset name, e.g. ``"ogbn-arxiv"``.
+      y_true: ``[n]`` or ``[n, 1]`` integer class ids of labelled nodes
+        (NumPy or JAX); ``-1`` (unlabelled) is refused, since ogb would
+        count it as a class.
+      y_pred: predicted class ids, same shape.
+
+    Returns:
+      The metric as a Python float.
+
+    Raises:
+      ValueError: unknown name, mismatched shapes, or an unlabelled node.
+    """
+    if name not in OGB:
+        raise ValueError(f"unknown OGB dataset {name!r}; choose one of {list(OGB)}")
+    true, pred = np.asarray(y_true), np.asarray(y_pred)
+    if true.shape != pred.shape:
+        raise ValueError(
+            f"y_true and y_pred must have the same shape, got {true.shape} and {pred.shape}"
+        )
+    if true.ndim == 1:
+        true, pred = true[:, None], pred[:, None]
+    if true.ndim != 2 or true.shape[1] != 1:
+        raise ValueError(f"y_true must have shape [n] or [n, 1], got {np.asarray(y_true).shape}")
+    if true.shape[0] == 0:
+        raise ValueError("y_true is empty: the metric is undefined for no nodes")
+    unlabelled = true[:, 0] < 0
+    if unlabelled.any():
+        pos = int(np.flatnonzero(unlabelled)[0])
+        raise ValueError(f"y_true[{pos}] = {true[pos, 0]} marks an unlabelled node; drop it")
+    evaluator = import_ogb().Evaluator(name)
+    result = evaluator.eval({"y_true": true, "y_pred": pred})
+    return float(result[evaluator.eval_metric])
+
+
+__all__ = [
+    "INSTALL_HINT",
+    "LICENSES",
+    "PROCESSED_GLOBALS",
+    "as_labels",
+    "evaluate",
+    "import_ogb",
+    "load_ogb",
+    "load_processed",
+]

@@ -1,0 +1,49 @@
+"""Random test graphs with the awkward cases the backends must handle."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sparsegcn import Graph
+
+
+def random_graph(
+    num_nodes: int,
+    num_edges: int,
+    *,
+    seed: int = 0,
+    weighted: bool = True,
+    duplicates: int = 3,
+    self_loops: int = 2,
+    isolated: int = 2,
+) -> Graph:
+    """An unsorted multigraph with duplicate edges, self-loops and isolated nodes.
+
+    The last ``isolated`` nodes touch no edge at all.
+    """
+    rng = np.random.default_rng(seed)
+    active = max(num_nodes - isolated, 1)
+    senders = rng.integers(0, active, num_edges)
+    receivers = rng.integers(0, active, num_edges)
+    if num_edges and duplicates:
+        picks = rng.integers(0, num_edges, duplicates)
+        senders = np.concatenate([senders, senders[picks]])
+        receivers = np.concatenate([receivers, receivers[picks]])
+    if num_nodes and self_loops:
+        loops = rng.integers(0, active, self_loops)
+        senders = np.concatenate([senders, loops])
+        receivers = np.concatenate([receivers, loops])
+    order = rng.permutation(senders.shape[0])
+    senders, receivers = senders[order], receivers[order]
+    weights = rng.uniform(0.5, 2.0, senders.shape[0]).astype(np.float32) if weighted else None
+    return Graph(senders, receivers, weights, num_nodes)
+
+
+GRAPH_CASES = {
+    "random": lambda: random_graph(30, 90, seed=1),
+    "unweighted": lambda: random_graph(25, 60, seed=2, weighted=False),
+    "single_node": lambda: Graph(np.zeros(0, np.int32), np.zeros(0, np.int32), None, 1),
+    "single_node_loop": lambda: Graph(np.array([0]), np.array([0]), np.array([2.0]), 1),
+    "no_edges": lambda: Graph(np.zeros(0, np.int32), np.zeros(0, np.int32), None, 7),
+    "isolated_heavy": lambda: random_graph(40, 12, seed=3, isolated=25),
+}

@@ -1,0 +1,264 @@
+"""download_file against a real HTTP server on 127.0.0.1, and sha256_file against hashlib.
+
+Every request has a client timeout of a few seconds and every server is shut
+down and joined, so no test can hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.server
+import os
+import re
+import socket
+import threading
+import time
+import urllib.error
+
+import pytest
+
+from sparsegcn.datasets.download import download_file, sha256_file
+
+TIMEOUT = 5.0
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Serves ``server.routes[path]``, which is one of
+
+    - ``bytes``: the body, with a correct Content-Length;
+    - ``("truncated", body, announced)``: sends ``body`` but announces ``announced`` bytes;
+    - ``("no-length", body)``: no Content-Length, the body ends when the connection closes;
+    - ``("redirect", location)``: a 302 to ``location``;
+    - ``("status", code)``: an error status;
+    - ``("slow", seconds)``: waits before answering;
+    - ``("broken-chunked", body)``: a chunked body cut off inside a chunk.
+    """
+
+    def do_GET(self):
+        self.server.requests.append(self.path)
+        route = self.server.routes.get(self.path)
+        if route is None:
+            self.send_error(404, "Not Found")
+            return
+        if isinstance(route, bytes):
+            route = ("truncated", route, len(route))
+        kind = route[0]
+        if kind == "status":
+            self.send_error(route[1])
+            return
+        if kind == "redirect":
+            self.send_response(302)
+            self.send_header("Location", route[1])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if kind == "slow":
+            time.sleep(route[1])
+            return
+        self.close_connection = True
+        self.send_response(200)
+        if kind == "broken-chunked":
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"%x\r\n" % (2 * len(route[1])) + route[1])
+            return
+        if kind == "truncated":
+            self.send_header("Content-Length", str(route[2]))
+        self.end_headers()
+        self.wfile.write(route[1])
+
+    def log_message(self, format, *args):
+        pass
+
+
+@contextlib.contextmanager
+def serve(routes: dict):
+    """Runs an HTTP server on 127.0.0.1 (free port) in a thread; yields ``(server, base_url)``.
+
+    ``server.requests`` records the paths asked for. The server is shut down
+    and its thread joined on exit.
+    """
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    server.routes = routes
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=TIMEOUT)
+        assert not thread.is_alive(), "HTTP server thread did not stop"
+
+
+def leftovers(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+PAYLOAD = os.urandom(3 * (1 << 20) + 12345)  # spans several 1 MiB read chunks
+PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
+
+
+def test_sha256_file_matches_hashlib(tmp_path):
+    path = tmp_path / "blob"
+    path.write_bytes(PAYLOAD)
+    assert sha256_file(path) == PAYLOAD_SHA
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert sha256_file(empty) == hashlib.sha256(b"").hexdigest()
+
+
+def test_download_writes_verified_file(tmp_path):
+    dest = tmp_path / "sub" / "blob.bin"
+    with serve({"/blob.bin": PAYLOAD}) as (server, url):
+        out = download_file(f"{url}/blob.bin", dest, sha256=PAYLOAD_SHA.upper(), timeout=TIMEOUT)
+    assert out == dest
+    assert dest.read_bytes() == PAYLOAD
+    assert leftovers(dest.parent) == ["blob.bin"]
+    assert server.requests == ["/blob.bin"]
+
+
+def test_download_without_content_length_and_without_checksum(tmp_path):
+    dest = tmp_path / "blob.bin"
+    with serve({"/b": ("no-length", PAYLOAD)}) as (_, url):
+        download_file(f"{url}/b", dest, sha256=None, timeout=TIMEOUT)
+    assert dest.read_bytes() == PAYLOAD
+
+
+def test_download_follows_http_redirects(tmp_path):
+    dest = tmp_path / "blob.bin"
+    with serve({"/old": ("redirect", "/new"), "/new": PAYLOAD}) as (server, url):
+        download_file(f"{url}/old", dest, sha256=PAYLOAD_SHA, timeout=TIMEOUT)
+    assert dest.read_bytes() == PAYLOAD
+    assert server.requests == ["/old", "/new"]
+
+
+def test_download_progress_bar_reports_the_total(tmp_path, capsys):
+    dest = tmp_path / "blob.bin"
+    with serve({"/b": PAYLOAD}) as (_, url):
+        download_file(f"{url}/b", dest, sha256=PAYLOAD_SHA, progress=True, timeout=TIMEOUT)
+    err = capsys.readouterr().err
+    assert "blob.bin" in err
+    assert "100%" in err
+    assert "3.16M/3.16M" in err  # total from Content-Length: 3158073 bytes
+
+
+def test_checksum_mismatch_names_file_and_digests_and_leaves_nothing(tmp_path):
+    corrupt = bytearray(PAYLOAD)
+    corrupt[1000] ^= 0xFF
+    actual = hashlib.sha256(corrupt).hexdigest()
+    dest = tmp_path / "blob.bin"
+    with (
+        serve({"/b": bytes(corrupt)}) as (_, url),
+        pytest.raises(ValueError, match=rf"sha256 mismatch for blob\.bin.*{PAYLOAD_SHA}.*{actual}"),
+    ):
+        download_file(f"{url}/b", dest, sha256=PAYLOAD_SHA, timeout=TIMEOUT)
+    assert leftovers(tmp_path) == []
+
+
+def test_failed_download_keeps_the_previous_file_intact(tmp_path):
+    dest = tmp_path / "blob.bin"
+    dest.write_bytes(b"previous version")
+    with (
+        serve({"/b": b"something else"}) as (_, url),
+        pytest.raises(ValueError, match="sha256 mismatch"),
+    ):
+        download_file(f"{url}/b", dest, sha256=PAYLOAD_SHA, timeout=TIMEOUT)
+    assert dest.read_bytes() == b"previous version"
+    assert leftovers(tmp_path) == ["blob.bin"]
+
+
+def test_truncated_body_is_an_oserror_naming_the_url(tmp_path):
+    dest = tmp_path / "blob.bin"
+    with (
+        serve({"/b": ("truncated", PAYLOAD[:5000], len(PAYLOAD))}) as (_, url),
+        pytest.raises(
+            OSError, match=rf"truncated download from {re.escape(url)}/b: received 5000 of"
+        ),
+    ):
+        # Without the byte count check this would be caught by the checksum;
+        # with sha256=None only the count can catch it.
+        download_file(f"{url}/b", dest, sha256=None, timeout=TIMEOUT)
+    assert leftovers(tmp_path) == []
+
+
+def test_truncated_body_without_content_length_fails_the_checksum(tmp_path):
+    dest = tmp_path / "blob.bin"
+    with (
+        serve({"/b": ("no-length", PAYLOAD[:5000])}) as (_, url),
+        pytest.raises(ValueError, match=r"sha256 mismatch for blob\.bin"),
+    ):
+        download_file(f"{url}/b", dest, sha256=PAYLOAD_SHA, timeout=TIMEOUT)
+    assert leftovers(tmp_path) == []
+
+
+def test_broken_chunked_body_is_an_oserror_naming_the_url(tmp_path):
+    with (
+        serve({"/b": ("broken-chunked", PAYLOAD[:5000])}) as (_, url),
+        pytest.raises(OSError, match=rf"broken HTTP response .*{re.escape(url)}/b"),
+    ):
+        download_file(f"{url}/b", tmp_path / "blob.bin", sha256=None, timeout=TIMEOUT)
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("code", [404, 500])
+def test_http_error_status_is_an_oserror_naming_the_url(tmp_path, code):
+    dest = tmp_path / "blob.bin"
+    with (
+        serve({"/b": ("status", code)}) as (_, url),
+        pytest.raises(OSError, match=rf"HTTP {code} .*{re.escape(url)}/b"),
+    ):
+        download_file(f"{url}/b", dest, sha256=None, timeout=TIMEOUT)
+    assert leftovers(tmp_path) == []
+
+
+def test_connection_refused_is_a_urlerror_naming_the_url(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/b"
+    with pytest.raises(urllib.error.URLError, match=rf"cannot download {re.escape(url)}"):
+        download_file(url, tmp_path / "blob.bin", sha256=None, timeout=TIMEOUT)
+    assert leftovers(tmp_path) == []
+
+
+def test_timeout_is_bounded_and_names_the_url(tmp_path):
+    with serve({"/b": ("slow", 2.0)}) as (_, url):
+        start = time.monotonic()
+        with pytest.raises(OSError, match=rf"{re.escape(url)}/b"):
+            download_file(f"{url}/b", tmp_path / "blob.bin", sha256=None, timeout=0.3)
+        assert time.monotonic() - start < 1.5
+    assert leftovers(tmp_path) == []
+
+
+def test_redirect_to_a_non_http_scheme_is_refused(tmp_path):
+    with (
+        serve({"/b": ("redirect", "ftp://127.0.0.1/blob")}) as (_, url),
+        pytest.raises(urllib.error.URLError, match=rf"cannot download {re.escape(url)}/b"),
+    ):
+        download_file(f"{url}/b", tmp_path / "blob.bin", sha256=None, timeout=TIMEOUT)
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "ftp://127.0.0.1/x", "127.0.0.1/x", "http:///x", "data:,hi"]
+)
+def test_only_http_urls_are_accepted(tmp_path, url):
+    with pytest.raises(ValueError, match="only http:// and https:// URLs"):
+        download_file(url, tmp_path / "x", sha256=None)
+    assert leftovers(tmp_path) == []
+
+
+def test_bad_arguments_fail_before_any_request(tmp_path):
+    with pytest.raises(ValueError, match="sha256 must be 64 hex digits or None, got 'abc'"):
+        download_file("http://127.0.0.1:9/x", tmp_path / "x", sha256="abc")
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds, got 0"):
+        download_file("http://127.0.0.1:9/x", tmp_path / "x", sha256=None, timeout=0)
+    with pytest.raises(ValueError, match="is a directory"):
+        download_file("http://127.0.0.1:9/x", tmp_path, sha256=None)
+    with pytest.raises(TypeError, match="url must be a string, got bytes"):
+        download_file(b"http://127.0.0.1:9/x", tmp_path / "x", sha256=None)
+    assert leftovers(tmp_path) == []

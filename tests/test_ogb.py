@@ -1,0 +1,452 @@
+"""OGB loading through the ``ogb`` package, offline, on tiny fake datasets.
+
+Each fake is written in OGB's on-disk layout (raw CSV or binary files, the
+official split folder, the additional node files ``ogb``'s master.csv lists,
+an empty ``processed/`` and the ``RELEASE_v1.txt`` marker) and then loaded
+by ``ogb``'s own reader through :func:`load_ogb`. The references are the
+arrays the test wrote.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# Not pytest.importorskip("ogb"): importing ogb plainly would start its PyPI
+# version-check thread in the test process (see test_importing_through_...).
+if importlib.util.find_spec("ogb") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("needs the optional extra: torch (CPU) and sparsegcn[ogb]", allow_module_level=True)
+
+import sparsegcn
+from sparsegcn.datasets import load
+from sparsegcn.datasets.ogb import (
+    as_labels,
+    evaluate,
+    import_ogb,
+    load_ogb,
+    load_processed,
+)
+from sparsegcn.train import NodeData, index_mask
+
+pytestmark = pytest.mark.ogb
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- the fake datasets ---------------------------------------------------------
+
+
+def _master(name: str):
+    import pandas as pd
+
+    path = Path(import_ogb().__file__).parent / "master.csv"
+    return pd.read_csv(path, index_col=0, keep_default_na=False)[name]
+
+
+def _write_csv(path: Path, rows: np.ndarray, fmt: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        np.savetxt(f, np.asarray(rows).reshape(len(rows), -1), fmt=fmt, delimiter=",")
+
+
+def write_fake(root: Path, name: str, *, edges, features, labels, split) -> Path:
+    """Writes a dataset as ``ogb`` ships it (master.csv decides CSV or binary
+    files, the split folder and the additional node files). Returns its folder.
+    """
+    meta = _master(name)
+    folder = root / name.replace("-", "_")
+    raw = folder / "raw"
+    raw.mkdir(parents=True)
+    edges, features, labels = np.asarray(edges), np.asarray(features), np.asarray(labels)
+    n = features.shape[0]
+    extra = {}
+    if meta["additional node files"] != "None":
+        for key in meta["additional node files"].split(","):
+            extra[key] = 2000 + np.arange(n, dtype=np.int64)[:, None] % 20
+    if meta["binary"] == "True":
+        np.savez(
+            raw / "data.npz",
+            edge_index=edges.T.astype(np.int64),
+            num_nodes_list=np.array([n]),
+            num_edges_list=np.array([edges.shape[0]]),
+            node_feat=features,
+            **extra,
+        )
+        np.savez(raw / "node-label.npz", node_label=labels.astype(np.float64)[:, None])
+    else:
+        _write_csv(raw / "edge.csv.gz", edges, "%d")
+        _write_csv(raw / "node-feat.csv.gz", features, "%.9g")
+        _write_csv(raw / "node-label.csv.gz", labels, "%d")
+        _write_csv(raw / "num-node-list.csv.gz", [n], "%d")
+        _write_csv(raw / "num-edge-list.csv.gz", [edges.shape[0]], "%d")
+        for key, values in extra.items():
+            _write_csv(raw / f"{key}.csv.gz", values, "%d")
+    for part, idx in split.items():
+        _write_csv(folder / "split" / meta["split"] / f"{part}.csv.gz", idx, "%d")
+    (folder / "processed").mkdir()
+    (folder / f"RELEASE_v{meta['version']}.txt").touch()
+    return folder
+
+
+# 9 nodes; 0 -> 1 and 1 -> 0 are both present, so they form one undirected pair.
+ARXIV_EDGES = np.array([[0, 1], [1, 0], [1, 2], [2, 3], [3, 4], [5, 4], [6, 7], [8, 0]])
+ARXIV_SPLIT = {"train": [0, 1, 2, 3], "valid": [4, 5], "test": [6, 7, 8]}
+
+
+def _features(n: int, f: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, f)).astype(np.float32)
+
+
+def _arxiv_labels() -> np.ndarray:
+    return np.array([0, 1, 2, 39, 1, 0, 2, 5, 1])
+
+
+def write_arxiv(root: Path, labels=None) -> Path:
+    return write_fake(
+        root,
+        "ogbn-arxiv",
+        edges=ARXIV_EDGES,
+        features=_features(9, 4, seed=0),
+        labels=_arxiv_labels() if labels is None else labels,
+        split=ARXIV_SPLIT,
+    )
+
+
+def _edge_set(graph) -> list:
+    return sorted(
+        zip(np.asarray(graph.senders).tolist(), np.asarray(graph.receivers).tolist(), strict=True)
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Fails any connection attempt, recording it; the test then fails too."""
+    attempts = []
+
+    def refuse(self, address, *args):
+        attempts.append(address)
+        raise OSError(f"network access in a test: {address}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    yield attempts
+    assert attempts == [], f"the test tried to reach the network: {attempts}"
+
+
+# -- loading -------------------------------------------------------------------
+
+
+def test_arxiv_matches_the_written_arrays_and_is_symmetrized(tmp_path):
+    write_arxiv(tmp_path)
+    ds = load_ogb("ogbn-arxiv", tmp_path)
+
+    reference = sorted(
+        {(s, r) for s, r in ARXIV_EDGES.tolist()} | {(r, s) for s, r in ARXIV_EDGES.tolist()}
+    )
+    assert _edge_set(ds.graph) == reference  # each direction once: 0 <-> 1 not doubled
+    assert ds.graph.senders.dtype == np.int32 and ds.graph.receivers.dtype == np.int32
+    assert ds.graph.weights is None and ds.graph.num_nodes == 9
+    assert ds.num_edges == len(ARXIV_EDGES)  # the publisher's directed count
+    np.testing.assert_array_equal(ds.features, _features(9, 4, seed=0))
+    assert ds.features.dtype == np.float32
+    np.testing.assert_array_equal(ds.labels, _arxiv_labels())
+    assert ds.labels.dtype == np.int64
+    for part, idx in ARXIV_SPLIT.items():
+        np.testing.assert_array_equal(ds.split[part], idx)
+    assert (ds.num_classes, ds.metric) == (40, "acc")
+    assert ds.info["license"] == "ODC-BY"
+    assert ds.info["source"].endswith("/arxiv.zip")
+
+
+def test_load_dispatches_ogb_names(tmp_path):
+    write_arxiv(tmp_path)
+    ds = load("ogbn-arxiv", tmp_path)
+    assert ds.name == "ogbn-arxiv" and ds.num_edges == len(ARXIV_EDGES)
+
+
+def test_second_load_reads_the_cache_without_torch_load(tmp_path, monkeypatch):
+    import torch
+
+    folder = write_arxiv(tmp_path)
+    first = load_ogb("ogbn-arxiv", tmp_path)
+    assert (folder / "processed" / "data_processed").is_file()
+    # The second load must come from the cache, and not through torch.load,
+    # which refuses ogb's protocol-4 pickle since torch 2.6.
+    for raw in (folder / "raw").iterdir():
+        raw.unlink()
+
+    def no_torch_load(*args, **kwargs):
+        raise AssertionError("torch.load was called")
+
+    monkeypatch.setattr(torch, "load", no_torch_load)
+    second = load_ogb("ogbn-arxiv", tmp_path)
+    assert _edge_set(second.graph) == _edge_set(first.graph)
+    np.testing.assert_array_equal(second.features, first.features)
+    np.testing.assert_array_equal(second.labels, first.labels)
+    for part in ARXIV_SPLIT:
+        np.testing.assert_array_equal(second.split[part], first.split[part])
+    assert second.num_edges == first.num_edges
+
+
+def test_products_keeps_both_directions_and_counts_pairs(tmp_path):
+    pairs = np.array([[0, 1], [1, 2], [2, 3], [3, 0], [4, 2], [5, 4]])
+    labels = np.array([0, 46, 3, 3, 1, 2])
+    split = {"train": [0, 1, 2], "valid": [3], "test": [4, 5]}
+    write_fake(
+        tmp_path,
+        "ogbn-products",
+        edges=pairs,
+        features=_features(6, 5, 1),
+        labels=labels,
+        split=split,
+    )
+    ds = load_ogb("ogbn-products", tmp_path)
+
+    assert ds.num_edges == len(pairs)  # undirected pairs, as the publisher counts
+    assert ds.graph.num_edges == 2 * len(pairs)
+    dense = np.zeros((6, 6))
+    for s, r in pairs:
+        dense[s, r] = dense[r, s] = 1.0
+    np.testing.assert_array_equal(ds.graph.to_scipy().toarray(), dense)
+    np.testing.assert_array_equal(ds.labels, labels)
+    assert (ds.num_classes, ds.metric) == (47, "acc")
+    assert ds.info["license"].startswith("Amazon")
+    np.testing.assert_array_equal(ds.split["valid"], [3])
+
+
+def test_papers100m_binary_layout_maps_nan_labels_to_minus_one(tmp_path):
+    edges = np.array([[1, 0], [2, 0], [2, 1], [3, 2], [4, 3]])
+    labels = np.array([3.0, np.nan, 171.0, 0.0, np.nan])
+    split = {"train": [0, 2], "valid": [3], "test": [0]}
+    write_fake(
+        tmp_path,
+        "ogbn-papers100M",
+        edges=edges,
+        features=_features(5, 3, 2),
+        labels=labels,
+        split=split,
+    )
+    first = load_ogb("ogbn-papers100M", tmp_path)
+    # The binary reader stores num_nodes as a NumPy scalar: the cache read
+    # must admit it.
+    second = load_ogb("ogbn-papers100M", tmp_path)
+
+    for ds in (first, second):
+        np.testing.assert_array_equal(ds.labels, [3, -1, 171, 0, -1])
+        assert ds.num_edges == len(edges) and ds.num_classes == 172
+        assert _edge_set(ds.graph) == sorted(
+            {*map(tuple, edges.tolist()), *map(tuple, edges[:, ::-1].tolist())}
+        )
+        np.testing.assert_array_equal(ds.features, _features(5, 3, 2))
+
+
+# -- bad data and roots ----------------------------------------------------------
+
+
+def test_label_outside_num_classes_names_dataset_and_value(tmp_path):
+    labels = _arxiv_labels()
+    labels[3] = 40
+    write_arxiv(tmp_path, labels=labels)
+    with pytest.raises(ValueError, match=r"ogbn-arxiv .*labels\[3\] = 40 is outside \[0, 40\)"):
+        load_ogb("ogbn-arxiv", tmp_path)
+
+
+def test_negative_raw_label_is_not_taken_for_unlabelled(tmp_path):
+    labels = _arxiv_labels()
+    labels[6] = -1
+    write_arxiv(tmp_path, labels=labels)
+    with pytest.raises(ValueError, match=r"ogbn-arxiv .*labels\[6\] = -1 is not a class id"):
+        load_ogb("ogbn-arxiv", tmp_path)
+
+
+def test_as_labels():
+    np.testing.assert_array_equal(as_labels(np.array([[2.0], [np.nan], [0.0]]), 3), [2, -1, 0])
+    with pytest.raises(ValueError, match=r"labels\[1\] = 2.5 is not a class id"):
+        as_labels(np.array([0.0, 2.5]), 2)
+    with pytest.raises(ValueError, match=r"labels\[0\] = inf"):
+        as_labels(np.array([np.inf]), 1)
+    with pytest.raises(ValueError, match=r"shape \(3, 1\) or \(3,\).*got \(2, 1\)"):
+        as_labels(np.zeros((2, 1)), 3)
+
+
+def test_root_that_is_a_file(tmp_path):
+    root = tmp_path / "file"
+    root.write_text("")
+    with pytest.raises(ValueError, match="exists but is not a directory"):
+        load_ogb("ogbn-arxiv", root)
+    with pytest.raises(ValueError, match=r"cannot create .*'.*file' is not a directory"):
+        load_ogb("ogbn-arxiv", root / "below")
+
+
+def test_unwritable_root(tmp_path, monkeypatch):
+    # Tests run as root here and in CI, where chmod cannot make a folder read-only.
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: False if Path(p) == tmp_path else real_access(p, mode)
+    )
+    with pytest.raises(PermissionError, match=r"is not writable, but ogb must write the download"):
+        load_ogb("ogbn-arxiv", tmp_path / "data")
+
+
+def test_folder_without_release_marker_is_refused_before_ogb_prompts(tmp_path):
+    folder = write_arxiv(tmp_path)
+    (folder / "RELEASE_v1.txt").unlink()
+    with pytest.raises(ValueError, match=r"has no RELEASE_v1.txt"):
+        load_ogb("ogbn-arxiv", tmp_path)
+    assert (folder / "raw" / "edge.csv.gz").exists()  # ogb would have offered to delete it
+
+
+def test_missing_dataset_is_downloaded_from_the_master_url(tmp_path, monkeypatch):
+    requested = []
+
+    class Refused(Exception):
+        pass
+
+    def urlopen(url, *args, **kwargs):
+        requested.append(url)
+        raise Refused(url)
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    with pytest.raises(Refused):
+        load_ogb("ogbn-arxiv", tmp_path)
+    assert requested == [_master("ogbn-arxiv")["url"]]
+
+
+def test_unknown_name():
+    with pytest.raises(ValueError, match=r"unknown OGB dataset 'ogbn-mag'"):
+        load_ogb("ogbn-mag", "unused")
+
+
+def test_processed_cache_is_read_with_a_restricted_unpickler(tmp_path):
+    folder = write_arxiv(tmp_path)
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            return (os.mkdir, (str(marker),))
+
+    cache = folder / "processed" / "data_processed"
+    with zipfile.ZipFile(cache, "w") as archive:
+        archive.writestr(
+            "data_processed/data.pkl", pickle.dumps({"graph": Exploit(), "labels": None})
+        )
+    with pytest.raises(
+        pickle.UnpicklingError, match=r"data_processed: .*refusing to load global posix.mkdir"
+    ):
+        load_ogb("ogbn-arxiv", tmp_path)
+    assert not marker.exists()
+
+    cache.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(ValueError, match=r"not a torch.save archive.*delete it"):
+        load_processed(cache)
+
+
+def test_missing_torch_or_ogb_says_how_to_install(monkeypatch):
+    for module in ("torch", "ogb.nodeproppred"):
+        with monkeypatch.context() as patch:
+            patch.setitem(sys.modules, module, None)
+            with pytest.raises(ImportError, match=r"CPU build of torch.*sparsegcn\[ogb\]"):
+                import_ogb()
+
+
+# -- the version check -----------------------------------------------------------
+
+_RECORD_THREADS = """
+import json, os, sys, threading
+started = []
+start = threading.Thread.start
+def recording_start(self):
+    target = getattr(self, "_target", None)
+    started.append(getattr(target, "__module__", "?") + "." + getattr(target, "__qualname__", "?"))
+    return start(self)
+threading.Thread.start = recording_start
+{body}
+print(json.dumps({{"started": started, "outdated": "outdated" in sys.modules,
+                  "OUTDATED_IGNORE": os.environ.get("OUTDATED_IGNORE")}}))
+"""
+
+
+def _start_recording(body: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "OUTDATED_IGNORE"}
+    return subprocess.Popen(
+        [sys.executable, "-c", _RECORD_THREADS.format(body=body)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+
+
+def _recorded(process: subprocess.Popen) -> dict:
+    stdout, stderr = process.communicate(timeout=180)
+    assert process.returncode == 0, stderr
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_importing_through_the_module_starts_no_version_check_thread():
+    # Two fresh interpreters (ogb runs its check once, at first import), run
+    # side by side: a plain import as the control, and ours.
+    plain = _start_recording("import ogb.nodeproppred")
+    ours = _start_recording(
+        "import sparsegcn.datasets.ogb as m\nstarted.clear()\nm.import_ogb()\nimport ogb.version\n"
+        "assert ogb.version.check_outdated is None"
+    )
+    plain, ours = _recorded(plain), _recorded(ours)
+    if not any(t.startswith(("ogb.", "outdated.")) for t in plain["started"]):
+        pytest.skip(f"this ogb starts no version-check thread (started: {plain['started']})")
+    assert ours == {"started": [], "outdated": False, "OUTDATED_IGNORE": None}
+
+
+# -- training and the official metric ------------------------------------------
+
+
+def test_evaluate_is_accuracy():
+    y_true = np.array([0, 1, 2, 1])
+    y_pred = np.array([0, 2, 2, 1])
+    assert evaluate("ogbn-arxiv", y_true, y_pred) == 0.75
+    assert evaluate("ogbn-products", y_true[:, None], y_pred[:, None]) == 0.75
+    with pytest.raises(ValueError, match=r"same shape, got \(4,\) and \(3,\)"):
+        evaluate("ogbn-arxiv", y_true, y_pred[:3])
+    with pytest.raises(ValueError, match=r"y_true\[2\] = -1 marks an unlabelled node"):
+        evaluate("ogbn-arxiv", np.array([0, 1, -1]), np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"unknown OGB dataset 'cora'"):
+        evaluate("cora", y_true, y_pred)
+
+
+def test_one_gcn_epoch_offline_then_the_official_evaluator(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    write_arxiv(tmp_path)
+    ds = load_ogb("ogbn-arxiv", tmp_path)
+    n = ds.num_nodes
+    data = NodeData(
+        graph=sparsegcn.sort_edges(sparsegcn.gcn_norm(ds.graph)),
+        features=sparsegcn.as_features(ds.features, n),
+        labels=jnp.asarray(np.maximum(ds.labels, 0), jnp.int32),
+        train_mask=jnp.asarray(index_mask(ds.split["train"], n)),
+        val_mask=jnp.asarray(index_mask(ds.split["valid"], n)),
+        test_mask=jnp.asarray(index_mask(ds.split["test"], n)),
+    )
+    model = sparsegcn.gcn(ds.num_features, ds.num_classes, hidden=8)
+    result = sparsegcn.fit(model, data, sparsegcn.TrainConfig(epochs=1, timing_steps=0))
+    params = jax.tree.map(lambda p: p[0], result.best_params)
+    pred = np.asarray(jnp.argmax(model.apply(params, data.graph, data.features), axis=-1))
+
+    test = ds.split["test"]
+    acc = evaluate("ogbn-arxiv", ds.labels[test], pred[test])
+    assert acc == np.mean(pred[test] == ds.labels[test])
+    np.testing.assert_allclose(acc, result.test_acc[0], rtol=1e-6)

@@ -1,0 +1,121 @@
+"""The full-batch trainer: learning, seeds, early stopping, compile counts."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sparsegcn as sg
+from sparsegcn.train import NodeData, TrainConfig, index_mask
+
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+def two_community_data(n=120, seed=0) -> NodeData:
+    """Two dense communities, weak noisy features: the graph carries the signal."""
+    rng = np.random.default_rng(seed)
+    labels = (np.arange(n) >= n // 2).astype(np.int32)
+    s = rng.integers(0, n, 8 * n)
+    r = np.where(
+        rng.random(8 * n) < 0.9,
+        (s + rng.integers(1, n // 2, 8 * n)) % (n // 2) + labels[s] * (n // 2),
+        rng.integers(0, n, 8 * n),
+    )
+    g = sg.to_undirected(sg.Graph(s, r, None, n))
+    x = rng.normal(size=(n, 8)).astype(np.float32) + 0.3 * labels[:, None]
+    perm = rng.permutation(n)
+    return NodeData(
+        graph=sg.sort_edges(sg.gcn_norm(g)),
+        features=sg.as_features(x, n),
+        labels=labels,
+        train_mask=index_mask(perm[:20], n),
+        val_mask=index_mask(perm[20:60], n),
+        test_mask=index_mask(perm[60:], n),
+    )
+
+
+@pytest.fixture(scope="module")
+def data():
+    return two_community_data()
+
+
+def test_gcn_learns_the_communities_and_beats_an_mlp(data):
+    config = TrainConfig(epochs=100, patience=None)
+    gcn = sg.fit(sg.gcn(8, 2), data, config, seeds=[0, 1])
+    mlp = sg.fit(sg.mlp(8, 2, hidden=16), data, config, seeds=[0, 1])
+    assert gcn.test_acc.mean() > 0.9
+    assert gcn.test_acc.mean() > mlp.test_acc.mean() + 0.1
+    assert gcn.history["loss"].shape == (100, 2)
+    assert gcn.history["loss"][-1].mean() < gcn.history["loss"][0].mean()
+
+
+def test_seeds_in_one_program_equal_sequential_runs(data):
+    config = TrainConfig(epochs=30, patience=None, timing_steps=0)
+    together = sg.fit(sg.gcn(8, 2), data, config, seeds=[3, 4, 5])
+    for i, seed in enumerate([3, 4, 5]):
+        alone = sg.fit(sg.gcn(8, 2), data, config, seeds=[seed])
+        for a, b in zip(
+            jax.tree.leaves(together.best_params), jax.tree.leaves(alone.best_params), strict=True
+        ):
+            np.testing.assert_allclose(a[i], b[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            together.history["loss"][:, i], alone.history["loss"][:, 0], rtol=1e-5
+        )
+
+
+def test_different_seeds_differ(data):
+    result = sg.fit(sg.gcn(8, 2), data, TrainConfig(epochs=3, timing_steps=0), seeds=[0, 1])
+    w = result.state.params["layers"][0]["w"]
+    assert not np.allclose(w[0], w[1])
+
+
+def test_best_params_are_restored_and_early_stopping_freezes(data):
+    config = TrainConfig(epochs=200, patience=5, epochs_per_call=7, timing_steps=0)
+    result = sg.fit(sg.gcn(8, 2), data, config, seeds=[0])
+    epochs_run = result.history["loss"].shape[0]
+    best = int(result.best_epoch[0])
+    assert epochs_run < 200 and epochs_run == best + 5
+    # The restored params reproduce the recorded best validation accuracy.
+    model = sg.gcn(8, 2)
+    params = jax.tree.map(lambda p: p[0], result.best_params)
+    logits = model.apply(params, data.graph, data.features)
+    val = sg.train.masked_accuracy(logits, jnp.asarray(data.labels), jnp.asarray(data.val_mask))
+    np.testing.assert_allclose(val, result.val_acc[0], rtol=1e-6)
+    np.testing.assert_allclose(result.history["val_acc"][best - 1, 0], result.val_acc[0])
+
+
+def count_compiles(fn):
+    count = []
+    listener = lambda event, duration, **kw: count.append(event) if event == COMPILE_EVENT else None  # noqa: E731
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        fn()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    return len(count)
+
+
+def test_no_epoch_after_the_first_recompiles(data):
+    model = sg.gcn(8, 2)
+
+    def run(epochs):
+        config = TrainConfig(epochs=epochs, epochs_per_call=5, patience=None, timing_steps=3)
+        return lambda: sg.fit(model, data, config, seeds=[0, 1])
+
+    short, long = count_compiles(run(10)), count_compiles(run(60))
+    assert long == short  # 12 chunks compile exactly what 2 chunks do
+    assert long <= 3  # init, the epoch chunk, the timed step
+
+
+def test_training_with_dropout_requires_a_key(data):
+    model = sg.gcn(8, 2)
+    params = model.init(jax.random.key(0))
+    with pytest.raises(ValueError, match="explicit PRNG key"):
+        model.apply(params, data.graph, data.features, training=True)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="epochs must be >= 1, got 0"):
+        TrainConfig(epochs=0)
+    with pytest.raises(ValueError, match="decay_layers must be"):
+        TrainConfig(decay_layers="last")
