@@ -237,7 +237,7 @@ def _time_calls(fn, args, repeats: int) -> list[float]:
 def fit(
     model: Model,
     data: NodeData,
-    config: TrainConfig = TrainConfig(),
+    config: TrainConfig | None = None,
     *,
     seeds: Sequence[int] = (0,),
     progress: bool = False,
@@ -249,7 +249,7 @@ def fit(
     Args:
       model: the model (``init``/``apply``).
       data: the :class:`NodeData`; moved to the device once.
-      config: hyperparameters.
+      config: hyperparameters (default ``TrainConfig()``).
       seeds: integer seeds; seed ``s`` uses ``jax.random.key(s)`` for
         initialization and dropout, so a seed gives the same result alone
         or among others.
@@ -263,6 +263,7 @@ def fit(
       A :class:`FitResult`.
     """
     start = time.perf_counter()
+    config = TrainConfig() if config is None else config
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("fit needs at least one seed")
