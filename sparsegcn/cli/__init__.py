@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sparsegcn.cli import train
+from sparsegcn.cli import info, train
 
-SUBCOMMANDS = (train,)
+SUBCOMMANDS = (train, info)
 
 
 def build_parser() -> argparse.ArgumentParser:
