@@ -1,0 +1,115 @@
+"""The command line: a thin layer whose outputs match the library's."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sparsegcn.cli import main
+from sparsegcn.datasets.stats import describe, edge_homophily
+
+TRAIN_KEYS = {
+    "dataset",
+    "model",
+    "backend",
+    "num_nodes",
+    "num_edges",
+    "seeds",
+    "test_acc_mean",
+    "test_acc_std",
+    "val_acc_mean",
+    "train_step_ms_median",
+    "compile_s",
+    "wall_s",
+}
+
+
+def test_info_reports_cora(cora, data_root, tmp_path, capsys):
+    out = tmp_path / "info.json"
+    assert (
+        main(
+            [
+                "info",
+                "--dataset",
+                "cora",
+                "--root",
+                str(data_root),
+                "--json",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    stats = json.loads(out.read_text())
+    assert {
+        "num_nodes",
+        "num_edges",
+        "num_stored_edges",
+        "num_features",
+        "num_classes",
+        "split_sizes",
+        "homophily",
+        "bytes",
+    } <= set(stats)
+    assert (stats["num_nodes"], stats["num_edges"], stats["num_stored_edges"]) == (
+        2708,
+        5278,
+        10556,
+    )
+    assert stats["split_sizes"] == {"train": 140, "valid": 500, "test": 1000}
+    # Independent homophily: via a dense label-agreement matrix over the scipy adjacency.
+    a = cora.graph.to_scipy().tocoo()
+    expected = np.mean(cora.labels[a.row] == cora.labels[a.col])
+    assert stats["homophily"] == pytest.approx(expected)
+    assert "edge homophily" in capsys.readouterr().out
+
+
+def test_homophily_ignores_unlabelled_nodes(cora):
+    import dataclasses
+
+    labels = cora.labels.copy()
+    labels[cora.split["train"][-1] + 1 :] = -1  # keep the split nodes labelled
+    labels[cora.split["valid"]] = cora.labels[cora.split["valid"]]
+    labels[cora.split["test"]] = cora.labels[cora.split["test"]]
+    partial = dataclasses.replace(cora, labels=labels)
+    s, r = np.asarray(cora.graph.senders), np.asarray(cora.graph.receivers)
+    keep = (labels[s] >= 0) & (labels[r] >= 0)
+    assert edge_homophily(partial) == pytest.approx(np.mean(labels[s][keep] == labels[r][keep]))
+    assert describe(partial)["num_nodes"] == 2708
+
+
+def test_train_writes_the_promised_report(data_root, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    argv = [
+        "train",
+        "--dataset",
+        "cora",
+        "--root",
+        str(data_root),
+        "--epochs",
+        "5",
+        "--seeds",
+        "2",
+        "--json",
+        str(out),
+        "--no-progress",
+    ]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert set(report) >= TRAIN_KEYS
+    assert report["seeds"] == 2 and report["num_nodes"] == 2708 and report["dataset"] == "cora"
+    assert 0.0 <= report["test_acc_mean"] <= 1.0 and report["train_step_ms_median"] > 0
+    table = capsys.readouterr().out
+    assert "test acc" in table and "±" in table
+
+
+def test_bad_input_is_a_clean_error(capsys, tmp_path):
+    assert main(["info", "--dataset", "cora2", "--root", str(tmp_path)]) == 2
+    assert "unknown dataset 'cora2'" in capsys.readouterr().err
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(["info", "--dataset", "cora", "--root", str(a_file)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--backend", "csr"])
