@@ -159,8 +159,14 @@ def row_normalize(x):
     .. math:: \\tilde X_{ij} = X_{ij} / \\sum_k X_{ik}
 
     Accepts a scipy sparse matrix (returns CSR) or a dense array.
-    This is the feature preprocessing of Kipf & Welling's GCN.
+    This is the feature preprocessing of Kipf & Welling's GCN, meant for
+    non-negative features such as bag-of-words counts: a row with negative
+    entries has no meaningful sum, so it is refused.
+
+    Raises:
+      ValueError: naming the first negative entry.
     """
+    _check_non_negative(x)
     if sp.issparse(x):
         csr = sp.csr_array(x, dtype=np.float32)
         sums = np.asarray(csr.sum(axis=1)).ravel()
@@ -170,3 +176,48 @@ def row_normalize(x):
     dense = np.asarray(x, np.float32)
     sums = dense.sum(axis=1, keepdims=True)
     return np.divide(dense, sums, out=np.zeros_like(dense), where=sums != 0)
+
+
+FEATURE_NORMALIZATIONS = ("auto", "row", "none")
+
+
+def _first_negative(x) -> tuple[int, int] | None:
+    if sp.issparse(x):
+        coo = sp.coo_array(x)
+        bad = np.flatnonzero(coo.data < 0)
+        if bad.size == 0:
+            return None
+        pos = np.lexsort((coo.col[bad], coo.row[bad]))[0]
+        return int(coo.row[bad][pos]), int(coo.col[bad][pos])
+    dense = np.asarray(x)
+    flat = np.flatnonzero(dense.ravel() < 0)
+    return None if flat.size == 0 else tuple(int(i) for i in np.unravel_index(flat[0], dense.shape))
+
+
+def _check_non_negative(x) -> None:
+    bad = _first_negative(x)
+    if bad is not None:
+        raise ValueError(
+            f"row normalization needs non-negative features, but features[{bad[0]}, {bad[1]}] "
+            f"is negative; use normalize_features='none' for signed features"
+        )
+
+
+def normalize(x, mode: str = "auto"):
+    """Host-side feature preprocessing by name.
+
+    Args:
+      x: ``[N, F]`` dense or scipy sparse features.
+      mode: ``"row"`` (:func:`row_normalize`), ``"none"`` (unchanged), or
+        ``"auto"``: row-normalize non-negative features (bag-of-words, as
+        in the Planetoid datasets) and leave signed features (embeddings,
+        Gaussian features) unchanged, since dividing by a signed row sum
+        destroys them.
+    """
+    if mode not in FEATURE_NORMALIZATIONS:
+        raise ValueError(
+            f"feature normalization must be one of {FEATURE_NORMALIZATIONS}, got {mode!r}"
+        )
+    if mode == "none" or (mode == "auto" and _first_negative(x) is not None):
+        return x
+    return row_normalize(x)

@@ -54,19 +54,25 @@ def _prepare_weights(weights, num_edges: int):
     return host.astype(np.float32, copy=False)
 
 
-def _check_sorted(senders: np.ndarray, receivers: np.ndarray) -> None:
-    if receivers.size < 2:
-        return
-    dr = np.diff(receivers.astype(np.int64))
-    ds = np.diff(senders.astype(np.int64))
-    bad = (dr < 0) | ((dr == 0) & (ds < 0))
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0]) + 1
-        raise ValueError(
-            f"edges_sorted=True but edge {pos} (receiver {int(receivers[pos])}, sender "
-            f"{int(senders[pos])}) comes after (receiver {int(receivers[pos - 1])}, sender "
-            f"{int(senders[pos - 1])}); sort with sparsegcn.sort_edges"
-        )
+def _check_sorted(senders: np.ndarray, receivers: np.ndarray, chunk: int = 1 << 22) -> None:
+    """Raises unless edges are sorted by (receiver, sender).
+
+    Works in chunks so a memory-mapped edge list of 10^8 edges needs no
+    full-length temporaries.
+    """
+    for start in range(1, receivers.shape[0], chunk):
+        stop = min(start + chunk, receivers.shape[0])
+        r = np.asarray(receivers[start - 1 : stop], np.int64)
+        s = np.asarray(senders[start - 1 : stop], np.int64)
+        dr, ds = np.diff(r), np.diff(s)
+        bad = (dr < 0) | ((dr == 0) & (ds < 0))
+        if bad.any():
+            pos = start + int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"edges_sorted=True but edge {pos} (receiver {int(receivers[pos])}, sender "
+                f"{int(senders[pos])}) comes after (receiver {int(receivers[pos - 1])}, sender "
+                f"{int(senders[pos - 1])}); sort with sparsegcn.sort_edges"
+            )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -218,6 +224,17 @@ class Graph:
     def to_csr(self) -> CSR:
         """The CSR view grouped by receiver; see :class:`CSR`. Host-side."""
         return CSR.from_graph(self)
+
+    def reorder(self, method: str = "rcm"):
+        """Relabels nodes for memory locality; see :func:`sparsegcn.transforms.reorder`.
+
+        Returns a :class:`~sparsegcn.transforms.Reordering`: the relabelled
+        graph plus the permutation both ways, to move node data into the new
+        order (``permute``) and results back into this one (``restore``).
+        """
+        from sparsegcn.transforms import reorder
+
+        return reorder(self, method=method)
 
     def __repr__(self) -> str:
         weighted = "weighted" if self.weights is not None else "unweighted"

@@ -11,7 +11,11 @@ References:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
 
 from sparsegcn import _checks
 from sparsegcn.graph import Graph
@@ -103,23 +107,26 @@ def coalesce(graph: Graph, *, reduce: str = "sum") -> Graph:
     if reduce not in _REDUCERS:
         raise ValueError(f"reduce must be one of {sorted(_REDUCERS)}, got {reduce!r}")
     senders, receivers, weights = _host_edges(graph)
-    key = receivers.astype(np.int64) * max(graph.num_nodes, 1) + senders
-    unique, inverse = np.unique(key, return_inverse=True)
     n = max(graph.num_nodes, 1)
+    key = receivers.astype(np.int64) * n + senders
+    # A sort and a boundary mask: np.unique is several times slower on int64 keys.
+    order = np.argsort(key)
+    key = key[order]
+    first = np.ones(key.shape, bool)
+    np.not_equal(key[1:], key[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    unique = key[starts]
     new_receivers = (unique // n).astype(np.int32)
     new_senders = (unique % n).astype(np.int32)
     has_duplicates = unique.shape[0] != key.shape[0]
     if weights is None and (not has_duplicates or reduce != "sum"):
         new_weights = None
+    elif not has_duplicates:
+        new_weights = (_ones_like(senders) if weights is None else weights)[order]
     else:
         w = _ones_like(senders) if weights is None else weights
         ufunc = _REDUCERS[reduce]
-        if reduce == "sum":
-            new_weights = np.zeros(unique.shape, np.float64)
-        else:
-            new_weights = np.full(unique.shape, -np.inf if reduce == "max" else np.inf)
-        ufunc.at(new_weights, inverse, w)
-        new_weights = new_weights.astype(np.float32)
+        new_weights = ufunc.reduceat(w[order].astype(np.float64), starts).astype(np.float32)
     return Graph(new_senders, new_receivers, new_weights, graph.num_nodes, edges_sorted=True)
 
 
@@ -236,3 +243,86 @@ def sort_edges(graph: Graph) -> Graph:
         graph.num_nodes,
         edges_sorted=True,
     )
+
+
+REORDER_METHODS = ("rcm", "degree")
+
+
+class Reordering(NamedTuple):
+    """A relabelling of nodes: the relabelled graph and the maps between orders.
+
+    Attributes:
+      graph: the relabelled :class:`Graph`, edges sorted by (receiver, sender).
+      permutation: int64 ``[N]``; new node ``i`` is old node ``permutation[i]``.
+      inverse: int64 ``[N]``; old node ``j`` is new node ``inverse[j]``.
+    """
+
+    graph: Graph
+    permutation: np.ndarray
+    inverse: np.ndarray
+
+    def permute(self, x):
+        """Node data ``[N, ...]`` (NumPy, JAX or scipy sparse rows) in the new order."""
+        return x[self.permutation]
+
+    def restore(self, y):
+        """Results ``[N, ...]`` computed in the new order, back in the original one."""
+        return y[self.inverse]
+
+
+def reorder(graph: Graph, *, method: str = "rcm") -> Reordering:
+    """Relabels nodes so that neighbours get nearby ids.
+
+    Propagation reads the rows of ``x`` at each node's neighbours; when
+    their ids are close, those reads hit the cache. ``propagate`` on the
+    result equals the original up to the permutation:
+
+    .. math:: P A P^T (P x) = P (A x)
+
+    so ``r.restore(propagate(r.graph, r.permute(x))) == propagate(graph, x)``.
+    Permute features and labels once, train in the new order, and restore
+    the predictions.
+
+    Args:
+      graph: the graph (host or concrete arrays).
+      method: ``"rcm"``, reverse Cuthill–McKee on the symmetrized pattern
+        (``scipy.sparse.csgraph.reverse_cuthill_mckee``), which narrows the
+        band of ``A``; or ``"degree"``, nodes by decreasing in-degree (ties
+        in id order), which puts hubs, the most-read rows, together.
+
+    Returns:
+      A :class:`Reordering`.
+
+    References:
+      Cuthill & McKee, *Reducing the bandwidth of sparse symmetric
+      matrices*, Proc. ACM National Conference, 1969; George & Liu,
+      *Computer Solution of Large Sparse Positive Definite Systems*, 1981
+      (the reversal).
+    """
+    if method not in REORDER_METHODS:
+        raise ValueError(f"reorder method must be one of {REORDER_METHODS}, got {method!r}")
+    senders, receivers, weights = _host_edges(graph)
+    n = graph.num_nodes
+    if n == 0:  # scipy's RCM cannot take an empty matrix
+        permutation = np.zeros(0, np.int64)
+    elif method == "degree":
+        counts = np.bincount(receivers, minlength=n)
+        permutation = np.argsort(-counts, kind="stable")
+    else:
+        both = (np.concatenate([receivers, senders]), np.concatenate([senders, receivers]))
+        pattern = sp.csr_array((np.ones(both[0].shape[0], np.int8), both), shape=(n, n))
+        permutation = csgraph.reverse_cuthill_mckee(pattern, symmetric_mode=True)
+    permutation = permutation.astype(np.int64, copy=False)
+    inverse = np.empty(n, np.int64)
+    inverse[permutation] = np.arange(n)
+    new_senders = inverse[senders].astype(np.int32)
+    new_receivers = inverse[receivers].astype(np.int32)
+    order = np.lexsort((new_senders, new_receivers))
+    relabelled = Graph(
+        new_senders[order],
+        new_receivers[order],
+        None if weights is None else weights[order],
+        n,
+        edges_sorted=True,
+    )
+    return Reordering(relabelled, permutation, inverse)

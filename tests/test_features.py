@@ -90,3 +90,17 @@ def test_gcn_on_sparse_features_equals_dense_features(backend):
     gs, gd = jax.grad(loss)(params, sparse_x), jax.grad(loss)(params, dense_x)
     for a, b in zip(jax.tree.leaves(gs), jax.tree.leaves(gd), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_row_normalize_refuses_signed_features_and_auto_keeps_them():
+    signed = np.array([[1.0, -2.0], [0.5, 0.5]], np.float32)
+    with pytest.raises(ValueError, match=r"features\[0, 1\] is negative"):
+        sg.row_normalize(signed)
+    with pytest.raises(ValueError, match=r"features\[0, 1\] is negative"):
+        sg.row_normalize(sp.csr_array(signed))
+    np.testing.assert_array_equal(sg.features.normalize(signed, "auto"), signed)
+    counts = np.array([[1.0, 3.0], [0.0, 2.0]], np.float32)
+    np.testing.assert_allclose(sg.features.normalize(counts, "auto"), [[0.25, 0.75], [0.0, 1.0]])
+    np.testing.assert_array_equal(sg.features.normalize(counts, "none"), counts)
+    with pytest.raises(ValueError, match="must be one of"):
+        sg.features.normalize(counts, "l2")
