@@ -45,3 +45,27 @@ def edge_weights_like(graph: Graph, x: jax.Array) -> jax.Array | None:
     if graph.weights is None:
         return None
     return jnp.asarray(graph.weights).astype(x.dtype)
+
+
+def fence(values, ids: jax.Array):
+    """Returns ``values`` unchanged, computed once into buffers XLA cannot fuse through.
+
+    XLA on CPU removes ``optimization_barrier`` before fusing, and it
+    happily fuses a producer into a consumer that reads each element many
+    times: a dropout hash recomputed for every feature of a gathered row, or
+    a whole propagation recomputed for every entry of a sparse feature
+    matrix. The operands and results of a conditional are always
+    materialised, so this wraps ``values`` in one whose predicate can never
+    hold (a validated id is never negative) but cannot be folded away.
+
+    Args:
+      values: a pytree of arrays.
+      ids: an integer array whose entries are all ``>= 0`` (validated ids).
+
+    Returns:
+      ``values``.
+    """
+    if ids.size == 0:
+        return values
+    never = ids.reshape(-1)[0] < 0
+    return jax.lax.cond(never, lambda v: jax.tree.map(jnp.zeros_like, v), lambda v: v, values)

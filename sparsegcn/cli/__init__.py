@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sparsegcn.cli import info, train
+from sparsegcn.cli import bench, info, predict, train
+from sparsegcn.train.guard import DivergenceError
 
-SUBCOMMANDS = (train, info)
+SUBCOMMANDS = (train, predict, info, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, ImportError) as err:
+    except (ValueError, FileNotFoundError, ImportError, DivergenceError) as err:
         print(f"sparsegcn {args.command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from sparsegcn.cli.options import add_dataclass_options, dataclass_from_args, write_json_atomic
-from sparsegcn.experiment import Experiment, run_experiment
+from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_sweep
+from sparsegcn.train.sweep import format_table, parse_sweep
 
 
 def add_parser(subparsers) -> None:
@@ -16,6 +17,14 @@ def add_parser(subparsers) -> None:
     )
     add_dataclass_options(parser, Experiment)
     parser.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    parser.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="sweep a setting over values (repeatable; the grid of all is trained and "
+        "ranked by validation accuracy), e.g. --sweep lr=0.005,0.01 --sweep hidden=16,64",
+    )
     parser.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bar"
     )
@@ -43,8 +52,16 @@ def format_report(report: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     experiment = dataclass_from_args(Experiment, args)
-    report = run_experiment(experiment, progress=args.progress)
-    print(format_report(report))
+    if args.sweep:
+        axes = parse_sweep(args.sweep, Experiment, exclude=NOT_SWEEPABLE)
+        report = run_sweep(experiment, axes, progress=args.progress)
+        print(format_table(report["rows"], list(axes)))
+    else:
+        report = run_experiment(experiment, progress=args.progress)
+        print(format_report(report))
+        for key in ("resumed_from", "checkpoint", "plot"):
+            if report.get(key):
+                print(f"{key.replace('_', ' ')}: {report[key]}")
     if args.json:
         write_json_atomic(args.json, report)
     return 0

@@ -6,6 +6,7 @@ from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.initializers import glorot_uniform, linear_params
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model, stack_layers
+from sparsegcn.nn.sage import masked_mean, sage, sage_conv, sage_conv_chunked
 
 __all__ = [
     "Model",
@@ -16,6 +17,10 @@ __all__ = [
     "hash_bits",
     "keep_mask",
     "linear_params",
+    "masked_mean",
     "mlp",
+    "sage",
+    "sage_conv",
+    "sage_conv_chunked",
     "stack_layers",
 ]

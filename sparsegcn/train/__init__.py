@@ -1,5 +1,15 @@
-"""Training: losses, optimizer, and the full-batch multi-seed trainer."""
+"""Training: losses, optimizer, the full-batch and mini-batch (sampled) multi-seed
+trainers and their lifecycle (checkpoints, divergence guard, sweeps)."""
 
+from sparsegcn.train.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointHook,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    state_template,
+)
 from sparsegcn.train.fullbatch import (
     FitResult,
     evaluate,
@@ -8,30 +18,70 @@ from sparsegcn.train.fullbatch import (
     make_chunk_fn,
     make_optimizer,
     make_step_fn,
+    predict,
+    resume_state,
     run_epoch,
     seed_keys,
+    should_stop,
     train_step,
 )
+from sparsegcn.train.guard import DivergenceError
 from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy, masked_mean
+from sparsegcn.train.minibatch import (
+    Batch,
+    MinibatchConfig,
+    MinibatchData,
+    MinibatchFitResult,
+    fit_minibatch,
+    make_batches,
+    make_grad_fn,
+    minibatch_data,
+    sage_graph,
+    train_epoch,
+)
 from sparsegcn.train.state import Best, NodeData, TrainConfig, TrainState, index_mask
+from sparsegcn.train.sweep import fit_sweep, set_hyperparams
 
 __all__ = [
+    "Batch",
     "Best",
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointHook",
+    "DivergenceError",
     "FitResult",
+    "MinibatchConfig",
+    "MinibatchData",
+    "MinibatchFitResult",
     "NodeData",
     "TrainConfig",
     "TrainState",
     "evaluate",
     "fit",
+    "fit_minibatch",
+    "fit_sweep",
     "index_mask",
     "init_state",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "make_batches",
     "make_chunk_fn",
+    "make_grad_fn",
     "make_optimizer",
     "make_step_fn",
     "masked_accuracy",
     "masked_cross_entropy",
     "masked_mean",
+    "minibatch_data",
+    "predict",
+    "resume_state",
     "run_epoch",
+    "sage_graph",
+    "save_checkpoint",
     "seed_keys",
+    "set_hyperparams",
+    "should_stop",
+    "state_template",
+    "train_epoch",
     "train_step",
 ]

@@ -24,6 +24,7 @@ import numpy as np
 import optax
 
 from sparsegcn.nn.model import Model
+from sparsegcn.train.guard import raise_if_diverged
 from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy
 from sparsegcn.train.state import Best, NodeData, TrainConfig, TrainState, initial_best
 
@@ -33,6 +34,15 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
 
     ``add_decayed_weights`` before ``adam`` is coupled L2 regularisation,
     the same update as PyTorch's ``Adam(weight_decay=...)`` in PyG's example.
+
+    The learning rate and weight decay are injected hyperparameters
+    (``optax.inject_hyperparams``): they live in the optimizer state as
+    float32 scalars ``opt_state.hyperparams["learning_rate" | "weight_decay"]``,
+    so one compiled program can train members with different values
+    (:func:`sparsegcn.train.sweep.fit_sweep`) and checkpoints record them.
+    The decay term is present whenever ``decay_layers != "none"``, even at
+    zero decay (adding ``0 * p`` changes nothing), so every weight decay
+    value shares one state structure.
     """
 
     def decay_mask(p):
@@ -43,13 +53,18 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
             masked["layers"][0] = jax.tree.map(lambda _: True, p["layers"][0])
         return masked
 
-    parts = []
-    if config.clip_norm is not None:
-        parts.append(optax.clip_by_global_norm(config.clip_norm))
-    if config.weight_decay and config.decay_layers != "none":
-        parts.append(optax.masked(optax.add_decayed_weights(config.weight_decay), decay_mask))
-    parts.append(optax.adam(config.learning_rate))
-    return optax.chain(*parts)
+    def build(learning_rate, weight_decay):
+        parts = []
+        if config.clip_norm is not None:
+            parts.append(optax.clip_by_global_norm(config.clip_norm))
+        if config.decay_layers != "none":
+            parts.append(optax.masked(optax.add_decayed_weights(weight_decay), decay_mask))
+        parts.append(optax.adam(learning_rate))
+        return optax.chain(*parts)
+
+    return optax.inject_hyperparams(build)(
+        learning_rate=config.learning_rate, weight_decay=config.weight_decay
+    )
 
 
 def init_state(model: Model, tx: optax.GradientTransformation, key: jax.Array) -> TrainState:
@@ -103,6 +118,27 @@ def evaluate(model: Model, params, data: NodeData) -> dict:
     }
 
 
+def predict(model: Model, params, data: NodeData) -> tuple[jax.Array, jax.Array]:
+    """Inference-mode class predictions and embeddings of every seed, jitted.
+
+    Args:
+      model: the model the params belong to.
+      params: params with a leading ``[K]`` seed axis (e.g. ``FitResult.best_params``).
+      data: the :class:`NodeData` (only ``graph`` and ``features`` are read).
+
+    Returns:
+      ``(classes, embeddings)``: int32 ``[K, N]`` arg-max classes and float32
+      ``[K, N, H]`` embeddings (``model.embed``, the last layer's input).
+    """
+
+    def one_seed(p, graph, features):
+        logits = model.apply(p, graph, features)
+        return jnp.argmax(logits, axis=-1).astype(jnp.int32), model.embed(p, graph, features)
+
+    run = jax.jit(jax.vmap(one_seed, in_axes=(0, None, None)))
+    return run(params, data.graph, data.features)
+
+
 def _select(pred: jax.Array, on_true, on_false):
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
@@ -114,9 +150,17 @@ def run_epoch(model: Model, tx, config: TrainConfig, state: TrainState, data: No
     compiled scan leave it unchanged, so seeds that stop early (or runs whose
     epoch count is not a multiple of the chunk) need no recompilation.
 
+    Divergence guard: a step whose loss or gradient norm is not finite is
+    discarded, the seed is frozen at its last finite state (``done``) and
+    the step is flagged in the ``diverged`` metric, which :func:`fit`
+    turns into a :class:`~sparsegcn.train.guard.DivergenceError` after the
+    compiled call; no Python runs per epoch.
+
     Returns:
       ``(new_state, metrics)`` with scalar metrics ``loss``, ``grad_norm``,
-      ``train_acc``, ``val_acc``, ``val_loss``, ``test_acc`` and ``active``.
+      ``train_acc``, ``val_acc``, ``val_loss``, ``test_acc``, ``active``
+      (the seed was still training), ``diverged`` and ``epoch`` (the
+      1-based epoch this step would complete).
     """
     params, opt_state, key, loss, grad_norm = train_step(model, tx, state, data)
     metrics = evaluate(model, params, data)
@@ -134,20 +178,47 @@ def run_epoch(model: Model, tx, config: TrainConfig, state: TrainState, data: No
         test_acc=metrics["test_acc"],
     )
     bad_epochs = jnp.where(improved, 0, state.bad_epochs + 1)
-    done = epoch >= config.epochs
-    if config.patience is not None:
-        done = done | (bad_epochs >= config.patience)
     new_state = TrainState(
         params=params,
         opt_state=opt_state,
         key=key,
         epoch=epoch,
         bad_epochs=bad_epochs,
-        done=done,
+        done=should_stop(config, epoch, bad_epochs),
         best=_select(improved, candidate, best),
     )
-    metrics = dict(metrics, loss=loss, grad_norm=grad_norm, active=~state.done)
-    return _select(state.done, state, new_state), metrics
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    metrics = dict(
+        metrics,
+        loss=loss,
+        grad_norm=grad_norm,
+        active=~state.done,
+        diverged=~state.done & ~finite,
+        epoch=epoch,
+    )
+    held = state._replace(done=state.done | ~finite)
+    return _select(state.done | ~finite, held, new_state), metrics
+
+
+def should_stop(config: TrainConfig, epoch: jax.Array, bad_epochs: jax.Array) -> jax.Array:
+    """bool ``[]``: the epoch budget is spent or patience ran out."""
+    done = epoch >= config.epochs
+    if config.patience is not None:
+        done = done | (bad_epochs >= config.patience)
+    return done
+
+
+def resume_state(state: TrainState, config: TrainConfig) -> TrainState:
+    """``state`` (leading ``[K]`` axis) with ``done`` recomputed for ``config``.
+
+    A checkpoint written at the end of a 50-epoch run has every seed done;
+    resumed with ``epochs=200`` its seeds continue, while seeds that ran out
+    of patience stay stopped (unless ``config`` has more patience). For a
+    state taken mid-run with the same config nothing changes, which is what
+    makes an interrupted and resumed run equal an uninterrupted one.
+    """
+    done = jax.vmap(lambda e, b: should_stop(config, e, b))(state.epoch, state.bad_epochs)
+    return state._replace(done=done)
 
 
 def make_chunk_fn(model: Model, tx, config: TrainConfig) -> Callable:
@@ -242,6 +313,7 @@ def fit(
     seeds: Sequence[int] = (0,),
     progress: bool = False,
     state: TrainState | None = None,
+    history: dict | None = None,
     on_chunk: Callable[[TrainState, dict], None] | None = None,
 ) -> FitResult:
     """Trains one model per seed, all in one compiled program.
@@ -255,12 +327,20 @@ def fit(
         or among others.
       progress: show a tqdm progress bar.
       state: resume from this state (leading ``[K]`` axis) instead of
-        initializing.
-      on_chunk: called with ``(state, history)`` after every compiled call
-        (the hook for checkpoints and logging).
+        initializing; its ``done`` flags are recomputed for ``config``
+        (:func:`resume_state`), so a finished run can be extended.
+      history: metrics of the epochs already run (``{name: [E0, K]}``,
+        e.g. from a checkpoint); the result's history continues it.
+      on_chunk: called with ``(state, history)`` after every compiled call,
+        ``history`` as ``{name: [epochs so far, K]}`` NumPy arrays (the hook
+        for checkpoints and logging).
 
     Returns:
       A :class:`FitResult`.
+
+    Raises:
+      DivergenceError: a seed's loss or gradient became non-finite; raised
+        after the compiled call in which it happened, before ``on_chunk``.
     """
     start = time.perf_counter()
     config = TrainConfig() if config is None else config
@@ -269,33 +349,47 @@ def fit(
         raise ValueError("fit needs at least one seed")
     data = jax.device_put(data)
     tx = make_optimizer(config)
+    if history is not None:
+        _check_prior_history(history, state, len(seeds))
     if state is None:
         state = jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(seed_keys(seeds))
+    else:
+        members = int(np.shape(state.epoch)[0]) if np.ndim(state.epoch) else None
+        if members != len(seeds):
+            raise ValueError(
+                f"state holds {members} members (leading axis of state.epoch, shape "
+                f"{np.shape(state.epoch)}) but {len(seeds)} seeds were given: {list(seeds)}"
+            )
+        state = resume_state(state, config)
 
     compile_start = time.perf_counter()
     chunk_fn = jax.jit(make_chunk_fn(model, tx, config)).lower(state, data).compile()
     compile_s = time.perf_counter() - compile_start
 
-    history: dict[str, list] = {}
+    chunks: dict[str, list] = {k: [np.asarray(v)] for k, v in (history or {}).items()}
     chunk_times = []
-    epochs_run = 0
     bar = _progress_bar(config.epochs, int(np.asarray(state.epoch).min()), progress)
-    while not bool(np.asarray(state.done).all()):
-        tick = time.perf_counter()
-        state, metrics = jax.block_until_ready(chunk_fn(state, data))
-        chunk_times.append(time.perf_counter() - tick)
-        metrics = jax.tree.map(lambda m: np.asarray(m).T, metrics)  # [chunk, K]
-        active = metrics["active"].any(axis=1)
-        for name, values in metrics.items():
-            history.setdefault(name, []).append(values[active])
-        epochs_run += int(active.sum())
-        bar.update(int(active.sum()))
-        last = {k: v[active][-1].mean() for k, v in metrics.items() if v[active].size}
-        bar.set_postfix(loss=f"{last.get('loss', np.nan):.4f}", val=f"{last.get('val_acc', 0):.3f}")
-        if on_chunk is not None:
-            on_chunk(state, history)
-    bar.close()
-    history = {k: np.concatenate(v) for k, v in history.items()}
+    try:
+        while not bool(np.asarray(state.done).all()):
+            tick = time.perf_counter()
+            state, metrics = jax.block_until_ready(chunk_fn(state, data))
+            chunk_times.append(time.perf_counter() - tick)
+            metrics = jax.tree.map(lambda m: np.asarray(m).T, metrics)  # [chunk, K]
+            raise_if_diverged(metrics, seeds)
+            _check_history_keys(chunks, metrics)
+            active = metrics["active"].any(axis=1)
+            for name, values in metrics.items():
+                chunks.setdefault(name, []).append(values[active])
+            bar.update(int(active.sum()))
+            last = {k: v[active][-1].mean() for k, v in metrics.items() if v[active].size}
+            bar.set_postfix(
+                loss=f"{last.get('loss', np.nan):.4f}", val=f"{last.get('val_acc', 0):.3f}"
+            )
+            if on_chunk is not None:
+                on_chunk(state, {k: np.concatenate(v) for k, v in chunks.items()})
+    finally:
+        bar.close()
+    history = {k: np.concatenate(v) for k, v in chunks.items()}
 
     step_ms = float("nan")
     if config.timing_steps > 0:
@@ -314,6 +408,26 @@ def fit(
         epoch_ms_median=epoch_ms,
         wall_s=time.perf_counter() - start,
     )
+
+
+def _check_prior_history(history: dict, state: TrainState | None, num_seeds: int) -> None:
+    if state is None:
+        raise ValueError("history continues a run: pass the state it belongs to as well")
+    for name, values in history.items():
+        shape = np.shape(values)
+        if len(shape) != 2 or shape[1] != num_seeds:
+            raise ValueError(
+                f"history[{name!r}] must be [epochs, {num_seeds}] (one column per seed), "
+                f"got shape {shape}"
+            )
+
+
+def _check_history_keys(chunks: dict, metrics: dict) -> None:
+    if chunks and set(chunks) != set(metrics):
+        raise ValueError(
+            f"the given history has metrics {sorted(chunks)} but training records "
+            f"{sorted(metrics)}; pass the history of a run of this trainer"
+        )
 
 
 def _progress_bar(total: int, initial: int, enabled: bool):

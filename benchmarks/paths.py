@@ -1,0 +1,216 @@
+"""Before/after measurements of each performance change, side by side, in one process.
+
+    python benchmarks/paths.py                       # 200k nodes, degree 10, F=64
+    python benchmarks/paths.py --nodes 50000 --out benchmarks/results/paths-small.md
+
+Every pair (or group) is timed interleaved, round after round, so a noisy
+neighbour hits both sides alike; the table reports median and minimum wall
+time per call, compile time excluded, and the load average. Pairs:
+
+- edge list: receiver-sorted edges with and without ``indices_are_sorted``;
+- layout: the packed sliced-ELL path against the edge list (forward, and
+  forward + backward);
+- folding ``D^-1/2``: packed with per-edge weights against packed with the
+  scaling folded into the features;
+- matmul order: ``Â (X W)`` against ``(Â X) W`` for a narrowing layer;
+- node order: packed SBM graph as generated, RCM and degree order;
+- dropout: the hash mask against threefry's ``bernoulli`` on ``[N, F]``;
+- storage: float32 against bfloat16 gathers (accumulating in float32).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sparsegcn.backends import Segment, pack, pack_gcn_norm, propagate
+from sparsegcn.bench.graphs import make_graph
+from sparsegcn.bench.runner import machine_info
+from sparsegcn.nn.dropout import dropout
+from sparsegcn.transforms import gcn_norm, sort_edges
+
+
+def interleaved(named: dict, rounds: int) -> dict:
+    """``{name: (compiled, args)}`` -> ``{name: [seconds per round]}``, interleaved."""
+    for compiled, args in named.values():
+        jax.block_until_ready(compiled(*args))
+    times = {name: [] for name in named}
+    for _ in range(rounds):
+        for name, (compiled, args) in named.items():
+            start = time.perf_counter()
+            jax.block_until_ready(compiled(*args))
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def compile_all(named: dict) -> dict:
+    return {name: (jax.jit(fn).lower(*args).compile(), args) for name, (fn, args) in named.items()}
+
+
+def fwd(backend=None):
+    if backend is None:
+        return lambda g, x: propagate(g, x)
+    return lambda g, x: propagate(g, x, backend=backend)
+
+
+def fwd_bwd(backend=None):
+    def run(g, x):
+        return jax.grad(lambda x: jnp.sum(jnp.square(fwd(backend)(g, x))))(x)
+
+    return run
+
+
+def groups(n: int, degree: float, features: int):
+    """Yields ``(title, {name: (fn, args)})``; graphs are built lazily per group."""
+    key = jax.random.key(0)
+    x = jax.random.normal(key, (n, features))
+    random = make_graph("random", n, degree)
+    edge_list = jax.device_put(sort_edges(gcn_norm(random)))
+    packed_weighted = jax.device_put(pack(sort_edges(gcn_norm(random))))
+    packed_folded = jax.device_put(pack_gcn_norm(random))
+
+    yield (
+        "edge list: indices_are_sorted (receiver-sorted edges)",
+        {
+            "segment_sum(indices_are_sorted=False)": (
+                fwd(Segment(use_layout=False)),
+                (edge_list, x),
+            ),
+            "segment_sum(indices_are_sorted=True)": (
+                fwd(Segment(use_layout=False, use_sorted=True)),
+                (edge_list, x),
+            ),
+        },
+    )
+    yield (
+        "layout: packed sliced ELL vs edge list (forward)",
+        {
+            "edge list (gather + segment_sum)": (fwd(), (edge_list, x)),
+            "packed (sliced ELL, folded)": (fwd(), (packed_folded, x)),
+        },
+    )
+    yield (
+        "layout: packed sliced ELL vs edge list (forward + backward)",
+        {
+            "edge list (gather + segment_sum)": (fwd_bwd(), (edge_list, x)),
+            "packed (sliced ELL, folded)": (fwd_bwd(), (packed_folded, x)),
+        },
+    )
+    yield (
+        "folding D^-1/2 into the features (packed, forward + backward)",
+        {
+            "per-edge weights": (fwd_bwd(), (packed_weighted, x)),
+            "scaling folded": (fwd_bwd(), (packed_folded, x)),
+        },
+    )
+    wide = jax.random.normal(key, (n, 4 * features))
+    w = jax.random.normal(key, (4 * features, features))
+    yield (
+        f"matmul order, narrowing layer {4 * features} -> {features} (forward + backward)",
+        {
+            "(Â X) W": (
+                lambda g, x, w: jax.grad(lambda w: jnp.sum(jnp.square(propagate(g, x) @ w)))(w),
+                (packed_folded, wide, w),
+            ),
+            "Â (X W)": (
+                lambda g, x, w: jax.grad(lambda w: jnp.sum(jnp.square(propagate(g, x @ w))))(w),
+                (packed_folded, wide, w),
+            ),
+        },
+    )
+    del wide
+    community = make_graph("sbm", n, degree)
+    orders = {"as generated": community}
+    for method in ("rcm", "degree"):
+        orders[method] = community.reorder(method).graph
+    yield (
+        "node order, community (SBM) graph, packed (forward)",
+        {
+            name: (fwd(), (jax.device_put(pack_gcn_norm(graph)), x))
+            for name, graph in orders.items()
+        },
+    )
+    yield (
+        f"dropout mask on [{n}, {features}]",
+        {
+            "threefry bernoulli": (
+                lambda x, k: dropout(x, 0.5, key=k, impl="threefry"),
+                (x, jax.random.key(1)),
+            ),
+            "hash": (lambda x, k: dropout(x, 0.5, key=k, impl="hash"), (x, jax.random.key(1))),
+        },
+    )
+    yield (
+        "gather storage dtype, packed (forward)",
+        {
+            "float32": (fwd(), (packed_folded, x)),
+            "bfloat16 (f32 accumulation)": (
+                fwd(Segment(storage_dtype="bfloat16")),
+                (packed_folded, x),
+            ),
+        },
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=200_000)
+    parser.add_argument("--degree", type=float, default=10.0)
+    parser.add_argument("--features", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--out", metavar="PATH", help="also write the markdown table here")
+    args = parser.parse_args(argv)
+    lines = [
+        f"N={args.nodes}, average degree {args.degree:g}, F={args.features}; "
+        f"median / min wall ms per call over {args.rounds} interleaved rounds",
+        "",
+        "| comparison | variant | median ms | min ms | vs first | load |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    print("\n".join(lines), flush=True)
+    for title, named in groups(args.nodes, args.degree, args.features):
+        times = interleaved(compile_all(named), args.rounds)
+        load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+        base = None
+        for name, values in times.items():
+            median = 1e3 * float(np.median(values))
+            base = median if base is None else base
+            line = (
+                f"| {title} | {name} | {median:.1f} | {1e3 * min(values):.1f} | "
+                f"{base / median:.2f}x | {load} |"
+            )
+            lines.append(line)
+            print(line, flush=True)
+    machine = machine_info()
+    lines += ["", f"Machine: {machine['cpu']}, {machine['cpu_count']} cores, jax {machine['jax']}."]
+    if args.out:
+        write_text_atomic(Path(args.out), "\n".join(lines) + "\n")
+    return 0
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """A temporary file beside ``path``, fsynced, renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates files readable by the owner only
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

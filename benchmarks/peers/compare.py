@@ -1,0 +1,177 @@
+"""Ours against PyG, torch.sparse CSR and scipy CSR, in one process, same graphs.
+
+    python benchmarks/peers/compare.py                      # propagation + GCN steps
+    python benchmarks/peers/compare.py --only propagation --nodes 200000
+    python benchmarks/peers/compare.py --json benchmarks/results/peers.json
+
+Propagation computes ``Â x`` (``Â = D^-1/2 (A + I) D^-1/2``) on a random
+and a community-structured (SBM) graph. Ours runs the default backend on
+the packed graph, also after RCM reordering on the SBM graph; the peers run
+on the graph as generated, and torch CSR also on the reordered one. The GCN
+steps are Kipf & Welling's Cora setup and a 3-layer, hidden-256 GCN on a
+random graph of ogbn-arxiv's size, against PyG's GCN example. Every time is
+a median after warm-up (ours: compiled, ``block_until_ready``); ratios are
+``theirs / ours`` from the same run. Peers that are not installed are
+skipped with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import implementations as peers
+from conftest import shared_data_root
+
+from sparsegcn.backends import propagate
+from sparsegcn.bench.graphs import make_graph, propagation_graph
+from sparsegcn.bench.runner import machine_info
+from sparsegcn.bench.steps import arxiv_like_setup, cora_setup, gcn_step
+from sparsegcn.bench.timing import measure
+
+
+def time_python(fn, repeats: int, warmup: int = 1) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _row(case: str, impl: str, times: list[float], note: str = "") -> dict:
+    return {
+        "case": case,
+        "impl": impl,
+        "median_ms": 1e3 * float(np.median(times)),
+        "min_ms": 1e3 * float(np.min(times)),
+        "repeats": len(times),
+        "note": note,
+        "load_average": [round(v, 2) for v in os.getloadavg()],
+    }
+
+
+def propagation_rows(kind: str, nodes: int, degree: float, features: int, repeats: int):
+    case = f"propagate {kind} N={nodes} deg={degree:g} F={features}"
+    graph = make_graph(kind, nodes, degree)
+    a_hat = propagation_graph(graph, "segment-unpacked")
+    x = np.random.default_rng(0).standard_normal((nodes, features), dtype=np.float32)
+    xj = jax.device_put(x)
+    rows = []
+
+    def ours(g, label, note=""):
+        timing = measure(lambda g, x: propagate(g, x), (jax.device_put(g), xj), repeats=repeats)
+        rows.append(_row(case, label, list(timing.times_s), note))
+
+    ours(propagation_graph(graph, "segment"), "sparsegcn segment (packed)")
+    ours(a_hat, "sparsegcn segment (edge list)")
+    reordered = None
+    if kind == "sbm":
+        reordered = graph.reorder("rcm").graph
+        ours(propagation_graph(reordered, "segment"), "sparsegcn segment (packed) +rcm")
+    if peers.have_torch():
+        rows.append(
+            _row(
+                case, "torch.sparse CSR", time_python(peers.torch_csr_propagate(a_hat, x), repeats)
+            )
+        )
+        if reordered is not None:
+            a_rcm = propagation_graph(reordered, "segment-unpacked")
+            rows.append(
+                _row(
+                    case,
+                    "torch.sparse CSR +rcm",
+                    time_python(peers.torch_csr_propagate(a_rcm, x), repeats),
+                )
+            )
+    rows.append(_row(case, "scipy CSR", time_python(peers.scipy_csr_propagate(a_hat, x), repeats)))
+    if peers.have_pyg():
+        rows.append(
+            _row(case, "PyG (scatter)", time_python(peers.pyg_propagate(a_hat, x), repeats))
+        )
+    return rows
+
+
+def step_rows(name: str, setup, repeats: int) -> list[dict]:
+    case = f"gcn step {name}"
+    step, args = gcn_step(setup)
+    timing = measure(step, args, repeats=repeats, warmup=2)
+    rows = [_row(case, "sparsegcn", list(timing.times_s), f"compile {timing.compile_s:.1f} s")]
+    if peers.have_pyg():
+        data = setup.data
+        run = peers.pyg_gcn_step(
+            setup.graph,
+            setup.dense_features,
+            np.asarray(data.labels),
+            np.asarray(data.train_mask),
+            setup.num_classes,
+            hidden=setup.hidden,
+            num_layers=setup.num_layers,
+            dropout=setup.dropout,
+        )
+        rows.append(_row(case, "PyG GCNConv", time_python(run, repeats, warmup=2)))
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    reference = {}
+    for r in rows:
+        reference.setdefault(r["case"], r["median_ms"])  # ours (first) per case
+    lines = [f"{'case':44s} {'implementation':34s} {'median ms':>10s} {'vs ours':>8s}"]
+    for r in rows:
+        ratio = r["median_ms"] / reference[r["case"]]
+        lines.append(
+            f"{r['case']:44s} {r['impl']:34s} {r['median_ms']:10.2f} {ratio:7.2f}x {r['note']}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=("propagation", "steps"), help="run one part")
+    parser.add_argument("--nodes", type=int, default=200_000, help="propagation graph size")
+    parser.add_argument("--degree", type=float, default=10.0, help="average degree")
+    parser.add_argument("--features", type=int, default=64, help="feature width")
+    parser.add_argument("--repeats", type=int, default=7, help="timed calls per measurement")
+    parser.add_argument("--arxiv-scale", type=float, default=1.0, help="shrink the arxiv step")
+    parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
+    args = parser.parse_args(argv)
+    if not peers.have_pyg():
+        print("note: torch_geometric not installed; PyG rows skipped", file=sys.stderr)
+    rows = []
+    if args.only in (None, "propagation"):
+        for kind in ("random", "sbm"):
+            rows += propagation_rows(kind, args.nodes, args.degree, args.features, args.repeats)
+    if args.only in (None, "steps"):
+        root = shared_data_root()
+        if root is not None:
+            rows += step_rows("cora", cora_setup(root), max(args.repeats, 50))
+        else:
+            print("note: Cora files not found; Cora step skipped", file=sys.stderr)
+        setup = arxiv_like_setup(scale=args.arxiv_scale)
+        rows += step_rows(f"arxiv-sized x{args.arxiv_scale:g}", setup, min(args.repeats, 3))
+    print(format_rows(rows))
+    machine = machine_info()
+    print(
+        f"machine: {machine['cpu']}, {machine['cpu_count']} cores, load {machine['load_average']}"
+    )
+    if args.json:
+        from sparsegcn.cli.options import write_json_atomic
+
+        write_json_atomic(args.json, {"rows": rows, "machine": machine})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,237 @@
+"""Graphs packed for fast propagation: the edge list plus precomputed layouts.
+
+:func:`pack` returns a :class:`PackedGraph`: the same graph (same edges, same
+weights, usable everywhere a :class:`~sparsegcn.Graph` is) carrying the
+sliced-ELL layouts of ``A`` and ``A^T`` (:mod:`sparsegcn.backends.ell`) and,
+optionally, a folded node scaling. The default ``"segment"`` backend uses
+them: the forward product runs on the layout of ``A``, the gradient with
+respect to ``x`` on that of ``A^T``, and neither writes an ``[E, F]``
+message buffer.
+
+Layouts have data-dependent shapes, so they are built once on the host,
+like :func:`~sparsegcn.gcn_norm`, and travel with the graph as pytree leaves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+
+from sparsegcn import _checks
+from sparsegcn.backends.ell import DEFAULT_WIDTHS, EllLayout, build_ell, ell_matmul
+from sparsegcn.graph import Graph
+from sparsegcn.transforms import gcn_norm, gcn_norm_factors
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PackedGraph(Graph):
+    """A :class:`~sparsegcn.Graph` with its propagation layouts; build it with :func:`pack`.
+
+    It is the same matrix ``A[receiver, sender] = w`` as the edge list it
+    holds: ``to_dense``, ``to_scipy`` and every backend agree with it. Only
+    the ``"segment"`` backend reads the layouts.
+
+    Attributes:
+      layout: :class:`~sparsegcn.backends.ell.EllLayout` of ``A``.
+      transpose_layout: layout of ``A^T``, or None when ``A`` is symmetric
+        (``A^T = A``, checked when packing), so the gradient reuses ``layout``.
+      scale: float32 ``[N]`` or None. When set, the graph was packed from an
+        unweighted adjacency ``A'`` with ``weights[e] = scale[s_e] *
+        scale[r_e]`` (:func:`pack` computes them), and the backend computes
+        ``scale * (A' (scale * x))``: no per-edge weights are read. The
+        gradient with respect to ``weights`` is still the exact
+        ``<ȳ_{r_e}, x_{s_e}>``; ``scale`` itself gets none.
+
+    Changing a packed graph with :meth:`replace` returns a plain
+    :class:`~sparsegcn.Graph` (the layouts and the folded scale describe the
+    old edges and weights): pack it again if it is to stay fast.
+    """
+
+    layout: EllLayout | None = None
+    transpose_layout: EllLayout | None = None
+    scale: jax.Array | np.ndarray | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.layout is None:
+            raise ValueError("a PackedGraph needs a layout; build one with sparsegcn.backends.pack")
+
+    def tree_flatten_with_keys(self):
+        children, static = super().tree_flatten_with_keys()
+        extra = tuple(
+            (jax.tree_util.GetAttrKey(name), getattr(self, name))
+            for name in ("layout", "transpose_layout", "scale")
+        )
+        return children + extra, static
+
+    @classmethod
+    def tree_unflatten(cls, static, children):
+        graph = super().tree_unflatten(static, children[:3])
+        for name, value in zip(("layout", "transpose_layout", "scale"), children[3:], strict=True):
+            object.__setattr__(graph, name, value)
+        return graph
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether ``A^T = A`` (so one layout serves both directions)."""
+        return self.transpose_layout is None
+
+    def unpack(self) -> Graph:
+        """The plain edge-list :class:`~sparsegcn.Graph` (same edges and weights)."""
+        return Graph.tree_unflatten(
+            (self.num_nodes, self.edges_sorted), (self.senders, self.receivers, self.weights)
+        )
+
+    def replace(self, **changes) -> Graph:
+        """A validated plain :class:`~sparsegcn.Graph` with the given fields replaced."""
+        return self.unpack().replace(**changes)
+
+    def __repr__(self) -> str:
+        folded = ", scale folded" if self.scale is not None else ""
+        return (
+            f"PackedGraph(num_nodes={self.num_nodes}, num_edges={self.senders.shape[0]}, "
+            f"slices={len(self.layout.slots)}, symmetric={self.symmetric}{folded})"
+        )
+
+
+jax.tree_util.register_pytree_with_keys_class(PackedGraph)
+
+
+def _is_symmetric(senders: np.ndarray, receivers: np.ndarray, weights, n: int) -> bool:
+    """``A == A^T`` exactly, duplicates summed (float64)."""
+    w = np.ones(senders.shape, np.float64) if weights is None else np.asarray(weights, np.float64)
+    a = sp.csr_array((w, (receivers, senders)), shape=(n, n))
+    difference = (a - a.T).tocsr()
+    difference.eliminate_zeros()
+    return difference.nnz == 0
+
+
+def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS) -> PackedGraph:
+    """Builds the propagation layouts of ``graph`` once, on the host.
+
+    Args:
+      graph: any graph (host or concrete device arrays).
+      scale: optional float ``[N]`` node scaling to fold in. ``graph`` must
+        then be unweighted; the packed graph is the matrix
+        ``diag(scale) A diag(scale)``, with those products as its weights.
+        With ``(A', d) = gcn_norm_factors(g)`` this is ``gcn_norm(g)``
+        (see :func:`pack_gcn_norm`).
+      widths: slice boundaries of the layout (see
+        :func:`~sparsegcn.backends.ell.build_ell`).
+
+    Returns:
+      A :class:`PackedGraph`; edge order, weights and ``edges_sorted`` are
+      those of ``graph``.
+
+    Raises:
+      ValueError: ``scale`` has the wrong shape or non-finite values, or is
+        given for a weighted graph.
+    """
+    if isinstance(graph, PackedGraph):
+        graph = graph.unpack()
+    if not isinstance(graph, Graph):
+        raise TypeError(f"pack expects a sparsegcn.Graph, got {type(graph).__name__}")
+    n = graph.num_nodes
+    senders = _checks.as_host("graph.senders", graph.senders)
+    receivers = _checks.as_host("graph.receivers", graph.receivers)
+    weights = None if graph.weights is None else _checks.as_host("graph.weights", graph.weights)
+    if scale is not None:
+        if weights is not None:
+            raise ValueError(
+                "pack(graph, scale=...) folds a node scaling into an unweighted graph, but this "
+                "graph has edge weights; pack the weighted graph without scale"
+            )
+        scale = _checks.as_host("scale", scale).astype(np.float32, copy=False)
+        if scale.shape != (n,):
+            raise ValueError(f"scale must have shape ({n},), one per node, got {scale.shape}")
+        _checks.check_finite("scale", scale)
+        weights = scale[senders] * scale[receivers]
+    layout = build_ell(senders, receivers, n, widths=widths)
+    transpose = None
+    if not _is_symmetric(senders, receivers, weights, n):
+        transpose = build_ell(receivers, senders, n, widths=widths)
+    return PackedGraph(
+        senders,
+        receivers,
+        weights,
+        n,
+        graph.edges_sorted,
+        layout=layout,
+        transpose_layout=transpose,
+        scale=scale,
+    )
+
+
+def pack_gcn_norm(graph: Graph, *, self_loops: bool = True, widths=DEFAULT_WIDTHS) -> PackedGraph:
+    """``gcn_norm(graph)``, packed, with ``D^{-1/2}`` folded in when possible.
+
+    .. math:: \\hat A = D^{-1/2} (A + I) D^{-1/2}
+
+    For an unweighted ``graph`` the packed product computes
+    ``d * ((A + I) (d * x))`` with ``d = D^{-1/2}``, so propagation reads no
+    per-edge weights; its ``weights`` equal ``gcn_norm(graph).weights``.
+    A weighted graph is normalized with :func:`~sparsegcn.gcn_norm` and packed.
+    """
+    adjacency, scale = gcn_norm_factors(graph, self_loops=self_loops)
+    if adjacency.weights is not None:
+        return pack(gcn_norm(graph, self_loops=self_loops), widths=widths)
+    return pack(adjacency, scale=scale, widths=widths)
+
+
+def packed_matmul(graph: PackedGraph, x: jax.Array, *, storage_dtype=None) -> jax.Array:
+    """``A @ x`` for a :class:`PackedGraph` and ``x`` of shape ``[N, ...]``."""
+    n = graph.num_nodes
+    flat = x.reshape(n, -1)
+    static = (n, storage_dtype)
+    y = _packed(
+        static,
+        graph.layout,
+        graph.transpose_layout,
+        graph.senders,
+        graph.receivers,
+        graph.weights,
+        graph.scale,
+        flat,
+    )
+    return y.reshape(x.shape)
+
+
+def _apply(static, layout, weights, scale, x):
+    n, storage_dtype = static
+    if scale is None:
+        return ell_matmul(layout, x, weights, n, storage_dtype=storage_dtype)
+    s = jnp.asarray(scale).astype(x.dtype)[:, None]
+    return s * ell_matmul(layout, s * x, None, n, storage_dtype=storage_dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _packed(static, layout, transpose_layout, senders, receivers, weights, scale, x):
+    return _apply(static, layout, weights, scale, x)
+
+
+def _packed_fwd(static, layout, transpose_layout, senders, receivers, weights, scale, x):
+    y = _apply(static, layout, weights, scale, x)
+    return y, (layout, transpose_layout, senders, receivers, weights, scale, x)
+
+
+def _packed_bwd(static, residuals, cotangent):
+    layout, transpose_layout, senders, receivers, weights, scale, x = residuals
+    backward = layout if transpose_layout is None else transpose_layout
+    x_bar = _apply(static, backward, weights, scale, cotangent)
+    w_bar = None
+    if weights is not None:
+        # d y_r / d w_e = x_{s_e} on row r_e: the exact weight gradient, also
+        # when the forward pass read the folded scale instead of the weights.
+        pairs = cotangent.at[receivers].get(mode="promise_in_bounds") * x.at[senders].get(
+            mode="promise_in_bounds"
+        )
+        w_bar = jnp.sum(pairs, axis=1).astype(weights.dtype)
+    return (None, None, None, None, w_bar, None, x_bar)
+
+
+_packed.defvjp(_packed_fwd, _packed_bwd)

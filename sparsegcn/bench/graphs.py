@@ -1,0 +1,98 @@
+"""Benchmark graphs: uniform random and community-structured, and the form
+each backend variant propagates on.
+
+Both kinds are undirected (every pair stored in both directions, as GCN
+uses them) and unweighted before normalization. The community graphs come
+from the degree-corrected stochastic block model of
+:mod:`sparsegcn.datasets.sbm`: power-law degrees and 80% of edges inside
+one of the classes, with node ids shuffled, so any locality must be found
+by reordering.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sparsegcn.backends import pack_gcn_norm
+from sparsegcn.graph import Graph
+from sparsegcn.transforms import gcn_norm, sort_edges
+
+GRAPH_KINDS = ("random", "sbm")
+# Propagation variants the benchmark compares: a backend name, and for the
+# default backend whether the graph is packed (sliced ELL, D^-1/2 folded).
+VARIANTS = ("dense", "segment", "segment-unpacked", "bcoo")
+SBM_CLASSES = 40
+SBM_HOMOPHILY = 0.8
+SBM_DEGREE_EXPONENT = 2.5
+
+
+def random_graph(num_nodes: int, avg_degree: float, *, seed: int = 0) -> Graph:
+    """Uniform random undirected graph with about ``avg_degree * N`` directed edges.
+
+    ``round(avg_degree * N / 2)`` pairs are drawn uniformly with replacement,
+    self-pairs redrawn, and stored in both directions (so rare repeated
+    pairs are kept as duplicate edges, which propagation adds up).
+    """
+    pairs = round(avg_degree * num_nodes / 2)
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, num_nodes, pairs)
+    b = rng.integers(0, num_nodes - 1, pairs) if num_nodes > 1 else np.zeros(pairs, np.int64)
+    b = b + (b >= a)  # uniform over the other nodes: no self-loops
+    return sort_edges(Graph(np.concatenate([a, b]), np.concatenate([b, a]), None, num_nodes))
+
+
+def community_graph(num_nodes: int, avg_degree: float, *, seed: int = 0) -> Graph:
+    """Degree-corrected SBM graph with ``round(avg_degree * N / 2)`` distinct pairs.
+
+    Raises:
+      ValueError: the graph is too dense for the generator at this size.
+    """
+    from sparsegcn.datasets import sbm
+
+    pairs_wanted = round(avg_degree * num_nodes / 2)
+    classes = max(1, min(SBM_CLASSES, num_nodes // 50))
+    model = sbm.block_model(
+        num_nodes,
+        pairs_wanted,
+        classes,
+        degree_exponent=SBM_DEGREE_EXPONENT,
+        imbalance=4.0,
+        seed=seed,
+    )
+    pairs = sbm.sample_pairs(model, pairs_wanted, SBM_HOMOPHILY, seed=seed)
+    senders, receivers = sbm.split_keys(sbm.symmetric_keys(pairs, num_nodes), num_nodes)
+    return Graph(senders, receivers, None, num_nodes, edges_sorted=True)
+
+
+def make_graph(kind: str, num_nodes: int, avg_degree: float, *, seed: int = 0) -> Graph:
+    """A benchmark graph of ``kind`` (``"random"`` or ``"sbm"``)."""
+    if kind == "random":
+        return random_graph(num_nodes, avg_degree, seed=seed)
+    if kind == "sbm":
+        return community_graph(num_nodes, avg_degree, seed=seed)
+    raise ValueError(f"unknown graph kind {kind!r}; choose one of {GRAPH_KINDS}")
+
+
+def propagation_graph(graph: Graph, variant: str) -> Graph:
+    """The normalized ``Â`` of ``graph`` in the form ``variant`` runs on.
+
+    ``"segment"`` gets :func:`~sparsegcn.backends.pack_gcn_norm` (what a
+    user gets by packing), every other variant ``sort_edges(gcn_norm(g))``.
+    All of them are the same matrix.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
+    if variant == "segment":
+        return pack_gcn_norm(graph)
+    return sort_edges(gcn_norm(graph))
+
+
+def backend_of(variant: str):
+    """The ``backend=`` argument for a variant."""
+    from sparsegcn.backends import Dense, Segment
+
+    if variant == "segment-unpacked":
+        return Segment(use_layout=False)
+    if variant == "dense":
+        return Dense(max_bytes=2**62)  # the runner applies its own memory limit
+    return variant

@@ -1,0 +1,101 @@
+"""Log-log plot of time against edges per backend; matplotlib is imported lazily."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from sparsegcn.bench.graphs import VARIANTS
+
+_PASS_TITLES = {"fwd": "forward  Â·x", "fwd_bwd": "forward + backward"}
+
+
+def require_matplotlib():
+    """Imports matplotlib with the file-only Agg backend, or explains how to get it."""
+    try:
+        import matplotlib
+    except ImportError as err:
+        raise ImportError(
+            "--plot needs matplotlib: pip install 'sparsegcn[plot]' (or pip install matplotlib)"
+        ) from err
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_report(report: dict, path: str | os.PathLike) -> Path:
+    """Draws ``median_ms`` against ``num_edges``, one panel per pass, log-log.
+
+    One line per backend (and reordering), per graph kind and feature width
+    when the report has several. The PNG is written atomically.
+
+    Returns:
+      The path written.
+    """
+    plt = require_matplotlib()
+    results = report["results"]
+    passes = [p for p in ("fwd", "fwd_bwd") if any(r["pass"] == p for r in results)]
+    if not passes:
+        raise ValueError("the report has no results to plot")
+    several_graphs = len({r["graph"] for r in results}) > 1
+    several_widths = len({r["features"] for r in results}) > 1
+    several_degrees = len({r["avg_degree"] for r in results}) > 1
+    fig, axes = plt.subplots(1, len(passes), figsize=(6.4 * len(passes), 4.8), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, pass_ in zip(axes[0], passes, strict=True):
+        lines: dict = {}
+        for r in results:
+            if r["pass"] != pass_:
+                continue
+            key = (r["backend"], r["reorder"], r["graph"], r["features"], r["avg_degree"])
+            lines.setdefault(key, []).append((r["num_edges"], r["median_ms"]))
+        for (backend, reorder, graph, features, degree), points in sorted(
+            lines.items(), key=lambda kv: (VARIANTS.index(kv[0][0]), *map(str, kv[0][1:]))
+        ):
+            points.sort()
+            label = backend + (f" +{reorder}" if reorder else "")
+            if several_graphs:
+                label += f" {graph}"
+            if several_widths:
+                label += f" F={features}"
+            if several_degrees:
+                label += f" deg={degree:g}"
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                marker="o" if graph == "random" else "s",
+                linestyle="-" if reorder is None else "--",
+                color=colors[VARIANTS.index(backend) % len(colors)],
+                label=label,
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("edges E")
+        ax.set_ylabel("median time (ms)")
+        ax.set_title(_PASS_TITLES[pass_])
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="small")
+    machine = report.get("machine", {})
+    fig.suptitle(
+        f"sparsegcn propagation: {machine.get('cpu', '?')}, {machine.get('backend', '?')}",
+        fontsize="medium",
+    )
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png", dpi=110)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates files readable by the owner only
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
+    return path

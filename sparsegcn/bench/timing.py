@@ -1,0 +1,87 @@
+"""Timing compiled JAX functions: compile apart, warm up, ``block_until_ready``, medians."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """What one measurement found.
+
+    Attributes:
+      times_s: wall time of each timed call, in seconds, after warm-up.
+      compile_s: seconds spent lowering and compiling (never in ``times_s``).
+      peak_bytes: XLA's static estimate of the program's peak memory:
+        arguments, outputs and temporaries (``compiled.memory_analysis()``).
+    """
+
+    times_s: tuple[float, ...]
+    compile_s: float
+    peak_bytes: int
+
+    @property
+    def median_s(self) -> float:
+        return float(np.median(self.times_s))
+
+    @property
+    def min_s(self) -> float:
+        return float(np.min(self.times_s))
+
+
+def peak_bytes(compiled) -> int:
+    """Peak device memory of a compiled program, from XLA's buffer assignment."""
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return 0
+    total = (
+        stats.argument_size_in_bytes
+        + stats.output_size_in_bytes
+        + stats.temp_size_in_bytes
+        - stats.alias_size_in_bytes
+    )
+    return int(max(total, getattr(stats, "peak_memory_in_bytes", 0)))
+
+
+def measure(
+    fn: Callable,
+    args: tuple,
+    *,
+    repeats: int = 5,
+    warmup: int = 1,
+    max_seconds: float | None = None,
+) -> Timing:
+    """Compiles ``jax.jit(fn)`` for ``args`` and times it.
+
+    Args:
+      fn: a function of ``args`` returning arrays.
+      args: its arguments (pytrees of arrays; already on the device).
+      repeats: timed calls (the median is robust to a noisy neighbour).
+      warmup: untimed calls first (caches, allocator).
+      max_seconds: stop timing early once this much time has been spent
+        (at least one timed call is always made).
+
+    Returns:
+      A :class:`Timing`.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - start
+    for _ in range(warmup):
+        jax.block_until_ready(compiled(*args))
+    times = []
+    budget_start = time.perf_counter()
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        times.append(time.perf_counter() - tick)
+        if max_seconds is not None and time.perf_counter() - budget_start > max_seconds:
+            break
+    return Timing(tuple(times), compile_s, peak_bytes(compiled))

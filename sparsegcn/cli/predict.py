@@ -1,0 +1,101 @@
+"""``sparsegcn predict``: class predictions and embeddings of every node from a checkpoint.
+
+Outputs (NumPy ``.npy``, written atomically, no pickled objects):
+
+- ``--out``: int32 predicted classes, ``[N]`` when the checkpoint holds one
+  seed, ``[K, N]`` (one row per seed, in the checkpoint's seed order) with
+  several;
+- ``--embeddings``: float32 hidden-layer embeddings (the last layer's input,
+  ``Model.embed``), ``[N, H]`` or ``[K, N, H]`` likewise.
+
+Nodes are in the dataset's order. The params are the early-stopping
+restored ones (``--params best``, whose test accuracy ``sparsegcn train``
+reports) unless ``--params last``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from sparsegcn.cli.options import write_json_atomic
+from sparsegcn.experiment import predict_checkpoint
+from sparsegcn.train.checkpoint import save_npy_atomic
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "predict",
+        help="write class predictions and embeddings of every node from a checkpoint",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="DIR",
+        help="checkpoint folder (its newest checkpoint) or a ckpt-*.json manifest",
+    )
+    parser.add_argument(
+        "--dataset", help="dataset name (default: the one trained on; it must match)"
+    )
+    parser.add_argument("--root", metavar="DIR", help="data root (default: the training run's)")
+    parser.add_argument(
+        "--out", required=True, metavar="PATH", help="predicted classes, .npy ([N] or [K, N])"
+    )
+    parser.add_argument(
+        "--embeddings", metavar="PATH", help="also write embeddings, .npy ([N, H] or [K, N, H])"
+    )
+    parser.add_argument(
+        "--params", choices=("best", "last"), default="best", help="which params (default: best)"
+    )
+    parser.add_argument("--json", metavar="PATH", help="write a summary as JSON")
+    parser.set_defaults(func=run)
+
+
+def _check_npy_path(flag: str, path: str | None) -> None:
+    if path is not None and not path.endswith(".npy"):
+        raise ValueError(f"{flag} must name a .npy file, got {path!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_npy_path("--out", args.out)
+    _check_npy_path("--embeddings", args.embeddings)
+    result = predict_checkpoint(
+        args.checkpoint, dataset=args.dataset, root=args.root, params=args.params
+    )
+    predictions, embeddings = result["predictions"], result["embeddings"]
+    if predictions.shape[0] == 1:
+        predictions, embeddings = predictions[0], embeddings[0]
+    save_npy_atomic(args.out, predictions)
+    if args.embeddings:
+        save_npy_atomic(args.embeddings, embeddings)
+    test = np.asarray(result["test_acc"])
+    print(
+        f"{result['dataset']}: {predictions.shape[-1]} nodes, {len(result['seeds'])} seed(s), "
+        f"checkpoint epoch {result['epoch']}; test accuracy of the predictions "
+        f"{test.mean():.4f} ± {test.std():.4f}"
+    )
+    print(f"predictions: {args.out} int32 {list(predictions.shape)}")
+    if args.embeddings:
+        print(f"embeddings: {args.embeddings} float32 {list(embeddings.shape)}")
+    if args.json:
+        reported = result["reported_test_acc"]
+        write_json_atomic(
+            args.json,
+            {
+                "checkpoint": result["checkpoint"],
+                "dataset": result["dataset"],
+                "epoch": result["epoch"],
+                "seeds": result["seeds"],
+                "params": args.params,
+                "out": args.out,
+                "out_shape": list(predictions.shape),
+                "embeddings": args.embeddings,
+                "embeddings_shape": list(embeddings.shape) if args.embeddings else None,
+                "test_acc": test.tolist(),
+                "reported_test_acc": None if reported is None else np.asarray(reported).tolist(),
+            },
+        )
+    return 0

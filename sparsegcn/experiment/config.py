@@ -1,0 +1,105 @@
+"""The settings of one run: :class:`Experiment`, whose fields are the CLI options.
+
+Defaults live here and nowhere else: ``sparsegcn train`` generates one
+option per field (see :mod:`sparsegcn.cli.options`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from sparsegcn.backends import DEFAULT_BACKEND, get_backend
+from sparsegcn.features import FEATURE_NORMALIZATIONS
+from sparsegcn.sampling import check_fanouts
+from sparsegcn.train import TrainConfig
+from sparsegcn.train.minibatch import MinibatchConfig
+
+DEFAULT_DATASET = "synthetic:tiny"
+MODELS = ("gcn", "mlp", "sage")
+
+
+def _field(default, help: str, **metadata):
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One training run's settings. Defaults reproduce Kipf & Welling's GCN."""
+
+    dataset: str = _field(
+        DEFAULT_DATASET, "dataset name; the default is generated in-process, no download"
+    )
+    root: str | None = _field(None, "data root (default: $SPARSEGCN_DATA or ./datasets)")
+    scale: float = _field(1.0, "shrink factor for synthetic presets")
+    model: str = _field("gcn", "model", choices=MODELS)
+    backend: str = _field(
+        DEFAULT_BACKEND, "propagation backend", choices=("dense", "segment", "bcoo")
+    )
+    hidden: int = _field(16, "hidden width")
+    layers: int = _field(2, "number of layers")
+    dropout: float = _field(0.5, "dropout rate")
+    residual: bool = _field(False, "skip connections between equal-width hidden layers")
+    lr: float = _field(0.01, "Adam learning rate")
+    weight_decay: float = _field(5e-4, "L2 weight decay")
+    decay_layers: str = _field("first", "layers to decay", choices=("first", "all", "none"))
+    epochs: int = _field(200, "maximum epochs")
+    patience: int = _field(100, "early-stopping patience in epochs (0: never stop early)")
+    seeds: int = _field(1, "number of seeds, trained together as one compiled program")
+    seed: int = _field(0, "first seed; seeds are seed, seed+1, ...")
+    normalize_features: str = _field(
+        "auto",
+        "row-normalize features: 'row' (Kipf & Welling), 'none', or 'auto' (row-normalize "
+        "non-negative features such as bag-of-words, keep signed ones)",
+        choices=FEATURE_NORMALIZATIONS,
+    )
+    epochs_per_call: int = _field(0, "epochs per compiled call (0: about 20 calls per run)")
+    clip_norm: float = _field(0.0, "clip gradients to this global norm (0: off)")
+    fanouts: str = _field("25,10", "sage: neighbours sampled per hop, one hop per layer")
+    batch_size: int = _field(512, "sage: seeds per mini-batch")
+    checkpoint: str | None = _field(None, "save checkpoints to this folder")
+    checkpoint_every: int = _field(50, "epochs between checkpoints (0: only at the end)")
+    keep: int = _field(3, "number of newest checkpoints to keep (0: all)")
+    resume: str | None = _field(None, "resume from this checkpoint folder or ckpt-*.json file")
+    plot: str | None = _field(None, "draw loss and validation accuracy curves to this PNG")
+
+    def __post_init__(self):
+        if self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}; choose one of {list(MODELS)}")
+        get_backend(self.backend)
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        if self.keep < 0:
+            raise ValueError(f"keep must be >= 0 (0 keeps all), got {self.keep}")
+        hops = len(self.minibatch_config().fanouts)
+        if self.model == "sage" and hops != self.layers:
+            raise ValueError(
+                f"sage samples one hop per layer, but fanouts={self.fanouts!r} has {hops} hops "
+                f"and layers={self.layers}; pass --layers {hops}"
+            )
+
+    def minibatch_config(self) -> MinibatchConfig:
+        """Sampling settings of mini-batch (``sage``) training."""
+        return MinibatchConfig(fanouts=check_fanouts(self.fanouts), batch_size=self.batch_size)
+
+    def train_config(self) -> TrainConfig:
+        per_call = self.epochs_per_call or None
+        if per_call is None and self.checkpoint and self.checkpoint_every:
+            # Checkpoints land on compiled-call boundaries: make every multiple
+            # of checkpoint_every one of them.
+            default = TrainConfig(epochs=self.epochs).chunk
+            per_call = math.gcd(default, self.checkpoint_every)
+        return TrainConfig(
+            epochs=self.epochs,
+            learning_rate=self.lr,
+            weight_decay=self.weight_decay,
+            decay_layers=self.decay_layers,
+            patience=self.patience or None,
+            epochs_per_call=per_call,
+            clip_norm=self.clip_norm or None,
+        )
+
+    def seed_list(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.seeds))

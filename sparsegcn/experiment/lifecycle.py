@@ -1,0 +1,190 @@
+"""What ``--resume``, ``--checkpoint``, ``--plot`` and ``predict`` add around training."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from sparsegcn.datasets import Dataset, load
+from sparsegcn.experiment.build import build_model, node_data
+from sparsegcn.experiment.config import Experiment
+from sparsegcn.nn import Model
+from sparsegcn.plots import plot_curves
+from sparsegcn.train import FitResult, init_state, make_optimizer, predict
+from sparsegcn.train.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointHook,
+    dataset_fingerprint,
+    load_checkpoint,
+    read_manifest,
+    state_template,
+)
+
+# Fields a resumed run may change: where things are read and written, how
+# long it trains, and the propagation backend (same parameters, same math).
+RESUME_MAY_CHANGE = frozenset(
+    {
+        "root",
+        "backend",
+        "epochs",
+        "patience",
+        "epochs_per_call",
+        "checkpoint",
+        "checkpoint_every",
+        "keep",
+        "resume",
+        "plot",
+    }
+)
+FULL_BATCH_MODELS = ("gcn", "mlp")
+
+
+def checkpoint_metadata(exp: Experiment, dataset: Dataset) -> dict:
+    """What every checkpoint of ``exp`` records: its config and the dataset's fingerprint."""
+    return {"config": dataclasses.asdict(exp), "dataset": dataset_fingerprint(dataset)}
+
+
+def restore_checkpoint(exp: Experiment, dataset: Dataset, model: Model) -> Checkpoint:
+    """Loads ``exp.resume``, refusing one written for another dataset, seeds or settings.
+
+    Every :class:`Experiment` field outside :data:`RESUME_MAY_CHANGE` must
+    equal the checkpoint's, and the dataset's fingerprint must match; then
+    every state array must have this model's shape (see
+    :func:`~sparsegcn.train.checkpoint.load_checkpoint`).
+    """
+    tx = make_optimizer(exp.train_config())
+    template = state_template(lambda key: init_state(model, tx, key), exp.seeds)
+    settings = {k: v for k, v in dataclasses.asdict(exp).items() if k not in RESUME_MAY_CHANGE}
+    return load_checkpoint(
+        exp.resume,
+        template,
+        seeds=exp.seed_list(),
+        expect={"dataset": dataset_fingerprint(dataset), "config": settings},
+    )
+
+
+@dataclasses.dataclass
+class Lifecycle:
+    """What ``--resume``, ``--checkpoint`` and ``--plot`` add around :func:`fit`.
+
+    Attributes:
+      resumed: the checkpoint training continues from, or ``None``.
+      hook: the ``on_chunk`` checkpoint writer, or ``None``.
+    """
+
+    resumed: Checkpoint | None = None
+    hook: CheckpointHook | None = None
+
+    @classmethod
+    def start(cls, exp: Experiment, dataset: Dataset, model: Model) -> Lifecycle:
+        resumed = restore_checkpoint(exp, dataset, model) if exp.resume else None
+        hook = None
+        if exp.checkpoint:
+            hook = CheckpointHook(
+                exp.checkpoint,
+                seeds=exp.seed_list(),
+                every=exp.checkpoint_every,
+                keep=exp.keep or None,
+                metadata=checkpoint_metadata(exp, dataset),
+                start_epoch=resumed.epoch if resumed else 0,
+            )
+        return cls(resumed=resumed, hook=hook)
+
+    def fit_kwargs(self) -> dict:
+        """``state``, ``history`` and ``on_chunk`` for :func:`fit`."""
+        kwargs = {"on_chunk": self.hook}
+        if self.resumed is not None:
+            kwargs.update(state=self.resumed.state, history=self.resumed.history)
+        return kwargs
+
+    def finish(self, exp: Experiment, result: FitResult) -> dict:
+        """Saves the final checkpoint if none was written, draws the plot; report entries."""
+        if self.hook is not None and not self.hook.saved:
+            self.hook.save(result.state, result.history)
+        if exp.plot:
+            count = len(result.seeds)
+            title = f"{exp.model} on {exp.dataset}, {count} seed{'s' if count != 1 else ''}"
+            plot_curves(result.history, exp.plot, title=title)
+        return {
+            "checkpoint": str(self.hook.saved[-1]) if self.hook else None,
+            "resumed_from": str(self.resumed.path) if self.resumed else None,
+            "resumed_epoch": self.resumed.epoch if self.resumed else None,
+            "plot": exp.plot,
+        }
+
+
+def experiment_from_checkpoint(manifest: dict, **overrides) -> Experiment:
+    """The :class:`Experiment` a checkpoint was trained with, with ``overrides``."""
+    config = dict(manifest.get("metadata", {}).get("config") or {})
+    if not config:
+        raise CheckpointError(
+            f"{manifest.get('path')} records no experiment config (not written by sparsegcn train)"
+        )
+    known = {f.name for f in dataclasses.fields(Experiment)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise CheckpointError(
+            f"{manifest.get('path')} was written with settings this sparsegcn does not know: "
+            f"{unknown}"
+        )
+    config.update({k: v for k, v in overrides.items() if v is not None})
+    return Experiment(**config)
+
+
+def predict_checkpoint(
+    checkpoint: str,
+    *,
+    dataset: str | None = None,
+    root: str | None = None,
+    params: str = "best",
+    progress: bool = False,
+) -> dict:
+    """Class predictions and embeddings of every node from a training checkpoint.
+
+    Args:
+      checkpoint: checkpoint folder (its newest checkpoint) or manifest file.
+      dataset: dataset name (default: the one trained on); its fingerprint
+        must match the checkpoint's.
+      root: data root (default: the training run's).
+      params: ``"best"`` (the early-stopping restored params, whose test
+        accuracy ``sparsegcn train`` reports) or ``"last"``.
+      progress: show loading progress.
+
+    Returns:
+      ``{"predictions": int32 [K, N], "embeddings": float32 [K, N, H],
+      "test_acc": [K] accuracy of the predictions on the test split,
+      "reported_test_acc": [K] as recorded in training (``best`` only),
+      "seeds", "epoch", "checkpoint", "dataset"}``.
+    """
+    if params not in ("best", "last"):
+        raise ValueError(f"params must be 'best' or 'last', got {params!r}")
+    manifest = read_manifest(checkpoint)
+    exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
+    if exp.model not in FULL_BATCH_MODELS:
+        raise ValueError(
+            f"predict supports {list(FULL_BATCH_MODELS)} checkpoints, got {exp.model!r}"
+        )
+    data_set = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
+    model = build_model(exp, data_set)
+    tx = make_optimizer(exp.train_config())
+    template = state_template(lambda key: init_state(model, tx, key), len(manifest["seeds"]))
+    ckpt = load_checkpoint(
+        manifest["path"], template, expect={"dataset": dataset_fingerprint(data_set)}
+    )
+    data = node_data(data_set, exp.model, normalize_features=exp.normalize_features)
+    chosen = ckpt.state.best.params if params == "best" else ckpt.state.params
+    classes, embeddings = (np.asarray(a) for a in predict(model, chosen, data))
+    test = data_set.split["test"]
+    test_acc = (classes[:, test] == data_set.labels[test][None, :]).mean(axis=1)
+    return {
+        "predictions": classes,
+        "embeddings": embeddings,
+        "test_acc": test_acc,
+        "reported_test_acc": np.asarray(ckpt.state.best.test_acc) if params == "best" else None,
+        "seeds": list(ckpt.seeds),
+        "epoch": ckpt.epoch,
+        "checkpoint": str(ckpt.path),
+        "dataset": data_set.name,
+    }

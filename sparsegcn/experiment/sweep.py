@@ -1,0 +1,116 @@
+"""Hyperparameter grids: ``sparsegcn train --sweep name=v1,v2``."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import numpy as np
+
+from sparsegcn.datasets import load
+from sparsegcn.experiment.build import build_model, node_data
+from sparsegcn.experiment.config import Experiment
+from sparsegcn.experiment.lifecycle import FULL_BATCH_MODELS
+from sparsegcn.experiment.run import run_experiment
+from sparsegcn.train.sweep import expand_grid, fit_sweep, rank_rows, summarize_result
+
+# Experiment fields that name the data, the replicas or output files, not a setting.
+NOT_SWEEPABLE = (
+    "dataset",
+    "root",
+    "scale",
+    "seeds",
+    "seed",
+    "checkpoint",
+    "checkpoint_every",
+    "keep",
+    "resume",
+    "plot",
+)
+# Experiment fields trained as data in one program: field -> injected optimizer value.
+SWEEP_AS_DATA = {"lr": "learning_rate", "weight_decay": "weight_decay"}
+
+
+def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
+    """Trains the grid ``axes`` around ``base``; returns the ranked report.
+
+    Grid points that differ only in :data:`SWEEP_AS_DATA` fields share one
+    compiled program (:func:`~sparsegcn.train.sweep.fit_sweep`); each other
+    combination compiles its own. Every point trains ``base``'s seeds.
+
+    Args:
+      base: the settings shared by every point.
+      axes: ``{field: [values]}`` (see :func:`~sparsegcn.train.sweep.parse_sweep`).
+      progress: show progress bars.
+
+    Returns:
+      ``{"rows": [...ranked by validation accuracy...], "programs": [...],
+      "axes", "base", "dataset", "seeds", "wall_s", "device"}``; each row
+      holds the swept values, accuracies (mean, std, per seed) and the
+      index of the program that trained it.
+    """
+    start = time.perf_counter()
+    if base.checkpoint or base.resume or base.plot:
+        raise ValueError("--checkpoint, --resume and --plot apply to single runs, not to --sweep")
+    bad = sorted(set(axes) & set(NOT_SWEEPABLE))
+    if bad:
+        raise ValueError(f"cannot sweep {bad}; sweepable fields exclude {list(NOT_SWEEPABLE)}")
+    points = expand_grid(axes)
+    experiments = [dataclasses.replace(base, **point) for point in points]
+    dataset = load(base.dataset, base.root, scale=base.scale, progress=progress)
+    programs: dict[tuple, list[int]] = {}
+    for i, exp in enumerate(experiments):
+        shape = tuple((k, v) for k, v in dataclasses.asdict(exp).items() if k not in SWEEP_AS_DATA)
+        programs.setdefault(shape, []).append(i)
+    rows: list = [None] * len(experiments)
+    program_info = []
+    for program, members in enumerate(programs.values()):
+        tick = time.perf_counter()
+        first = experiments[members[0]]
+        if first.model in FULL_BATCH_MODELS:
+            data = node_data(dataset, first.model, normalize_features=first.normalize_features)
+            config = dataclasses.replace(first.train_config(), timing_steps=0)
+            values = [
+                {hp: getattr(experiments[i], field) for field, hp in SWEEP_AS_DATA.items()}
+                for i in members
+            ]
+            results = fit_sweep(
+                build_model(first, dataset),
+                data,
+                config,
+                seeds=first.seed_list(),
+                points=values,
+                progress=progress,
+            )
+            summaries = [summarize_result(r) for r in results]
+            compile_s = results[0].compile_s
+        else:  # other trainers: one run per point
+            reports = [run_experiment(experiments[i], progress=progress) for i in members]
+            keys = ("val_acc_mean", "val_acc_std", "test_acc_mean", "test_acc_std", "test_acc")
+            summaries = [
+                dict({k: r[k] for k in keys}, best_epoch_mean=float(np.mean(r["best_epoch"])))
+                for r in reports
+            ]
+            compile_s = sum(r["compile_s"] for r in reports)
+        for i, summary in zip(members, summaries, strict=True):
+            rows[i] = dict(points[i], **summary, program=program)
+        program_info.append(
+            {
+                "program": program,
+                "points": len(members),
+                "members": len(members) * first.seeds,
+                "compile_s": compile_s,
+                "wall_s": time.perf_counter() - tick,
+            }
+        )
+    return {
+        "dataset": dataset.name,
+        "axes": {k: list(v) for k, v in axes.items()},
+        "seeds": base.seed_list(),
+        "rows": rank_rows(rows),
+        "programs": program_info,
+        "base": dataclasses.asdict(base),
+        "wall_s": time.perf_counter() - start,
+        "device": jax.devices()[0].device_kind,
+    }

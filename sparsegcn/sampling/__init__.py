@@ -1,0 +1,42 @@
+"""Mini-batch machinery: on-device neighbour sampling and node-chunked propagation.
+
+- :func:`sample_blocks` samples a batch's ``L``-hop computation tree on the
+  CSR view, inside ``jit``, with static shapes (:class:`NeighborSample`);
+- :class:`ChunkedGraph` and :func:`propagate_chunked` compute ``A @ x`` a
+  block of rows at a time, for layer-wise full-neighbourhood inference in
+  bounded memory.
+"""
+
+from sparsegcn.sampling.chunks import (
+    DEFAULT_CHUNK_EDGES,
+    ChunkedGraph,
+    map_chunks,
+    propagate_chunk,
+    propagate_chunked,
+)
+from sparsegcn.sampling.neighbor import (
+    NeighborSample,
+    check_csr,
+    check_fanouts,
+    sample_blocks,
+    sample_neighbors,
+    sample_positions,
+    tree_sizes,
+    uniform_below,
+)
+
+__all__ = [
+    "DEFAULT_CHUNK_EDGES",
+    "ChunkedGraph",
+    "NeighborSample",
+    "check_csr",
+    "check_fanouts",
+    "map_chunks",
+    "propagate_chunk",
+    "propagate_chunked",
+    "sample_blocks",
+    "sample_neighbors",
+    "sample_positions",
+    "tree_sizes",
+    "uniform_below",
+]

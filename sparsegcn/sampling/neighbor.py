@@ -1,0 +1,391 @@
+"""Uniform neighbour sampling on device, with static shapes.
+
+GraphSAGE trains on mini-batches: for each seed node it samples up to
+``k_1`` in-neighbours, for each of those up to ``k_2``, and so on, and runs
+the model on that computation tree only. PyG and DGL sample on the host; here
+sampling is ``jax.numpy``/``lax`` code that runs inside the compiled training
+step, with output shapes fixed by the batch size and the fanouts alone, so a
+whole epoch compiles once.
+
+**Layout.** The sample is a tree stored level by level, without
+de-duplication (see :class:`NeighborSample`): the level-``d`` array has shape
+``(B, k_1, ..., k_d)``, and the children of an entry are the entries one level
+deeper that extend its index by one axis. Which parent a child belongs to is
+therefore given by its position alone, no index arrays are needed, and the
+mean over a node's sampled neighbours is a masked mean over the last axis.
+A node reached along two paths appears twice (and is computed twice):
+de-duplicating on device would need a sort of every level (``jnp.unique``
+with a static size) and index arrays between levels; the tree wastes
+compute on repeats instead but keeps every shape static, every gather
+contiguous and no padding guessed. Level ``d`` holds exactly
+``B * k_1 * ... * k_d`` entries, the padding included.
+
+**Sampling.** A node of in-degree ``d`` gets ``min(k, d)`` distinct positions
+of its CSR row, uniformly among all subsets of that size: every position
+when ``d <= k`` (the rest of its ``k`` slots masked), otherwise a subset drawn
+by Robert Floyd's algorithm, vectorised over the nodes. Floyd's algorithm
+takes ``k`` draws and ``O(k^2)`` comparisons per node whatever ``d`` is, so a
+node of degree ``10^4`` costs what a node of degree ``k + 1`` does. Random
+words come from :func:`sparsegcn.nn.hash_bits` (one threefry call for the
+whole tree, then a counter hash); a word is mapped to ``[0, m)`` by Lemire's
+multiply-shift, ``floor(u * m / 2^32)``, whose largest deviation from exact
+uniformity is a relative ``m / 2^32`` (``2e-6`` for ``m = 10^4``).
+
+Positions, not ids, are sampled: in a multigraph a repeated edge is a
+distinct neighbour (as in ``mean_norm``, where duplicates count twice).
+
+References:
+  Hamilton, Ying & Leskovec, *Inductive Representation Learning on Large
+  Graphs*, NeurIPS 2017. https://arxiv.org/abs/1706.02216
+
+  Bentley & Floyd, *Programming Pearls: A Sample of Brilliance*, CACM 30(9),
+  1987 (Floyd's sampling algorithm).
+
+  Lemire, *Fast Random Integer Generation in an Interval*, ACM TOMACS 29(1),
+  2019. https://arxiv.org/abs/1805.10941
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sparsegcn import _checks
+from sparsegcn.nn.dropout import hash_bits
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_LOW16 = np.uint32(0xFFFF)
+_SHIFT16 = np.uint32(16)
+
+
+class NeighborSample(NamedTuple):
+    """The sampled computation tree of one mini-batch; a pytree.
+
+    With fanouts ``(k_1, ..., k_L)`` and ``B`` seeds, level ``d`` (``0 <= d <= L``)
+    holds ``B * k_1 * ... * k_d`` entries, shaped ``(B, k_1, ..., k_d)``. The
+    children of entry ``nodes[d][i_0, ..., i_d]`` are
+    ``nodes[d + 1][i_0, ..., i_d, :]``: its sampled in-neighbours. Nodes are
+    not de-duplicated (see the module docstring).
+
+    Attributes:
+      nodes: ``L + 1`` int32 arrays of node ids; ``nodes[0]`` ``[B]`` are the
+        seeds. Masked entries hold node 0 (a valid id, so gathers stay in
+        bounds) and must be ignored.
+      masks: ``L + 1`` bool arrays shaped like ``nodes``: ``True`` for a real
+        seed or a real sampled neighbour of an unmasked parent; ``False`` for
+        padding (a node with fewer than ``k`` neighbours, a padded seed, or
+        any descendant of a masked entry).
+    """
+
+    nodes: tuple
+    masks: tuple
+
+    @property
+    def fanouts(self) -> tuple[int, ...]:
+        """The static ``(k_1, ..., k_L)``, read from the shapes."""
+        return tuple(int(level.shape[-1]) for level in self.nodes[1:])
+
+    @property
+    def batch_size(self) -> int:
+        """The static number of seed slots ``B``."""
+        return int(self.nodes[0].shape[0])
+
+    def num_sampled_edges(self) -> jax.Array:
+        """int32 ``[]``: unmasked (parent, neighbour) pairs, over all levels."""
+        return sum(jnp.sum(m, dtype=jnp.int32) for m in self.masks[1:])
+
+
+def check_fanouts(fanouts) -> tuple[int, ...]:
+    """Validates ``fanouts`` (a sequence of ints >= 1, or ``"25,10"``) into a tuple."""
+    if isinstance(fanouts, str):
+        parts = [p.strip() for p in fanouts.split(",")]
+        try:
+            fanouts = [int(p) for p in parts]
+        except ValueError:
+            raise ValueError(
+                f"fanouts must be comma-separated integers such as '25,10', got {fanouts!r}"
+            ) from None
+    if not isinstance(fanouts, Sequence) or len(fanouts) == 0:
+        raise ValueError(f"fanouts must be a non-empty sequence of ints, got {fanouts!r}")
+    result = []
+    for i, k in enumerate(fanouts):
+        if _checks.is_traced(k) or isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"fanouts[{i}] must be a static Python int, got {k!r}")
+        if k < 1:
+            raise ValueError(f"fanouts[{i}] must be >= 1, got {int(k)}")
+        result.append(int(k))
+    return tuple(result)
+
+
+def check_csr(indptr, indices) -> tuple[jax.Array, jax.Array]:
+    """Validates a concrete CSR pair once, on the host, and moves it to the device.
+
+    ``indptr`` keeps int64 only when it must (``E >= 2**31``), which needs
+    ``jax_enable_x64``; otherwise it becomes int32. Tracers pass unchecked.
+
+    Args:
+      indptr: ``[N + 1]`` non-decreasing row offsets, ``indptr[0] == 0`` and
+        ``indptr[N] == E``.
+      indices: ``[E]`` neighbour ids in ``[0, N)``.
+
+    Returns:
+      ``(indptr, indices)`` as device arrays (``indices`` int32).
+
+    Raises:
+      ValueError: a malformed CSR, naming the first bad entry, or ``E >= 2**31``
+        with 64-bit types disabled.
+    """
+    if _checks.is_traced(indptr, indices):
+        return indptr, indices
+    ptr = np.asarray(indptr)
+    idx = np.asarray(indices)
+    _checks.check_integer_array("indptr", ptr, ndim=1)
+    _checks.check_integer_array("indices", idx, ndim=1)
+    if ptr.shape[0] < 1:
+        raise ValueError("indptr must have N + 1 >= 1 entries, got an empty array")
+    n, e = ptr.shape[0] - 1, idx.shape[0]
+    if int(ptr[0]) != 0 or int(ptr[-1]) != e:
+        raise ValueError(
+            f"indptr must start at 0 and end at len(indices) = {e}, got indptr[0] = "
+            f"{int(ptr[0])} and indptr[{n}] = {int(ptr[-1])}"
+        )
+    steps = np.diff(ptr.astype(np.int64))
+    if (steps < 0).any():
+        pos = int(np.flatnonzero(steps < 0)[0])
+        raise ValueError(
+            f"indptr must be non-decreasing, but indptr[{pos + 1}] = {int(ptr[pos + 1])} < "
+            f"indptr[{pos}] = {int(ptr[pos])}"
+        )
+    if n and int(steps.max(initial=0)) > _INT32_MAX:
+        raise ValueError(
+            f"a node has {int(steps.max())} >= 2**31 neighbours; degrees must fit int32"
+        )
+    _checks.check_ids_in_range("indices", idx, n)
+    if e > _INT32_MAX:
+        if not jax.config.jax_enable_x64:
+            raise ValueError(
+                f"the graph has E = {e} >= 2**31 edges, so indptr needs int64: enable 64-bit "
+                "types with jax.config.update('jax_enable_x64', True) before building arrays"
+            )
+        ptr_dtype = jnp.int64
+    else:
+        ptr_dtype = jnp.int32
+    if isinstance(indptr, jax.Array) and indptr.dtype == ptr_dtype:
+        device_ptr = indptr
+    else:
+        device_ptr = jnp.asarray(ptr.astype(ptr_dtype, copy=False))
+    if isinstance(indices, jax.Array) and indices.dtype == jnp.int32:
+        device_idx = indices
+    else:
+        device_idx = jnp.asarray(idx.astype(np.int32, copy=False))
+    return device_ptr, device_idx
+
+
+def mulhi_u32(a: jax.Array, b: jax.Array) -> jax.Array:
+    """The high 32 bits of the 64-bit product of two uint32 arrays.
+
+    Computed from 16-bit limbs so it needs no 64-bit types:
+    ``a * b = hh 2^32 + (lh + hl) 2^16 + ll``.
+    """
+    a_lo, a_hi = a & _LOW16, a >> _SHIFT16
+    b_lo, b_hi = b & _LOW16, b >> _SHIFT16
+    ll, lh, hl, hh = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
+    mid = (ll >> _SHIFT16) + (lh & _LOW16) + (hl & _LOW16)
+    return hh + (lh >> _SHIFT16) + (hl >> _SHIFT16) + (mid >> _SHIFT16)
+
+
+def uniform_below(bits: jax.Array, bound: jax.Array) -> jax.Array:
+    """Maps uniform uint32 ``bits`` to int32 in ``[0, bound)`` (Lemire's multiply-shift).
+
+    ``bound`` is int32 ``>= 1`` (broadcast against ``bits``). Each value has
+    probability ``floor(2^32 / m) / 2^32`` or ``ceil(2^32 / m) / 2^32``.
+    """
+    return mulhi_u32(bits, bound.astype(jnp.uint32)).astype(jnp.int32)
+
+
+def sample_positions(degrees: jax.Array, fanout: int, *, key: jax.Array):
+    """Uniform ``min(k, d)``-subsets of ``range(d)`` for a batch of degrees.
+
+    Args:
+      degrees: int32 ``[n]``, each node's number of neighbours ``d`` (0 allowed).
+      fanout: static ``k >= 1``.
+      key: PRNG key; the result is a pure function of it.
+
+    Returns:
+      ``(positions, valid)``: int32 ``[n, k]`` distinct offsets into each
+      node's row, and bool ``[n, k]``, ``True`` for the first ``min(k, d)``
+      slots. Invalid slots hold 0. Offsets form a set: their order carries
+      no meaning.
+    """
+    (k,) = check_fanouts((fanout,))
+    return _positions_jit(jnp.asarray(degrees, jnp.int32), key, k)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _positions_jit(degrees, key, k: int):
+    return _floyd(degrees, k, hash_bits(key, (degrees.shape[0], k)))
+
+
+def _floyd(degrees: jax.Array, k: int, bits: jax.Array):
+    """:func:`sample_positions` from given uniform words ``bits`` (uint32 ``[n, k]``)."""
+    cols = jnp.arange(k, dtype=jnp.int32)
+    d = degrees[:, None]
+    # Floyd: for j = d-k, ..., d-1 draw t uniform in [0, j]; keep t unless
+    # already chosen, else keep j. Each k-subset comes out with probability 1/C(d, k).
+    bound = jnp.maximum(d - k + 1 + cols[None, :], 1)
+    draws = uniform_below(bits, bound)
+    # Rows are slots, so each iteration reads and writes one contiguous row;
+    # unfilled slots hold -1, which no draw equals.
+    draws_t, bound_t = draws.T, bound.T
+
+    def pick(i, chosen):
+        t = draws_t[i]
+        taken = jnp.any(chosen == t[None, :], axis=0)
+        return chosen.at[i].set(jnp.where(taken, bound_t[i] - 1, t))
+
+    floyd = jax.lax.fori_loop(0, k, pick, jnp.full((k, degrees.shape[0]), -1, jnp.int32)).T
+    everything = d <= k
+    valid = cols[None, :] < d
+    positions = jnp.where(everything, cols[None, :], floyd)
+    return jnp.where(valid, positions, 0), valid
+
+
+def sample_neighbors(
+    indptr: jax.Array,
+    indices: jax.Array,
+    nodes: jax.Array,
+    fanout: int,
+    *,
+    key: jax.Array,
+    mask: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Samples up to ``fanout`` distinct in-neighbours of each node, uniformly.
+
+    Args:
+      indptr: ``[N + 1]`` CSR row offsets (``Graph.to_csr().indptr``), int32,
+        or int64 when ``E >= 2**31``.
+      indices: int32 ``[E]`` CSR neighbour ids (``Graph.to_csr().indices``).
+      nodes: int32 ``[...]`` node ids in ``[0, N)`` (any shape).
+      fanout: static ``k >= 1``.
+      key: PRNG key; the same key gives the same sample.
+      mask: optional bool, shaped like ``nodes``: ``False`` entries get no
+        neighbours.
+
+    Returns:
+      ``(neighbors, neighbor_mask)``, both of shape ``nodes.shape + (k,)``:
+      int32 ids (0 where masked) and bool, ``True`` for a real neighbour.
+
+    Raises:
+      ValueError: for a malformed concrete CSR, out-of-range concrete
+        ``nodes``, or a bad ``fanout``.
+    """
+    (k,) = check_fanouts((fanout,))
+    indptr, indices = check_csr(indptr, indices)
+    _check_nodes("nodes", nodes, int(indptr.shape[0]) - 1)
+    nodes = jnp.asarray(nodes, jnp.int32)
+    if mask is not None:
+        mask = jnp.asarray(mask, bool)
+        if mask.shape != nodes.shape:
+            raise ValueError(f"mask must have the nodes' shape {nodes.shape}, got {mask.shape}")
+    return _neighbors_jit(indptr, indices, nodes, mask, key, k)
+
+
+# The public functions validate on the host, then run one compiled program
+# (inlined when called under an outer jit); op-by-op dispatch would be slow.
+@functools.partial(jax.jit, static_argnums=5)
+def _neighbors_jit(indptr, indices, nodes, mask, key, k: int):
+    return _sample_level(indptr, indices, nodes, mask, k, hash_bits(key, (nodes.size, k)))
+
+
+def _check_nodes(name: str, nodes, num_nodes: int) -> None:
+    if _checks.is_traced(nodes):
+        return
+    host = np.asarray(nodes).reshape(-1)
+    _checks.check_integer_array(name, host, ndim=1)
+    _checks.check_ids_in_range(name, host, num_nodes)
+
+
+def _sample_level(indptr, indices, nodes, mask, k: int, bits):
+    """:func:`sample_neighbors` on checked device inputs, from random words ``bits [n, k]``."""
+    flat = nodes.reshape(-1)
+    shape = (*nodes.shape, k)
+    if indices.shape[0] == 0:  # no edges: nothing to sample, and nothing to gather from
+        return jnp.zeros(shape, jnp.int32), jnp.zeros(shape, bool)
+    start = indptr[flat]
+    degrees = (indptr[flat + 1] - start).astype(jnp.int32)
+    if mask is not None:
+        degrees = jnp.where(mask.reshape(-1), degrees, 0)
+    offsets, valid = _floyd(degrees, k, bits)
+    positions = jnp.where(valid, start[:, None] + offsets.astype(indptr.dtype), 0)
+    neighbors = jnp.where(valid, indices.at[positions].get(mode="promise_in_bounds"), 0)
+    return neighbors.reshape(shape), valid.reshape(shape)
+
+
+def sample_blocks(
+    indptr: jax.Array,
+    indices: jax.Array,
+    seeds: jax.Array,
+    fanouts: Sequence[int],
+    *,
+    key: jax.Array,
+    mask: jax.Array | None = None,
+) -> NeighborSample:
+    """Samples the ``L``-hop computation tree of a batch of seeds.
+
+    Level ``d + 1`` samples ``fanouts[d]`` neighbours of every level-``d``
+    entry; the random words of all levels come from one draw of ``key``
+    (disjoint counter ranges of :func:`~sparsegcn.nn.hash_bits`).
+
+    Args:
+      indptr, indices: the CSR view (see :func:`sample_neighbors`).
+      seeds: int32 ``[B]`` seed ids in ``[0, N)``.
+      fanouts: static ``(k_1, ..., k_L)``.
+      key: PRNG key; the same key gives the same tree.
+      mask: optional bool ``[B]``, ``False`` for padded seed slots.
+
+    Returns:
+      A :class:`NeighborSample` with levels of static shapes
+      ``(B,), (B, k_1), ..., (B, k_1, ..., k_L)``.
+
+    Shapes:
+      ``seeds [B] -> nodes[d] [B, k_1, ..., k_d]``.
+    """
+    fanouts = check_fanouts(fanouts)
+    indptr, indices = check_csr(indptr, indices)
+    _check_nodes("seeds", seeds, int(indptr.shape[0]) - 1)
+    seeds = jnp.asarray(seeds)
+    if seeds.ndim != 1:
+        raise ValueError(f"seeds must have 1 dimension [B], got shape {seeds.shape}")
+    seed_mask = jnp.ones(seeds.shape, bool) if mask is None else jnp.asarray(mask, bool)
+    if seed_mask.shape != seeds.shape:
+        raise ValueError(f"mask must have the seeds' shape {seeds.shape}, got {seed_mask.shape}")
+    return _blocks_jit(indptr, indices, seeds, seed_mask, key, fanouts)
+
+
+@functools.partial(jax.jit, static_argnums=5)
+def _blocks_jit(indptr, indices, seeds, seed_mask, key, fanouts: tuple[int, ...]) -> NeighborSample:
+    seeds = jnp.where(seed_mask, seeds.astype(jnp.int32), 0)
+    nodes, masks = [seeds], [seed_mask]
+    # All levels' random words in one draw: they do not depend on the nodes,
+    # and each threefry call site costs compile time.
+    sizes = tree_sizes(seeds.shape[0], fanouts)
+    bits = hash_bits(key, (sum(sizes[1:]),))
+    for k, n, offset in zip(fanouts, sizes[:-1], np.cumsum([0, *sizes[1:-1]]), strict=True):
+        level_bits = jax.lax.slice(bits, (int(offset),), (int(offset) + n * k,)).reshape(n, k)
+        neighbors, valid = _sample_level(indptr, indices, nodes[-1], masks[-1], k, level_bits)
+        nodes.append(neighbors)
+        masks.append(valid)
+    return NeighborSample(nodes=tuple(nodes), masks=tuple(masks))
+
+
+def tree_sizes(batch_size: int, fanouts: Sequence[int]) -> list[int]:
+    """Entries per level, ``[B, B k_1, ..., B k_1 ... k_L]``: the padding budget."""
+    sizes = [int(batch_size)]
+    for k in check_fanouts(fanouts):
+        sizes.append(sizes[-1] * k)
+    return sizes

@@ -1,0 +1,551 @@
+"""Mini-batch training with on-device neighbour sampling, one compiled loop per epoch.
+
+The pieces are pure functions composed bottom-up, as in the full-batch trainer:
+
+- :func:`make_batches`: the train nodes permuted on device and cut into
+  ``[S, B]`` seed batches, the last one padded (weight 0), never dropped or
+  repeated;
+- :func:`make_grad_fn`: ``(params, data, batch, key) -> (loss, grads)``:
+  sample the computation tree, forward, backward. No optimizer and no
+  collective: the unit that data parallelism wraps (each device its own
+  slice of the batch and its own key, then a ``psum``/``pmean`` of grads);
+- :func:`train_epoch`: a ``lax.scan`` of sample, forward, backward and optax
+  update over the ``S`` batches;
+- :func:`run_epoch`: an epoch, layer-wise full-neighbourhood evaluation on
+  the validation and test nodes (chunked, not sampled), and early stopping;
+- :func:`fit_minibatch`: ``jit(vmap(scan(run_epoch)))`` over seeds and epochs.
+
+There is no Python per batch and no host round-trip: a run compiles each
+program once whatever the number of epochs or batches.
+
+**Loss weights.** A batch carries one loss weight per seed slot: ``1 / b``
+for each of its ``b`` real seeds, 0 for padding, so the loss
+``sum_i w_i l_i`` is the mean over the batch's real seeds. The loss is
+linear in the seeds: split a batch's slots across devices, keep the
+weights, and the ``psum`` of the devices' gradients is exactly the
+single-device gradient (``pmean`` after scaling the weights by the device
+count).
+
+References:
+  Hamilton, Ying & Leskovec, *Inductive Representation Learning on Large
+  Graphs*, NeurIPS 2017. https://arxiv.org/abs/1706.02216
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from sparsegcn import _checks, transforms
+from sparsegcn.features import Features, as_features
+from sparsegcn.nn.model import Model
+from sparsegcn.sampling.chunks import ChunkedGraph
+from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
+from sparsegcn.train.fullbatch import (
+    FitResult,
+    apply_optimizer,
+    evaluate,
+    init_state,
+    make_optimizer,
+    resume_state,
+    seed_keys,
+    should_stop,
+)
+from sparsegcn.train.guard import raise_if_diverged
+from sparsegcn.train.state import Best, NodeData, TrainConfig, TrainState
+
+
+@dataclasses.dataclass(frozen=True)
+class MinibatchConfig:
+    """What mini-batch training adds to :class:`~sparsegcn.train.TrainConfig`.
+
+    Attributes:
+      fanouts: neighbours sampled per hop, ``(k_1, ..., k_L)``, one per
+        layer; ``k_1`` for the seeds' neighbours. A string ``"25,10"`` is
+        accepted.
+      batch_size: seeds per batch ``B``; clipped to the number of train
+        nodes (a larger batch would be padding only).
+    """
+
+    fanouts: tuple[int, ...] = (25, 10)
+    batch_size: int = 512
+
+    def __post_init__(self):
+        object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
+        _checks.check_static_int("batch_size", self.batch_size, minimum=1)
+
+
+class MinibatchData(NamedTuple):
+    """Everything a mini-batch epoch reads; a pytree passed as an argument.
+
+    Attributes:
+      graph: :class:`~sparsegcn.sampling.ChunkedGraph` of ``mean_norm(g)``:
+        its ``indptr``/``indices`` are the CSR view the sampler reads, and it
+        serves chunked evaluation.
+      features: ``[N, F]`` dense array or :class:`~sparsegcn.SparseFeatures`.
+      labels: int32 ``[N]``.
+      train_nodes: int32 ``[T]``, the nodes permuted into batches each epoch.
+      train_mask, val_mask, test_mask: bool ``[N]``.
+    """
+
+    graph: ChunkedGraph
+    features: Features
+    labels: jax.Array
+    train_nodes: jax.Array
+    train_mask: jax.Array
+    val_mask: jax.Array
+    test_mask: jax.Array
+
+
+def sage_graph(graph, chunk_size: int | None = None) -> ChunkedGraph:
+    """The graph GraphSAGE-mean reads: ``mean_norm`` of the unweighted graph, chunked.
+
+    Edge weights are dropped: sampling picks neighbours uniformly, so the
+    full-neighbourhood mean it estimates is the unweighted one.
+    """
+    return ChunkedGraph.build(transforms.mean_norm(graph.replace(weights=None)), chunk_size)
+
+
+def minibatch_data(data: NodeData, *, chunk_size: int | None = None) -> MinibatchData:
+    """Builds :class:`MinibatchData` from full-batch :class:`NodeData` (host-side, once).
+
+    Args:
+      data: node data whose ``graph`` is the raw (un-normalized) graph.
+      chunk_size: nodes per chunk of layer-wise evaluation, which bounds its
+        memory; by default sized for about ``2**19`` edges per chunk (see
+        :class:`~sparsegcn.sampling.ChunkedGraph`).
+
+    Raises:
+      ValueError: if there are no train nodes.
+    """
+    n = data.graph.num_nodes
+    train_mask = np.asarray(data.train_mask, bool)
+    train_nodes = np.flatnonzero(train_mask).astype(np.int32)
+    if train_nodes.size == 0:
+        raise ValueError("mini-batch training needs at least one train node; train_mask is empty")
+    return MinibatchData(
+        graph=sage_graph(data.graph, chunk_size),
+        features=as_features(data.features, n),
+        labels=np.asarray(data.labels, np.int32),
+        train_nodes=train_nodes,
+        train_mask=train_mask,
+        val_mask=np.asarray(data.val_mask, bool),
+        test_mask=np.asarray(data.test_mask, bool),
+    )
+
+
+class Batch(NamedTuple):
+    """The seeds of one mini-batch (a leading ``[S]`` axis for a whole epoch).
+
+    Attributes:
+      nodes: int32 ``[B]`` seed ids; padding slots hold node 0.
+      weights: float32 ``[B]`` loss weights: ``1 / b`` for each of the
+        batch's ``b`` real seeds, 0 for padding.
+    """
+
+    nodes: jax.Array
+    weights: jax.Array
+
+    @property
+    def mask(self) -> jax.Array:
+        """bool ``[B]``, ``True`` for real seeds."""
+        return self.weights > 0
+
+
+def effective_batch_size(num_train: int, batch_size: int) -> int:
+    """``min(batch_size, num_train)``: a batch larger than the train set is all padding."""
+    return max(min(int(batch_size), int(num_train)), 1)
+
+
+def steps_per_epoch(num_train: int, batch_size: int) -> int:
+    """``ceil(T / B)`` with ``B`` clipped as in :func:`effective_batch_size`."""
+    return -(-int(num_train) // effective_batch_size(num_train, batch_size))
+
+
+def make_batches(key: jax.Array, train_nodes: jax.Array, batch_size: int) -> Batch:
+    """One epoch's batches: a uniform permutation of ``train_nodes``, cut into ``[S, B]``.
+
+    Every train node appears exactly once; the last batch is padded to ``B``
+    slots with weight 0.
+
+    Args:
+      key: PRNG key for the permutation.
+      train_nodes: int32 ``[T]``.
+      batch_size: static ``B`` (already clipped to ``T``).
+
+    Returns:
+      :class:`Batch` of ``[S, B]`` arrays, ``S = ceil(T / B)``.
+    """
+    t = int(train_nodes.shape[0])
+    num_steps = -(-t // batch_size)
+    pad = num_steps * batch_size - t
+    order = jax.random.permutation(key, jnp.asarray(train_nodes, jnp.int32))
+    nodes = jnp.concatenate([order, jnp.zeros((pad,), jnp.int32)]).reshape(num_steps, batch_size)
+    real = (jnp.arange(num_steps * batch_size) < t).reshape(num_steps, batch_size)
+    counts = jnp.sum(real, axis=1, keepdims=True).astype(jnp.float32)
+    return Batch(nodes=nodes, weights=real.astype(jnp.float32) / counts)
+
+
+def make_grad_fn(model: Model, fanouts: Sequence[int]) -> Callable:
+    """``grad_fn(params, data, batch, key) -> (loss, grads)`` for one mini-batch.
+
+    ``key`` is split into a sampling key and a dropout key; the result is a
+    pure function of its arguments. The loss is ``sum_i w_i l_i`` over the
+    seed slots (see the module docstring), with ``l_i`` the softmax
+    cross-entropy of seed ``i``.
+    """
+    fanouts = check_fanouts(fanouts)
+
+    def loss_fn(params, data: MinibatchData, batch: Batch, key: jax.Array) -> jax.Array:
+        sample_key, dropout_key = jax.random.split(key)
+        sample = sample_blocks(
+            data.graph.indptr,
+            data.graph.indices,
+            batch.nodes,
+            fanouts,
+            key=sample_key,
+            mask=batch.mask,
+        )
+        logits = model.apply(params, sample, data.features, key=dropout_key, training=True)
+        losses = optax.softmax_cross_entropy_with_integer_labels(logits, data.labels[batch.nodes])
+        return jnp.sum(losses * batch.weights)
+
+    return jax.value_and_grad(loss_fn)
+
+
+def train_epoch(
+    grad_fn: Callable,
+    tx: optax.GradientTransformation,
+    batch_size: int,
+    params,
+    opt_state,
+    data: MinibatchData,
+    key: jax.Array,
+):
+    """One pass over the train nodes: a ``lax.scan`` of optimizer steps.
+
+    Returns:
+      ``(params, opt_state, losses [S], grad_norms [S])``.
+    """
+    perm_key, steps_key = jax.random.split(key)
+    batches = make_batches(perm_key, data.train_nodes, batch_size)
+    keys = jax.random.split(steps_key, batches.nodes.shape[0])
+
+    def step(carry, inputs):
+        params, opt_state = carry
+        batch, step_key = inputs
+        loss, grads = grad_fn(params, data, batch, step_key)
+        params, opt_state = apply_optimizer(tx, grads, opt_state, params)
+        return (params, opt_state), (loss, optax.tree.norm(grads))
+
+    (params, opt_state), (losses, norms) = jax.lax.scan(step, (params, opt_state), (batches, keys))
+    return params, opt_state, losses, norms
+
+
+def _select(pred: jax.Array, on_true, on_false):
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def run_epoch(
+    model: Model,
+    tx,
+    config: TrainConfig,
+    minibatch: MinibatchConfig,
+    state: TrainState,
+    data: MinibatchData,
+):
+    """A training epoch, layer-wise evaluation and early-stopping bookkeeping (one seed).
+
+    As in the full-batch trainer, a seed whose ``done`` is set is frozen, so
+    seeds stopping at different epochs share one compiled program; and an
+    epoch in which any batch's loss or gradient is not finite is discarded
+    whole, the seed frozen at the state before it and the epoch flagged in
+    ``diverged`` (turned into a :class:`~sparsegcn.train.DivergenceError` on
+    the host).
+
+    Returns:
+      ``(new_state, metrics)`` with scalar metrics ``loss`` and ``grad_norm``
+      (means over the epoch's batches), ``train_acc``, ``val_acc``,
+      ``val_loss``, ``test_acc``, ``active``, ``diverged`` and ``epoch``.
+    """
+    batch_size = effective_batch_size(data.train_nodes.shape[0], minibatch.batch_size)
+    grad_fn = make_grad_fn(model, minibatch.fanouts)
+    key, epoch_key = jax.random.split(state.key)
+    params, opt_state, losses, norms = train_epoch(
+        grad_fn, tx, batch_size, state.params, state.opt_state, data, epoch_key
+    )
+    metrics = evaluate(model, params, data)
+    best = state.best
+    improved = (metrics["val_acc"] > best.val_acc) | (
+        (metrics["val_acc"] == best.val_acc) & (metrics["val_loss"] < best.val_loss)
+    )
+    epoch = state.epoch + 1
+    candidate = Best(
+        params=params,
+        epoch=epoch,
+        val_acc=metrics["val_acc"],
+        val_loss=metrics["val_loss"],
+        train_acc=metrics["train_acc"],
+        test_acc=metrics["test_acc"],
+    )
+    bad_epochs = jnp.where(improved, 0, state.bad_epochs + 1)
+    new_state = TrainState(
+        params=params,
+        opt_state=opt_state,
+        key=key,
+        epoch=epoch,
+        bad_epochs=bad_epochs,
+        done=should_stop(config, epoch, bad_epochs),
+        best=_select(improved, candidate, best),
+    )
+    finite = jnp.all(jnp.isfinite(losses)) & jnp.all(jnp.isfinite(norms))
+    metrics = dict(
+        metrics,
+        loss=jnp.mean(losses),
+        grad_norm=jnp.mean(norms),
+        active=~state.done,
+        diverged=~state.done & ~finite,
+        epoch=epoch,
+    )
+    held = state._replace(done=state.done | ~finite)
+    return _select(state.done | ~finite, held, new_state), metrics
+
+
+def make_chunk_fn(model: Model, tx, config: TrainConfig, minibatch: MinibatchConfig) -> Callable:
+    """``(states [K], data) -> (states, metrics [K, chunk])``: ``config.chunk`` epochs
+    of every seed, ``vmap`` over seeds of a ``lax.scan`` over epochs.
+    """
+
+    def epochs_of_one_seed(state, data):
+        def body(carry, _):
+            return run_epoch(model, tx, config, minibatch, carry, data)
+
+        return jax.lax.scan(body, state, None, length=config.chunk)
+
+    return jax.vmap(epochs_of_one_seed, in_axes=(0, None))
+
+
+def make_step_fn(model: Model, tx, fanouts: Sequence[int]) -> Callable:
+    """``(states [K], data, batch) -> states``: one optimizer step of every seed on ``batch``."""
+    grad_fn = make_grad_fn(model, fanouts)
+
+    def step_of_one_seed(state, data, batch):
+        key, step_key = jax.random.split(state.key)
+        _, grads = grad_fn(state.params, data, batch, step_key)
+        params, opt_state = apply_optimizer(tx, grads, state.opt_state, state.params)
+        return state._replace(params=params, opt_state=opt_state, key=key)
+
+    return jax.vmap(step_of_one_seed, in_axes=(0, None, None))
+
+
+def make_sampler_fn(fanouts: Sequence[int], batch_size: int, num_batches: int) -> Callable:
+    """``(data, key) -> (sampled_edges, checksum)``: sampling alone, ``num_batches`` batches.
+
+    For measuring sampler throughput: the batches are those of an epoch
+    (first ``num_batches``); the checksum of all sampled ids keeps every
+    gather alive in the compiled program.
+    """
+    fanouts = check_fanouts(fanouts)
+
+    def sample_batches(data: MinibatchData, key: jax.Array):
+        perm_key, steps_key = jax.random.split(key)
+        batches = make_batches(perm_key, data.train_nodes, batch_size)
+        batches = jax.tree.map(lambda a: a[:num_batches], batches)
+        keys = jax.random.split(steps_key, num_batches)
+
+        def step(carry, inputs):
+            batch, step_key = inputs
+            sample = sample_blocks(
+                data.graph.indptr,
+                data.graph.indices,
+                batch.nodes,
+                fanouts,
+                key=step_key,
+                mask=batch.mask,
+            )
+            checksum = sum(jnp.sum(ids, dtype=jnp.int32) for ids in sample.nodes)
+            edges, total = carry
+            return (edges + sample.num_sampled_edges(), total + checksum), None
+
+        zero = jnp.zeros((), jnp.int32)
+        (edges, checksum), _ = jax.lax.scan(step, (zero, zero), (batches, keys))
+        return edges, checksum
+
+    return sample_batches
+
+
+@dataclasses.dataclass
+class MinibatchFitResult(FitResult):
+    """:class:`~sparsegcn.train.FitResult` plus what mini-batch training measures.
+
+    Attributes:
+      sampled_edges_per_s: sampler throughput: (parent, neighbour) pairs
+        sampled per second by the compiled sampler alone, over
+        ``config.timing_steps`` batches of one seed (median of 3 runs);
+        ``nan`` when ``timing_steps == 0``.
+      steps_per_epoch: batches per epoch ``S``.
+      batch_size: the batch size used (clipped to the train set).
+    """
+
+    sampled_edges_per_s: float = float("nan")
+    steps_per_epoch: int = 0
+    batch_size: int = 0
+
+
+def _median_seconds(fn, args, repeats: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), out
+
+
+def fit_minibatch(
+    model: Model,
+    data: MinibatchData,
+    config: TrainConfig | None = None,
+    minibatch: MinibatchConfig | None = None,
+    *,
+    seeds: Sequence[int] = (0,),
+    progress: bool = False,
+    state: TrainState | None = None,
+    history: dict | None = None,
+    on_chunk: Callable[[TrainState, dict], None] | None = None,
+) -> MinibatchFitResult:
+    """Trains one model per seed with sampled mini-batches, all in one compiled program.
+
+    The counterpart of :func:`~sparsegcn.train.fit` (same state, history,
+    resume and divergence handling), with an epoch being a pass over all
+    train nodes in batches instead of one full-batch step.
+
+    Args:
+      model: a model whose ``apply`` accepts a
+        :class:`~sparsegcn.sampling.NeighborSample` and a
+        :class:`~sparsegcn.sampling.ChunkedGraph` (:func:`sparsegcn.nn.sage`).
+      data: :class:`MinibatchData` (see :func:`minibatch_data`); moved to the
+        device once.
+      config: epochs, optimizer, early stopping (``TrainConfig()`` default;
+        ``patience`` counts epochs).
+      minibatch: fanouts and batch size (``MinibatchConfig()`` default).
+      seeds: integer seeds, trained together (``vmap``); seed ``s`` uses
+        ``jax.random.key(s)`` for init, permutations, sampling and dropout,
+        so a seed gives the same result alone or among others.
+      progress: show a tqdm progress bar.
+      state: resume from this state (leading ``[K]`` axis); its ``done``
+        flags are recomputed for ``config``.
+      history: metrics of the epochs already run (``{name: [E0, K]}``).
+      on_chunk: called with ``(state, history)`` after every compiled call.
+
+    Returns:
+      A :class:`MinibatchFitResult`; ``train_step_ms_median`` is one
+      optimizer step (sampling included) of all seeds in lockstep.
+
+    Raises:
+      DivergenceError: a seed's loss or gradient became non-finite.
+    """
+    start = time.perf_counter()
+    config = TrainConfig() if config is None else config
+    minibatch = MinibatchConfig() if minibatch is None else minibatch
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("fit_minibatch needs at least one seed")
+    if not isinstance(data, MinibatchData):
+        raise TypeError(
+            f"fit_minibatch expects MinibatchData (see minibatch_data), got {type(data).__name__}"
+        )
+    data = jax.device_put(data)
+    num_train = int(data.train_nodes.shape[0])
+    batch_size = effective_batch_size(num_train, minibatch.batch_size)
+    num_steps = steps_per_epoch(num_train, batch_size)
+    tx = make_optimizer(config)
+    if state is None:
+        state = jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(seed_keys(seeds))
+    else:
+        members = int(np.shape(state.epoch)[0]) if np.ndim(state.epoch) else None
+        if members != len(seeds):
+            raise ValueError(
+                f"state holds {members} members (leading axis of state.epoch, shape "
+                f"{np.shape(state.epoch)}) but {len(seeds)} seeds were given: {list(seeds)}"
+            )
+        state = resume_state(state, config)
+
+    compile_start = time.perf_counter()
+    chunk_fn = jax.jit(make_chunk_fn(model, tx, config, minibatch)).lower(state, data).compile()
+    compile_s = time.perf_counter() - compile_start
+
+    chunks: dict[str, list] = {k: [np.asarray(v)] for k, v in (history or {}).items()}
+    chunk_times = []
+    bar = _progress_bar(config.epochs, int(np.asarray(state.epoch).min()), progress)
+    try:
+        while not bool(np.asarray(state.done).all()):
+            tick = time.perf_counter()
+            state, metrics = jax.block_until_ready(chunk_fn(state, data))
+            chunk_times.append(time.perf_counter() - tick)
+            metrics = jax.tree.map(lambda m: np.asarray(m).T, metrics)  # [chunk, K]
+            raise_if_diverged(metrics, seeds)
+            if chunks and set(chunks) != set(metrics):
+                raise ValueError(
+                    f"the given history has metrics {sorted(chunks)} but training records "
+                    f"{sorted(metrics)}; pass the history of a run of this trainer"
+                )
+            active = metrics["active"].any(axis=1)
+            for name, values in metrics.items():
+                chunks.setdefault(name, []).append(values[active])
+            bar.update(int(active.sum()))
+            if active.any():
+                bar.set_postfix(
+                    loss=f"{metrics['loss'][active][-1].mean():.4f}",
+                    val=f"{metrics['val_acc'][active][-1].mean():.3f}",
+                )
+            if on_chunk is not None:
+                on_chunk(state, {k: np.concatenate(v) for k, v in chunks.items()})
+    finally:
+        bar.close()
+    history = {k: np.concatenate(v) for k, v in chunks.items()}
+
+    step_ms = edges_per_s = float("nan")
+    if config.timing_steps > 0:
+        key = jax.random.key(seeds[0])
+        first_batch = jax.jit(
+            lambda k, t: jax.tree.map(lambda a: a[0], make_batches(k, t, batch_size))
+        )
+        batch = first_batch(key, data.train_nodes)
+        num_batches = min(num_steps, config.timing_steps)
+        compile_start = time.perf_counter()
+        step_fn = jax.jit(make_step_fn(model, tx, minibatch.fanouts))
+        step_fn = step_fn.lower(state, data, batch).compile()
+        sampler = jax.jit(make_sampler_fn(minibatch.fanouts, batch_size, num_batches))
+        sampler = sampler.lower(data, key).compile()
+        compile_s += time.perf_counter() - compile_start
+        jax.block_until_ready(step_fn(state, data, batch))  # warm caches once
+        step_ms = 1e3 * _median_seconds(step_fn, (state, data, batch), config.timing_steps)[0]
+        jax.block_until_ready(sampler(data, key))
+        sample_s, (edges, _) = _median_seconds(sampler, (data, key), 3)
+        edges_per_s = int(edges) / sample_s
+    epoch_ms = 1e3 * float(np.median(chunk_times)) / config.chunk if chunk_times else float("nan")
+    return MinibatchFitResult(
+        state=state,
+        history=history,
+        seeds=seeds,
+        compile_s=compile_s,
+        train_step_ms_median=step_ms,
+        epoch_ms_median=epoch_ms,
+        wall_s=time.perf_counter() - start,
+        sampled_edges_per_s=edges_per_s,
+        steps_per_epoch=num_steps,
+        batch_size=batch_size,
+    )
+
+
+def _progress_bar(total: int, initial: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, disable=not enabled, unit="epoch", leave=False)

@@ -1,0 +1,164 @@
+"""``sparsegcn bench`` end to end on a tiny matrix, and the report's arithmetic."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from sparsegcn.bench import Matrix, crossovers, format_table, make_graph, propagation_graph
+from sparsegcn.bench.runner import min_bytes
+from sparsegcn.cli import main
+
+TINY = ["--nodes", "12,40", "--degrees", "3", "--features", "4", "--repeats", "2"]
+REQUIRED = {"backend", "num_nodes", "num_edges", "features", "pass", "median_ms", "peak_bytes"}
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bench")
+    json_path, png_path = folder / "out.json", folder / "out.png"
+    argv = ["bench", "--quick", *TINY, "--json", str(json_path), "--plot", str(png_path)]
+    return main([*argv, "--no-progress"]), folder, json_path, png_path
+
+
+def test_cli_writes_the_json_schema(bench_run):
+    code, folder, json_path, _ = bench_run
+    assert code == 0
+    report = json.loads(json_path.read_text())
+    records = report["results"]
+    # 2 sizes x 2 passes x 4 variants, nothing skipped at this size.
+    assert len(records) == 16 and report["skipped"] == []
+    for entry in records:
+        assert entry.keys() >= REQUIRED
+        assert entry["pass"] in ("fwd", "fwd_bwd")
+        assert entry["median_ms"] > 0 and entry["peak_bytes"] > 0
+    assert {r["backend"] for r in records} == {"dense", "segment", "segment-unpacked", "bcoo"}
+    assert {r["num_nodes"] for r in records} == {12, 40}
+    assert report["machine"]["cpu_count"] >= 1 and report["preset"] == "quick"
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_records_count_the_graph_gcn_propagates_on(bench_run):
+    _, _, json_path, _ = bench_run
+    report = json.loads(json_path.read_text())
+    graph = propagation_graph(make_graph("random", 40, 3.0), "bcoo")
+    edges = {r["num_edges"] for r in report["results"] if r["num_nodes"] == 40}
+    assert edges == {graph.num_edges}  # 60 pairs both ways, plus 40 self-loops
+    assert graph.num_edges == 160
+
+
+def test_cli_prints_the_table(bench_run, capsys):
+    code = main(["bench", "--quick", *TINY, "--backends", "dense,segment", "--no-progress"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:8] == [
+        "graph",
+        "pass",
+        "F",
+        "deg",
+        "N",
+        "E",
+        "backend",
+        "median",
+    ]
+    assert "crossover random fwd F=4 deg=3" in out
+    assert "peak MiB" in out and "GB/s" in out
+
+
+def test_plot_is_a_png(bench_run):
+    _, _, _, png_path = bench_run
+    data = png_path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    image = matplotlib.image.imread(str(png_path))
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 200
+
+
+def test_bad_options_fail_with_a_clear_error(capsys):
+    assert main(["bench", "--quick", "--backends", "dense,csr", "--no-progress"]) == 2
+    assert "variants[1] = 'csr' is not one of" in capsys.readouterr().err
+    assert main(["bench", "--quick", "--nodes", "1e3", "--no-progress"]) == 2
+    assert "--nodes '1e3'" in capsys.readouterr().err
+
+
+def test_plot_without_matplotlib_fails_before_measuring(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code = main(["bench", "--quick", *TINY, "--plot", str(tmp_path / "p.png"), "--no-progress"])
+    assert code == 2
+    assert "--plot needs matplotlib" in capsys.readouterr().err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_matrix_validation_names_the_value():
+    with pytest.raises(ValueError, match=r"passes\[0\] = 'backward' is not one of"):
+        Matrix(passes=("backward",))
+    with pytest.raises(ValueError, match=r"nodes must be integers >= 2, got \(1,\)"):
+        Matrix(nodes=(1,))
+    with pytest.raises(ValueError, match=r"degrees must be positive, got \(0,\)"):
+        Matrix(degrees=(0,))
+
+
+def record(backend, n, ms, *, edges=None, pass_="fwd"):
+    return {
+        "backend": backend,
+        "graph": "random",
+        "num_nodes": n,
+        "num_edges": edges or 10 * n,
+        "avg_degree": 10.0,
+        "features": 8,
+        "pass": pass_,
+        "reorder": None,
+        "median_ms": ms,
+        "peak_bytes": 1,
+        "gflops": 1.0,
+        "gbps": 1.0,
+    }
+
+
+def test_crossover_is_the_first_size_from_which_sparse_always_wins():
+    results = [
+        record("dense", 10, 1.0),
+        record("segment", 10, 2.0),
+        record("dense", 100, 3.0),
+        record("bcoo", 100, 2.5),  # wins here...
+        record("segment", 100, 2.9),
+        record("dense", 1000, 5.0),
+        record("segment", 1000, 6.0),  # ...but loses here: no crossover yet
+        record("dense", 10000, 50.0),
+        record("segment", 10000, 10.0),
+        record("segment", 100000, 100.0),  # dense refused at this size
+    ]
+    skipped = [dict(record("dense", 100000, 0.0), reason="over the limit")]
+    (found,) = crossovers(results, skipped)
+    assert found["crossover_nodes"] == 10000
+    assert found["fastest_sparse"] == "segment"
+    assert found["density"] == pytest.approx(100000 / 10000**2)
+    (never,) = crossovers([record("dense", 10, 1.0), record("segment", 10, 2.0)])
+    assert never["crossover_nodes"] is None
+    table = format_table(
+        {"results": results, "skipped": skipped, "crossovers": [found], "machine": _MACHINE}
+    )
+    marked = [line for line in table.splitlines() if line.endswith("<- crossover")]
+    assert len(marked) == 1 and " 10000 " in marked[0] and "segment" in marked[0]
+
+
+_MACHINE = {"cpu": "test", "cpu_count": 1, "jax": "x", "backend": "cpu", "load_average": None}
+
+
+def test_min_bytes_by_hand():
+    # x and y: 2 * 5 nodes * 3 features * 4 bytes; ids: 4 * 7 edges; pointers: 4 * 6.
+    assert min_bytes(5, 7, 3) == 120 + 28 + 24
+
+
+def test_generated_graphs_have_the_asked_size_and_no_self_loops():
+    g = make_graph("random", 500, 6.0)
+    assert g.num_edges == 3000
+    assert not np.any(np.asarray(g.senders) == np.asarray(g.receivers))
+    a = g.to_scipy()
+    assert (a != a.T).nnz == 0
+    community = make_graph("sbm", 500, 6.0)
+    assert community.num_edges == 3000
+    with pytest.raises(ValueError, match="unknown graph kind 'grid'"):
+        make_graph("grid", 10, 2.0)

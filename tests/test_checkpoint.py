@@ -1,0 +1,336 @@
+"""Checkpoints: exact resume, round trips, atomic writes, and refusing bad checkpoints."""
+
+import dataclasses
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+import sparsegcn as sg
+from sparsegcn.datasets import Dataset, load
+from sparsegcn.experiment import Experiment, checkpoint_metadata, node_data, restore_checkpoint
+from sparsegcn.experiment import build_model as build_experiment_model
+from sparsegcn.train import (
+    CheckpointError,
+    CheckpointHook,
+    TrainConfig,
+    init_state,
+    latest_checkpoint,
+    load_checkpoint,
+    make_optimizer,
+    resume_state,
+    save_checkpoint,
+    state_template,
+)
+from sparsegcn.train.checkpoint import dataset_fingerprint, list_checkpoints, write_atomic
+
+SEEDS = [0, 1]
+# patience makes early-stopping state (bad_epochs, best, done) part of what must resume.
+CONFIG = TrainConfig(epochs=200, patience=40, epochs_per_call=10, timing_steps=0)
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return load("synthetic:tiny", scale=0.1)
+
+
+@pytest.fixture(scope="module")
+def data(dataset):
+    return node_data(dataset)
+
+
+def make_model(dataset, hidden=8):
+    return sg.gcn(dataset.num_features, dataset.num_classes, hidden=hidden)
+
+
+def template_for(model, config, num_seeds):
+    tx = make_optimizer(config)
+    return state_template(lambda k: init_state(model, tx, k), num_seeds)
+
+
+@pytest.fixture(scope="module")
+def run(dataset, data, tmp_path_factory):
+    """An uninterrupted 200-epoch run that checkpoints every 50 epochs."""
+    folder = tmp_path_factory.mktemp("ckpt")
+    hook = CheckpointHook(folder, seeds=SEEDS, every=50, keep=None, metadata={"run": "a"})
+    result = sg.fit(make_model(dataset), data, CONFIG, seeds=SEEDS, on_chunk=hook)
+    return folder, hook, result
+
+
+def leaves_equal(a, b):
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb, strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_resume_from_epoch_50_equals_the_uninterrupted_run(dataset, data, run):
+    folder, hook, full = run
+    epochs = [json.loads(p.read_text())["epoch"] for p in hook.saved]
+    last = int(np.asarray(full.state.epoch).max())
+    assert epochs[:1] == [50] and epochs[-1] == last  # every 50 epochs, and at the end
+    model = make_model(dataset)
+    ckpt = load_checkpoint(folder / "ckpt-000050.json", template_for(model, CONFIG, 2), seeds=SEEDS)
+    assert ckpt.epoch == 50 and ckpt.history["loss"].shape == (50, 2)
+    resumed = sg.fit(model, data, CONFIG, seeds=SEEDS, state=ckpt.state, history=ckpt.history)
+    # Bitwise: params, Adam moments and step counts, PRNG keys, best params and
+    # early-stopping counters all continue exactly.
+    leaves_equal(resumed.state, full.state)
+    assert set(resumed.history) == set(full.history)
+    for name in full.history:
+        np.testing.assert_array_equal(resumed.history[name], full.history[name])
+    np.testing.assert_array_equal(resumed.test_acc, full.test_acc)
+
+
+def test_a_finished_run_can_be_extended(run):
+    """A 50-epoch run's final state, resumed with epochs=200, continues like the
+    uninterrupted run (its ``done`` flags are recomputed for the new budget)."""
+    folder, _, full = run
+    state = load_checkpoint(folder / "ckpt-000050.json", full.state).state
+    finished = state._replace(done=np.ones_like(np.asarray(state.done)))
+    extended = resume_state(finished, CONFIG)
+    np.testing.assert_array_equal(np.asarray(extended.done), np.asarray(state.done))
+    stopped = resume_state(finished, TrainConfig(epochs=50, patience=40))
+    assert np.asarray(stopped.done).all()
+
+
+def test_round_trip_restores_every_leaf_keys_history_and_metadata(run, dataset, tmp_path):
+    _, _, full = run
+    path = save_checkpoint(
+        tmp_path, full.state, seeds=SEEDS, history=full.history, metadata={"note": [1, "x"]}
+    )
+    ckpt = load_checkpoint(tmp_path, template_for(make_model(dataset), CONFIG, 2))
+    assert ckpt.path == path and ckpt.seeds == (0, 1) and ckpt.metadata == {"note": [1, "x"]}
+    assert ckpt.state.key.dtype == full.state.key.dtype  # a typed PRNG key again
+    leaves_equal(ckpt.state, full.state)
+    for name, values in full.history.items():
+        np.testing.assert_array_equal(ckpt.history[name], values)
+        assert ckpt.history[name].dtype == values.dtype
+
+
+def test_manifest_describes_the_format(run):
+    folder, _, _ = run
+    manifest = json.loads((folder / "ckpt-000050.json").read_text())
+    assert manifest["format"] == "sparsegcn.checkpoint" and manifest["format_version"] == 1
+    assert manifest["seeds"] == SEEDS and manifest["epoch"] == 50
+    paths = [leaf["path"] for leaf in manifest["leaves"]]
+    assert ".params['layers'][0]['w']" in paths and ".key" in paths
+    key = manifest["leaves"][paths.index(".key")]
+    assert key["prng_impl"] == "threefry2x32" and key["stored_shape"] == [2, 2]
+    w = manifest["leaves"][paths.index(".params['layers'][0]['w']")]
+    assert w["shape"] == [2, 64, 8] and w["dtype"] == "float32"
+    with np.load(folder / manifest["arrays"], allow_pickle=False) as npz:
+        assert npz[w["name"]].shape == (2, 64, 8)
+
+
+def test_keep_prunes_old_checkpoints_and_orphans(run, tmp_path):
+    _, _, full = run
+    (tmp_path / "ckpt-000001-0123456789ab.npz").write_bytes(b"orphan from a crash")
+    (tmp_path / ".ckpt-000002.json.abc.tmp").write_bytes(b"partial")
+    (tmp_path / "notes.txt").write_text("not ours")
+    for epoch in (10, 20, 30, 40):
+        state = full.state._replace(epoch=np.full(2, epoch, np.int32))
+        save_checkpoint(tmp_path, state, seeds=SEEDS, keep=2)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-000030.json", "ckpt-000040.json"]
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len([n for n in names if n.endswith(".npz")]) == 2
+    assert "notes.txt" in names and not any(n.endswith(".tmp") for n in names)
+    assert latest_checkpoint(tmp_path).name == "ckpt-000040.json"
+
+
+def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
+    target = tmp_path / "out.bin"
+    target.write_bytes(b"old")
+
+    def failing(f):
+        f.write(b"partial new content")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(target, failing)
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
+    write_atomic(target, lambda f: f.write(b"new"))
+    assert target.read_bytes() == b"new"
+    assert os.stat(target).st_mode & 0o044  # readable by others, like a plain open()
+
+
+@pytest.fixture
+def saved(run, tmp_path):
+    _, _, full = run
+    save_checkpoint(tmp_path, full.state, seeds=SEEDS, history=full.history, metadata={"a": 1})
+    manifest_path = latest_checkpoint(tmp_path)
+    arrays_path = tmp_path / json.loads(manifest_path.read_text())["arrays"]
+    return tmp_path, manifest_path, arrays_path, full
+
+
+def test_truncated_arrays_are_refused(saved):
+    folder, _, arrays, full = saved
+    arrays.write_bytes(arrays.read_bytes()[:-100])
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        load_checkpoint(folder, full.state)
+
+
+def test_corrupted_arrays_are_refused(saved):
+    folder, _, arrays, full = saved
+    payload = bytearray(arrays.read_bytes())
+    payload[len(payload) // 2] ^= 0xFF
+    arrays.write_bytes(bytes(payload))
+    with pytest.raises(CheckpointError, match="corrupt: sha256"):
+        load_checkpoint(folder, full.state)
+
+
+def test_missing_arrays_are_refused(saved):
+    folder, _, arrays, full = saved
+    arrays.unlink()
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        load_checkpoint(folder, full.state)
+
+
+def test_unreadable_and_foreign_manifests_are_refused(saved, tmp_path_factory):
+    folder, manifest_path, _, full = saved
+    text = manifest_path.read_text()
+    manifest_path.write_text(text[: len(text) // 2])
+    with pytest.raises(CheckpointError, match="not a readable checkpoint manifest"):
+        load_checkpoint(folder, full.state)
+    manifest = json.loads(text)
+    manifest_path.write_text(json.dumps(dict(manifest, format_version=99)))
+    with pytest.raises(CheckpointError, match="format version 99; this sparsegcn reads version 1"):
+        load_checkpoint(folder, full.state)
+    manifest_path.write_text(json.dumps(dict(manifest, arrays="../elsewhere.npz")))
+    with pytest.raises(CheckpointError, match="outside its folder"):
+        load_checkpoint(folder, full.state)
+    empty = tmp_path_factory.mktemp("empty")
+    with pytest.raises(CheckpointError, match="no checkpoint in"):
+        load_checkpoint(empty, full.state)
+
+
+def test_another_model_shape_is_refused(saved, dataset):
+    folder, *_ = saved
+    wider = template_for(make_model(dataset, hidden=16), CONFIG, 2)
+    with pytest.raises(
+        CheckpointError,
+        match=r"state leaf \.params\['layers'\]\[0\]\['b'\] has shape \[2, 8\] in the "
+        r"checkpoint but \[2, 16\] in this run",
+    ):
+        load_checkpoint(folder, wider)
+
+
+def test_another_optimizer_structure_is_refused(saved, dataset):
+    folder, *_ = saved
+    clipped = template_for(make_model(dataset), TrainConfig(clip_norm=1.0), 2)
+    with pytest.raises(
+        CheckpointError, match=r"state leaf \.opt_state\.inner_state\[2\]\[0\]\.count has path"
+    ):
+        load_checkpoint(folder, clipped)
+
+
+def test_another_seed_count_is_refused(saved, dataset):
+    folder, *_ = saved
+    with pytest.raises(CheckpointError, match=r"holds seeds \[0, 1\] \(2 seeds\) but this run"):
+        load_checkpoint(folder, template_for(make_model(dataset), CONFIG, 1), seeds=[0])
+    with pytest.raises(CheckpointError, match=r"has shape \[2, 8\] in the checkpoint but \[3, 8\]"):
+        load_checkpoint(folder, template_for(make_model(dataset), CONFIG, 3))
+
+
+def test_expected_metadata_must_match(saved):
+    folder, _, _, full = saved
+    with pytest.raises(CheckpointError, match=r"metadata\.a is 1 in the checkpoint but 2"):
+        load_checkpoint(folder, full.state, expect={"a": 2})
+    with pytest.raises(CheckpointError, match=r"records no 'metadata\.b'"):
+        load_checkpoint(folder, full.state, expect={"b": 1})
+
+
+@pytest.fixture(scope="module")
+def experiment_checkpoint(dataset, tmp_path_factory):
+    """A checkpoint as ``sparsegcn train --checkpoint`` writes it (state fresh from init)."""
+    folder = tmp_path_factory.mktemp("exp")
+    exp = Experiment(dataset="synthetic:tiny", scale=0.1, hidden=8, seeds=2, resume=str(folder))
+    model = build_experiment_model(exp, dataset)
+    tx = make_optimizer(exp.train_config())
+    state = jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(sg.train.seed_keys(SEEDS))
+    save_checkpoint(folder, state, seeds=SEEDS, metadata=checkpoint_metadata(exp, dataset))
+    return exp, model
+
+
+def test_experiment_resume_accepts_matching_settings(experiment_checkpoint, dataset):
+    exp, model = experiment_checkpoint
+    # Settings that do not change the computation may differ.
+    longer = dataclasses.replace(exp, epochs=400, plot="x.png", backend="dense")
+    ckpt = restore_checkpoint(longer, dataset, model)
+    assert ckpt.seeds == (0, 1)
+
+
+def test_experiment_resume_refuses_other_settings(experiment_checkpoint, dataset):
+    exp, model = experiment_checkpoint
+    other = dataclasses.replace(exp, lr=0.02)
+    with pytest.raises(
+        CheckpointError, match=r"metadata\.config\.lr is 0\.01 in the checkpoint but 0\.02"
+    ):
+        restore_checkpoint(other, dataset, model)
+
+
+def test_experiment_resume_refuses_another_dataset(experiment_checkpoint):
+    exp, model = experiment_checkpoint
+    bigger = load("synthetic:tiny", scale=0.2)
+    with pytest.raises(
+        CheckpointError, match=r"metadata\.dataset\.num_nodes is 300 in the checkpoint but 600"
+    ):
+        restore_checkpoint(exp, bigger, model)
+
+
+def test_dataset_fingerprint_sees_another_split(dataset):
+    base = dataset_fingerprint(dataset)
+    split = dict(dataset.split, test=dataset.split["test"][:-1])
+    shifted = Dataset(
+        dataset.name, dataset.graph, dataset.features, dataset.labels, split, dataset.num_classes
+    )
+    other = dataset_fingerprint(shifted)
+    assert other["num_nodes"] == base["num_nodes"]
+    assert other["labels_split_sha256"] != base["labels_split_sha256"]
+
+
+def test_save_validates_its_inputs(run, tmp_path):
+    _, _, full = run
+    with pytest.raises(ValueError, match=r"state holds 2 members but 3 seeds were given"):
+        save_checkpoint(tmp_path, full.state, seeds=[0, 1, 2])
+    with pytest.raises(ValueError, match="keep must be >= 1 or None, got 0"):
+        save_checkpoint(tmp_path, full.state, seeds=SEEDS, keep=0)
+    with pytest.raises(TypeError, match="plain JSON data"):
+        save_checkpoint(tmp_path, full.state, seeds=SEEDS, metadata={"x": object()})
+    assert list_checkpoints(tmp_path) == []
+
+
+def test_hook_saves_at_each_multiple_and_at_the_end(run, tmp_path):
+    _, _, full = run
+
+    def at(epoch, done=False):
+        return full.state._replace(epoch=np.full(2, epoch, np.int32), done=np.full(2, done, bool))
+
+    hook = CheckpointHook(tmp_path, seeds=SEEDS, every=50, keep=None, start_epoch=20)
+    for epoch, done in [(40, False), (60, False), (90, False), (100, False), (130, True)]:
+        hook(at(epoch, done), {})
+    assert [p.name for p in hook.saved] == [
+        "ckpt-000060.json",
+        "ckpt-000100.json",
+        "ckpt-000130.json",
+    ]
+    final_only = CheckpointHook(tmp_path / "end", seeds=SEEDS, every=0)
+    final_only(at(10), {})
+    final_only(at(20, True), {})
+    assert [p.name for p in final_only.saved] == ["ckpt-000020.json"]
+
+
+def test_fit_validates_a_given_history(run, dataset, data):
+    _, _, full = run
+    model = make_model(dataset)
+    with pytest.raises(ValueError, match=r"history\['loss'\] must be \[epochs, 2\]"):
+        sg.fit(model, data, CONFIG, seeds=SEEDS, state=full.state, history={"loss": np.zeros(3)})
+    with pytest.raises(ValueError, match="pass the state it belongs to"):
+        sg.fit(model, data, CONFIG, seeds=SEEDS, history={"loss": np.zeros((3, 2))})
+    with pytest.raises(ValueError, match=r"state holds 2 members .* but 1 seeds were given"):
+        sg.fit(model, data, CONFIG, seeds=[0], state=full.state)

@@ -1,0 +1,294 @@
+"""The fast paths against the dense reference: packed (sliced-ELL) graphs with
+and without a folded scaling, row splitting of hubs, reduced-precision
+storage, and the layer's matmul order; forward, gradients, jit and vmap."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from graphs import GRAPH_CASES, random_graph
+
+import sparsegcn as sg
+from sparsegcn.backends import (
+    PackedGraph,
+    Segment,
+    build_ell,
+    ell_matmul,
+    pack,
+    pack_gcn_norm,
+)
+from sparsegcn.nn.conv import gcn_conv
+
+TOL = dict(rtol=2e-5, atol=2e-5)
+
+
+def reference_matrix(g: sg.Graph) -> np.ndarray:
+    """``A[r, s] = sum of w`` in float64, built by hand from the edge list."""
+    a = np.zeros((g.num_nodes, g.num_nodes))
+    w = np.ones(g.num_edges) if g.weights is None else np.asarray(g.weights, np.float64)
+    np.add.at(a, (np.asarray(g.receivers), np.asarray(g.senders)), w)
+    return a
+
+
+def features(n: int, width: int = 3, seed: int = 0) -> jax.Array:
+    return jax.random.normal(jax.random.key(seed), (n, width), jnp.float32)
+
+
+def hub_graph() -> sg.Graph:
+    """Node 0 receives 40 edges (split into several virtual rows), node 1 none."""
+    rng = np.random.default_rng(7)
+    senders = np.concatenate([rng.integers(1, 12, 40), rng.integers(0, 12, 25)])
+    receivers = np.concatenate([np.zeros(40, np.int64), rng.integers(2, 12, 25)])
+    weights = rng.uniform(0.5, 2.0, senders.shape[0]).astype(np.float32)
+    return sg.Graph(senders, receivers, weights, 12)
+
+
+PACKINGS = {
+    "default": lambda g: pack(g),
+    "narrow": lambda g: pack(g, widths=(1, 2, 3)),  # forces row splitting
+}
+CASES = {**GRAPH_CASES, "hub": hub_graph}
+
+
+@pytest.fixture(params=list(CASES), ids=list(CASES))
+def graph(request):
+    return CASES[request.param]()
+
+
+@pytest.mark.parametrize("packing", list(PACKINGS))
+def test_packed_forward_matches_reference(graph, packing):
+    packed = PACKINGS[packing](graph)
+    assert isinstance(packed, PackedGraph)
+    x = features(graph.num_nodes)
+    expected = reference_matrix(graph) @ np.asarray(x, np.float64)
+    np.testing.assert_allclose(sg.propagate(packed, x), expected, **TOL)
+    np.testing.assert_allclose(jax.jit(sg.propagate)(packed, x), expected, **TOL)
+    np.testing.assert_allclose(packed.to_dense(), reference_matrix(graph), **TOL)
+
+
+@pytest.mark.parametrize("packing", list(PACKINGS))
+def test_packed_gradients_match_reference(graph, packing):
+    packed = PACKINGS[packing](graph)
+    x = features(graph.num_nodes)
+    cot = features(graph.num_nodes, seed=1)
+    a = reference_matrix(graph)
+
+    def loss(x, w):
+        g = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(packed), leaves(w))
+        return jnp.sum(cot * sg.propagate(g, x))
+
+    def leaves(w):
+        flat = jax.tree_util.tree_leaves(packed)
+        index = [i for i, leaf in enumerate(flat) if leaf is packed.weights]
+        if index:
+            flat[index[0]] = w
+        return flat
+
+    w0 = packed.weights if packed.weights is not None else None
+    for fn in (jax.grad(loss, argnums=(0, 1)), jax.jit(jax.grad(loss, argnums=(0, 1)))):
+        gx, gw = fn(x, w0)
+        np.testing.assert_allclose(gx, a.T @ np.asarray(cot, np.float64), **TOL)
+        if w0 is not None:
+            s, r = np.asarray(graph.senders), np.asarray(graph.receivers)
+            expected_gw = np.sum(np.asarray(cot)[r] * np.asarray(x)[s], axis=1)
+            np.testing.assert_allclose(gw, expected_gw, **TOL)
+
+
+def test_packed_vmap_and_higher_rank():
+    g = hub_graph()
+    packed = pack(g, widths=(1, 4))
+    a = reference_matrix(g)
+    xs = jax.random.normal(jax.random.key(4), (4, g.num_nodes, 3), jnp.float32)
+    out = jax.vmap(lambda x: sg.propagate(packed, x))(xs)
+    np.testing.assert_allclose(out, np.einsum("rs,bsf->brf", a, np.asarray(xs, np.float64)), **TOL)
+    grads = jax.vmap(jax.grad(lambda x: jnp.sum(sg.propagate(packed, x) ** 2)))(xs)
+    for i in range(4):
+        y = a @ np.asarray(xs[i], np.float64)
+        np.testing.assert_allclose(grads[i], 2 * a.T @ y, rtol=1e-4, atol=1e-4)
+    t = jax.random.normal(jax.random.key(3), (g.num_nodes, 2, 3), jnp.float32)
+    np.testing.assert_allclose(
+        sg.propagate(packed, t), np.einsum("rs,sij->rij", a, np.asarray(t, np.float64)), **TOL
+    )
+    v = features(g.num_nodes, 1)[:, 0]
+    np.testing.assert_allclose(sg.propagate(packed, v), a @ np.asarray(v), **TOL)
+
+
+def test_vmap_over_weights_of_a_packed_graph_goes_through_replace():
+    g = hub_graph()
+    packed = pack(g)
+    ws = jax.random.uniform(jax.random.key(5), (3, g.num_edges), jnp.float32)
+    x = features(g.num_nodes)
+    out = jax.vmap(lambda w: sg.propagate(packed.replace(weights=w), x))(ws)
+    for i in range(3):
+        ref = reference_matrix(g.replace(weights=np.asarray(ws[i])))
+        np.testing.assert_allclose(out[i], ref @ np.asarray(x, np.float64), **TOL)
+
+
+def test_replace_returns_a_plain_graph_with_the_change():
+    packed = pack(hub_graph())
+    changed = packed.replace(weights=np.ones(packed.num_edges, np.float32))
+    assert type(changed) is sg.Graph
+    np.testing.assert_array_equal(changed.senders, packed.senders)
+    assert type(packed.unpack()) is sg.Graph
+
+
+def test_symmetric_graphs_share_one_layout_and_others_get_a_transpose():
+    directed = hub_graph()
+    assert pack(directed).transpose_layout is not None
+    undirected = sg.to_undirected(random_graph(40, 100, weighted=False))
+    packed = pack(undirected)
+    assert packed.symmetric and packed.transpose_layout is None
+    # Symmetric pattern, asymmetric weights: A^T != A, so a transpose is kept.
+    s, r = np.asarray(undirected.senders), np.asarray(undirected.receivers)
+    asymmetric = undirected.replace(weights=(1.0 + (s < r)).astype(np.float32))
+    assert not pack(asymmetric).symmetric
+    x = features(40)
+    cot = features(40, seed=2)
+    gx = jax.grad(lambda x: jnp.sum(cot * sg.propagate(pack(asymmetric), x)))(x)
+    np.testing.assert_allclose(
+        gx, reference_matrix(asymmetric).T @ np.asarray(cot, np.float64), **TOL
+    )
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_pack_gcn_norm_equals_gcn_norm(weighted):
+    g = sg.to_undirected(random_graph(60, 200, seed=4, weighted=False))
+    if weighted:
+        g = g.replace(weights=np.linspace(0.5, 2.0, g.num_edges, dtype=np.float32))
+    packed = pack_gcn_norm(g)
+    a_hat = sg.gcn_norm(g)
+    assert (packed.scale is not None) == (not weighted)
+    np.testing.assert_allclose(packed.to_dense(), a_hat.to_dense(), rtol=1e-6, atol=1e-7)
+    x = features(60, 5)
+    expected = reference_matrix(a_hat) @ np.asarray(x, np.float64)
+    np.testing.assert_allclose(sg.propagate(packed, x), expected, **TOL)
+    cot = features(60, 5, seed=9)
+    gx = jax.jit(jax.grad(lambda x: jnp.sum(cot * sg.propagate(packed, x))))(x)
+    np.testing.assert_allclose(gx, reference_matrix(a_hat).T @ np.asarray(cot), **TOL)
+
+
+def test_folded_scale_still_gives_the_exact_weight_gradient():
+    g = sg.to_undirected(random_graph(30, 80, seed=5, weighted=False))
+    packed = pack_gcn_norm(g)
+    x, cot = features(30), features(30, seed=3)
+    treedef = jax.tree_util.tree_structure(packed)
+    flat = jax.tree_util.tree_leaves(packed)
+    position = next(i for i, leaf in enumerate(flat) if leaf is packed.weights)
+
+    def loss(w):
+        flat[position] = w
+        return jnp.sum(cot * sg.propagate(jax.tree_util.tree_unflatten(treedef, flat), x))
+
+    gw = jax.grad(loss)(jnp.asarray(packed.weights))
+    s, r = np.asarray(packed.senders), np.asarray(packed.receivers)
+    np.testing.assert_allclose(gw, np.sum(np.asarray(cot)[r] * np.asarray(x)[s], axis=1), **TOL)
+
+
+def test_other_backends_read_a_packed_graph_as_its_edges():
+    g = hub_graph()
+    packed = pack(g)
+    x = features(g.num_nodes)
+    expected = reference_matrix(g) @ np.asarray(x, np.float64)
+    for backend in ("dense", "bcoo", Segment(use_layout=False)):
+        np.testing.assert_allclose(sg.propagate(packed, x, backend=backend), expected, **TOL)
+
+
+@pytest.mark.parametrize("storage", ["bfloat16", "float16"])
+@pytest.mark.parametrize("packed", [False, True])
+def test_reduced_precision_storage_accumulates_in_float32(storage, packed):
+    g = hub_graph()
+    graph = pack(g) if packed else g
+    x = features(g.num_nodes)
+    out = sg.propagate(graph, x, backend=Segment(storage_dtype=storage))
+    assert out.dtype == jnp.float32
+    rounded = np.asarray(x.astype(storage).astype(jnp.float32), np.float64)
+    np.testing.assert_allclose(out, reference_matrix(g) @ rounded, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(out, reference_matrix(g) @ np.asarray(x, np.float64), atol=1e-6)
+
+
+def test_unknown_storage_dtype_is_refused():
+    with pytest.raises(ValueError, match=r"storage_dtype must be one of .* got 'int8'"):
+        Segment(storage_dtype="int8")
+
+
+def test_pack_refuses_bad_scale_and_weighted_folding():
+    g = random_graph(10, 20)
+    with pytest.raises(ValueError, match="this graph has edge weights"):
+        pack(g, scale=np.ones(10))
+    unweighted = random_graph(10, 20, weighted=False)
+    with pytest.raises(
+        ValueError, match=r"scale must have shape \(10,\), one per node, got \(9,\)"
+    ):
+        pack(unweighted, scale=np.ones(9))
+    with pytest.raises(ValueError, match=r"scale\[0\] = nan"):
+        pack(unweighted, scale=np.full(10, np.nan))
+    with pytest.raises(TypeError, match=r"pack expects a sparsegcn\.Graph, got ndarray"):
+        pack(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="widths must be increasing positive integers"):
+        pack(unweighted, widths=(4, 2))
+
+
+def test_layout_splits_hubs_and_pads_out_of_range():
+    g = hub_graph()
+    layout = build_ell(np.asarray(g.senders), np.asarray(g.receivers), 12, widths=(1, 4, 16))
+    # Node 0 has 40 entries: 16 in a slice, the other 24 in extra rows of 16 and 8.
+    np.testing.assert_array_equal(layout.hubs, [0])
+    assert layout.extra_slots.shape == (16, 2)
+    np.testing.assert_array_equal(layout.extra_hub, [0, 0])
+    assert np.sum(np.asarray(layout.extra_slots) < 12) == 24
+    assert layout.hub_of[0] == 0 and np.all(np.asarray(layout.hub_of)[1:] == 1)
+    # Node 1 receives nothing: its row index is V (read as zeros).
+    num_virtual = sum(s.shape[1] for s in layout.slots)
+    assert layout.first[1] == num_virtual
+    assert all(s.shape[0] <= 16 for s in layout.slots)
+    pairs = [*zip(layout.slots, layout.edge_ids, strict=True)]
+    pairs.append((layout.extra_slots, layout.extra_edge_ids))
+    for slots, edge_ids in pairs:
+        assert np.array_equal(np.asarray(slots) == 12, np.asarray(edge_ids) == g.num_edges)
+    assert sum(int(np.sum(np.asarray(s) < 12)) for s, _ in pairs) == g.num_edges
+    x = features(12)
+    np.testing.assert_allclose(
+        ell_matmul(layout, x, jnp.asarray(g.weights), 12),
+        reference_matrix(g) @ np.asarray(x, np.float64),
+        **TOL,
+    )
+
+
+@pytest.mark.parametrize("widths", [(4, 8), (2, 16)])
+def test_gcn_conv_matmul_orders_agree(widths):
+    """Both products of the layer, ``Â (X W)`` and ``(Â X) W``, on a packed graph."""
+    g = sg.to_undirected(random_graph(30, 90, seed=6, weighted=False))
+    packed = pack_gcn_norm(g)
+    fin, fout = widths
+    x = features(30, fin)
+    params = {"w": jax.random.normal(jax.random.key(1), (fin, fout)), "b": jnp.ones(fout)}
+    a_hat = reference_matrix(sg.gcn_norm(g))
+    expected = a_hat @ np.asarray(x, np.float64) @ np.asarray(params["w"]) + 1.0
+    np.testing.assert_allclose(gcn_conv(params, packed, x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_fence_returns_its_values_under_jit_vmap_and_grad():
+    from sparsegcn.backends.base import fence
+
+    ids = jnp.arange(5)
+    x = jnp.linspace(-1.0, 1.0, 10).reshape(5, 2)
+    np.testing.assert_array_equal(fence(x, ids), x)
+    np.testing.assert_array_equal(jax.jit(fence)({"a": x}, ids)["a"], x)
+    np.testing.assert_array_equal(jax.vmap(lambda v: fence(v, ids))(x.T), x.T)
+    grad = jax.grad(lambda v: jnp.sum(fence(v, ids) ** 2))(x)
+    np.testing.assert_allclose(grad, 2 * x)
+    assert fence(x, jnp.zeros(0, jnp.int32)) is x
+
+
+def test_sparse_feature_layer_matches_dense_features():
+    g = sg.to_undirected(random_graph(30, 90, seed=8, weighted=False))
+    packed = pack_gcn_norm(g)
+    rng = np.random.default_rng(3)
+    dense = (rng.random((30, 12)) < 0.2) * rng.random((30, 12))
+    sparse = sg.as_features(sp.csr_array(dense.astype(np.float32)), 30)
+    params = {"w": jax.random.normal(jax.random.key(2), (12, 4)), "b": jnp.zeros(4)}
+    expected = reference_matrix(sg.gcn_norm(g)) @ dense @ np.asarray(params["w"], np.float64)
+    for x in (sparse, jnp.asarray(dense, jnp.float32)):
+        out = jax.jit(lambda p, x: gcn_conv(p, packed, x))(params, x)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)

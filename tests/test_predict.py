@@ -1,0 +1,131 @@
+"""``sparsegcn predict``: a round trip through training, checkpoint and prediction."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from sparsegcn.cli import main
+from sparsegcn.datasets import load
+from sparsegcn.experiment import node_data
+from sparsegcn.train import latest_checkpoint, load_checkpoint, save_checkpoint
+from sparsegcn.train.checkpoint import read_manifest
+
+TRAIN = ["train", "--scale", "0.1", "--hidden", "8", "--epochs", "40", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run")
+    report_path = folder / "report.json"
+    argv = [*TRAIN, "--seeds", "2", "--checkpoint", str(folder / "ckpt")]
+    assert main([*argv, "--json", str(report_path)]) == 0
+    return folder, json.loads(report_path.read_text())
+
+
+@pytest.fixture(scope="module")
+def predicted(trained):
+    folder, _ = trained
+    out, emb = folder / "preds.npy", folder / "emb.npy"
+    argv = ["predict", "--checkpoint", str(folder / "ckpt"), "--out", str(out)]
+    assert main([*argv, "--embeddings", str(emb), "--json", str(folder / "p.json")]) == 0
+    return np.load(out, allow_pickle=False), np.load(emb, allow_pickle=False)
+
+
+def test_predictions_reproduce_the_reported_test_accuracy(trained, predicted):
+    _, report = trained
+    preds, _ = predicted
+    dataset = load("synthetic:tiny", scale=0.1)
+    test = dataset.split["test"]
+    assert preds.dtype == np.int32 and preds.shape == (2, dataset.num_nodes)
+    accuracy = (preds[:, test] == dataset.labels[test]).mean(axis=1)
+    np.testing.assert_allclose(accuracy, report["test_acc"], atol=1e-6)
+
+
+def test_embeddings_are_the_last_layers_input(trained, predicted):
+    """Dense oracle: ``argmax(Â (E W) + b)`` with the best params gives the predictions."""
+    folder, _ = trained
+    preds, emb = predicted
+    dataset = load("synthetic:tiny", scale=0.1)
+    assert emb.dtype == np.float32 and emb.shape == (2, dataset.num_nodes, 8)
+    manifest = read_manifest(folder / "ckpt")
+    arrays = np.load(folder / "ckpt" / manifest["arrays"], allow_pickle=False)
+    paths = {leaf["path"]: leaf["name"] for leaf in manifest["leaves"]}
+    w = arrays[paths[".best.params['layers'][1]['w']"]]
+    b = arrays[paths[".best.params['layers'][1]['b']"]]
+    a_hat = np.asarray(node_data(dataset).graph.to_dense())
+    for k in range(2):
+        logits = a_hat @ (emb[k].astype(np.float64) @ w[k]) + b[k]
+        agree = (logits.argmax(axis=1) == preds[k]).mean()
+        assert agree > 0.995  # float64 vs float32 may flip a near-tie
+
+
+def test_predict_json_summary(trained, predicted):
+    folder, report = trained
+    summary = json.loads((folder / "p.json").read_text())
+    assert summary["out_shape"] == [2, 300] and summary["embeddings_shape"] == [2, 300, 8]
+    assert summary["epoch"] == 40 and summary["seeds"] == [0, 1]
+    np.testing.assert_allclose(summary["test_acc"], report["test_acc"], atol=1e-6)
+    np.testing.assert_allclose(summary["reported_test_acc"], report["test_acc"])
+
+
+def test_one_seed_writes_flat_arrays(trained, predicted, tmp_path):
+    folder, _ = trained
+    preds, emb = predicted
+    manifest = read_manifest(folder / "ckpt")
+    ckpt = load_checkpoint(folder / "ckpt", _template(manifest))
+    first = jax.tree.map(lambda leaf: leaf[:1], ckpt.state)
+    metadata = dict(ckpt.metadata, config=dict(ckpt.metadata["config"], seeds=1))
+    save_checkpoint(tmp_path / "one", first, seeds=[0], history=None, metadata=metadata)
+    out, out_emb = tmp_path / "p.npy", tmp_path / "e.npy"
+    argv = ["predict", "--checkpoint", str(latest_checkpoint(tmp_path / "one"))]
+    assert main([*argv, "--out", str(out), "--embeddings", str(out_emb)]) == 0
+    np.testing.assert_array_equal(np.load(out), preds[0])
+    np.testing.assert_allclose(np.load(out_emb), emb[0], rtol=1e-5, atol=1e-5)  # K=1 vs K=2 vmap
+
+
+def _template(manifest):
+    from sparsegcn.experiment import build_model, experiment_from_checkpoint
+    from sparsegcn.train import init_state, make_optimizer, state_template
+
+    exp = experiment_from_checkpoint(manifest)
+    model = build_model(exp, load(exp.dataset, scale=exp.scale))
+    tx = make_optimizer(exp.train_config())
+    return state_template(lambda k: init_state(model, tx, k), len(manifest["seeds"]))
+
+
+def test_another_dataset_is_refused(trained, data_root, tmp_path, capsys):
+    folder, _ = trained
+    argv = ["predict", "--checkpoint", str(folder / "ckpt"), "--out", str(tmp_path / "p.npy")]
+    assert main([*argv, "--dataset", "cora", "--root", str(data_root)]) == 2
+    err = capsys.readouterr().err
+    assert "metadata.dataset.name is 'synthetic:tiny' in the checkpoint but 'cora'" in err
+    assert not (tmp_path / "p.npy").exists()
+
+
+def test_bad_paths_are_refused(trained, tmp_path, capsys):
+    folder, _ = trained
+    argv = ["predict", "--checkpoint", str(folder / "ckpt"), "--out", str(tmp_path / "p.txt")]
+    assert main(argv) == 2
+    assert "--out must name a .npy file" in capsys.readouterr().err
+    argv = ["predict", "--checkpoint", str(tmp_path / "missing"), "--out", str(tmp_path / "p.npy")]
+    assert main(argv) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cora_round_trip(data_root, tmp_path):
+    """The done-when check on Cora: predict's test accuracy equals training's."""
+    report_path = tmp_path / "r.json"
+    argv = ["train", "--dataset", "cora", "--root", str(data_root), "--seeds", "3"]
+    argv += ["--checkpoint", str(tmp_path / "ckpt"), "--json", str(report_path), "--no-progress"]
+    assert main(argv) == 0
+    out = tmp_path / "preds.npy"
+    assert main(["predict", "--checkpoint", str(tmp_path / "ckpt"), "--out", str(out)]) == 0
+    report = json.loads(report_path.read_text())
+    cora = load("cora", data_root, download=False)
+    test = cora.split["test"]
+    accuracy = (np.load(out)[:, test] == cora.labels[test]).mean(axis=1)
+    np.testing.assert_allclose(accuracy, report["test_acc"], atol=1e-6)
+    assert report["test_acc_mean"] > 0.75
