@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsegcn.train.checkpoint import write_atomic
+from sparsegcn.files import write_atomic
 
 PANELS = (
     ("loss", "training loss"),

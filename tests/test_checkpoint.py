@@ -12,6 +12,7 @@ import sparsegcn as sg
 from sparsegcn.datasets import Dataset, load
 from sparsegcn.experiment import Experiment, checkpoint_metadata, node_data, restore_checkpoint
 from sparsegcn.experiment import build_model as build_experiment_model
+from sparsegcn.files import write_atomic
 from sparsegcn.train import (
     CheckpointError,
     CheckpointHook,
@@ -24,7 +25,7 @@ from sparsegcn.train import (
     save_checkpoint,
     state_template,
 )
-from sparsegcn.train.checkpoint import dataset_fingerprint, list_checkpoints, write_atomic
+from sparsegcn.train.checkpoint import dataset_fingerprint, list_checkpoints
 
 SEEDS = [0, 1]
 # patience makes early-stopping state (bad_epochs, best, done) part of what must resume.

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from sparsegcn.bench.graphs import VARIANTS
+from sparsegcn.files import write_atomic
 
 _PASS_TITLES = {"fwd": "forward  Â·x", "fwd_bwd": "forward + backward"}
 
@@ -83,19 +83,7 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
         fontsize="medium",
     )
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png", dpi=110)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates files readable by the owner only
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=110))
     finally:
         plt.close(fig)
-    return path

@@ -7,7 +7,7 @@ import dataclasses
 
 from sparsegcn.bench import PRESETS, format_table, plot_report, run_matrix
 from sparsegcn.bench.plot import require_matplotlib
-from sparsegcn.cli.options import write_json_atomic
+from sparsegcn.files import write_json_atomic
 
 _LISTS = {
     # option: (Matrix field, element parser)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from sparsegcn.cli.options import write_json_atomic
 from sparsegcn.datasets import load
 from sparsegcn.datasets.stats import describe
 from sparsegcn.experiment import DEFAULT_DATASET
+from sparsegcn.files import write_json_atomic
 
 
 def add_parser(subparsers) -> None:

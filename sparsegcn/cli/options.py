@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
-import tempfile
 import typing
-from pathlib import Path
 
 
 def add_dataclass_options(parser: argparse.ArgumentParser, cls) -> None:
@@ -39,20 +35,3 @@ def add_dataclass_options(parser: argparse.ArgumentParser, cls) -> None:
 def dataclass_from_args(cls, args: argparse.Namespace):
     """Builds ``cls`` from the parsed options :func:`add_dataclass_options` added."""
     return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
-
-
-def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
-    """Writes JSON to a temporary file beside ``path``, then renames it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -19,9 +19,8 @@ import argparse
 
 import numpy as np
 
-from sparsegcn.cli.options import write_json_atomic
 from sparsegcn.experiment import predict_checkpoint
-from sparsegcn.train.checkpoint import save_npy_atomic
+from sparsegcn.files import save_npy_atomic, write_json_atomic
 
 
 def add_parser(subparsers) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from sparsegcn.cli.options import add_dataclass_options, dataclass_from_args, write_json_atomic
+from sparsegcn.cli.options import add_dataclass_options, dataclass_from_args
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_sweep
+from sparsegcn.files import write_json_atomic
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 

@@ -35,31 +35,12 @@ def node_data(
     )
 
 
+MODEL_BUILDERS = {"gcn": gcn, "sage": sage, "mlp": mlp}
+
+
 def build_model(exp: Experiment, dataset: Dataset) -> Model:
-    if exp.model == "gcn":
-        return gcn(
-            dataset.num_features,
-            dataset.num_classes,
-            hidden=exp.hidden,
-            num_layers=exp.layers,
-            dropout_rate=exp.dropout,
-            residual=exp.residual,
-            backend=exp.backend,
-        )
-    if exp.model == "sage":
-        return sage(
-            dataset.num_features,
-            dataset.num_classes,
-            hidden=exp.hidden,
-            num_layers=exp.layers,
-            dropout_rate=exp.dropout,
-            residual=exp.residual,
-            backend=exp.backend,
-        )
-    return mlp(
-        dataset.num_features,
-        dataset.num_classes,
-        hidden=exp.hidden,
-        num_layers=exp.layers,
-        dropout_rate=exp.dropout,
-    )
+    """The model ``exp.model`` names, sized for ``dataset``."""
+    kwargs = dict(hidden=exp.hidden, num_layers=exp.layers, dropout_rate=exp.dropout)
+    if exp.model != "mlp":  # the graph models also take these
+        kwargs.update(residual=exp.residual, backend=exp.backend)
+    return MODEL_BUILDERS[exp.model](dataset.num_features, dataset.num_classes, **kwargs)

@@ -163,7 +163,51 @@ def run_epoch(model: Model, tx, config: TrainConfig, state: TrainState, data: No
       1-based epoch this step would complete).
     """
     params, opt_state, key, loss, grad_norm = train_step(model, tx, state, data)
-    metrics = evaluate(model, params, data)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    return end_epoch(
+        config,
+        state,
+        params,
+        opt_state,
+        key,
+        evaluate(model, params, data),
+        loss=loss,
+        grad_norm=grad_norm,
+        finite=finite,
+    )
+
+
+def end_epoch(
+    config: TrainConfig,
+    state: TrainState,
+    params,
+    opt_state,
+    key: jax.Array,
+    metrics: dict,
+    *,
+    loss: jax.Array,
+    grad_norm: jax.Array,
+    finite: jax.Array,
+):
+    """The bookkeeping every trainer does after an epoch's updates (one seed).
+
+    Tracks the best epoch (by validation accuracy, then loss), patience and
+    the stop flag, and applies the divergence guard: when ``finite`` is
+    false the epoch's updates are discarded and the seed is frozen at
+    ``state``. A seed already ``done`` is left unchanged.
+
+    Args:
+      config: the run's :class:`TrainConfig`.
+      state: the state before the epoch.
+      params, opt_state, key: after the epoch's updates.
+      metrics: ``evaluate``'s accuracies and validation loss for ``params``.
+      loss, grad_norm: the epoch's training loss and gradient norm.
+      finite: bool ``[]``, every loss and gradient of the epoch was finite.
+
+    Returns:
+      ``(new_state, metrics)``, the metrics extended with ``loss``,
+      ``grad_norm``, ``active``, ``diverged`` and ``epoch``.
+    """
     best = state.best
     improved = (metrics["val_acc"] > best.val_acc) | (
         (metrics["val_acc"] == best.val_acc) & (metrics["val_loss"] < best.val_loss)
@@ -187,7 +231,6 @@ def run_epoch(model: Model, tx, config: TrainConfig, state: TrainState, data: No
         done=should_stop(config, epoch, bad_epochs),
         best=_select(improved, candidate, best),
     )
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
     metrics = dict(
         metrics,
         loss=loss,

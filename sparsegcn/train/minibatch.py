@@ -51,15 +51,15 @@ from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
 from sparsegcn.train.fullbatch import (
     FitResult,
     apply_optimizer,
+    end_epoch,
     evaluate,
     init_state,
     make_optimizer,
     resume_state,
     seed_keys,
-    should_stop,
 )
 from sparsegcn.train.guard import raise_if_diverged
-from sparsegcn.train.state import Best, NodeData, TrainConfig, TrainState
+from sparsegcn.train.state import NodeData, TrainConfig, TrainState
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,10 +249,6 @@ def train_epoch(
     return params, opt_state, losses, norms
 
 
-def _select(pred: jax.Array, on_true, on_false):
-    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
-
-
 def run_epoch(
     model: Model,
     tx,
@@ -260,6 +256,8 @@ def run_epoch(
     minibatch: MinibatchConfig,
     state: TrainState,
     data: MinibatchData,
+    *,
+    grad_fn: Callable | None = None,
 ):
     """A training epoch, layer-wise evaluation and early-stopping bookkeeping (one seed).
 
@@ -270,71 +268,63 @@ def run_epoch(
     ``diverged`` (turned into a :class:`~sparsegcn.train.DivergenceError` on
     the host).
 
+    ``grad_fn`` replaces ``make_grad_fn(model, minibatch.fanouts)``, with
+    the same signature (data parallelism passes one that splits the batch
+    over devices and sums their gradients).
+
     Returns:
       ``(new_state, metrics)`` with scalar metrics ``loss`` and ``grad_norm``
       (means over the epoch's batches), ``train_acc``, ``val_acc``,
       ``val_loss``, ``test_acc``, ``active``, ``diverged`` and ``epoch``.
     """
     batch_size = effective_batch_size(data.train_nodes.shape[0], minibatch.batch_size)
-    grad_fn = make_grad_fn(model, minibatch.fanouts)
+    grad_fn = make_grad_fn(model, minibatch.fanouts) if grad_fn is None else grad_fn
     key, epoch_key = jax.random.split(state.key)
     params, opt_state, losses, norms = train_epoch(
         grad_fn, tx, batch_size, state.params, state.opt_state, data, epoch_key
     )
-    metrics = evaluate(model, params, data)
-    best = state.best
-    improved = (metrics["val_acc"] > best.val_acc) | (
-        (metrics["val_acc"] == best.val_acc) & (metrics["val_loss"] < best.val_loss)
-    )
-    epoch = state.epoch + 1
-    candidate = Best(
-        params=params,
-        epoch=epoch,
-        val_acc=metrics["val_acc"],
-        val_loss=metrics["val_loss"],
-        train_acc=metrics["train_acc"],
-        test_acc=metrics["test_acc"],
-    )
-    bad_epochs = jnp.where(improved, 0, state.bad_epochs + 1)
-    new_state = TrainState(
-        params=params,
-        opt_state=opt_state,
-        key=key,
-        epoch=epoch,
-        bad_epochs=bad_epochs,
-        done=should_stop(config, epoch, bad_epochs),
-        best=_select(improved, candidate, best),
-    )
     finite = jnp.all(jnp.isfinite(losses)) & jnp.all(jnp.isfinite(norms))
-    metrics = dict(
-        metrics,
+    return end_epoch(
+        config,
+        state,
+        params,
+        opt_state,
+        key,
+        evaluate(model, params, data),
         loss=jnp.mean(losses),
         grad_norm=jnp.mean(norms),
-        active=~state.done,
-        diverged=~state.done & ~finite,
-        epoch=epoch,
+        finite=finite,
     )
-    held = state._replace(done=state.done | ~finite)
-    return _select(state.done | ~finite, held, new_state), metrics
 
 
-def make_chunk_fn(model: Model, tx, config: TrainConfig, minibatch: MinibatchConfig) -> Callable:
+def make_chunk_fn(
+    model: Model,
+    tx,
+    config: TrainConfig,
+    minibatch: MinibatchConfig,
+    *,
+    grad_fn: Callable | None = None,
+) -> Callable:
     """``(states [K], data) -> (states, metrics [K, chunk])``: ``config.chunk`` epochs
-    of every seed, ``vmap`` over seeds of a ``lax.scan`` over epochs.
+    of every seed, ``vmap`` over seeds of a ``lax.scan`` over epochs (``grad_fn``:
+    see :func:`run_epoch`).
     """
 
     def epochs_of_one_seed(state, data):
         def body(carry, _):
-            return run_epoch(model, tx, config, minibatch, carry, data)
+            return run_epoch(model, tx, config, minibatch, carry, data, grad_fn=grad_fn)
 
         return jax.lax.scan(body, state, None, length=config.chunk)
 
     return jax.vmap(epochs_of_one_seed, in_axes=(0, None))
 
 
-def make_step_fn(model: Model, tx, fanouts: Sequence[int]) -> Callable:
-    """``(states [K], data, batch) -> states``: one optimizer step of every seed on ``batch``."""
-    grad_fn = make_grad_fn(model, fanouts)
+def make_step_fn(
+    model: Model, tx, fanouts: Sequence[int], *, grad_fn: Callable | None = None
+) -> Callable:
+    """``(states [K], data, batch) -> states``: one optimizer step of every seed on ``batch``
+    (``grad_fn``: see :func:`run_epoch`)."""
+    grad_fn = make_grad_fn(model, fanouts) if grad_fn is None else grad_fn
 
     def step_of_one_seed(state, data, batch):
         key, step_key = jax.random.split(state.key)

@@ -1,0 +1,114 @@
+"""Several processes, one run: JAX's own multi-process runtime.
+
+Each process (typically one per host) runs the same program;
+``jax.distributed.initialize`` connects them through a coordinator (process
+0 listens on ``HOST:PORT``), after which ``jax.devices()`` lists every
+process's devices, a :func:`~sparsegcn.parallel.make_mesh` mesh spans them
+all and collectives (``psum``, ``all_gather``) cross process boundaries. On
+CPU the collectives run over gloo (TCP).
+
+It must run before anything starts JAX's backend (creating an array,
+``jax.devices()``): ``sparsegcn train --coordinator`` calls
+:func:`initialize` first thing.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from sparsegcn import _checks
+
+
+def parse_coordinator(address: str) -> tuple[str, int]:
+    """Splits ``"HOST:PORT"`` (``"[::1]:PORT"`` for IPv6) into host and port.
+
+    Raises:
+      ValueError: naming the address, when it has no host or no port in
+        ``[1, 65535]``.
+    """
+    if not isinstance(address, str):
+        raise TypeError(f"coordinator must be a 'HOST:PORT' string, got {address!r}")
+    host, sep, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(
+            f"coordinator must be HOST:PORT with a port in [1, 65535], e.g. 10.0.0.1:1234, "
+            f"got {address!r}"
+        )
+    return host, int(port)
+
+
+def check_processes(coordinator: str | None, num_processes: int, process_id: int) -> None:
+    """Validates a multi-process setting (host-side, before anything starts).
+
+    Raises:
+      ValueError: ``num_processes < 1``, ``process_id`` outside
+        ``[0, num_processes)``, several processes without a coordinator, or
+        a malformed coordinator address.
+    """
+    num_processes = _checks.check_static_int("num_processes", num_processes, minimum=1)
+    process_id = _checks.check_static_int("process_id", process_id, minimum=0)
+    if process_id >= num_processes:
+        raise ValueError(
+            f"process_id must be in [0, num_processes={num_processes}), got {process_id}"
+        )
+    if coordinator is None:
+        if num_processes > 1:
+            raise ValueError(
+                f"num_processes={num_processes} needs a coordinator address: --coordinator "
+                "HOST:PORT, the same on every process (process 0 listens there)"
+            )
+        return
+    parse_coordinator(coordinator)
+
+
+def initialize(
+    coordinator: str, num_processes: int, process_id: int, *, timeout_s: int = 300
+) -> None:
+    """Joins a multi-process run through ``jax.distributed.initialize``.
+
+    Every process calls it with the same ``coordinator`` and
+    ``num_processes`` and its own ``process_id``; it returns once all
+    have joined (or fails after ``timeout_s``). Collectives on CPU use gloo.
+    Calling it again with the same settings does nothing.
+
+    Args:
+      coordinator: ``"HOST:PORT"`` where process 0 listens, reachable by all.
+      num_processes: ``P >= 1``.
+      process_id: this process's index in ``[0, P)``.
+      timeout_s: seconds to wait for every process to join.
+
+    Raises:
+      ValueError: bad settings (see :func:`check_processes`); JAX already
+        started, or already joined with other settings; or joining failed
+        (the message names the coordinator and the cause).
+    """
+    check_processes(coordinator, num_processes, process_id)
+    if jax.distributed.is_initialized():
+        if (jax.process_count(), jax.process_index()) == (num_processes, process_id):
+            return
+        raise ValueError(
+            f"this process already joined a run as process {jax.process_index()} of "
+            f"{jax.process_count()}; it cannot join as process {process_id} of {num_processes}"
+        )
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    try:
+        jax.distributed.initialize(
+            coordinator_address=coordinator,
+            num_processes=num_processes,
+            process_id=process_id,
+            initialization_timeout=timeout_s,
+        )
+    except RuntimeError as err:
+        raise ValueError(
+            f"could not join the run at {coordinator} as process {process_id} of "
+            f"{num_processes} (multi-process initialization must come before JAX is used, and "
+            f"every process must reach the coordinator within {timeout_s} s): {err}"
+        ) from err
+
+
+def shutdown() -> None:
+    """Leaves the multi-process run, if this process joined one."""
+    if jax.distributed.is_initialized():
+        jax.distributed.shutdown()
