@@ -129,3 +129,20 @@ def test_cora_round_trip(data_root, tmp_path):
     accuracy = (np.load(out)[:, test] == cora.labels[test]).mean(axis=1)
     np.testing.assert_allclose(accuracy, report["test_acc"], atol=1e-6)
     assert report["test_acc_mean"] > 0.75
+
+
+def test_sage_checkpoint_predictions_reproduce_the_report(tmp_path):
+    """GraphSAGE predicts by layer-wise full-neighbourhood inference, as its evaluation does."""
+    report_path = tmp_path / "report.json"
+    argv = [*TRAIN, "--model", "sage", "--epochs", "10", "--checkpoint", str(tmp_path / "ckpt")]
+    assert main([*argv, "--json", str(report_path)]) == 0
+    out = tmp_path / "preds.npy"
+    assert main(["predict", "--checkpoint", str(tmp_path / "ckpt"), "--out", str(out)]) == 0
+    preds = np.load(out, allow_pickle=False)
+    dataset = load("synthetic:tiny", scale=0.1)
+    test = dataset.split["test"]
+    assert preds.shape == (dataset.num_nodes,)
+    report = json.loads(report_path.read_text())
+    np.testing.assert_allclose(
+        (preds[test] == dataset.labels[test]).mean(), report["test_acc"][0], atol=1e-6
+    )

@@ -21,6 +21,7 @@ from sparsegcn.train.checkpoint import (
     read_manifest,
     state_template,
 )
+from sparsegcn.train.minibatch import minibatch_data
 
 # Fields a resumed run may change: where things are read and written, how
 # long it trains, and the propagation backend (same parameters, same math).
@@ -162,10 +163,6 @@ def predict_checkpoint(
         raise ValueError(f"params must be 'best' or 'last', got {params!r}")
     manifest = read_manifest(checkpoint)
     exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
-    if exp.model not in FULL_BATCH_MODELS:
-        raise ValueError(
-            f"predict supports {list(FULL_BATCH_MODELS)} checkpoints, got {exp.model!r}"
-        )
     data_set = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
     model = build_model(exp, data_set)
     tx = make_optimizer(exp.train_config())
@@ -174,6 +171,8 @@ def predict_checkpoint(
         manifest["path"], template, expect={"dataset": dataset_fingerprint(data_set)}
     )
     data = node_data(data_set, exp.model, normalize_features=exp.normalize_features)
+    if exp.model not in FULL_BATCH_MODELS:  # sage: layer-wise inference over node chunks
+        data = minibatch_data(data)
     chosen = ckpt.state.best.params if params == "best" else ckpt.state.params
     classes, embeddings = (np.asarray(a) for a in predict(model, chosen, data))
     test = data_set.split["test"]
