@@ -17,7 +17,6 @@ import pickle
 import socket
 import subprocess
 import sys
-import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -132,15 +131,22 @@ def _edge_set(graph) -> list:
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch):
-    """Fails any connection attempt, recording it; the test then fails too."""
+    """Fails any connection attempt beyond the loopback test server, recording it;
+    the test then fails too."""
     attempts = []
+    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
 
-    def refuse(self, address, *args):
-        attempts.append(address)
-        raise OSError(f"network access in a test: {address}")
+    def guard(original):
+        def refuse(self, address, *args):
+            if isinstance(address, tuple) and str(address[0]).startswith("127."):
+                return original(self, address, *args)
+            attempts.append(address)
+            raise OSError(f"network access in a test: {address}")
 
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+        return refuse
+
+    monkeypatch.setattr(socket.socket, "connect", guard(connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guard(connect_ex))
     yield attempts
     assert attempts == [], f"the test tried to reach the network: {attempts}"
 
@@ -308,20 +314,79 @@ def test_folder_without_release_marker_is_refused_before_ogb_prompts(tmp_path):
     assert (folder / "raw" / "edge.csv.gz").exists()  # ogb would have offered to delete it
 
 
-def test_missing_dataset_is_downloaded_from_the_master_url(tmp_path, monkeypatch):
+def _zipped_arxiv(tmp_path: Path) -> bytes:
+    """The fake ogbn-arxiv as ogb's archive holds it: one folder named ``arxiv``."""
+    folder = write_arxiv(tmp_path / "staging")
+    archive = tmp_path / "arxiv.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            zf.write(path, Path("arxiv") / path.relative_to(folder))
+    return archive.read_bytes()
+
+
+def test_missing_dataset_is_downloaded_verified_and_extracted(tmp_path, monkeypatch):
+    import hashlib
+
+    from http_server import serve
+
+    from sparsegcn.datasets import ogb as ogb_module
+
+    body = _zipped_arxiv(tmp_path)
+    monkeypatch.setitem(ogb_module.ARCHIVE_SHA256, "ogbn-arxiv", hashlib.sha256(body).hexdigest())
+    root = tmp_path / "data"
+    with serve({"/arxiv.zip": body}) as (server, base):
+        loaded = load_ogb("ogbn-arxiv", root, url=f"{base}/arxiv.zip")
+    assert server.requests == ["/arxiv.zip"]
+    reference = load_ogb("ogbn-arxiv", tmp_path / "staging")
+    np.testing.assert_array_equal(loaded.graph.senders, reference.graph.senders)
+    np.testing.assert_array_equal(loaded.features, reference.features)
+    assert sorted(p.name for p in root.iterdir()) == ["ogbn_arxiv"]  # no archive, no temp folder
+
+
+def test_corrupt_archive_is_refused_and_nothing_is_left(tmp_path, monkeypatch):
+    import hashlib
+
+    from http_server import serve
+
+    from sparsegcn.datasets import ogb as ogb_module
+
+    body = _zipped_arxiv(tmp_path)
+    monkeypatch.setitem(ogb_module.ARCHIVE_SHA256, "ogbn-arxiv", hashlib.sha256(body).hexdigest())
+    flipped = bytearray(body)
+    flipped[len(body) // 2] ^= 0xFF
+    root = tmp_path / "data"
+    with (
+        serve({"/arxiv.zip": bytes(flipped)}) as (_, base),
+        pytest.raises(ValueError, match=r"sha256"),
+    ):
+        load_ogb("ogbn-arxiv", root, url=f"{base}/arxiv.zip")
+    assert list(root.iterdir()) == []
+
+
+def test_default_url_is_masters_over_https_and_papers100m_is_not_fetched_unverified(
+    tmp_path, monkeypatch
+):
+    from sparsegcn.datasets import ogb as ogb_module
+
     requested = []
 
-    class Refused(Exception):
+    class Stop(Exception):
         pass
 
-    def urlopen(url, *args, **kwargs):
-        requested.append(url)
-        raise Refused(url)
+    def fake_download(url, dest, *, sha256, progress=False):
+        requested.append((url, sha256))
+        raise Stop
 
-    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
-    with pytest.raises(Refused):
+    monkeypatch.setattr(ogb_module, "download_file", fake_download)
+    with pytest.raises(Stop):
         load_ogb("ogbn-arxiv", tmp_path)
-    assert requested == [_master("ogbn-arxiv")["url"]]
+    url = _master("ogbn-arxiv")["url"].replace("http://", "https://")
+    assert requested == [(url, ogb_module.ARCHIVE_SHA256["ogbn-arxiv"])]
+    with pytest.raises(ValueError, match="no published sha256"):
+        load_ogb("ogbn-papers100M", tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_ogb("ogbn-products", tmp_path, download=False)
+    assert len(requested) == 1
 
 
 def test_unknown_name():

@@ -19,7 +19,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from test_download import serve
+from http_server import serve
 
 from sparsegcn.datasets import load
 from sparsegcn.datasets import planetoid as planetoid_module

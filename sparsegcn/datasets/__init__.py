@@ -65,7 +65,7 @@ def load(
     if name in OGB:
         from sparsegcn.datasets.ogb import load_ogb
 
-        return load_ogb(name, root)
+        return load_ogb(name, root, download=download, progress=progress)
     if name.startswith(SYNTHETIC_PREFIX):
         from sparsegcn.datasets.synthetic import load_synthetic
 

@@ -30,6 +30,12 @@ Three problems of ``ogb`` 1.3.6 with current libraries are handled here:
   threads and their requests still run. ``ogb`` skips the check when
   ``outdated`` cannot be imported, so :func:`import_ogb` hides ``outdated``
   while ``ogb`` is first imported. No thread starts and nothing goes online.
+- **Unverified downloads.** ``ogb`` downloads archives without checking
+  them. Missing datasets are downloaded here instead, with
+  :func:`~sparsegcn.datasets.download.download_file` against the archive's
+  published sha256 (:data:`ARCHIVE_SHA256`), extracted into a temporary
+  folder and renamed into place, so ``ogb`` only ever processes a verified,
+  complete folder. An archive with no published checksum is refused.
 - **Interactive prompts.** ``ogb`` calls ``input()`` when a dataset folder
   lacks its ``RELEASE_v<version>.txt`` marker (and then may delete the
   folder) and before downloads over 1 GB, and calls ``exit()`` when the
@@ -46,7 +52,9 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import sys
+import tempfile
 import threading
 import zipfile
 from pathlib import Path
@@ -55,6 +63,7 @@ import numpy as np
 
 from sparsegcn.datasets import OGB
 from sparsegcn.datasets.base import Dataset
+from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.unpickle import safe_load
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import to_undirected
@@ -64,6 +73,18 @@ INSTALL_HINT = (
     "first (pip install torch --index-url https://download.pytorch.org/whl/cpu; a plain "
     "'pip install torch' pulls a multi-GB CUDA build), then pip install 'sparsegcn[ogb]'."
 )
+
+# sha256 of the archives at the URLs in ogb's master.csv. ogbn-arxiv: listed
+# identically by two unrelated public projects that verify their downloads
+# (a benchmark suite's OGBN_ARXIV_ZIP_SHA256 and an arxiv training script's
+# DATA_SHA256); ogbn-products: a dataset library's checksum table. No digest
+# of papers100M-bin.zip has been published that we could check, so it is
+# refused rather than fetched unverified.
+ARCHIVE_SHA256 = {
+    "ogbn-arxiv": "49f85c801589ecdcc52cfaca99693aaea7b8af16a9ac3f41dd85a5f3193fe276",
+    "ogbn-products": "5ea0a112edaec2141c0a2a612dd4aed58df97ff3e1ab1a0ca8238f43cbbb50a8",
+    "ogbn-papers100M": None,
+}
 
 # From the dataset pages, https://ogb.stanford.edu/docs/nodeprop/
 LICENSES = {
@@ -247,6 +268,68 @@ def _check_folders(name: str, root: Path, dataset_dir: Path, version: str) -> No
     target.mkdir(parents=True, exist_ok=True)
 
 
+def _extract(archive: Path, member_dir: str, dataset_dir: Path) -> None:
+    """Unzips ``archive`` and renames its ``member_dir/`` to ``dataset_dir`` atomically.
+
+    Entries that would land outside the extraction folder (absolute paths,
+    ``..``) are refused. A failure leaves neither the temporary folder nor a
+    partial ``dataset_dir``.
+    """
+    work = Path(tempfile.mkdtemp(prefix=f".{dataset_dir.name}.", dir=dataset_dir.parent))
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                target = (work / info.filename).resolve()
+                if not target.is_relative_to(work.resolve()):
+                    raise ValueError(f"{archive}: entry {info.filename!r} escapes the archive")
+            zf.extractall(work)
+        extracted = work / member_dir
+        if not extracted.is_dir():
+            raise ValueError(f"{archive} has no folder {member_dir!r}")
+        os.replace(extracted, dataset_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def download_verified(
+    name: str, root: Path, url: str, member_dir: str, *, progress: bool = False
+) -> Path:
+    """Downloads ``name``'s archive, checks its sha256, extracts it to ``<root>/<name>``.
+
+    Args:
+      name: the OGB dataset name (selects :data:`ARCHIVE_SHA256`).
+      root: data root.
+      url: the archive's URL (ogb's master.csv).
+      member_dir: the folder inside the archive (``download_name``).
+      progress: show a progress bar.
+
+    Returns:
+      The dataset folder ``<root>/<name with '_'>``.
+
+    Raises:
+      ValueError: no published checksum, a checksum mismatch (the archive is
+        deleted), or a malformed archive.
+      OSError: the download failed.
+    """
+    digest = ARCHIVE_SHA256[name]
+    dataset_dir = root / name.replace("-", "_")
+    if digest is None:
+        raise ValueError(
+            f"{name}: no published sha256 of {url} is known, so it is not downloaded "
+            f"unverified. Download it yourself (e.g. with ogb: NodePropPredDataset("
+            f"{name!r}, root=...)) or unzip the archive into {str(root)!r} and rename its "
+            f"folder {member_dir!r} to {dataset_dir.name!r}; then pass that root"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    archive = root / f".{member_dir}.zip"
+    download_file(url, archive, sha256=digest, progress=progress)
+    try:
+        _extract(archive, member_dir, dataset_dir)
+    finally:
+        archive.unlink(missing_ok=True)
+    return dataset_dir
+
+
 def as_labels(raw, num_nodes: int) -> np.ndarray:
     """``ogb``'s ``[N, 1]`` labels as int64 ``[N]``, ``-1`` where unlabelled.
 
@@ -284,7 +367,14 @@ def as_labels(raw, num_nodes: int) -> np.ndarray:
     return out
 
 
-def load_ogb(name: str, root: str | os.PathLike) -> Dataset:
+def load_ogb(
+    name: str,
+    root: str | os.PathLike,
+    *,
+    download: bool = True,
+    progress: bool = False,
+    url: str | None = None,
+) -> Dataset:
     """Loads an OGB node-property dataset with its official split.
 
     The graph is stored as the publisher's examples use it: ogbn-arxiv and
@@ -298,8 +388,12 @@ def load_ogb(name: str, root: str | os.PathLike) -> Dataset:
 
     Args:
       name: ``"ogbn-arxiv"``, ``"ogbn-products"`` or ``"ogbn-papers100M"``.
-      root: data root; the dataset lives in ``<root>/ogbn_arxiv/`` etc. and
-        is downloaded there by ``ogb`` when missing.
+      root: data root; the dataset lives in ``<root>/ogbn_arxiv/`` etc.
+      download: when the folder is missing, download the archive, verify
+        its sha256 and extract it (:func:`download_verified`); ``False``
+        raises ``FileNotFoundError`` instead.
+      progress: show a download progress bar.
+      url: the archive URL (default: ogb's master.csv, over https).
 
     Returns:
       A :class:`Dataset`: host int32 graph, float32 ``[N, F]`` features,
@@ -315,6 +409,8 @@ def load_ogb(name: str, root: str | os.PathLike) -> Dataset:
         :class:`Dataset` checks (e.g. a label outside ``[0, num_classes)``),
         always naming the dataset, folder and offending value.
       PermissionError: ogb would have to write under a read-only folder.
+      FileNotFoundError: the dataset is missing and ``download`` is False.
+      OSError: the download failed.
       RuntimeError: a download over 1 GB needs a confirmation that cannot
         be given (no interactive input) or was declined.
     """
@@ -325,6 +421,15 @@ def load_ogb(name: str, root: str | os.PathLike) -> Dataset:
     root = Path(root)
     dataset_dir = root / name.replace("-", "_")
     _check_folders(name, root, dataset_dir, str(meta["version"]))
+    if not dataset_dir.exists():
+        source = url or str(meta["url"]).replace("http://", "https://", 1)
+        if not download:
+            raise FileNotFoundError(
+                f"{name}: {str(dataset_dir)!r} does not exist; download it from {source} "
+                f"(or pass download=True / drop --no-download)"
+            )
+        download_verified(name, root, source, str(meta["download_name"]), progress=progress)
+        _check_folders(name, root, dataset_dir, str(meta["version"]))
     try:
         dataset = _dataset_class(nodeproppred)(name=name, root=str(root))
         split = dataset.get_idx_split()
