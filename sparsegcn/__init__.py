@@ -4,6 +4,7 @@ from sparsegcn.backends import BACKENDS, Backend, get_backend, propagate
 from sparsegcn.features import SparseFeatures, as_features, row_normalize
 from sparsegcn.graph import CSR, Graph
 from sparsegcn.nn import Model, gcn, mlp, sage
+from sparsegcn.parallel import fit_data_parallel, fit_edge_sharded, make_mesh
 from sparsegcn.plots import plot_curves
 from sparsegcn.sampling import ChunkedGraph, NeighborSample, sample_blocks
 from sparsegcn.train import (
@@ -54,6 +55,8 @@ __all__ = [
     "coalesce",
     "degree",
     "fit",
+    "fit_data_parallel",
+    "fit_edge_sharded",
     "fit_minibatch",
     "fit_sweep",
     "gcn",
@@ -61,6 +64,7 @@ __all__ = [
     "gcn_norm_factors",
     "get_backend",
     "load_checkpoint",
+    "make_mesh",
     "mean_norm",
     "minibatch_data",
     "mlp",

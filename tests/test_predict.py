@@ -131,6 +131,7 @@ def test_cora_round_trip(data_root, tmp_path):
     assert report["test_acc_mean"] > 0.75
 
 
+@pytest.mark.slow
 def test_sage_checkpoint_predictions_reproduce_the_report(tmp_path):
     """GraphSAGE predicts by layer-wise full-neighbourhood inference, as its evaluation does."""
     report_path = tmp_path / "report.json"

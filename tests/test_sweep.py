@@ -170,6 +170,7 @@ def test_fit_sweep_refuses_points_that_are_not_data(setup):
         fit_sweep(model, data, TrainConfig(), seeds=[0], points=[{}, {"hidden": 8}])
 
 
+@pytest.mark.slow
 def test_cli_sweep_ranks_the_grid_and_writes_json(tmp_path, capsys):
     out = tmp_path / "sweep.json"
     argv = ["train", "--scale", "0.1", "--epochs", "15", "--seeds", "2", "--no-progress"]

@@ -263,6 +263,7 @@ def tiny_node_data(ds, model: str) -> NodeData:
     )
 
 
+@pytest.mark.slow
 def test_gcn_clearly_beats_an_mlp_on_tiny():
     ds = generate(PRESETS["tiny"], seed=0)
     config = TrainConfig(epochs=200, timing_steps=0)

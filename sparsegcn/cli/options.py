@@ -28,7 +28,7 @@ def add_dataclass_options(parser: argparse.ArgumentParser, cls) -> None:
             type=base,
             default=field.default,
             choices=field.metadata.get("choices"),
-            help=f"{help_text} (default: {field.default})",
+            help=help_text if field.default is None else f"{help_text} (default: {field.default})",
         )
 
 

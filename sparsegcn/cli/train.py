@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from sparsegcn import parallel
 from sparsegcn.cli.options import add_dataclass_options, dataclass_from_args
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_sweep
 from sparsegcn.files import write_json_atomic
 from sparsegcn.train.sweep import format_table, parse_sweep
+
+# Experiment fields that place a run on devices and processes.
+PLACEMENT = frozenset({"devices", "coordinator", "num_processes", "process_id"})
 
 
 def add_parser(subparsers) -> None:
@@ -53,13 +57,26 @@ def format_report(report: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     experiment = dataclass_from_args(Experiment, args)
+    if experiment.coordinator is not None:
+        # Before anything starts JAX's backend: it then sees every process's devices.
+        parallel.initialize(experiment.coordinator, experiment.num_processes, experiment.process_id)
     if args.sweep:
         axes = parse_sweep(args.sweep, Experiment, exclude=NOT_SWEEPABLE)
+        if experiment.parallel or set(axes) & PLACEMENT:
+            raise ValueError(
+                "--sweep trains on one device; drop --devices and --num-processes (and do "
+                "not sweep them), or run the points one by one"
+            )
         report = run_sweep(experiment, axes, progress=args.progress)
         print(format_table(report["rows"], list(axes)))
     else:
         report = run_experiment(experiment, progress=args.progress)
         print(format_report(report))
+        if report["devices"] > 1:
+            print(
+                f"devices: {report['devices']} ({report['parallelism']}) over "
+                f"{report['processes']} process(es)"
+            )
         for key in ("resumed_from", "checkpoint", "plot"):
             if report.get(key):
                 print(f"{key.replace('_', ' ')}: {report[key]}")

@@ -9,8 +9,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from sparsegcn._checks import check_static_int
 from sparsegcn.backends import DEFAULT_BACKEND, get_backend
 from sparsegcn.features import FEATURE_NORMALIZATIONS
+from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import check_fanouts
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
@@ -62,11 +64,30 @@ class Experiment:
     keep: int = _field(3, "number of newest checkpoints to keep (0: all)")
     resume: str | None = _field(None, "resume from this checkpoint folder or ckpt-*.json file")
     plot: str | None = _field(None, "draw loss and validation accuracy curves to this PNG")
+    devices: int = _field(
+        1,
+        "local devices per process; gcn/mlp: edges and features sharded over them (full "
+        "batch), sage: each mini-batch split over them (data parallel); every seed trains on "
+        "every device",
+    )
+    coordinator: str | None = _field(
+        None, "multi-process run: HOST:PORT where process 0 listens, the same for every process"
+    )
+    num_processes: int = _field(1, "multi-process run: number of processes")
+    process_id: int = _field(0, "multi-process run: this process's index in [0, num-processes)")
 
     def __post_init__(self):
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {list(MODELS)}")
         get_backend(self.backend)
+        check_static_int("devices", self.devices, minimum=1)
+        check_processes(self.coordinator, self.num_processes, self.process_id)
+        if self.model == "gcn" and self.parallel and self.backend != "segment":
+            raise ValueError(
+                f"with several devices or processes gcn propagates edge-sharded (gather and "
+                f"segment_sum per shard); backend={self.backend!r} has no sharded form, use "
+                f"--backend segment"
+            )
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")
         if self.checkpoint_every < 0:
@@ -100,6 +121,11 @@ class Experiment:
             epochs_per_call=per_call,
             clip_norm=self.clip_norm or None,
         )
+
+    @property
+    def parallel(self) -> bool:
+        """Whether the run spans more than one device (``devices * num_processes > 1``)."""
+        return self.devices * self.num_processes > 1
 
     def seed_list(self) -> list[int]:
         return list(range(self.seed, self.seed + self.seeds))

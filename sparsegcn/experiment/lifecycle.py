@@ -24,7 +24,9 @@ from sparsegcn.train.checkpoint import (
 from sparsegcn.train.minibatch import minibatch_data
 
 # Fields a resumed run may change: where things are read and written, how
-# long it trains, and the propagation backend (same parameters, same math).
+# long it trains, the propagation backend (same parameters, same math) and
+# the placement on devices and processes (the state is replicated, so a run
+# checkpointed on D devices resumes on any other count).
 RESUME_MAY_CHANGE = frozenset(
     {
         "root",
@@ -37,6 +39,10 @@ RESUME_MAY_CHANGE = frozenset(
         "keep",
         "resume",
         "plot",
+        "devices",
+        "coordinator",
+        "num_processes",
+        "process_id",
     }
 )
 FULL_BATCH_MODELS = ("gcn", "mlp")

@@ -7,6 +7,7 @@ import time
 
 import jax
 
+from sparsegcn import parallel
 from sparsegcn.backends import get_backend
 from sparsegcn.datasets import Dataset, load
 from sparsegcn.experiment.build import build_model, node_data
@@ -50,13 +51,49 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     ``exp.resume``, ``exp.checkpoint`` and ``exp.plot`` are handled by
     :class:`Lifecycle`; the report then also names the newest checkpoint,
     the checkpoint resumed from and the plot file.
+
+    Several devices or processes (``exp.parallel``): ``exp.coordinator``
+    joins the multi-process run first (:func:`sparsegcn.parallel.initialize`),
+    and a device count this process lacks is refused before any data is
+    read. ``sage`` then trains data parallel
+    (:func:`~sparsegcn.parallel.fit_data_parallel`), ``gcn`` and ``mlp``
+    edge-sharded (:func:`~sparsegcn.parallel.fit_edge_sharded`); only
+    process 0 writes checkpoints and plots. The report gains ``devices``
+    (all processes' devices the run spans), ``processes`` and ``parallelism``.
     """
     start = time.perf_counter()
+    if exp.coordinator is not None:
+        parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
+    mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
     dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
     data = node_data(dataset, exp.model, normalize_features=exp.normalize_features)
     model = build_model(exp, dataset)
-    lifecycle = Lifecycle.start(exp, dataset, model)
-    if exp.model == "sage":  # sampled mini-batches; layer-wise full-neighbourhood evaluation
+    writer = (
+        exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None, plot=None)
+    )
+    lifecycle = Lifecycle.start(writer, dataset, model)
+    if mesh is not None and exp.model == "sage":
+        result = parallel.fit_data_parallel(
+            model,
+            minibatch_data(data),
+            exp.train_config(),
+            exp.minibatch_config(),
+            devices=mesh,
+            seeds=exp.seed_list(),
+            progress=progress,
+            **lifecycle.fit_kwargs(),
+        )
+    elif mesh is not None:
+        result = parallel.fit_edge_sharded(
+            model,
+            data,
+            exp.train_config(),
+            devices=mesh,
+            seeds=exp.seed_list(),
+            progress=progress,
+            **lifecycle.fit_kwargs(),
+        )
+    elif exp.model == "sage":  # sampled mini-batches; layer-wise full-neighbourhood evaluation
         result = fit_minibatch(
             model,
             minibatch_data(data),
@@ -76,6 +113,11 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             **lifecycle.fit_kwargs(),
         )
     report = summarize(exp, dataset, result, time.perf_counter() - start)
+    report["devices"] = 1 if mesh is None else mesh.size
+    report["processes"] = jax.process_count()
+    report["parallelism"] = (
+        "none" if mesh is None else "data_parallel" if exp.model == "sage" else "edge_sharded"
+    )
     if exp.model == "sage":
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
-    return dict(report, **lifecycle.finish(exp, result))
+    return dict(report, **lifecycle.finish(writer, result))

@@ -104,13 +104,13 @@ def _put_leaf(leaf, sharding: NamedSharding):
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
-def put(tree, mesh: Mesh, spec: P = P()):
+def put(tree, mesh: Mesh, spec: P | None = None):
     """Places every leaf of ``tree`` on ``mesh`` with ``PartitionSpec`` ``spec``.
 
-    ``P()`` replicates; ``P(AXIS)`` splits the leading axis into ``mesh.size``
+    ``P()`` (the default) replicates; ``P(AXIS)`` splits the leading axis into ``mesh.size``
     equal blocks, block ``i`` on mesh device ``i``. Works across processes:
     each one passes the same host values and fills its own devices. PRNG
     key leaves keep their type.
     """
-    sharding = NamedSharding(mesh, spec)
+    sharding = NamedSharding(mesh, P() if spec is None else spec)
     return jax.tree.map(lambda leaf: _put_leaf(leaf, sharding), tree)

@@ -1,0 +1,247 @@
+"""Data-parallel mini-batch training: one global batch split over the devices of a mesh.
+
+Every device holds the whole graph, the features, the params and the
+optimizer state (replicated). For each global batch of ``B`` seeds (the
+``B`` of :class:`~sparsegcn.train.MinibatchConfig`, whatever the device
+count ``D``), device ``d`` takes slots ``[d b, (d + 1) b)`` with
+``b = ceil(B / D)`` (the batch is padded with weight-0 slots to ``D b``),
+samples their computation trees with its own key ``fold_in(key, d)``, and
+computes the gradient of its share of the loss. Because the mini-batch
+loss is a weighted sum over slots (weight ``1 / |real seeds|``, 0 for
+padding; see :mod:`sparsegcn.train.minibatch`),
+
+.. math::
+
+    \\nabla L = \\sum_{d=0}^{D-1} \\nabla \\sum_{i \\in \\text{slice}_d} w_i \\ell_i
+              = D \\cdot \\mathrm{pmean}_d\\big(\\nabla L_d\\big),
+
+so a ``psum`` of the devices' gradients inside the compiled step is
+exactly the gradient of the global batch (equal to the single-device one
+when the samples are: tested), and every device applies the same Adam
+update to the same params, which therefore stay identical. The whole
+epoch (``lax.scan`` over batches) and ``config.chunk`` epochs of every seed
+(``vmap``) are one ``shard_map`` program, compiled once.
+
+With ``D = 1`` no key is folded, so the run equals
+:func:`~sparsegcn.train.fit_minibatch` exactly. With ``D > 1`` the
+batches (which seeds, in which order) are those of a single-device run of
+the same seed; only the sampled neighbours and dropout masks differ, being
+drawn from per-device keys.
+
+Evaluation (layer-wise, full neighbourhoods) runs on every device on the
+replicated graph: its cost does not shrink with ``D``.
+
+References:
+  Hamilton, Ying & Leskovec, *Inductive Representation Learning on Large
+  Graphs*, NeurIPS 2017. https://arxiv.org/abs/1706.02216
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from sparsegcn.nn.model import Model
+from sparsegcn.parallel.loop import check_resume, median_seconds, run_chunks
+from sparsegcn.parallel.mesh import AXIS, as_mesh, put
+from sparsegcn.sampling.neighbor import check_fanouts
+from sparsegcn.train.fullbatch import init_state, make_optimizer, resume_state, seed_keys
+from sparsegcn.train.minibatch import (
+    Batch,
+    MinibatchConfig,
+    MinibatchData,
+    MinibatchFitResult,
+    effective_batch_size,
+    make_batches,
+    make_chunk_fn,
+    make_grad_fn,
+    make_step_fn,
+    steps_per_epoch,
+)
+from sparsegcn.train.state import TrainConfig, TrainState
+
+
+def device_batch_size(batch_size: int, num_devices: int) -> int:
+    """Slots per device, ``ceil(B / D)``."""
+    return -(-int(batch_size) // int(num_devices))
+
+
+def slice_batch(batch: Batch, index: jax.Array, num_devices: int) -> Batch:
+    """Device ``index``'s share of ``batch``: slots ``[index b, (index + 1) b)``.
+
+    Args:
+      batch: the global :class:`~sparsegcn.train.Batch`, ``[B]``.
+      index: int32 scalar device index in ``[0, D)`` (traced is fine).
+      num_devices: static ``D``.
+
+    Returns:
+      A ``[b]`` batch, ``b = ceil(B / D)``; slots past ``B`` are padding
+      (node 0, weight 0).
+    """
+    per = device_batch_size(batch.nodes.shape[0], num_devices)
+    pad = per * num_devices - batch.nodes.shape[0]
+    nodes = jnp.pad(batch.nodes, (0, pad))
+    weights = jnp.pad(batch.weights, (0, pad))
+    start = index * per
+    return Batch(
+        nodes=jax.lax.dynamic_slice_in_dim(nodes, start, per),
+        weights=jax.lax.dynamic_slice_in_dim(weights, start, per),
+    )
+
+
+def make_data_parallel_grad_fn(
+    model: Model, fanouts: Sequence[int], num_devices: int, axis_name: str = AXIS
+) -> Callable:
+    """``grad_fn(params, data, batch, key) -> (loss, grads)`` over the global batch.
+
+    To be called inside ``shard_map`` over ``axis_name`` (size
+    ``num_devices``): each device computes
+    :func:`~sparsegcn.train.make_grad_fn`'s loss and gradient on its slice
+    of ``batch`` (:func:`slice_batch`) with key ``fold_in(key, d)`` (``key``
+    itself when ``D = 1``), and the results are ``psum``-ed, so loss and
+    gradient are those of the whole global batch, identical on every device.
+    """
+    local_grad_fn = make_grad_fn(model, check_fanouts(fanouts))
+
+    def grad_fn(params, data: MinibatchData, batch: Batch, key: jax.Array):
+        if num_devices == 1:
+            return local_grad_fn(params, data, batch, key)
+        index = jax.lax.axis_index(axis_name)
+        local = slice_batch(batch, index, num_devices)
+        loss, grads = local_grad_fn(params, data, local, jax.random.fold_in(key, index))
+        return jax.lax.psum((loss, grads), axis_name)
+
+    return grad_fn
+
+
+def data_parallel_chunk_fn(
+    model: Model,
+    tx,
+    config: TrainConfig,
+    minibatch: MinibatchConfig,
+    mesh: Mesh,
+) -> Callable:
+    """``(states [K], data) -> (states, metrics [K, chunk])`` on ``mesh``, to be jitted.
+
+    :func:`~sparsegcn.train.minibatch.make_chunk_fn` with the data-parallel
+    gradient, as one ``shard_map`` program: state and data replicated in,
+    state and metrics replicated out.
+    """
+    grad_fn = make_data_parallel_grad_fn(model, minibatch.fanouts, mesh.size)
+    chunk_fn = make_chunk_fn(model, tx, config, minibatch, grad_fn=grad_fn)
+    return _replicated_program(chunk_fn, mesh, 2)
+
+
+def data_parallel_step_fn(model: Model, tx, fanouts: Sequence[int], mesh: Mesh) -> Callable:
+    """``(states [K], data, batch) -> states``: one data-parallel optimizer step of every seed."""
+    grad_fn = make_data_parallel_grad_fn(model, fanouts, mesh.size)
+    step_fn = make_step_fn(model, tx, fanouts, grad_fn=grad_fn)
+    return _replicated_program(step_fn, mesh, 3)
+
+
+def _replicated_program(fn: Callable, mesh: Mesh, num_args: int) -> Callable:
+    # check_vma=False: the sampler's loops start from constants (invariant)
+    # and carry sampled ids (varying per device), which the varying-axes
+    # type check refuses. Nothing here relies on it: gradients are taken
+    # locally and psum-ed explicitly, and every output is computed from
+    # psum-ed gradients, hence equal on all devices (tested).
+    return jax.shard_map(fn, mesh=mesh, in_specs=(P(),) * num_args, out_specs=P(), check_vma=False)
+
+
+def fit_data_parallel(
+    model: Model,
+    data: MinibatchData,
+    config: TrainConfig | None = None,
+    minibatch: MinibatchConfig | None = None,
+    *,
+    devices: int | Mesh = 1,
+    seeds: Sequence[int] = (0,),
+    progress: bool = False,
+    state: TrainState | None = None,
+    history: dict | None = None,
+    on_chunk: Callable[[TrainState, dict], None] | None = None,
+) -> MinibatchFitResult:
+    """:func:`~sparsegcn.train.fit_minibatch` with each batch split over several devices.
+
+    Same arguments, results and divergence handling as ``fit_minibatch``;
+    the global batch size is ``minibatch.batch_size`` whatever the device
+    count. Seeds are trained together on every device (``vmap`` inside each
+    device's program), each seed's batch split over all devices.
+
+    Args:
+      devices: local devices per process ``D`` (the mesh spans ``D`` devices
+        of every process of a multi-process run), or a mesh from
+        :func:`~sparsegcn.parallel.make_mesh`.
+      model, data, config, minibatch, seeds, progress, state, history,
+        on_chunk: as :func:`~sparsegcn.train.fit_minibatch`.
+
+    Returns:
+      A :class:`~sparsegcn.train.MinibatchFitResult`; its state is
+      replicated on the mesh (every process can read it).
+      ``train_step_ms_median`` times one data-parallel step of all seeds;
+      ``sampled_edges_per_s`` is not measured here (``nan``).
+
+    Raises:
+      ValueError: more devices than available (the message says how to
+        simulate devices on CPU), or a state that does not match ``seeds``.
+      DivergenceError: a seed's loss or gradient became non-finite.
+    """
+    start = time.perf_counter()
+    mesh = as_mesh(devices)
+    config = TrainConfig() if config is None else config
+    minibatch = MinibatchConfig() if minibatch is None else minibatch
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("fit_data_parallel needs at least one seed")
+    if not isinstance(data, MinibatchData):
+        raise TypeError(
+            f"fit_data_parallel expects MinibatchData (see minibatch_data), got "
+            f"{type(data).__name__}"
+        )
+    tx = make_optimizer(config)
+    if state is None:
+        state = jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(seed_keys(seeds))
+    else:
+        check_resume(state, history, len(seeds))
+        state = resume_state(state, config)
+    state, data = put(state, mesh), put(data, mesh)
+    num_train = int(data.train_nodes.shape[0])
+    batch_size = effective_batch_size(num_train, minibatch.batch_size)
+
+    compile_start = time.perf_counter()
+    program = jax.jit(data_parallel_chunk_fn(model, tx, config, minibatch, mesh))
+    program = program.lower(state, data).compile()
+    compile_s = time.perf_counter() - compile_start
+    state, history, times = run_chunks(
+        program, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
+    )
+
+    step_ms = float("nan")
+    if config.timing_steps > 0:
+        first_batch = jax.jit(
+            lambda k, t: jax.tree.map(lambda a: a[0], make_batches(k, t, batch_size))
+        )
+        batch = put(first_batch(jax.random.key(seeds[0]), data.train_nodes), mesh)
+        compile_start = time.perf_counter()
+        step = jax.jit(data_parallel_step_fn(model, tx, minibatch.fanouts, mesh))
+        step = step.lower(state, data, batch).compile()
+        compile_s += time.perf_counter() - compile_start
+        step_ms = 1e3 * median_seconds(step, (state, data, batch), config.timing_steps)
+    epoch_ms = 1e3 * float(np.median(times)) / config.chunk if times else float("nan")
+    return MinibatchFitResult(
+        state=state,
+        history=history,
+        seeds=seeds,
+        compile_s=compile_s,
+        train_step_ms_median=step_ms,
+        epoch_ms_median=epoch_ms,
+        wall_s=time.perf_counter() - start,
+        steps_per_epoch=steps_per_epoch(num_train, batch_size),
+        batch_size=batch_size,
+    )

@@ -1,0 +1,140 @@
+"""Several processes: settings checks, and two real processes training together."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from distributed_worker import train
+
+from sparsegcn.experiment import Experiment
+from sparsegcn.parallel import check_processes, parse_coordinator
+
+TESTS = Path(__file__).resolve().parent
+TIMEOUT_S = 120  # for both processes together; a run takes ~20 s on 2 cores
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_env() -> dict:
+    """The test's environment with one CPU device per process (one device per "host")."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    flags = env.get("XLA_FLAGS", "").split()
+    env["XLA_FLAGS"] = " ".join(f for f in flags if "force_host_platform_device_count" not in f)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
+    return env
+
+
+def run_together(commands: list[list[str]], cwd: Path) -> list[str]:
+    """Runs the commands as concurrent processes; returns their output; always reaps them."""
+    procs = [
+        subprocess.Popen(
+            cmd, cwd=cwd, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        for cmd in commands
+    ]
+    deadline = time.monotonic() + TIMEOUT_S
+    outputs = []
+    try:
+        for proc in procs:
+            out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
+            outputs.append(out.decode(errors="replace"))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the processes did not finish within {TIMEOUT_S} s")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    for i, (proc, out) in enumerate(zip(procs, outputs, strict=True)):
+        assert proc.returncode == 0, f"process {i} exited with {proc.returncode}:\n{out[-4000:]}"
+    return outputs
+
+
+def test_coordinator_addresses_are_parsed_and_checked():
+    assert parse_coordinator("127.0.0.1:1234") == ("127.0.0.1", 1234)
+    assert parse_coordinator("node-7.cluster:80") == ("node-7.cluster", 80)
+    assert parse_coordinator("[::1]:9000") == ("::1", 9000)
+    for bad in ("127.0.0.1", ":1234", "host:0", "host:65536", "host:port"):
+        with pytest.raises(ValueError, match="coordinator must be HOST:PORT"):
+            parse_coordinator(bad)
+    with pytest.raises(TypeError, match="coordinator must be a 'HOST:PORT' string"):
+        parse_coordinator(1234)
+
+
+def test_process_settings_are_checked_before_anything_starts():
+    check_processes(None, 1, 0)
+    check_processes("10.0.0.1:1234", 4, 3)
+    with pytest.raises(ValueError, match=r"process_id must be in \[0, num_processes=2\), got 2"):
+        check_processes("10.0.0.1:1234", 2, 2)
+    with pytest.raises(ValueError, match="num_processes=2 needs a coordinator address"):
+        check_processes(None, 2, 0)
+    with pytest.raises(ValueError, match="num_processes must be >= 1, got 0"):
+        check_processes(None, 0, 0)
+    with pytest.raises(ValueError, match="coordinator must be HOST:PORT"):
+        Experiment(coordinator="localhost", num_processes=2, process_id=1)
+    with pytest.raises(ValueError, match="devices must be >= 1, got 0"):
+        Experiment(devices=0)
+    with pytest.raises(ValueError, match="backend='dense' has no sharded form"):
+        Experiment(devices=2, backend="dense")
+    assert Experiment(devices=2).parallel and not Experiment().parallel
+    assert Experiment(coordinator="h:1", num_processes=2).parallel
+
+
+def test_two_processes_train_together_and_agree_with_one_process(tmp_path):
+    coordinator = f"127.0.0.1:{free_port()}"
+    worker = [sys.executable, str(TESTS / "distributed_worker.py"), "--coordinator", coordinator]
+    commands = [
+        [
+            *worker,
+            "--num-processes",
+            "2",
+            "--process-id",
+            str(i),
+            "--out",
+            str(tmp_path / f"{i}.npz"),
+        ]
+        for i in range(2)
+    ]
+    run_together(commands, tmp_path)
+    first, second = (dict(np.load(tmp_path / f"{i}.npz")) for i in range(2))
+    assert sorted(first) == sorted(second)
+    assert {"sage/loss", "gcn/loss"} <= set(first)
+    for name in first:
+        np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+    # One process with two devices runs the same program: same keys, same
+    # batches, the collectives summing in another order at most.
+    alone = train(2)
+    assert sorted(alone) == sorted(first)
+    for name, value in alone.items():
+        np.testing.assert_allclose(first[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.slow
+def test_cli_runs_across_two_processes(tmp_path):
+    coordinator = f"127.0.0.1:{free_port()}"
+    argv = ["train", "--model", "sage", "--epochs", "3", "--seeds", "2", "--hidden", "8"]
+    argv += ["--fanouts", "5,3", "--batch-size", "64", "--no-progress"]
+    argv += ["--coordinator", coordinator, "--num-processes", "2"]
+    argv += ["--checkpoint", str(tmp_path / "ckpt")]
+    commands = [
+        [sys.executable, "-m", "sparsegcn", *argv, "--process-id", str(i), "--json", f"{i}.json"]
+        for i in range(2)
+    ]
+    outputs = run_together(commands, tmp_path)
+    assert "devices: 2 (data_parallel) over 2 process(es)" in outputs[0]
+    reports = [json.loads((tmp_path / f"{i}.json").read_text()) for i in range(2)]
+    for report in reports:
+        assert (report["devices"], report["processes"]) == (2, 2)
+    assert reports[0]["test_acc"] == reports[1]["test_acc"]
+    assert reports[0]["checkpoint"] and reports[1]["checkpoint"] is None  # process 0 writes
+    assert len(list((tmp_path / "ckpt").glob("ckpt-*.json"))) == 1
