@@ -17,6 +17,8 @@ from pathlib import Path
 import jax
 import pytest
 
+from sparsegcn.allocator import keep_freed_memory_unless_disabled
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -30,6 +32,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # As the sparsegcn command does: reuse freed buffers instead of faulting
+    # fresh pages in on every call (SPARSEGCN_KEEP_FREED_MEMORY=0 turns it off).
+    keep_freed_memory_unless_disabled()
     config.addinivalue_line("markers", "peers: compares with PyTorch Geometric / torch / scipy")
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.datasets import load
 from sparsegcn.experiment import Experiment, build_model, node_data
 from sparsegcn.train import fit
@@ -103,6 +104,7 @@ def time_sequential(model, data, config, seeds) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    keep_freed_memory_unless_disabled()  # as the sparsegcn command does
     if args.seeds < 2 or args.repeats < 1:
         raise SystemExit("--seeds must be >= 2 and --repeats >= 1")
     load_before = os.getloadavg()

@@ -59,6 +59,10 @@ def main(argv=None) -> int:
     import jax
     import numpy as np
 
+    from sparsegcn.allocator import keep_freed_memory_unless_disabled
+
+    keep_freed_memory_unless_disabled()  # as the sparsegcn command does
+
     import sparsegcn as sg
     from sparsegcn.bench.graphs import random_graph
     from sparsegcn.bench.runner import machine_info

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.backends import Segment, pack, pack_gcn_norm, propagate
 from sparsegcn.bench.graphs import make_graph
 from sparsegcn.bench.runner import machine_info
@@ -168,6 +169,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--out", metavar="PATH", help="also write the markdown table here")
     args = parser.parse_args(argv)
+    keep_freed_memory_unless_disabled()  # as the sparsegcn command does
     lines = [
         f"N={args.nodes}, average degree {args.degree:g}, F={args.features}; "
         f"median / min wall ms per call over {args.rounds} interleaved rounds",

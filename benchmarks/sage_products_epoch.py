@@ -40,8 +40,9 @@ import jax
 import numpy as np
 
 import sparsegcn as sg
-from sparsegcn.cli.options import write_json_atomic
+from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.datasets import load
+from sparsegcn.files import write_json_atomic
 from sparsegcn.sampling import check_fanouts, tree_sizes
 from sparsegcn.train import NodeData, TrainConfig, index_mask, init_state, make_optimizer
 from sparsegcn.train.fullbatch import evaluate
@@ -139,6 +140,7 @@ def main(argv=None) -> int:
     parser.add_argument("--eval", action="store_true", help="also time layer-wise inference")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
+    keep_freed_memory_unless_disabled()  # as the sparsegcn command does
     fanouts = check_fanouts(args.fanouts)
     results: dict = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),

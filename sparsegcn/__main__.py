@@ -1,5 +1,5 @@
 import sys
 
-from sparsegcn.cli import main
+from sparsegcn.cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import implementations as peers
 from conftest import shared_data_root
 
+from sparsegcn.allocator import keep_freed_memory
 from sparsegcn.backends import propagate
 from sparsegcn.bench.graphs import make_graph, propagation_graph
 from sparsegcn.bench.runner import machine_info
@@ -146,7 +147,15 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per measurement")
     parser.add_argument("--arxiv-scale", type=float, default=1.0, help="shrink the arxiv step")
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
+    parser.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help="leave glibc's malloc as it is (by default freed memory is kept for reuse, as the "
+        "sparsegcn command does; see sparsegcn.allocator)",
+    )
     args = parser.parse_args(argv)
+    if not args.default_malloc:
+        keep_freed_memory()
     if not peers.have_pyg():
         print("note: torch_geometric not installed; PyG rows skipped", file=sys.stderr)
     rows = []
@@ -167,7 +176,7 @@ def main(argv=None) -> int:
         f"machine: {machine['cpu']}, {machine['cpu_count']} cores, load {machine['load_average']}"
     )
     if args.json:
-        from sparsegcn.cli.options import write_json_atomic
+        from sparsegcn.files import write_json_atomic
 
         write_json_atomic(args.json, {"rows": rows, "machine": machine})
     return 0

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 import jax
 import jax.numpy as jnp
 
+from sparsegcn.allocator import keeps_freed_memory
 from sparsegcn.backends import propagate
 from sparsegcn.bench.graphs import (
     GRAPH_KINDS,
@@ -231,6 +232,8 @@ def machine_info() -> dict:
         "backend": jax.default_backend(),
         "devices": [f"{d.platform}:{d.device_kind}" for d in devices],
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "keeps_freed_memory": keeps_freed_memory(),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.cli import bench, info, predict, train
 from sparsegcn.train.guard import DivergenceError
 
@@ -26,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``sparsegcn`` console script."""
+    """Runs one ``sparsegcn`` subcommand; returns the exit status (2 on a user error)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
@@ -35,4 +36,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["build_parser", "main"]
+def console_main() -> int:
+    """Entry point of the ``sparsegcn`` console script and ``python -m sparsegcn``.
+
+    :func:`main` in a process that keeps freed memory for reuse
+    (:func:`sparsegcn.allocator.keep_freed_memory`; ``SPARSEGCN_KEEP_FREED_MEMORY=0``
+    turns it off), which saves the page faults of re-allocating large buffers
+    on every compiled call.
+    """
+    keep_freed_memory_unless_disabled()
+    return main()
+
+
+__all__ = ["build_parser", "console_main", "main"]

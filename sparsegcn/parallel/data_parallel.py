@@ -43,15 +43,14 @@ from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from sparsegcn.nn.model import Model
-from sparsegcn.parallel.loop import check_resume, median_seconds, run_chunks
 from sparsegcn.parallel.mesh import AXIS, as_mesh, put
 from sparsegcn.sampling.neighbor import check_fanouts
-from sparsegcn.train.fullbatch import init_state, make_optimizer, resume_state, seed_keys
+from sparsegcn.train import loop
+from sparsegcn.train.fullbatch import make_optimizer
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -205,11 +204,7 @@ def fit_data_parallel(
             f"{type(data).__name__}"
         )
     tx = make_optimizer(config)
-    if state is None:
-        state = jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(seed_keys(seeds))
-    else:
-        check_resume(state, history, len(seeds))
-        state = resume_state(state, config)
+    state = loop.start_state(model, tx, config, seeds, state, history)
     state, data = put(state, mesh), put(data, mesh)
     num_train = int(data.train_nodes.shape[0])
     batch_size = effective_batch_size(num_train, minibatch.batch_size)
@@ -218,7 +213,7 @@ def fit_data_parallel(
     program = jax.jit(data_parallel_chunk_fn(model, tx, config, minibatch, mesh))
     program = program.lower(state, data).compile()
     compile_s = time.perf_counter() - compile_start
-    state, history, times = run_chunks(
+    state, history, times = loop.run_chunks(
         program, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
     )
 
@@ -232,15 +227,14 @@ def fit_data_parallel(
         step = jax.jit(data_parallel_step_fn(model, tx, minibatch.fanouts, mesh))
         step = step.lower(state, data, batch).compile()
         compile_s += time.perf_counter() - compile_start
-        step_ms = 1e3 * median_seconds(step, (state, data, batch), config.timing_steps)
-    epoch_ms = 1e3 * float(np.median(times)) / config.chunk if times else float("nan")
+        step_ms = 1e3 * loop.median_seconds(step, (state, data, batch), config.timing_steps)[0]
     return MinibatchFitResult(
         state=state,
         history=history,
         seeds=seeds,
         compile_s=compile_s,
         train_step_ms_median=step_ms,
-        epoch_ms_median=epoch_ms,
+        epoch_ms_median=loop.epoch_ms(times, config.chunk),
         wall_s=time.perf_counter() - start,
         steps_per_epoch=steps_per_epoch(num_train, batch_size),
         batch_size=batch_size,

@@ -36,16 +36,13 @@ from sparsegcn.parallel.edge_shard import (
     pad_rows,
     shard_features,
 )
-from sparsegcn.parallel.loop import check_resume, median_seconds, run_chunks
 from sparsegcn.parallel.mesh import AXIS, as_mesh, put
+from sparsegcn.train import loop
 from sparsegcn.train.fullbatch import (
     FitResult,
-    init_state,
     make_chunk_fn,
     make_optimizer,
     make_step_fn,
-    resume_state,
-    seed_keys,
 )
 from sparsegcn.train.state import NodeData, TrainConfig, TrainState
 
@@ -136,11 +133,7 @@ def fit_edge_sharded(
     if not seeds:
         raise ValueError("fit_edge_sharded needs at least one seed")
     tx = make_optimizer(config)
-    if state is None:
-        state = jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(seed_keys(seeds))
-    else:
-        check_resume(state, history, len(seeds))
-        state = resume_state(state, config)
+    state = loop.start_state(model, tx, config, seeds, state, history)
     state = put(state, mesh)
     sharded = place_node_data(shard_node_data(data, mesh.size), mesh)
 
@@ -148,7 +141,7 @@ def fit_edge_sharded(
     program = jax.jit(edge_sharded_chunk_fn(model, tx, config, mesh))
     program = program.lower(state, sharded).compile()
     compile_s = time.perf_counter() - compile_start
-    state, history, times = run_chunks(
+    state, history, times = loop.run_chunks(
         program,
         state,
         sharded,
@@ -164,15 +157,14 @@ def fit_edge_sharded(
         compile_start = time.perf_counter()
         step = jax.jit(edge_sharded_step_fn(model, tx, mesh)).lower(state, sharded).compile()
         compile_s += time.perf_counter() - compile_start
-        step_ms = 1e3 * median_seconds(step, (state, sharded), config.timing_steps)
-    epoch_ms = 1e3 * float(np.median(times)) / config.chunk if times else float("nan")
+        step_ms = 1e3 * loop.median_seconds(step, (state, sharded), config.timing_steps)[0]
     return FitResult(
         state=state,
         history=history,
         seeds=seeds,
         compile_s=compile_s,
         train_step_ms_median=step_ms,
-        epoch_ms_median=epoch_ms,
+        epoch_ms_median=loop.epoch_ms(times, config.chunk),
         wall_s=time.perf_counter() - start,
     )
 

@@ -24,7 +24,7 @@ import numpy as np
 import optax
 
 from sparsegcn.nn.model import Model
-from sparsegcn.train.guard import raise_if_diverged
+from sparsegcn.train import loop
 from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy
 from sparsegcn.train.state import Best, NodeData, TrainConfig, TrainState, initial_best
 
@@ -339,15 +339,6 @@ def seed_keys(seeds: Sequence[int]) -> jax.Array:
     return jnp.stack([jax.random.key(int(s)) for s in seeds])
 
 
-def _time_calls(fn, args, repeats: int) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return times
-
-
 def fit(
     model: Model,
     data: NodeData,
@@ -392,88 +383,27 @@ def fit(
         raise ValueError("fit needs at least one seed")
     data = jax.device_put(data)
     tx = make_optimizer(config)
-    if history is not None:
-        _check_prior_history(history, state, len(seeds))
-    if state is None:
-        state = jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(seed_keys(seeds))
-    else:
-        members = int(np.shape(state.epoch)[0]) if np.ndim(state.epoch) else None
-        if members != len(seeds):
-            raise ValueError(
-                f"state holds {members} members (leading axis of state.epoch, shape "
-                f"{np.shape(state.epoch)}) but {len(seeds)} seeds were given: {list(seeds)}"
-            )
-        state = resume_state(state, config)
+    state = loop.start_state(model, tx, config, seeds, state, history)
 
     compile_start = time.perf_counter()
     chunk_fn = jax.jit(make_chunk_fn(model, tx, config)).lower(state, data).compile()
     compile_s = time.perf_counter() - compile_start
-
-    chunks: dict[str, list] = {k: [np.asarray(v)] for k, v in (history or {}).items()}
-    chunk_times = []
-    bar = _progress_bar(config.epochs, int(np.asarray(state.epoch).min()), progress)
-    try:
-        while not bool(np.asarray(state.done).all()):
-            tick = time.perf_counter()
-            state, metrics = jax.block_until_ready(chunk_fn(state, data))
-            chunk_times.append(time.perf_counter() - tick)
-            metrics = jax.tree.map(lambda m: np.asarray(m).T, metrics)  # [chunk, K]
-            raise_if_diverged(metrics, seeds)
-            _check_history_keys(chunks, metrics)
-            active = metrics["active"].any(axis=1)
-            for name, values in metrics.items():
-                chunks.setdefault(name, []).append(values[active])
-            bar.update(int(active.sum()))
-            last = {k: v[active][-1].mean() for k, v in metrics.items() if v[active].size}
-            bar.set_postfix(
-                loss=f"{last.get('loss', np.nan):.4f}", val=f"{last.get('val_acc', 0):.3f}"
-            )
-            if on_chunk is not None:
-                on_chunk(state, {k: np.concatenate(v) for k, v in chunks.items()})
-    finally:
-        bar.close()
-    history = {k: np.concatenate(v) for k, v in chunks.items()}
+    state, history, chunk_times = loop.run_chunks(
+        chunk_fn, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
+    )
 
     step_ms = float("nan")
     if config.timing_steps > 0:
         compile_start = time.perf_counter()
         step_fn = jax.jit(make_step_fn(model, tx)).lower(state, data).compile()
         compile_s += time.perf_counter() - compile_start
-        jax.block_until_ready(step_fn(state, data))  # warm caches once
-        step_ms = 1e3 * float(np.median(_time_calls(step_fn, (state, data), config.timing_steps)))
-    epoch_ms = 1e3 * float(np.median(chunk_times)) / config.chunk if chunk_times else float("nan")
+        step_ms = 1e3 * loop.median_seconds(step_fn, (state, data), config.timing_steps)[0]
     return FitResult(
         state=state,
         history=history,
         seeds=seeds,
         compile_s=compile_s,
         train_step_ms_median=step_ms,
-        epoch_ms_median=epoch_ms,
+        epoch_ms_median=loop.epoch_ms(chunk_times, config.chunk),
         wall_s=time.perf_counter() - start,
     )
-
-
-def _check_prior_history(history: dict, state: TrainState | None, num_seeds: int) -> None:
-    if state is None:
-        raise ValueError("history continues a run: pass the state it belongs to as well")
-    for name, values in history.items():
-        shape = np.shape(values)
-        if len(shape) != 2 or shape[1] != num_seeds:
-            raise ValueError(
-                f"history[{name!r}] must be [epochs, {num_seeds}] (one column per seed), "
-                f"got shape {shape}"
-            )
-
-
-def _check_history_keys(chunks: dict, metrics: dict) -> None:
-    if chunks and set(chunks) != set(metrics):
-        raise ValueError(
-            f"the given history has metrics {sorted(chunks)} but training records "
-            f"{sorted(metrics)}; pass the history of a run of this trainer"
-        )
-
-
-def _progress_bar(total: int, initial: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, disable=not enabled, unit="epoch", leave=False)

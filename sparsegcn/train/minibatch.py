@@ -48,17 +48,14 @@ from sparsegcn.features import Features, as_features
 from sparsegcn.nn.model import Model
 from sparsegcn.sampling.chunks import ChunkedGraph
 from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
+from sparsegcn.train import loop
 from sparsegcn.train.fullbatch import (
     FitResult,
     apply_optimizer,
     end_epoch,
     evaluate,
-    init_state,
     make_optimizer,
-    resume_state,
-    seed_keys,
 )
-from sparsegcn.train.guard import raise_if_diverged
 from sparsegcn.train.state import NodeData, TrainConfig, TrainState
 
 
@@ -389,15 +386,6 @@ class MinibatchFitResult(FitResult):
     batch_size: int = 0
 
 
-def _median_seconds(fn, args, repeats: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)), out
-
-
 def fit_minibatch(
     model: Model,
     data: MinibatchData,
@@ -456,50 +444,14 @@ def fit_minibatch(
     batch_size = effective_batch_size(num_train, minibatch.batch_size)
     num_steps = steps_per_epoch(num_train, batch_size)
     tx = make_optimizer(config)
-    if state is None:
-        state = jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(seed_keys(seeds))
-    else:
-        members = int(np.shape(state.epoch)[0]) if np.ndim(state.epoch) else None
-        if members != len(seeds):
-            raise ValueError(
-                f"state holds {members} members (leading axis of state.epoch, shape "
-                f"{np.shape(state.epoch)}) but {len(seeds)} seeds were given: {list(seeds)}"
-            )
-        state = resume_state(state, config)
+    state = loop.start_state(model, tx, config, seeds, state, history)
 
     compile_start = time.perf_counter()
     chunk_fn = jax.jit(make_chunk_fn(model, tx, config, minibatch)).lower(state, data).compile()
     compile_s = time.perf_counter() - compile_start
-
-    chunks: dict[str, list] = {k: [np.asarray(v)] for k, v in (history or {}).items()}
-    chunk_times = []
-    bar = _progress_bar(config.epochs, int(np.asarray(state.epoch).min()), progress)
-    try:
-        while not bool(np.asarray(state.done).all()):
-            tick = time.perf_counter()
-            state, metrics = jax.block_until_ready(chunk_fn(state, data))
-            chunk_times.append(time.perf_counter() - tick)
-            metrics = jax.tree.map(lambda m: np.asarray(m).T, metrics)  # [chunk, K]
-            raise_if_diverged(metrics, seeds)
-            if chunks and set(chunks) != set(metrics):
-                raise ValueError(
-                    f"the given history has metrics {sorted(chunks)} but training records "
-                    f"{sorted(metrics)}; pass the history of a run of this trainer"
-                )
-            active = metrics["active"].any(axis=1)
-            for name, values in metrics.items():
-                chunks.setdefault(name, []).append(values[active])
-            bar.update(int(active.sum()))
-            if active.any():
-                bar.set_postfix(
-                    loss=f"{metrics['loss'][active][-1].mean():.4f}",
-                    val=f"{metrics['val_acc'][active][-1].mean():.3f}",
-                )
-            if on_chunk is not None:
-                on_chunk(state, {k: np.concatenate(v) for k, v in chunks.items()})
-    finally:
-        bar.close()
-    history = {k: np.concatenate(v) for k, v in chunks.items()}
+    state, history, chunk_times = loop.run_chunks(
+        chunk_fn, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
+    )
 
     step_ms = edges_per_s = float("nan")
     if config.timing_steps > 0:
@@ -515,27 +467,18 @@ def fit_minibatch(
         sampler = jax.jit(make_sampler_fn(minibatch.fanouts, batch_size, num_batches))
         sampler = sampler.lower(data, key).compile()
         compile_s += time.perf_counter() - compile_start
-        jax.block_until_ready(step_fn(state, data, batch))  # warm caches once
-        step_ms = 1e3 * _median_seconds(step_fn, (state, data, batch), config.timing_steps)[0]
-        jax.block_until_ready(sampler(data, key))
-        sample_s, (edges, _) = _median_seconds(sampler, (data, key), 3)
+        step_ms = 1e3 * loop.median_seconds(step_fn, (state, data, batch), config.timing_steps)[0]
+        sample_s, (edges, _) = loop.median_seconds(sampler, (data, key), 3)
         edges_per_s = int(edges) / sample_s
-    epoch_ms = 1e3 * float(np.median(chunk_times)) / config.chunk if chunk_times else float("nan")
     return MinibatchFitResult(
         state=state,
         history=history,
         seeds=seeds,
         compile_s=compile_s,
         train_step_ms_median=step_ms,
-        epoch_ms_median=epoch_ms,
+        epoch_ms_median=loop.epoch_ms(chunk_times, config.chunk),
         wall_s=time.perf_counter() - start,
         sampled_edges_per_s=edges_per_s,
         steps_per_epoch=num_steps,
         batch_size=batch_size,
     )
-
-
-def _progress_bar(total: int, initial: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, disable=not enabled, unit="epoch", leave=False)
