@@ -201,6 +201,7 @@ def test_too_many_devices_are_refused_with_how_to_simulate_them(data):
         fit_data_parallel(sg.sage(8, 2), two_communities(), devices=2)
 
 
+@pytest.mark.slow
 def test_cli_trains_sage_data_parallel(tmp_path):
     out = tmp_path / "sage.json"
     argv = ["train", "--model", "sage", "--epochs", "3", "--seeds", "2", "--hidden", "8"]

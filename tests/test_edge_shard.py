@@ -232,6 +232,7 @@ def test_bad_inputs_are_refused():
         edge_sharded_propagate(sharded, jnp.ones((10, 2)), jax.make_mesh((2,), ("x",)))
 
 
+@pytest.mark.slow
 def test_cli_trains_gcn_edge_sharded(tmp_path):
     reports = {}
     for devices in (1, 3):

@@ -134,6 +134,7 @@ def test_sage_learns_the_communities_and_restores_the_best_params(data):
         np.testing.assert_allclose(result.history["val_acc"][best - 1, member], val, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_seeds_in_one_program_equal_a_seed_alone(data):
     config = TrainConfig(epochs=4, patience=None, timing_steps=0)
     model, mb = sg.sage(8, 2, hidden=8), MinibatchConfig((4, 3), 16)

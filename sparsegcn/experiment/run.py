@@ -66,7 +66,13 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
     mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
     dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
-    data = node_data(dataset, exp.model, normalize_features=exp.normalize_features)
+    # The edge-sharded trainer repartitions the edges itself: no packing for it.
+    data = node_data(
+        dataset,
+        exp.model,
+        normalize_features=exp.normalize_features,
+        packed=None if mesh is None else False,
+    )
     model = build_model(exp, dataset)
     writer = (
         exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None, plot=None)
