@@ -57,7 +57,7 @@ from sparsegcn.train.minibatch import (
     MinibatchData,
     MinibatchFitResult,
     effective_batch_size,
-    make_batches,
+    first_batch,
     make_chunk_fn,
     make_grad_fn,
     make_step_fn,
@@ -209,30 +209,26 @@ def fit_data_parallel(
     num_train = int(data.train_nodes.shape[0])
     batch_size = effective_batch_size(num_train, minibatch.batch_size)
 
-    compile_start = time.perf_counter()
-    program = jax.jit(data_parallel_chunk_fn(model, tx, config, minibatch, mesh))
-    program = program.lower(state, data).compile()
-    compile_s = time.perf_counter() - compile_start
+    program, compile_s = loop.compile_for(
+        data_parallel_chunk_fn(model, tx, config, minibatch, mesh), state, data
+    )
     state, history, times = loop.run_chunks(
         program, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
     )
 
-    step_ms = float("nan")
+    step_ms, step_compile_s = float("nan"), 0.0
     if config.timing_steps > 0:
-        first_batch = jax.jit(
-            lambda k, t: jax.tree.map(lambda a: a[0], make_batches(k, t, batch_size))
+        batch = put(first_batch(jax.random.key(seeds[0]), data.train_nodes, batch_size), mesh)
+        step_ms, step_compile_s = loop.time_step(
+            data_parallel_step_fn(model, tx, minibatch.fanouts, mesh),
+            (state, data, batch),
+            config.timing_steps,
         )
-        batch = put(first_batch(jax.random.key(seeds[0]), data.train_nodes), mesh)
-        compile_start = time.perf_counter()
-        step = jax.jit(data_parallel_step_fn(model, tx, minibatch.fanouts, mesh))
-        step = step.lower(state, data, batch).compile()
-        compile_s += time.perf_counter() - compile_start
-        step_ms = 1e3 * loop.median_seconds(step, (state, data, batch), config.timing_steps)[0]
     return MinibatchFitResult(
         state=state,
         history=history,
         seeds=seeds,
-        compile_s=compile_s,
+        compile_s=compile_s + step_compile_s,
         train_step_ms_median=step_ms,
         epoch_ms_median=loop.epoch_ms(times, config.chunk),
         wall_s=time.perf_counter() - start,

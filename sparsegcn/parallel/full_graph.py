@@ -137,10 +137,9 @@ def fit_edge_sharded(
     state = put(state, mesh)
     sharded = place_node_data(shard_node_data(data, mesh.size), mesh)
 
-    compile_start = time.perf_counter()
-    program = jax.jit(edge_sharded_chunk_fn(model, tx, config, mesh))
-    program = program.lower(state, sharded).compile()
-    compile_s = time.perf_counter() - compile_start
+    program, compile_s = loop.compile_for(
+        edge_sharded_chunk_fn(model, tx, config, mesh), state, sharded
+    )
     state, history, times = loop.run_chunks(
         program,
         state,
@@ -152,17 +151,14 @@ def fit_edge_sharded(
         on_chunk=on_chunk,
     )
 
-    step_ms = float("nan")
-    if config.timing_steps > 0:
-        compile_start = time.perf_counter()
-        step = jax.jit(edge_sharded_step_fn(model, tx, mesh)).lower(state, sharded).compile()
-        compile_s += time.perf_counter() - compile_start
-        step_ms = 1e3 * loop.median_seconds(step, (state, sharded), config.timing_steps)[0]
+    step_ms, step_compile_s = loop.time_step(
+        edge_sharded_step_fn(model, tx, mesh), (state, sharded), config.timing_steps
+    )
     return FitResult(
         state=state,
         history=history,
         seeds=seeds,
-        compile_s=compile_s,
+        compile_s=compile_s + step_compile_s,
         train_step_ms_median=step_ms,
         epoch_ms_median=loop.epoch_ms(times, config.chunk),
         wall_s=time.perf_counter() - start,

@@ -385,24 +385,19 @@ def fit(
     tx = make_optimizer(config)
     state = loop.start_state(model, tx, config, seeds, state, history)
 
-    compile_start = time.perf_counter()
-    chunk_fn = jax.jit(make_chunk_fn(model, tx, config)).lower(state, data).compile()
-    compile_s = time.perf_counter() - compile_start
+    chunk_fn, compile_s = loop.compile_for(make_chunk_fn(model, tx, config), state, data)
     state, history, chunk_times = loop.run_chunks(
         chunk_fn, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
     )
 
-    step_ms = float("nan")
-    if config.timing_steps > 0:
-        compile_start = time.perf_counter()
-        step_fn = jax.jit(make_step_fn(model, tx)).lower(state, data).compile()
-        compile_s += time.perf_counter() - compile_start
-        step_ms = 1e3 * loop.median_seconds(step_fn, (state, data), config.timing_steps)[0]
+    step_ms, step_compile_s = loop.time_step(
+        make_step_fn(model, tx), (state, data), config.timing_steps
+    )
     return FitResult(
         state=state,
         history=history,
         seeds=seeds,
-        compile_s=compile_s,
+        compile_s=compile_s + step_compile_s,
         train_step_ms_median=step_ms,
         epoch_ms_median=loop.epoch_ms(chunk_times, config.chunk),
         wall_s=time.perf_counter() - start,

@@ -140,6 +140,28 @@ def run_chunks(
     return state, {k: np.concatenate(v) for k, v in chunks.items()}, times
 
 
+def compile_for(fn: Callable, *args) -> tuple[Callable, float]:
+    """``jax.jit(fn)`` lowered and compiled for ``args``, and the seconds that took.
+
+    Compiling ahead of the first call keeps compile time out of every timed
+    call and reports it on its own.
+    """
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - start
+
+
+def time_step(fn: Callable, args: tuple, repeats: int) -> tuple[float, float]:
+    """``(median milliseconds of one compiled call of fn(*args), compile seconds)``.
+
+    ``(nan, 0.0)`` when ``repeats`` is 0: nothing is compiled or run.
+    """
+    if repeats <= 0:
+        return float("nan"), 0.0
+    compiled, compile_s = compile_for(fn, *args)
+    return 1e3 * median_seconds(compiled, args, repeats)[0], compile_s
+
+
 def median_seconds(fn: Callable, args: tuple, repeats: int) -> tuple[float, object]:
     """Median wall time of ``fn(*args)`` over ``repeats`` calls after one warm-up call.
 

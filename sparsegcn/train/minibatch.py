@@ -34,6 +34,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -188,6 +189,12 @@ def make_batches(key: jax.Array, train_nodes: jax.Array, batch_size: int) -> Bat
     real = (jnp.arange(num_steps * batch_size) < t).reshape(num_steps, batch_size)
     counts = jnp.sum(real, axis=1, keepdims=True).astype(jnp.float32)
     return Batch(nodes=nodes, weights=real.astype(jnp.float32) / counts)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def first_batch(key: jax.Array, train_nodes: jax.Array, batch_size: int) -> Batch:
+    """The first batch of the epoch ``key`` draws (what the timed step runs on); one program."""
+    return jax.tree.map(lambda a: a[0], make_batches(key, train_nodes, batch_size))
 
 
 def make_grad_fn(model: Model, fanouts: Sequence[int]) -> Callable:
@@ -446,9 +453,7 @@ def fit_minibatch(
     tx = make_optimizer(config)
     state = loop.start_state(model, tx, config, seeds, state, history)
 
-    compile_start = time.perf_counter()
-    chunk_fn = jax.jit(make_chunk_fn(model, tx, config, minibatch)).lower(state, data).compile()
-    compile_s = time.perf_counter() - compile_start
+    chunk_fn, compile_s = loop.compile_for(make_chunk_fn(model, tx, config, minibatch), state, data)
     state, history, chunk_times = loop.run_chunks(
         chunk_fn, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
     )
@@ -456,18 +461,15 @@ def fit_minibatch(
     step_ms = edges_per_s = float("nan")
     if config.timing_steps > 0:
         key = jax.random.key(seeds[0])
-        first_batch = jax.jit(
-            lambda k, t: jax.tree.map(lambda a: a[0], make_batches(k, t, batch_size))
+        batch = first_batch(key, data.train_nodes, batch_size)
+        step_ms, step_compile_s = loop.time_step(
+            make_step_fn(model, tx, minibatch.fanouts), (state, data, batch), config.timing_steps
         )
-        batch = first_batch(key, data.train_nodes)
         num_batches = min(num_steps, config.timing_steps)
-        compile_start = time.perf_counter()
-        step_fn = jax.jit(make_step_fn(model, tx, minibatch.fanouts))
-        step_fn = step_fn.lower(state, data, batch).compile()
-        sampler = jax.jit(make_sampler_fn(minibatch.fanouts, batch_size, num_batches))
-        sampler = sampler.lower(data, key).compile()
-        compile_s += time.perf_counter() - compile_start
-        step_ms = 1e3 * loop.median_seconds(step_fn, (state, data, batch), config.timing_steps)[0]
+        sampler, sampler_compile_s = loop.compile_for(
+            make_sampler_fn(minibatch.fanouts, batch_size, num_batches), data, key
+        )
+        compile_s += step_compile_s + sampler_compile_s
         sample_s, (edges, _) = loop.median_seconds(sampler, (data, key), 3)
         edges_per_s = int(edges) / sample_s
     return MinibatchFitResult(
