@@ -33,7 +33,7 @@ import numpy as np
 
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.backends import Segment, pack, pack_gcn_norm, propagate
-from sparsegcn.bench.graphs import make_graph
+from sparsegcn.bench.graphs import add_graph_arguments, make_graph
 from sparsegcn.bench.runner import machine_info
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.transforms import gcn_norm, sort_edges
@@ -163,9 +163,7 @@ def groups(n: int, degree: float, features: int):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=200_000)
-    parser.add_argument("--degree", type=float, default=10.0)
-    parser.add_argument("--features", type=int, default=64)
+    add_graph_arguments(parser)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--out", metavar="PATH", help="also write the markdown table here")
     args = parser.parse_args(argv)

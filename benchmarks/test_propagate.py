@@ -2,7 +2,8 @@
 degrees, widths and graph kinds (random and community-structured).
 
 Backend variants (see :mod:`sparsegcn.bench.graphs`): ``dense``;
-``segment`` on a packed graph (``pack_gcn_norm``: the fast path);
+``segment`` on a graph packed in sliced ELL (``pack_gcn_norm``);
+``segment-csr`` on one packed in CSR (what ``sparsegcn train`` uses);
 ``segment-unpacked``, the same backend on the plain edge list; ``bcoo``.
 All run on ``Â = D^-1/2 (A + I) D^-1/2``.
 """
@@ -19,7 +20,7 @@ from conftest import run_compiled
 from sparsegcn.bench.graphs import backend_of, make_graph, propagation_graph
 from sparsegcn.bench.runner import Case, available_memory, estimate_bytes, pass_function
 
-SPARSE = ("segment", "segment-unpacked", "bcoo")
+SPARSE = ("segment", "segment-csr", "segment-unpacked", "bcoo")
 ALL = ("dense", *SPARSE)
 DENSE_MAX_NODES = 16_384
 
@@ -37,6 +38,8 @@ def default_cases() -> list[Case]:
         for variant in SPARSE:
             cases.append(Case(variant, "sbm", 100_000, 10.0, 64, pass_))
         cases.append(Case("segment", "sbm", 100_000, 10.0, 64, pass_, "rcm"))
+        for order in ("rcm", "community"):
+            cases.append(Case("segment-csr", "sbm", 100_000, 10.0, 64, pass_, order))
     return cases
 
 
@@ -50,7 +53,8 @@ def full_cases() -> list[Case]:
         ("fwd", "fwd_bwd"),
         ALL,
     ):
-        orders = (None, "rcm", "degree") if (kind == "sbm" and variant == "segment") else (None,)
+        reordered = kind == "sbm" and variant in ("segment", "segment-csr")
+        orders = (None, "rcm", "degree", "community") if reordered else (None,)
         cases.extend(Case(variant, kind, n, degree, features, pass_, o) for o in orders)
     return cases
 

@@ -3,10 +3,21 @@
 import json
 import sys
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from sparsegcn.bench import Matrix, crossovers, format_table, make_graph, propagation_graph
+from sparsegcn.backends import propagate
+from sparsegcn.bench import (
+    EXTRA_VARIANTS,
+    Matrix,
+    crossovers,
+    format_table,
+    make_graph,
+    propagation_graph,
+)
+from sparsegcn.bench.graphs import backend_of
 from sparsegcn.bench.runner import min_bytes
 from sparsegcn.cli import main
 
@@ -27,15 +38,25 @@ def test_cli_writes_the_json_schema(bench_run):
     assert code == 0
     report = json.loads(json_path.read_text())
     records = report["results"]
-    # 2 sizes x 2 passes x 4 variants, nothing skipped at this size.
-    assert len(records) == 16 and report["skipped"] == []
+    # 2 sizes x 2 passes x 5 variants, nothing skipped at this size.
+    assert len(records) == 20 and report["skipped"] == []
     for entry in records:
         assert entry.keys() >= REQUIRED
         assert entry["pass"] in ("fwd", "fwd_bwd")
         assert entry["median_ms"] > 0 and entry["peak_bytes"] > 0
-    assert {r["backend"] for r in records} == {"dense", "segment", "segment-unpacked", "bcoo"}
+    assert {r["backend"] for r in records} == {
+        "dense",
+        "segment",
+        "segment-csr",
+        "segment-unpacked",
+        "bcoo",
+    }
     assert {r["num_nodes"] for r in records} == {12, 40}
     assert report["machine"]["cpu_count"] >= 1 and report["preset"] == "quick"
+    stream = report["machine"]["stream_gbps"]
+    assert stream > 0
+    for entry in records:  # the fraction of the streaming bound is gbps over the bound
+        assert entry["bound_fraction"] == pytest.approx(entry["gbps"] / stream)
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
@@ -74,6 +95,39 @@ def test_plot_is_a_png(bench_run):
 
     image = matplotlib.image.imread(str(png_path))
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 200
+
+
+def test_stream_bandwidth_counts_a_read_and_a_write(monkeypatch):
+    from sparsegcn.bench import timing
+
+    seen = {}
+
+    def fake_measure(fn, args, **kwargs):
+        (x,) = args
+        seen["bytes"] = x.nbytes
+        np.testing.assert_array_equal(np.asarray(fn(x))[:3], [1.0, 1.0, 1.0])  # y = x + 1
+        return timing.Timing((0.004, 0.002, 0.003), 0.0, 0)
+
+    monkeypatch.setattr(timing, "measure", fake_measure)
+    gbps = timing.stream_bandwidth(nbytes=2**20)
+    assert seen["bytes"] == 2**20
+    assert gbps == pytest.approx(2 * 2**20 / 0.003 / 1e9)  # median of the three calls
+
+
+@pytest.mark.parametrize("variant", EXTRA_VARIANTS)
+def test_opt_in_variants_compute_the_normalized_product(variant):
+    graph = make_graph("random", 60, 4.0, seed=3)
+    x = np.random.default_rng(0).standard_normal((60, 8)).astype(np.float32)
+    # Independent reference: scipy's D^-1/2 (A + I) D^-1/2 built from the raw edges.
+    a = sp.coo_matrix(
+        (np.ones(graph.num_edges), (np.asarray(graph.receivers), np.asarray(graph.senders))),
+        shape=(60, 60),
+    ).tocsr() + sp.identity(60)
+    scale = 1.0 / np.sqrt(np.asarray(a.sum(axis=1)).ravel())
+    want = scale[:, None] * (a @ (scale[:, None] * x))
+    got = propagate(propagation_graph(graph, variant), jnp.asarray(x), backend=backend_of(variant))
+    tol = 1e-2 if variant == "segment-bf16" else 1e-5  # bf16 rows: ~3 significant digits
+    np.testing.assert_allclose(np.asarray(got), want, rtol=tol, atol=tol)
 
 
 def test_bad_options_fail_with_a_clear_error(capsys):
@@ -137,6 +191,7 @@ def test_crossover_is_the_first_size_from_which_sparse_always_wins():
     assert found["density"] == pytest.approx(100000 / 10000**2)
     (never,) = crossovers([record("dense", 10, 1.0), record("segment", 10, 2.0)])
     assert never["crossover_nodes"] is None
+    assert crossovers([record("segment", 10, 2.0), record("bcoo", 10, 1.0)]) == []  # no dense
     table = format_table(
         {"results": results, "skipped": skipped, "crossovers": [found], "machine": _MACHINE}
     )

@@ -1,5 +1,5 @@
-"""The fast paths against the dense reference: packed (sliced-ELL) graphs with
-and without a folded scaling, row splitting of hubs, reduced-precision
+"""The fast paths against the dense reference: packed graphs (sliced-ELL and
+CSR layouts) with and without a folded scaling, row splitting of hubs, reduced-precision
 storage, and the layer's matmul order; forward, gradients, jit and vmap."""
 
 import jax
@@ -13,7 +13,9 @@ import sparsegcn as sg
 from sparsegcn.backends import (
     PackedGraph,
     Segment,
+    build_csr,
     build_ell,
+    csr_matmul,
     ell_matmul,
     pack,
     pack_gcn_norm,
@@ -47,6 +49,7 @@ def hub_graph() -> sg.Graph:
 PACKINGS = {
     "default": lambda g: pack(g),
     "narrow": lambda g: pack(g, widths=(1, 2, 3)),  # forces row splitting
+    "csr": lambda g: pack(g, format="csr"),
 }
 CASES = {**GRAPH_CASES, "hub": hub_graph}
 
@@ -95,9 +98,10 @@ def test_packed_gradients_match_reference(graph, packing):
             np.testing.assert_allclose(gw, expected_gw, **TOL)
 
 
-def test_packed_vmap_and_higher_rank():
+@pytest.mark.parametrize("format", ["ell", "csr"])
+def test_packed_vmap_and_higher_rank(format):
     g = hub_graph()
-    packed = pack(g, widths=(1, 4))
+    packed = pack(g, widths=(1, 4), format=format)
     a = reference_matrix(g)
     xs = jax.random.normal(jax.random.key(4), (4, g.num_nodes, 3), jnp.float32)
     out = jax.vmap(lambda x: sg.propagate(packed, x))(xs)
@@ -133,32 +137,36 @@ def test_replace_returns_a_plain_graph_with_the_change():
     assert type(packed.unpack()) is sg.Graph
 
 
-def test_symmetric_graphs_share_one_layout_and_others_get_a_transpose():
+@pytest.mark.parametrize("format", ["ell", "csr"])
+def test_symmetric_graphs_share_one_layout_and_others_get_a_transpose(format):
     directed = hub_graph()
-    assert pack(directed).transpose_layout is not None
+    assert pack(directed, format=format).transpose_layout is not None
     undirected = sg.to_undirected(random_graph(40, 100, weighted=False))
-    packed = pack(undirected)
+    packed = pack(undirected, format=format)
     assert packed.symmetric and packed.transpose_layout is None
     # Symmetric pattern, asymmetric weights: A^T != A, so a transpose is kept.
     s, r = np.asarray(undirected.senders), np.asarray(undirected.receivers)
     asymmetric = undirected.replace(weights=(1.0 + (s < r)).astype(np.float32))
-    assert not pack(asymmetric).symmetric
+    assert not pack(asymmetric, format=format).symmetric
     x = features(40)
     cot = features(40, seed=2)
-    gx = jax.grad(lambda x: jnp.sum(cot * sg.propagate(pack(asymmetric), x)))(x)
+    gx = jax.grad(lambda x: jnp.sum(cot * sg.propagate(pack(asymmetric, format=format), x)))(x)
     np.testing.assert_allclose(
         gx, reference_matrix(asymmetric).T @ np.asarray(cot, np.float64), **TOL
     )
 
 
+@pytest.mark.parametrize("format", ["ell", "csr"])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_pack_gcn_norm_equals_gcn_norm(weighted):
+def test_pack_gcn_norm_equals_gcn_norm(weighted, format):
     g = sg.to_undirected(random_graph(60, 200, seed=4, weighted=False))
     if weighted:
         g = g.replace(weights=np.linspace(0.5, 2.0, g.num_edges, dtype=np.float32))
-    packed = pack_gcn_norm(g)
+    packed = pack_gcn_norm(g, format=format)
+    assert packed.format == format
     a_hat = sg.gcn_norm(g)
-    assert (packed.scale is not None) == (not weighted)
+    # ELL folds D^-1/2 of an unweighted graph; CSR stores the normalized weights.
+    assert (packed.scale is not None) == (not weighted and format == "ell")
     np.testing.assert_allclose(packed.to_dense(), a_hat.to_dense(), rtol=1e-6, atol=1e-7)
     x = features(60, 5)
     expected = reference_matrix(a_hat) @ np.asarray(x, np.float64)
@@ -205,6 +213,34 @@ def test_reduced_precision_storage_accumulates_in_float32(storage, packed):
     rounded = np.asarray(x.astype(storage).astype(jnp.float32), np.float64)
     np.testing.assert_allclose(out, reference_matrix(g) @ rounded, rtol=1e-5, atol=1e-5)
     assert not np.allclose(out, reference_matrix(g) @ np.asarray(x, np.float64), atol=1e-6)
+
+
+def test_csr_layout_is_scipys_csr():
+    g = hub_graph()
+    s, r, w = np.asarray(g.senders), np.asarray(g.receivers), np.asarray(g.weights)
+    layout = build_csr(s, r, g.num_nodes, w)
+    counts = np.bincount(r, minlength=12)
+    np.testing.assert_array_equal(layout.indptr, np.concatenate([[0], np.cumsum(counts)]))
+    assert counts[0] == 40 and counts[1] == 0  # the hub, and a row with no entry
+    reference = sp.csr_array((w, (r, s)), shape=(12, 12))  # sums duplicates
+    rebuilt = sp.csr_array((layout.data, layout.columns, layout.indptr), shape=(12, 12))
+    np.testing.assert_allclose(rebuilt.toarray(), reference.toarray(), rtol=1e-6)
+    ones = build_csr(s, r, g.num_nodes)
+    np.testing.assert_array_equal(ones.data, np.ones(g.num_edges, np.float32))
+
+
+def test_csr_packing_refuses_what_it_cannot_do(monkeypatch):
+    g = hub_graph()
+    with pytest.raises(ValueError, match=r"format must be one of \('ell', 'csr'\), got 'coo'"):
+        pack(g, format="coo")
+    packed = pack(g, format="csr")
+    with pytest.raises(ValueError, match="storage_dtype=bfloat16 needs an ELL-packed graph"):
+        sg.propagate(packed, features(12), backend=Segment(storage_dtype="bfloat16"))
+    from sparsegcn.backends import csr
+
+    monkeypatch.setattr(csr, "INT32_MAX", 50)
+    with pytest.raises(ValueError, match="int32 ids, but the graph has 65 edges and 12 nodes"):
+        pack(g, format="csr")
 
 
 def test_unknown_storage_dtype_is_refused():
@@ -292,3 +328,23 @@ def test_sparse_feature_layer_matches_dense_features():
     for x in (sparse, jnp.asarray(dense, jnp.float32)):
         out = jax.jit(lambda p, x: gcn_conv(p, packed, x))(params, x)
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_csr_product_batches_seeds_into_one_kernel_call():
+    """vmap over x (the seeds of one compiled program) folds the batch into the
+    feature axis: one native CSR call, the same numbers as a loop."""
+    g = hub_graph()
+    packed = pack(g, format="csr")
+    xs = jax.random.normal(jax.random.key(8), (3, g.num_nodes, 4), jnp.float32)
+    fn = jax.jit(jax.vmap(lambda x: sg.propagate(packed, x)))
+    a = reference_matrix(g)
+    for i, out in enumerate(fn(xs)):
+        np.testing.assert_allclose(out, a @ np.asarray(xs[i], np.float64), **TOL)
+    if jax.default_backend() == "cpu":
+        hlo = fn.lower(xs).compile().as_text()
+        assert hlo.count("cpu_csr_sparse_dense") == 1
+    # A batched layout (vmap over graphs) takes one product per element.
+    layouts = jax.tree.map(lambda leaf: jnp.stack([leaf, leaf]), packed.layout)
+    ys = jax.vmap(lambda layout, x: csr_matmul(layout, x, g.num_nodes))(layouts, xs[:2])
+    for i in range(2):
+        np.testing.assert_allclose(ys[i], a @ np.asarray(xs[i], np.float64), **TOL)

@@ -24,7 +24,7 @@ def scrambled_path(n: int, seed: int = 0) -> tuple[sg.Graph, np.ndarray]:
     return sg.Graph(np.r_[a, b], np.r_[b, a], None, n), labels
 
 
-@pytest.mark.parametrize("method", ["rcm", "degree"])
+@pytest.mark.parametrize("method", ["rcm", "degree", "community"])
 def test_reordering_is_a_permutation_that_round_trips(method):
     g = random_graph(50, 200, seed=1)
     r = g.reorder(method)
@@ -36,7 +36,7 @@ def test_reordering_is_a_permutation_that_round_trips(method):
     assert r.graph.edges_sorted and r.graph.num_edges == g.num_edges
 
 
-@pytest.mark.parametrize("method", ["rcm", "degree"])
+@pytest.mark.parametrize("method", ["rcm", "degree", "community"])
 @pytest.mark.parametrize("packed", [False, True])
 def test_propagation_in_the_new_order_restores_to_the_original(method, packed):
     g = random_graph(60, 240, seed=2)
@@ -84,6 +84,59 @@ def test_weights_and_duplicates_travel_with_their_edges():
     )
 
 
+def planted_communities(k: int, size: int, seed: int = 0):
+    """``k`` dense communities of ``size`` nodes (90% of edges inside), ids shuffled."""
+    rng = np.random.default_rng(seed)
+    n = k * size
+    truth = rng.permutation(np.repeat(np.arange(k), size))
+    members = [np.flatnonzero(truth == c) for c in range(k)]
+    pairs = 6 * n
+    inside = rng.random(pairs) < 0.9
+    a = rng.integers(0, n, pairs)
+    same = np.array([rng.choice(members[truth[i]]) for i in a[inside]])
+    b = np.empty(pairs, np.int64)
+    b[inside] = same
+    b[~inside] = rng.integers(0, n, np.count_nonzero(~inside))
+    keep = a != b
+    a, b = a[keep], b[keep]
+    return sg.Graph(np.r_[a, b], np.r_[b, a], None, n), truth
+
+
+def test_community_order_recovers_planted_communities():
+    g, truth = planted_communities(8, 150)
+    r = g.reorder("community")
+    # Read in the new order, the planted community changes only at block
+    # boundaries: 7 changes for 8 communities, against ~1050 in the shuffled order.
+    in_order = truth[r.permutation]
+    assert np.count_nonzero(np.diff(in_order)) <= 10
+    assert np.count_nonzero(np.diff(truth)) > 900
+    # The order is label by label, hubs first within each found community.
+    from sparsegcn.transforms import community_labels
+
+    found = community_labels(np.asarray(g.senders), np.asarray(g.receivers), g.num_nodes)
+    found, degrees = found[r.permutation], np.bincount(np.asarray(g.receivers))[r.permutation]
+    assert np.all(np.diff(found) >= 0)
+    same = np.diff(found) == 0
+    assert np.all(np.diff(degrees)[same] <= 0)
+
+
+def test_community_labels_are_deterministic_and_respect_components():
+    from sparsegcn.transforms import community_labels
+
+    # Two components: labels never cross between them.
+    g, _ = planted_communities(4, 50, seed=3)
+    s, r = np.asarray(g.senders), np.asarray(g.receivers)
+    both = sg.Graph(np.r_[s, s + 200], np.r_[r, r + 200], None, 400)
+    bs, br = np.asarray(both.senders), np.asarray(both.receivers)
+    labels = community_labels(bs, br, 400)
+    np.testing.assert_array_equal(labels, community_labels(bs, br, 400))
+    assert set(labels[:200]).isdisjoint(labels[200:])
+    # Isolated nodes keep their own label.
+    lonely = community_labels(np.array([0, 1]), np.array([1, 0]), 5)
+    np.testing.assert_array_equal(lonely[2:], [2, 3, 4])
+    assert lonely[0] == lonely[1]
+
+
 def test_features_of_every_kind_can_be_permuted():
     g = random_graph(20, 40, seed=5)
     r = g.reorder("rcm")
@@ -96,13 +149,38 @@ def test_features_of_every_kind_can_be_permuted():
 def test_empty_and_edgeless_graphs():
     for n in (0, 5):
         g = sg.Graph(np.zeros(0, np.int32), np.zeros(0, np.int32), None, n)
-        for method in ("rcm", "degree"):
+        for method in ("rcm", "degree", "community"):
             r = g.reorder(method)
             assert r.permutation.shape == (n,) and r.graph.num_edges == 0
 
 
 def test_unknown_method_is_refused():
     with pytest.raises(
-        ValueError, match=r"reorder method must be one of \('rcm', 'degree'\), got 'metis'"
+        ValueError,
+        match=r"reorder method must be one of \('rcm', 'degree', 'community'\), got 'metis'",
     ):
         random_graph(5, 5).reorder("metis")
+
+
+def test_reordered_dataset_moves_every_node_field_together():
+    from sparsegcn.datasets import load
+    from sparsegcn.experiment import reorder_dataset
+
+    dataset = load("synthetic:tiny", scale=0.1)
+    same, none = reorder_dataset(dataset, "none")
+    assert same is dataset and none is None
+    moved, r = reorder_dataset(dataset, "community")
+    old = np.arange(dataset.num_nodes)
+    new = r.inverse[old]  # where each node went
+    features = dataset.features
+    dense = features.toarray() if hasattr(features, "toarray") else np.asarray(features)
+    moved_dense = moved.features.toarray() if hasattr(moved.features, "toarray") else moved.features
+    np.testing.assert_array_equal(moved_dense[new], dense)
+    np.testing.assert_array_equal(moved.labels[new], dataset.labels)
+    for name, nodes in dataset.split.items():
+        np.testing.assert_array_equal(np.sort(moved.split[name]), np.sort(new[nodes]))
+    # Edge (s, r) of the dataset is edge (new[s], new[r]) of the relabelled graph.
+    a = dataset.graph.to_scipy().toarray()
+    b = moved.graph.to_scipy().toarray()
+    np.testing.assert_array_equal(b[np.ix_(new, new)], a)
+    assert moved.info["reorder"] == "community"

@@ -3,21 +3,28 @@
     python benchmarks/peers/compare.py                      # propagation + GCN steps
     python benchmarks/peers/compare.py --only propagation --nodes 200000
     python benchmarks/peers/compare.py --json benchmarks/results/peers.json
+    python benchmarks/peers/compare.py --torch-device cuda --nodes 1000000   # on a GPU
 
 Propagation computes ``Â x`` (``Â = D^-1/2 (A + I) D^-1/2``) on a random
 and a community-structured (SBM) graph. Ours runs the default backend on
-the packed graph, also after RCM reordering on the SBM graph; the peers run
-on the graph as generated, and torch CSR also on the reordered one. The GCN
+the graph packed in CSR (the first row, which ratios refer to) and in
+sliced ELL, on the plain edge list, and the BCOO backend; both packed forms
+also after RCM and community reordering on the SBM graph. The peers run
+on the graph as generated, and torch CSR also on the reordered ones. The GCN
 steps are Kipf & Welling's Cora setup and a 3-layer, hidden-256 GCN on a
 random graph of ogbn-arxiv's size, against PyG's GCN example. Every time is
 a median after warm-up (ours: compiled, ``block_until_ready``); ratios are
 ``theirs / ours`` from the same run. Peers that are not installed are
-skipped with a note.
+skipped with a note. On a GPU (``--torch-device cuda``, the default when JAX
+runs on one and torch sees it) the torch peers run on the same GPU, ours
+adds the BCOO backend with its cuSPARSE lowering, and the host-only scipy
+row is left out.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -33,11 +40,12 @@ import implementations as peers
 from conftest import shared_data_root
 
 from sparsegcn.allocator import keep_freed_memory
-from sparsegcn.backends import propagate
-from sparsegcn.bench.graphs import make_graph, propagation_graph
+from sparsegcn.backends import pack_gcn_norm, propagate
+from sparsegcn.bench.graphs import add_graph_arguments, make_graph, propagation_graph
 from sparsegcn.bench.runner import machine_info
 from sparsegcn.bench.steps import arxiv_like_setup, cora_setup, gcn_step
 from sparsegcn.bench.timing import measure
+from sparsegcn.transforms import gcn_norm, sort_edges
 
 
 def time_python(fn, repeats: int, warmup: int = 1) -> list[float]:
@@ -49,6 +57,10 @@ def time_python(fn, repeats: int, warmup: int = 1) -> list[float]:
         fn()
         times.append(time.perf_counter() - start)
     return times
+
+
+def _on(device: str) -> str:
+    return "" if device == "cpu" else f"on {device}"
 
 
 def _row(case: str, impl: str, times: list[float], note: str = "") -> dict:
@@ -63,7 +75,9 @@ def _row(case: str, impl: str, times: list[float], note: str = "") -> dict:
     }
 
 
-def propagation_rows(kind: str, nodes: int, degree: float, features: int, repeats: int):
+def propagation_rows(
+    kind: str, nodes: int, degree: float, features: int, repeats: int, device: str = "cpu"
+):
     case = f"propagate {kind} N={nodes} deg={degree:g} F={features}"
     graph = make_graph(kind, nodes, degree)
     a_hat = propagation_graph(graph, "segment-unpacked")
@@ -71,44 +85,85 @@ def propagation_rows(kind: str, nodes: int, degree: float, features: int, repeat
     xj = jax.device_put(x)
     rows = []
 
-    def ours(g, label, note=""):
-        timing = measure(lambda g, x: propagate(g, x), (jax.device_put(g), xj), repeats=repeats)
+    def ours(g, label, note="", backend="segment"):
+        timing = measure(
+            lambda g, x: propagate(g, x, backend=backend), (jax.device_put(g), xj), repeats=repeats
+        )
         rows.append(_row(case, label, list(timing.times_s), note))
 
-    ours(propagation_graph(graph, "segment"), "sparsegcn segment (packed)")
-    ours(a_hat, "sparsegcn segment (edge list)")
-    reordered = None
+    ours(propagation_graph(graph, "segment-csr"), "sparsegcn packed CSR")
+    ours(propagation_graph(graph, "segment"), "sparsegcn packed ELL")
+    ours(a_hat, "sparsegcn edge list")
+    ours(a_hat, "sparsegcn bcoo", backend="bcoo")
+    reordered = {}
     if kind == "sbm":
-        reordered = graph.reorder("rcm").graph
-        ours(propagation_graph(reordered, "segment"), "sparsegcn segment (packed) +rcm")
+        for method in ("rcm", "community"):
+            reordered[method] = graph.reorder(method).graph
+            ours(
+                propagation_graph(reordered[method], "segment-csr"),
+                f"sparsegcn packed CSR +{method}",
+            )
+            ours(propagation_graph(reordered[method], "segment"), f"sparsegcn packed ELL +{method}")
     if peers.have_torch():
         rows.append(
             _row(
-                case, "torch.sparse CSR", time_python(peers.torch_csr_propagate(a_hat, x), repeats)
+                case,
+                "torch.sparse CSR",
+                time_python(peers.torch_csr_propagate(a_hat, x, device), repeats),
+                _on(device),
             )
         )
-        if reordered is not None:
-            a_rcm = propagation_graph(reordered, "segment-unpacked")
+        for method, relabelled in reordered.items():
+            a_new = propagation_graph(relabelled, "segment-unpacked")
             rows.append(
                 _row(
                     case,
-                    "torch.sparse CSR +rcm",
-                    time_python(peers.torch_csr_propagate(a_rcm, x), repeats),
+                    f"torch.sparse CSR +{method}",
+                    time_python(peers.torch_csr_propagate(a_new, x, device), repeats),
+                    _on(device),
                 )
             )
-    rows.append(_row(case, "scipy CSR", time_python(peers.scipy_csr_propagate(a_hat, x), repeats)))
+    if device == "cpu":
+        rows.append(
+            _row(case, "scipy CSR", time_python(peers.scipy_csr_propagate(a_hat, x), repeats))
+        )
     if peers.have_pyg():
         rows.append(
-            _row(case, "PyG (scatter)", time_python(peers.pyg_propagate(a_hat, x), repeats))
+            _row(
+                case,
+                "PyG (scatter)",
+                time_python(peers.pyg_propagate(a_hat, x, device), repeats),
+                _on(device),
+            )
         )
     return rows
 
 
-def step_rows(name: str, setup, repeats: int) -> list[dict]:
+STEP_GRAPHS = ("auto", "ell", "csr", "edges")
+
+
+def step_graph(setup, form: str):
+    """``setup`` with its propagation graph in ``form``: as set up, or packed
+    ELL / packed CSR / the sorted edge list, for side-by-side steps."""
+    if form == "auto":
+        return setup
+    if form == "edges":
+        graph = sort_edges(gcn_norm(setup.graph))
+    else:
+        graph = pack_gcn_norm(setup.graph, format=form)
+    return dataclasses.replace(setup, data=setup.data._replace(graph=graph))
+
+
+def step_rows(
+    name: str, setup, repeats: int, device: str = "cpu", forms: tuple[str, ...] = ("auto",)
+) -> list[dict]:
     case = f"gcn step {name}"
-    step, args = gcn_step(setup)
-    timing = measure(step, args, repeats=repeats, warmup=2)
-    rows = [_row(case, "sparsegcn", list(timing.times_s), f"compile {timing.compile_s:.1f} s")]
+    rows = []
+    for form in forms:
+        step, args = gcn_step(step_graph(setup, form))
+        timing = measure(step, args, repeats=repeats, warmup=2)
+        label = "sparsegcn" if form == "auto" else f"sparsegcn ({form})"
+        rows.append(_row(case, label, list(timing.times_s), f"compile {timing.compile_s:.1f} s"))
     if peers.have_pyg():
         data = setup.data
         run = peers.pyg_gcn_step(
@@ -120,8 +175,9 @@ def step_rows(name: str, setup, repeats: int) -> list[dict]:
             hidden=setup.hidden,
             num_layers=setup.num_layers,
             dropout=setup.dropout,
+            device=device,
         )
-        rows.append(_row(case, "PyG GCNConv", time_python(run, repeats, warmup=2)))
+        rows.append(_row(case, "PyG GCNConv", time_python(run, repeats, warmup=2), _on(device)))
     return rows
 
 
@@ -141,11 +197,22 @@ def format_rows(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=("propagation", "steps"), help="run one part")
-    parser.add_argument("--nodes", type=int, default=200_000, help="propagation graph size")
-    parser.add_argument("--degree", type=float, default=10.0, help="average degree")
-    parser.add_argument("--features", type=int, default=64, help="feature width")
+    add_graph_arguments(parser)
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per measurement")
     parser.add_argument("--arxiv-scale", type=float, default=1.0, help="shrink the arxiv step")
+    parser.add_argument(
+        "--torch-device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where the torch peers run (default: cuda when JAX runs on a GPU torch sees)",
+    )
+    parser.add_argument(
+        "--step-graphs",
+        default="auto",
+        metavar="A,B",
+        help=f"graph forms our GCN steps run on, side by side, from {STEP_GRAPHS} "
+        "(default: auto, the library's choice for this platform)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     parser.add_argument(
         "--default-malloc",
@@ -158,18 +225,31 @@ def main(argv=None) -> int:
         keep_freed_memory()
     if not peers.have_pyg():
         print("note: torch_geometric not installed; PyG rows skipped", file=sys.stderr)
+    device = peers.torch_device(args.torch_device)
+    forms = tuple(f.strip() for f in args.step_graphs.split(",") if f.strip())
+    for position, form in enumerate(forms):
+        if form not in STEP_GRAPHS:
+            parser.error(f"--step-graphs[{position}] = {form!r} is not one of {STEP_GRAPHS}")
     rows = []
     if args.only in (None, "propagation"):
         for kind in ("random", "sbm"):
-            rows += propagation_rows(kind, args.nodes, args.degree, args.features, args.repeats)
+            rows += propagation_rows(
+                kind, args.nodes, args.degree, args.features, args.repeats, device
+            )
     if args.only in (None, "steps"):
         root = shared_data_root()
         if root is not None:
-            rows += step_rows("cora", cora_setup(root), max(args.repeats, 50))
+            rows += step_rows("cora", cora_setup(root), max(args.repeats, 50), device, forms)
         else:
             print("note: Cora files not found; Cora step skipped", file=sys.stderr)
         setup = arxiv_like_setup(scale=args.arxiv_scale)
-        rows += step_rows(f"arxiv-sized x{args.arxiv_scale:g}", setup, min(args.repeats, 3))
+        rows += step_rows(
+            f"arxiv-sized x{args.arxiv_scale:g}",
+            setup,
+            args.repeats if device == "cuda" else min(args.repeats, 3),
+            device,
+            forms,
+        )
     print(format_rows(rows))
     machine = machine_info()
     print(
@@ -178,7 +258,7 @@ def main(argv=None) -> int:
     if args.json:
         from sparsegcn.files import write_json_atomic
 
-        write_json_atomic(args.json, {"rows": rows, "machine": machine})
+        write_json_atomic(args.json, {"rows": rows, "machine": machine, "torch_device": device})
     return 0
 
 

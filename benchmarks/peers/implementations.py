@@ -6,6 +6,10 @@ the runner can time ours and theirs alike, in one process, on the same
 graphs. Nothing here is a dependency of sparsegcn: ``torch`` and
 ``torch_geometric`` are imported on use, and callers skip when they are
 missing (install with ``pip install torch==2.13.0 torch_geometric``).
+
+Torch peers take ``device`` (``"cpu"`` or ``"cuda"``); their callables
+synchronize the device before returning, so wall-clock timing around them
+measures the finished work, as ``block_until_ready`` does for ours.
 """
 
 from __future__ import annotations
@@ -42,8 +46,34 @@ def _torch():
     return torch
 
 
-def torch_csr_propagate(a_hat: Graph, x: np.ndarray):
-    """``torch.sparse.mm`` with ``Â`` as a CSR tensor (all cores)."""
+def torch_device(requested: str) -> str:
+    """``"cpu"`` or ``"cuda"``; ``"auto"`` follows JAX's platform when torch sees a GPU."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"torch device {requested!r} is not one of 'auto', 'cpu', 'cuda'")
+    if requested != "auto":
+        return requested
+    import jax
+
+    if jax.default_backend() == "gpu" and have_torch() and _torch().cuda.is_available():
+        return "cuda"
+    return "cpu"
+
+
+def _synchronized(torch, device: str, fn):
+    """``fn`` followed by a device synchronization (a no-op on CPU)."""
+    if device == "cpu":
+        return fn
+
+    def run():
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+
+    return run
+
+
+def torch_csr_propagate(a_hat: Graph, x: np.ndarray, device: str = "cpu"):
+    """``torch.sparse.mm`` with ``Â`` as a CSR tensor (all cores, or cuSPARSE on ``cuda``)."""
     torch = _torch()
     csr = a_hat.to_scipy().astype(np.float32)
     with warnings.catch_warnings():
@@ -53,14 +83,14 @@ def torch_csr_propagate(a_hat: Graph, x: np.ndarray):
             torch.from_numpy(csr.indices.astype(np.int64)),
             torch.from_numpy(csr.data),
             csr.shape,
-        )
-    features = torch.from_numpy(np.array(x, np.float32))
+        ).to(device)
+    features = torch.from_numpy(np.array(x, np.float32)).to(device)
 
     def run():
         with torch.no_grad():
             return torch.sparse.mm(matrix, features)
 
-    return run
+    return _synchronized(torch, device, run)
 
 
 def scipy_csr_propagate(a_hat: Graph, x: np.ndarray):
@@ -70,7 +100,7 @@ def scipy_csr_propagate(a_hat: Graph, x: np.ndarray):
     return lambda: csr @ features
 
 
-def pyg_propagate(a_hat: Graph, x: np.ndarray):
+def pyg_propagate(a_hat: Graph, x: np.ndarray, device: str = "cpu"):
     """PyG's message passing (gather, scale, scatter-add): ``SimpleConv(aggr="sum")``."""
     torch = _torch()
     from torch_geometric.nn import SimpleConv
@@ -78,15 +108,15 @@ def pyg_propagate(a_hat: Graph, x: np.ndarray):
     conv = SimpleConv(aggr="sum")
     edge_index = torch.from_numpy(
         np.stack([np.asarray(a_hat.senders), np.asarray(a_hat.receivers)]).astype(np.int64)
-    )
-    weight = torch.from_numpy(np.asarray(a_hat.edge_weights(), np.float32))
-    features = torch.from_numpy(np.array(x, np.float32))
+    ).to(device)
+    weight = torch.from_numpy(np.asarray(a_hat.edge_weights(), np.float32)).to(device)
+    features = torch.from_numpy(np.array(x, np.float32)).to(device)
 
     def run():
         with torch.no_grad():
             return conv(features, edge_index, weight)
 
-    return run
+    return _synchronized(torch, device, run)
 
 
 def pyg_gcn_step(
@@ -101,6 +131,7 @@ def pyg_gcn_step(
     dropout: float,
     weight_decay_first: float = 5e-4,
     lr: float = 0.01,
+    device: str = "cpu",
 ):
     """PyG's GCN example step: ``GCNConv(cached=True)`` layers, dropout before
     each, Adam with weight decay on the first layer, cross-entropy on the
@@ -129,7 +160,7 @@ def pyg_gcn_step(
             return x
 
     torch.manual_seed(0)
-    model = GCN()
+    model = GCN().to(device)
     optimizer = torch.optim.Adam(
         [
             dict(params=model.convs[0].parameters(), weight_decay=weight_decay_first),
@@ -139,10 +170,10 @@ def pyg_gcn_step(
     )
     edge_index = torch.from_numpy(
         np.stack([np.asarray(graph.senders), np.asarray(graph.receivers)]).astype(np.int64)
-    )
-    x = torch.from_numpy(np.array(features, np.float32))
-    y = torch.from_numpy(np.asarray(labels, np.int64))
-    mask = torch.from_numpy(np.asarray(train_mask, bool))
+    ).to(device)
+    x = torch.from_numpy(np.array(features, np.float32)).to(device)
+    y = torch.from_numpy(np.asarray(labels, np.int64)).to(device)
+    mask = torch.from_numpy(np.asarray(train_mask, bool)).to(device)
 
     def run():
         model.train()
@@ -153,4 +184,4 @@ def pyg_gcn_step(
         optimizer.step()
         return loss
 
-    return run
+    return _synchronized(torch, device, run)

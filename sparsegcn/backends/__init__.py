@@ -5,7 +5,7 @@ name       computes ``A @ x`` by
 =========  ===========================================================
 dense      materialising ``A`` (the reference; ``O(N^2)`` memory)
 segment    gathering ``x[senders]`` and ``segment_sum`` by receiver, or,
-           on a :class:`PackedGraph`, sliced-ELL products (:func:`pack`)
+           on a :class:`PackedGraph`, sliced-ELL or CSR products (:func:`pack`)
 bcoo       ``jax.experimental.sparse.BCOO`` matmul (cuSPARSE on GPU)
 =========  ===========================================================
 
@@ -20,6 +20,7 @@ import jax
 
 from sparsegcn.backends.base import Backend
 from sparsegcn.backends.bcoo import BCOO
+from sparsegcn.backends.csr import CsrLayout, build_csr, csr_matmul
 from sparsegcn.backends.dense import Dense
 from sparsegcn.backends.ell import EllLayout, build_ell, ell_matmul
 from sparsegcn.backends.packed import PackedGraph, pack, pack_gcn_norm
@@ -71,11 +72,14 @@ __all__ = [
     "BCOO",
     "DEFAULT_BACKEND",
     "Backend",
+    "CsrLayout",
     "Dense",
     "EllLayout",
     "PackedGraph",
     "Segment",
+    "build_csr",
     "build_ell",
+    "csr_matmul",
     "ell_matmul",
     "gather_scatter",
     "get_backend",

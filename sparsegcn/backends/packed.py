@@ -2,8 +2,10 @@
 
 :func:`pack` returns a :class:`PackedGraph`: the same graph (same edges, same
 weights, usable everywhere a :class:`~sparsegcn.Graph` is) carrying the
-sliced-ELL layouts of ``A`` and ``A^T`` (:mod:`sparsegcn.backends.ell`) and,
-optionally, a folded node scaling. The default ``"segment"`` backend uses
+layouts of ``A`` and ``A^T`` and, optionally, a folded node scaling. Two
+layout formats: sliced ELL (:mod:`sparsegcn.backends.ell`, the default), and
+CSR (:mod:`sparsegcn.backends.csr`), which runs a native sparse kernel and
+is the faster one once nodes are in a local order (``graph.reorder("rcm")``). The default ``"segment"`` backend uses
 them: the forward product runs on the layout of ``A``, the gradient with
 respect to ``x`` on that of ``A^T``, and neither writes an ``[E, F]``
 message buffer.
@@ -23,6 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsegcn import _checks
+from sparsegcn.backends.bcoo import enable_cusparse_if_gpu
+from sparsegcn.backends.csr import CsrLayout, build_csr, csr_matmul
 from sparsegcn.backends.ell import DEFAULT_WIDTHS, EllLayout, build_ell, ell_matmul
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import gcn_norm, gcn_norm_factors
@@ -37,7 +41,8 @@ class PackedGraph(Graph):
     the ``"segment"`` backend reads the layouts.
 
     Attributes:
-      layout: :class:`~sparsegcn.backends.ell.EllLayout` of ``A``.
+      layout: :class:`~sparsegcn.backends.ell.EllLayout` or
+        :class:`~sparsegcn.backends.csr.CsrLayout` of ``A``.
       transpose_layout: layout of ``A^T``, or None when ``A`` is symmetric
         (``A^T = A``, checked when packing), so the gradient reuses ``layout``.
       scale: float32 ``[N]`` or None. When set, the graph was packed from an
@@ -52,8 +57,8 @@ class PackedGraph(Graph):
     old edges and weights): pack it again if it is to stay fast.
     """
 
-    layout: EllLayout | None = None
-    transpose_layout: EllLayout | None = None
+    layout: EllLayout | CsrLayout | None = None
+    transpose_layout: EllLayout | CsrLayout | None = None
     scale: jax.Array | np.ndarray | None = None
 
     def __post_init__(self):
@@ -77,6 +82,11 @@ class PackedGraph(Graph):
         return graph
 
     @property
+    def format(self) -> str:
+        """``"ell"`` or ``"csr"``: the layout format (see :func:`pack`)."""
+        return "csr" if isinstance(self.layout, CsrLayout) else "ell"
+
+    @property
     def symmetric(self) -> bool:
         """Whether ``A^T = A`` (so one layout serves both directions)."""
         return self.transpose_layout is None
@@ -95,7 +105,7 @@ class PackedGraph(Graph):
         folded = ", scale folded" if self.scale is not None else ""
         return (
             f"PackedGraph(num_nodes={self.num_nodes}, num_edges={self.senders.shape[0]}, "
-            f"slices={len(self.layout.slots)}, symmetric={self.symmetric}{folded})"
+            f"format={self.format}, symmetric={self.symmetric}{folded})"
         )
 
 
@@ -111,7 +121,16 @@ def _is_symmetric(senders: np.ndarray, receivers: np.ndarray, weights, n: int) -
     return difference.nnz == 0
 
 
-def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS) -> PackedGraph:
+FORMATS = ("ell", "csr")
+
+
+def _build(format: str, cols: np.ndarray, rows: np.ndarray, n: int, weights, widths):
+    if format == "csr":
+        return build_csr(cols, rows, n, weights)
+    return build_ell(cols, rows, n, widths=widths)
+
+
+def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS, format: str = "ell") -> PackedGraph:
     """Builds the propagation layouts of ``graph`` once, on the host.
 
     Args:
@@ -121,8 +140,11 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS) -> PackedGraph:
         ``diag(scale) A diag(scale)``, with those products as its weights.
         With ``(A', d) = gcn_norm_factors(g)`` this is ``gcn_norm(g)``
         (see :func:`pack_gcn_norm`).
-      widths: slice boundaries of the layout (see
+      widths: slice boundaries of the ELL layout (see
         :func:`~sparsegcn.backends.ell.build_ell`).
+      format: ``"ell"`` (sliced ELL, fused gathers; the default) or
+        ``"csr"`` (a native CSR kernel: faster on graphs in a local node
+        order, e.g. after ``graph.reorder("rcm")``; no ``storage_dtype``).
 
     Returns:
       A :class:`PackedGraph`; edge order, weights and ``edges_sorted`` are
@@ -130,8 +152,12 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS) -> PackedGraph:
 
     Raises:
       ValueError: ``scale`` has the wrong shape or non-finite values, or is
-        given for a weighted graph.
+        given for a weighted graph; ``format`` is unknown.
     """
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+    if format == "csr":
+        enable_cusparse_if_gpu()  # the BCSR product's cuSPARSE lowering, on GPU only
     if isinstance(graph, PackedGraph):
         graph = graph.unpack()
     if not isinstance(graph, Graph):
@@ -151,10 +177,12 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS) -> PackedGraph:
             raise ValueError(f"scale must have shape ({n},), one per node, got {scale.shape}")
         _checks.check_finite("scale", scale)
         weights = scale[senders] * scale[receivers]
-    layout = build_ell(senders, receivers, n, widths=widths)
+    # The CSR kernel reads its own copy of the weights, in row order; the ELL
+    # products read the graph's (or none, with a folded scale).
+    layout = _build(format, senders, receivers, n, weights, widths)
     transpose = None
     if not _is_symmetric(senders, receivers, weights, n):
-        transpose = build_ell(receivers, senders, n, widths=widths)
+        transpose = _build(format, receivers, senders, n, weights, widths)
     return PackedGraph(
         senders,
         receivers,
@@ -167,7 +195,9 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS) -> PackedGraph:
     )
 
 
-def pack_gcn_norm(graph: Graph, *, self_loops: bool = True, widths=DEFAULT_WIDTHS) -> PackedGraph:
+def pack_gcn_norm(
+    graph: Graph, *, self_loops: bool = True, widths=DEFAULT_WIDTHS, format: str = "ell"
+) -> PackedGraph:
     """``gcn_norm(graph)``, packed, with ``D^{-1/2}`` folded in when possible.
 
     .. math:: \\hat A = D^{-1/2} (A + I) D^{-1/2}
@@ -176,15 +206,28 @@ def pack_gcn_norm(graph: Graph, *, self_loops: bool = True, widths=DEFAULT_WIDTH
     ``d * ((A + I) (d * x))`` with ``d = D^{-1/2}``, so propagation reads no
     per-edge weights; its ``weights`` equal ``gcn_norm(graph).weights``.
     A weighted graph is normalized with :func:`~sparsegcn.gcn_norm` and packed.
+    ``format`` is :func:`pack`'s; in the CSR format nothing is folded, the
+    normalized weights are stored with the layout (read in row order).
     """
     adjacency, scale = gcn_norm_factors(graph, self_loops=self_loops)
-    if adjacency.weights is not None:
-        return pack(gcn_norm(graph, self_loops=self_loops), widths=widths)
-    return pack(adjacency, scale=scale, widths=widths)
+    if adjacency.weights is not None or format == "csr":
+        # CSR stores the normalized weights: folding would cost two passes over x.
+        return pack(gcn_norm(graph, self_loops=self_loops), widths=widths, format=format)
+    return pack(adjacency, scale=scale, widths=widths, format=format)
 
 
 def packed_matmul(graph: PackedGraph, x: jax.Array, *, storage_dtype=None) -> jax.Array:
-    """``A @ x`` for a :class:`PackedGraph` and ``x`` of shape ``[N, ...]``."""
+    """``A @ x`` for a :class:`PackedGraph` and ``x`` of shape ``[N, ...]``.
+
+    Raises:
+      ValueError: ``storage_dtype`` is given for a CSR-packed graph (the
+        native kernel reads ``x`` in its own dtype).
+    """
+    if storage_dtype is not None and graph.format == "csr":
+        raise ValueError(
+            f"storage_dtype={jnp.dtype(storage_dtype).name} needs an ELL-packed graph "
+            "(pack(graph, format='ell')); the CSR kernel reads x in its own dtype"
+        )
     n = graph.num_nodes
     flat = x.reshape(n, -1)
     static = (n, storage_dtype)
@@ -201,12 +244,18 @@ def packed_matmul(graph: PackedGraph, x: jax.Array, *, storage_dtype=None) -> ja
     return y.reshape(x.shape)
 
 
+def _layout_matmul(layout, x, weights, n, storage_dtype):
+    if isinstance(layout, CsrLayout):
+        return csr_matmul(layout, x, n)  # its own copy of the weights
+    return ell_matmul(layout, x, weights, n, storage_dtype=storage_dtype)
+
+
 def _apply(static, layout, weights, scale, x):
     n, storage_dtype = static
     if scale is None:
-        return ell_matmul(layout, x, weights, n, storage_dtype=storage_dtype)
+        return _layout_matmul(layout, x, weights, n, storage_dtype)
     s = jnp.asarray(scale).astype(x.dtype)[:, None]
-    return s * ell_matmul(layout, s * x, None, n, storage_dtype=storage_dtype)
+    return s * _layout_matmul(layout, s * x, None, n, storage_dtype)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))

@@ -61,16 +61,20 @@ class Segment(Backend):
     messages: memory ``O(E F)``, one gather and one scatter-add. On a
     :class:`~sparsegcn.backends.PackedGraph` (see
     :func:`~sparsegcn.backends.pack`) it runs the same sum on the graph's
-    sliced-ELL layout instead, where XLA fuses gathers and additions and
-    nothing of size ``E x F`` is written; the gradient with respect to
-    ``x`` uses the layout of ``A^T``. Both paths agree with the dense
+    layout instead: sliced ELL, where XLA fuses gathers and additions, or
+    CSR, a native sparse kernel (cuSPARSE on GPU); neither writes anything
+    of size ``E x F``, and the gradient with respect to ``x`` uses the
+    layout of ``A^T``. Both paths agree with the dense
     reference. Works on every platform and under jit, grad and vmap (the
     packed path is reverse-mode only: ``jax.jvp`` needs the plain graph,
     ``packed.unpack()``).
 
     Attributes:
       use_sorted: pass ``indices_are_sorted`` to ``segment_sum`` when the
-        graph's ``edges_sorted`` flag is set (measured no faster on CPU, so off).
+        graph's ``edges_sorted`` flag is set. ``None`` (default) decides by
+        platform: on an accelerator, where it measured 1.33 ms against
+        1.77 ms (``Â x``, 1M nodes, 11M edges, F = 64, one H200), and not on
+        CPU, where it measured no faster.
       use_layout: use a packed graph's layout (default). ``False`` forces
         the gather/scatter path, for comparisons.
       storage_dtype: ``None`` (gather in ``x``'s dtype), ``"bfloat16"`` or
@@ -79,7 +83,7 @@ class Segment(Backend):
         gather is bandwidth bound; results are then rounded to ~3 digits.
     """
 
-    use_sorted: bool = False
+    use_sorted: bool | None = None
     use_layout: bool = True
     storage_dtype: str | None = None
     name: ClassVar[str] = "segment"
@@ -89,6 +93,15 @@ class Segment(Backend):
             raise ValueError(
                 f"storage_dtype must be one of {STORAGE_DTYPES}, got {self.storage_dtype!r}"
             )
+
+    def promises_sorted(self, edges_sorted: bool) -> bool:
+        """Whether ``segment_sum`` is told the receivers are sorted, for a graph
+        whose ``edges_sorted`` flag is ``edges_sorted``."""
+        if not edges_sorted:
+            return False
+        if self.use_sorted is None:
+            return jax.default_backend() != "cpu"
+        return self.use_sorted
 
     def matmul(self, graph: Graph, x: jax.Array) -> jax.Array:
         storage = None if self.storage_dtype is None else jnp.dtype(self.storage_dtype)
@@ -100,6 +113,6 @@ class Segment(Backend):
             edge_weights_like(graph, x),
             x,
             graph.num_nodes,
-            indices_are_sorted=self.use_sorted and graph.edges_sorted,
+            indices_are_sorted=self.promises_sorted(graph.edges_sorted),
             storage_dtype=storage,
         )

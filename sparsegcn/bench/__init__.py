@@ -11,7 +11,14 @@ module         holds
 =============  ====================================================
 """
 
-from sparsegcn.bench.graphs import GRAPH_KINDS, VARIANTS, make_graph, propagation_graph
+from sparsegcn.bench.graphs import (
+    ALL_VARIANTS,
+    EXTRA_VARIANTS,
+    GRAPH_KINDS,
+    VARIANTS,
+    make_graph,
+    propagation_graph,
+)
 from sparsegcn.bench.plot import plot_report
 from sparsegcn.bench.runner import (
     PRESETS,
@@ -22,9 +29,11 @@ from sparsegcn.bench.runner import (
     machine_info,
     run_matrix,
 )
-from sparsegcn.bench.timing import Timing, measure
+from sparsegcn.bench.timing import Timing, measure, stream_bandwidth
 
 __all__ = [
+    "ALL_VARIANTS",
+    "EXTRA_VARIANTS",
     "GRAPH_KINDS",
     "PRESETS",
     "VARIANTS",
@@ -39,4 +48,5 @@ __all__ = [
     "plot_report",
     "propagation_graph",
     "run_matrix",
+    "stream_bandwidth",
 ]

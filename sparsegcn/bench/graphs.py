@@ -19,8 +19,17 @@ from sparsegcn.transforms import gcn_norm, sort_edges
 
 GRAPH_KINDS = ("random", "sbm")
 # Propagation variants the benchmark compares: a backend name, and for the
-# default backend whether the graph is packed (sliced ELL, D^-1/2 folded).
-VARIANTS = ("dense", "segment", "segment-unpacked", "bcoo")
+# default backend how the graph is stored: packed in sliced ELL (D^-1/2
+# folded; "segment"), packed in CSR ("segment-csr", what the sparsegcn
+# command trains on), or the plain edge list ("segment-unpacked").
+VARIANTS = ("dense", "segment", "segment-csr", "segment-unpacked", "bcoo")
+# Opt-in variants (``--backends``), for the performance options: rows
+# gathered in bfloat16 and summed in float32 on the ELL-packed graph, and
+# the edge list's ``segment_sum`` told that receivers are sorted.
+EXTRA_VARIANTS = ("segment-bf16", "segment-sorted")
+# Variants that propagate on a packed graph.
+PACKED_VARIANTS = ("segment", "segment-bf16", "segment-csr")
+ALL_VARIANTS = VARIANTS + EXTRA_VARIANTS
 SBM_CLASSES = 40
 SBM_HOMOPHILY = 0.8
 SBM_DEGREE_EXPONENT = 2.5
@@ -76,13 +85,16 @@ def make_graph(kind: str, num_nodes: int, avg_degree: float, *, seed: int = 0) -
 def propagation_graph(graph: Graph, variant: str) -> Graph:
     """The normalized ``Â`` of ``graph`` in the form ``variant`` runs on.
 
-    ``"segment"`` gets :func:`~sparsegcn.backends.pack_gcn_norm` (what a
-    user gets by packing), every other variant ``sort_edges(gcn_norm(g))``.
-    All of them are the same matrix.
+    ``"segment"`` and ``"segment-bf16"`` get
+    :func:`~sparsegcn.backends.pack_gcn_norm` (what a user gets by
+    packing), ``"segment-csr"`` the same in the CSR format, every other
+    variant ``sort_edges(gcn_norm(g))``. All of them are the same matrix.
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
-    if variant == "segment":
+    if variant not in ALL_VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {ALL_VARIANTS}")
+    if variant == "segment-csr":
+        return pack_gcn_norm(graph, format="csr")
+    if variant in PACKED_VARIANTS:
         return pack_gcn_norm(graph)
     return sort_edges(gcn_norm(graph))
 
@@ -93,6 +105,23 @@ def backend_of(variant: str):
 
     if variant == "segment-unpacked":
         return Segment(use_layout=False)
+    if variant == "segment-sorted":
+        return Segment(use_layout=False, use_sorted=True)
+    if variant == "segment-bf16":
+        return Segment(storage_dtype="bfloat16")
     if variant == "dense":
         return Dense(max_bytes=2**62)  # the runner applies its own memory limit
+    if variant == "segment-csr":
+        return "segment"
     return variant
+
+
+def add_graph_arguments(parser, *, nodes: int = 200_000, degree: float = 10.0, features: int = 64):
+    """``--nodes``, ``--degree`` and ``--features``: the benchmark scripts' graph options."""
+    parser.add_argument("--nodes", type=int, default=nodes, help=f"node count (default {nodes})")
+    parser.add_argument(
+        "--degree", type=float, default=degree, help=f"average degree (default {degree:g})"
+    )
+    parser.add_argument(
+        "--features", type=int, default=features, help=f"feature width (default {features})"
+    )

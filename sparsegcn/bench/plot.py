@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sparsegcn.bench.graphs import VARIANTS
+from sparsegcn.bench.graphs import ALL_VARIANTS
 from sparsegcn.files import write_atomic
 
 _PASS_TITLES = {"fwd": "forward  Â·x", "fwd_bwd": "forward + backward"}
@@ -44,6 +44,8 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
     several_degrees = len({r["avg_degree"] for r in results}) > 1
     fig, axes = plt.subplots(1, len(passes), figsize=(6.4 * len(passes), 4.8), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    widths = sorted({r["features"] for r in results})
+    dashes = ["-", (0, (5, 2)), (0, (1, 1)), (0, (5, 2, 1, 2))]
     for ax, pass_ in zip(axes[0], passes, strict=True):
         lines: dict = {}
         for r in results:
@@ -52,7 +54,7 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
             key = (r["backend"], r["reorder"], r["graph"], r["features"], r["avg_degree"])
             lines.setdefault(key, []).append((r["num_edges"], r["median_ms"]))
         for (backend, reorder, graph, features, degree), points in sorted(
-            lines.items(), key=lambda kv: (VARIANTS.index(kv[0][0]), *map(str, kv[0][1:]))
+            lines.items(), key=lambda kv: (ALL_VARIANTS.index(kv[0][0]), *map(str, kv[0][1:]))
         ):
             points.sort()
             label = backend + (f" +{reorder}" if reorder else "")
@@ -66,8 +68,10 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
                 [p[0] for p in points],
                 [p[1] for p in points],
                 marker="o" if graph == "random" else "s",
-                linestyle="-" if reorder is None else "--",
-                color=colors[VARIANTS.index(backend) % len(colors)],
+                # Reordering: a lighter line; feature widths: dash patterns.
+                linestyle=dashes[widths.index(features) % len(dashes)],
+                alpha=1.0 if reorder is None else 0.6,
+                color=colors[ALL_VARIANTS.index(backend) % len(colors)],
                 label=label,
             )
         ax.set_xscale("log")
@@ -78,8 +82,11 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small")
     machine = report.get("machine", {})
+    where = machine.get("cpu", "?")
+    if machine.get("backend", "cpu") != "cpu" and machine.get("devices"):
+        where = machine["devices"][0].split(":", 1)[-1]  # e.g. "NVIDIA H200"
     fig.suptitle(
-        f"sparsegcn propagation: {machine.get('cpu', '?')}, {machine.get('backend', '?')}",
+        f"sparsegcn propagation: {where}, {machine.get('backend', '?')}",
         fontsize="medium",
     )
     fig.tight_layout()

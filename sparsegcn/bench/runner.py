@@ -15,7 +15,11 @@ Figures per record:
   backend does ``N/deg`` times more work than this counts;
 - ``gbps``: effective bandwidth against the minimum bytes a product must
   move, ``x`` and ``y`` once plus the CSR structure (``2 N F b + 4 E + 4 (N+1)``);
-- ``peak_bytes``: XLA's peak-memory estimate of the compiled program.
+- ``peak_bytes``: XLA's peak-memory estimate of the compiled program;
+- ``bound_fraction``: ``gbps`` over the device's streaming bandwidth
+  (``machine.stream_gbps``, measured at the start of the run with
+  :func:`~sparsegcn.bench.timing.stream_bandwidth`): 1.0 would be a product
+  running at the memory-bandwidth bound.
 """
 
 from __future__ import annotations
@@ -35,17 +39,22 @@ import jax.numpy as jnp
 from sparsegcn.allocator import keeps_freed_memory
 from sparsegcn.backends import propagate
 from sparsegcn.bench.graphs import (
+    ALL_VARIANTS,
     GRAPH_KINDS,
+    PACKED_VARIANTS,
     VARIANTS,
     backend_of,
     make_graph,
     propagation_graph,
 )
-from sparsegcn.bench.timing import measure
+from sparsegcn.bench.timing import measure, stream_bandwidth
 
 PASSES = ("fwd", "fwd_bwd")
-REORDERS = (None, "rcm", "degree")
-SPARSE_VARIANTS = ("segment", "segment-unpacked", "bcoo")
+REORDERS = (None, "rcm", "degree", "community")
+# Variants that compete for the crossover (full float32 precision).
+SPARSE_VARIANTS = ("segment", "segment-unpacked", "bcoo", "segment-sorted", "segment-csr")
+# Variants measured again after each reordering of the community graphs.
+REORDERED_VARIANTS = ("segment", "segment-csr")
 DENSE_MAX_BYTES = 4 * 2**30  # the dense backend's own default limit
 
 
@@ -54,15 +63,18 @@ class Matrix:
     """A benchmark matrix: every combination of the listed values is a case.
 
     Attributes:
-      variants: propagation variants (see :data:`sparsegcn.bench.graphs.VARIANTS`).
+      variants: propagation variants (see :data:`sparsegcn.bench.graphs.VARIANTS`;
+        :data:`~sparsegcn.bench.graphs.EXTRA_VARIANTS` on request).
       graphs: graph kinds, ``"random"`` and/or ``"sbm"``.
       nodes: node counts ``N``.
       degrees: average degrees (directed edges per node).
       features: feature widths ``F``.
       passes: ``"fwd"`` (``Â x``) and/or ``"fwd_bwd"`` (value and gradient
         with respect to ``x``).
-      reorders: node orders for the community graphs' ``segment`` variant:
-        ``None`` (as generated) plus any of ``"rcm"``, ``"degree"``.
+      reorders: node orders for the community graphs' packed ``segment``
+        and ``segment-csr`` variants:
+        ``None`` (as generated) plus any of ``"rcm"``, ``"degree"``,
+        ``"community"``.
       repeats: timed calls per case.
       max_case_seconds: stop timing a case after this long.
     """
@@ -78,7 +90,7 @@ class Matrix:
     max_case_seconds: float = 20.0
 
     def __post_init__(self):
-        _check_choices("variants", self.variants, VARIANTS)
+        _check_choices("variants", self.variants, ALL_VARIANTS)
         _check_choices("graphs", self.graphs, GRAPH_KINDS)
         _check_choices("passes", self.passes, PASSES)
         _check_choices("reorders", self.reorders, REORDERS)
@@ -98,7 +110,8 @@ class Matrix:
             for features, pass_, variant in itertools.product(
                 self.features, self.passes, self.variants
             ):
-                orders = self.reorders if (kind == "sbm" and variant == "segment") else (None,)
+                reordered = kind == "sbm" and variant in REORDERED_VARIANTS
+                orders = self.reorders if reordered else (None,)
                 for order in dict.fromkeys(orders):
                     out.append(
                         Case(variant, kind, int(n), float(degree), int(features), pass_, order)
@@ -170,14 +183,23 @@ def estimate_bytes(case: Case, num_edges: int) -> int:
     graph = 4 * e * 8
     if case.variant == "dense":
         return node_arrays + 4 * n * n * (2 if case.pass_ == "fwd_bwd" else 1) + graph
-    if case.variant == "segment":
+    if case.variant in PACKED_VARIANTS:
         return node_arrays + graph + 8 * n * f
     messages = 4 * e * f * (3 if case.pass_ == "fwd_bwd" else 1)
     return node_arrays + graph + messages
 
 
 def available_memory() -> int | None:
-    """``MemAvailable`` from ``/proc/meminfo`` in bytes, or None where unknown."""
+    """Free memory of the default device in bytes, or None where unknown.
+
+    On an accelerator: its allocator's limit less what is in use; on CPU:
+    ``MemAvailable`` from ``/proc/meminfo``.
+    """
+    device = jax.devices()[0]
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        if "bytes_limit" in stats:
+            return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -271,6 +293,7 @@ def run_matrix(
     from tqdm.auto import tqdm
 
     start = time.perf_counter()
+    stream_gbps = stream_bandwidth()
     if memory_limit is None:
         available = available_memory()
         memory_limit = int(0.6 * available) if available else 2**62
@@ -321,13 +344,16 @@ def run_matrix(
             repeats=matrix.repeats,
             max_seconds=matrix.max_case_seconds,
         )
-        results.append(_record(case, graph.num_edges, timing))
+        record = _record(case, graph.num_edges, timing, stream_gbps)
+        # Process-wide, and set by packing in CSR on GPU: which lowering BCOO got.
+        record["cusparse_lowering"] = bool(jax.config.jax_bcoo_cusparse_lowering)
+        results.append(record)
     bar.close()
     return {
         "results": results,
         "skipped": skipped,
         "crossovers": crossovers(results, skipped),
-        "machine": machine_info(),
+        "machine": {**machine_info(), "stream_gbps": stream_gbps},
         "matrix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(matrix).items()},
         "wall_s": time.perf_counter() - start,
     }
@@ -347,7 +373,7 @@ def _skip(case: Case, num_edges: int | None, reason: str) -> dict:
     }
 
 
-def _record(case: Case, num_edges: int, timing) -> dict:
+def _record(case: Case, num_edges: int, timing, stream_gbps: float) -> dict:
     products = 2 if case.pass_ == "fwd_bwd" else 1
     median = timing.median_s
     flops = products * 2 * num_edges * case.features
@@ -368,6 +394,7 @@ def _record(case: Case, num_edges: int, timing) -> dict:
         "peak_bytes": timing.peak_bytes,
         "gflops": flops / median / 1e9 if median > 0 else math.inf,
         "gbps": moved / median / 1e9 if median > 0 else math.inf,
+        "bound_fraction": moved / median / 1e9 / stream_gbps if median > 0 else math.inf,
     }
 
 
@@ -381,7 +408,8 @@ def crossovers(results: list[dict], skipped: Iterable[dict] = ()) -> list[dict]:
     For each group, sizes are scanned upward; the crossover is the smallest
     ``N`` from which the fastest sparse variant beats dense at every
     measured size (a dense case skipped for its size counts as a loss for
-    dense). ``crossover_nodes`` is None when dense stays ahead throughout.
+    dense). ``crossover_nodes`` is None when dense stays ahead throughout;
+    groups where dense was neither measured nor refused are left out.
     """
     refused = {(_group_key(s), s["num_nodes"]) for s in skipped if s["backend"] == "dense"}
     groups: dict = {}
@@ -404,6 +432,8 @@ def crossovers(results: list[dict], skipped: Iterable[dict] = ()) -> list[dict]:
                 continue
             wins = dense is None or best["median_ms"] < dense["median_ms"]
             verdicts.append((n, best, wins))
+        if not verdicts:
+            continue  # dense neither measured nor refused: nothing to compare
         crossover = None
         for i, (n, best, _) in enumerate(verdicts):
             if all(w for _, _, w in verdicts[i:]):
@@ -440,6 +470,7 @@ def format_table(report: dict) -> str:
         "median ms",
         "GFLOP/s",
         "GB/s",
+        "% stream",
         "peak MiB",
         "vs dense",
         "",
@@ -470,7 +501,7 @@ def format_table(report: dict) -> str:
             r["features"],
             r["avg_degree"],
             r["num_nodes"],
-            VARIANTS.index(r["backend"]),
+            ALL_VARIANTS.index(r["backend"]),
             str(r["reorder"]),
         ),
     )
@@ -492,6 +523,7 @@ def format_table(report: dict) -> str:
                 f"{r['median_ms']:.3f}",
                 f"{r['gflops']:.2f}",
                 f"{r['gbps']:.2f}",
+                f"{100 * r['bound_fraction']:.1f}" if "bound_fraction" in r else "",
                 f"{r['peak_bytes'] / 2**20:.1f}",
                 ratio,
                 "<- crossover" if crossing else "",
@@ -523,5 +555,11 @@ def format_table(report: dict) -> str:
     lines.append(
         f"machine: {machine['cpu']}, {machine['cpu_count']} cores, jax {machine['jax']} "
         f"({machine['backend']}), load {machine['load_average']}"
+        + (f", {machine['devices'][0]}" if machine.get("backend") != "cpu" else "")
+        + (
+            f", streaming bandwidth {machine['stream_gbps']:.1f} GB/s"
+            if "stream_gbps" in machine
+            else ""
+        )
     )
     return "\n".join(lines)

@@ -58,8 +58,11 @@ class StepSetup:
 
 
 def normalized(graph: Graph, packed: bool) -> Graph:
-    """``Â`` for GCN: packed with ``D^-1/2`` folded, or a sorted edge list."""
-    return pack_gcn_norm(graph) if packed else sort_edges(gcn_norm(graph))
+    """``Â`` for GCN: packed as the library packs it
+    (:data:`~sparsegcn.experiment.build.PACK_FORMAT`), or a sorted edge list."""
+    from sparsegcn.experiment.build import PACK_FORMAT
+
+    return pack_gcn_norm(graph, format=PACK_FORMAT) if packed else sort_edges(gcn_norm(graph))
 
 
 def cora_setup(root, *, packed: bool = True, sparse_features: bool = True) -> StepSetup:

@@ -85,3 +85,21 @@ def measure(
         if max_seconds is not None and time.perf_counter() - budget_start > max_seconds:
             break
     return Timing(tuple(times), compile_s, peak_bytes(compiled))
+
+
+def stream_bandwidth(nbytes: int | None = None, repeats: int = 5) -> float:
+    """Effective memory bandwidth of the default device, in GB/s.
+
+    Times a compiled ``y = x + 1`` over ``nbytes`` of float32 (read once,
+    written once: ``2 * nbytes`` moved), the streaming bound that a
+    memory-bound product such as ``Â x`` is compared against. Defaults to
+    256 MiB on CPU and 2 GiB on an accelerator, well past the caches.
+    """
+    import jax.numpy as jnp
+
+    if nbytes is None:
+        nbytes = 2**28 if jax.default_backend() == "cpu" else 2**31
+    x = jnp.zeros((nbytes // 4,), jnp.float32)
+    timing = measure(lambda x: x + 1.0, (x,), repeats=repeats, warmup=2)
+    del x
+    return 2 * nbytes / timing.median_s / 1e9

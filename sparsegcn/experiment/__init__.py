@@ -13,7 +13,7 @@ writes as JSON, :func:`run_sweep` trains a grid, and
 - :mod:`~sparsegcn.experiment.sweep`: hyperparameter grids.
 """
 
-from sparsegcn.experiment.build import build_model, node_data, prepare_graph
+from sparsegcn.experiment.build import build_model, node_data, prepare_graph, reorder_dataset
 from sparsegcn.experiment.config import DEFAULT_DATASET, MODELS, Experiment
 from sparsegcn.experiment.lifecycle import (
     FULL_BATCH_MODELS,
@@ -42,6 +42,7 @@ __all__ = [
     "node_data",
     "predict_checkpoint",
     "prepare_graph",
+    "reorder_dataset",
     "restore_checkpoint",
     "run_experiment",
     "run_sweep",

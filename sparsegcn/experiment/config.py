@@ -16,6 +16,7 @@ from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import check_fanouts
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
+from sparsegcn.transforms import REORDER_METHODS
 
 DEFAULT_DATASET = "synthetic:tiny"
 MODELS = ("gcn", "mlp", "sage")
@@ -49,6 +50,12 @@ class Experiment:
     patience: int = _field(100, "early-stopping patience in epochs (0: never stop early)")
     seeds: int = _field(1, "number of seeds, trained together as one compiled program")
     seed: int = _field(0, "first seed; seeds are seed, seed+1, ...")
+    reorder: str = _field(
+        "none",
+        "relabel nodes for memory locality before training (community: label-propagation "
+        "communities; rcm; degree); reports and predictions stay in the dataset's order",
+        choices=("none", *REORDER_METHODS),
+    )
     normalize_features: str = _field(
         "auto",
         "row-normalize features: 'row' (Kipf & Welling), 'none', or 'auto' (row-normalize "
@@ -87,6 +94,10 @@ class Experiment:
                 f"with several devices or processes gcn propagates edge-sharded (gather and "
                 f"segment_sum per shard); backend={self.backend!r} has no sharded form, use "
                 f"--backend segment"
+            )
+        if self.reorder not in ("none", *REORDER_METHODS):
+            raise ValueError(
+                f"reorder must be 'none' or one of {REORDER_METHODS}, got {self.reorder!r}"
             )
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")

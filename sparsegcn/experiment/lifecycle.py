@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from sparsegcn.datasets import Dataset, load
-from sparsegcn.experiment.build import build_model, node_data
+from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.nn import Model
 from sparsegcn.plots import plot_curves
@@ -176,11 +176,15 @@ def predict_checkpoint(
     ckpt = load_checkpoint(
         manifest["path"], template, expect={"dataset": dataset_fingerprint(data_set)}
     )
-    data = node_data(data_set, exp.model, normalize_features=exp.normalize_features)
+    # Trained on relabelled nodes: predict in that order, then restore the dataset's.
+    relabelled, reordering = reorder_dataset(data_set, exp.reorder)
+    data = node_data(relabelled, exp.model, normalize_features=exp.normalize_features)
     if exp.model not in FULL_BATCH_MODELS:  # sage: layer-wise inference over node chunks
         data = minibatch_data(data)
     chosen = ckpt.state.best.params if params == "best" else ckpt.state.params
     classes, embeddings = (np.asarray(a) for a in predict(model, chosen, data))
+    if reordering is not None:
+        classes, embeddings = classes[:, reordering.inverse], embeddings[:, reordering.inverse]
     test = data_set.split["test"]
     test_acc = (classes[:, test] == data_set.labels[test][None, :]).mean(axis=1)
     return {

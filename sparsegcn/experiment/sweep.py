@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from sparsegcn.datasets import load
-from sparsegcn.experiment.build import build_model, node_data
+from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import FULL_BATCH_MODELS
 from sparsegcn.experiment.run import run_experiment
@@ -69,7 +69,8 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
         tick = time.perf_counter()
         first = experiments[members[0]]
         if first.model in FULL_BATCH_MODELS:
-            data = node_data(dataset, first.model, normalize_features=first.normalize_features)
+            relabelled, _ = reorder_dataset(dataset, first.reorder)  # part of the program's shape
+            data = node_data(relabelled, first.model, normalize_features=first.normalize_features)
             config = dataclasses.replace(first.train_config(), timing_steps=0)
             values = [
                 {hp: getattr(experiments[i], field) for field, hp in SWEEP_AS_DATA.items()}

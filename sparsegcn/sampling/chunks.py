@@ -212,7 +212,7 @@ def propagate_chunk(
             weights,
             flat,
             rows,
-            indices_are_sorted=getattr(resolved, "use_sorted", False),
+            indices_are_sorted=resolved.promises_sorted(True),
             storage_dtype=None if storage is None else jnp.dtype(storage),
         )
     elif isinstance(resolved, BCOO):

@@ -1,0 +1,124 @@
+"""Compressed sparse rows: a host-built layout for a native CSR product.
+
+The layout stores ``A`` row by row (a row is a receiver): ``indptr[i]`` to
+``indptr[i + 1]`` delimit row ``i``'s entries, ``columns`` holds their
+senders and ``data`` their weights. The product
+
+.. math:: y_i = \\sum_{k = p_i}^{p_{i+1} - 1} d_k \\, x_{c_k}
+
+is one call of ``jax.experimental.sparse.BCSR @ x``, which XLA lowers to a
+native kernel rather than to gathers and a scatter: jaxlib's
+``cpu_csr_sparse_dense`` on CPU and, with ``jax_bcoo_cusparse_lowering``
+set, cuSPARSE's CSR SpMM on GPU (without the flag, GPU runs gather and
+scatter). Rows are visited in node order, so a locality-improving node
+order (:meth:`sparsegcn.Graph.reorder`, RCM) shortens the distance between
+the rows of ``x`` one output row reads: that is where this layout beats the
+sliced ELL of :mod:`sparsegcn.backends.ell` (see ``benchmarks/README.md``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import custom_batching
+from jax.experimental import sparse as jsparse
+
+INT32_MAX = np.iinfo(np.int32).max
+
+
+class CsrLayout(NamedTuple):
+    """The CSR layout of an ``N x N`` matrix ``A[row, col]``; a pytree.
+
+    Attributes:
+      indptr: int32 ``[N + 1]``, row ``i``'s entries are
+        ``indptr[i]:indptr[i + 1]``.
+      columns: int32 ``[E]``, the column (sender) of each entry.
+      data: float32 ``[E]``, the weight of each entry (ones for an
+        unweighted graph): a copy of the graph's weights in row order, made
+        when packing, so the product reads no scattered weights.
+    """
+
+    indptr: jax.Array | np.ndarray
+    columns: jax.Array | np.ndarray
+    data: jax.Array | np.ndarray
+
+
+def build_csr(
+    cols: np.ndarray, rows: np.ndarray, num_nodes: int, weights: np.ndarray | None = None
+) -> CsrLayout:
+    """The CSR layout of ``A[rows[e], cols[e]] += weights[e]``, built on the host.
+
+    Args:
+      cols: int ``[E]`` column of each entry (the senders, for ``A``).
+      rows: int ``[E]`` row of each entry (the receivers), validated ids.
+      num_nodes: ``N``.
+      weights: float ``[E]`` entry values, or None for ones.
+
+    Raises:
+      ValueError: more entries or nodes than int32 ids can address.
+    """
+    cols = np.asarray(cols)
+    rows = np.asarray(rows)
+    if cols.shape[0] > INT32_MAX or num_nodes > INT32_MAX:
+        raise ValueError(
+            f"the CSR layout uses int32 ids, but the graph has {cols.shape[0]} edges and "
+            f"{num_nodes} nodes (at most {INT32_MAX} each); use the ELL layout or shard the graph"
+        )
+    order = np.argsort(rows, kind="stable")
+    indptr = np.zeros(num_nodes + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_nodes), out=indptr[1:])
+    if weights is None:
+        data = np.ones(order.shape, np.float32)
+    else:
+        data = np.asarray(weights)[order].astype(np.float32)
+    return CsrLayout(indptr.astype(np.int32), cols[order].astype(np.int32), data)
+
+
+def csr_matmul(layout: CsrLayout, x: jax.Array, num_rows: int) -> jax.Array:
+    """``A @ x`` for the layout of ``A``.
+
+    Args:
+      layout: the :class:`CsrLayout` of ``A`` (``num_rows`` rows).
+      x: ``[M, F]`` with ``M`` the number of columns of ``A``.
+      num_rows: static number of rows of ``A``.
+
+    Returns:
+      ``[num_rows, F]`` in ``x``'s dtype.
+    """
+    if layout.columns.shape[0] == 0:
+        return jnp.zeros((num_rows, x.shape[1]), x.dtype)
+    data = jnp.asarray(layout.data).astype(x.dtype)
+    return _csr_product(jnp.asarray(layout.indptr), jnp.asarray(layout.columns), data, x)
+
+
+@custom_batching.custom_vmap
+def _csr_product(indptr, columns, data, x):
+    matrix = jsparse.BCSR((data, columns, indptr), shape=(indptr.shape[0] - 1, x.shape[0]))
+    return matrix @ x
+
+
+@_csr_product.def_vmap
+def _csr_product_vmap(axis_size, in_batched, indptr, columns, data, x):
+    """Under ``vmap`` (several seeds, say) one product serves the whole batch.
+
+    JAX's own batching rule for a BCSR product with a batched right-hand side
+    leaves the native kernel for gathers and scatters (4x slower here), so
+    the batch is folded into the feature axis instead:
+    ``[B, M, F] -> [M, B F]``, one product, and back. A batched matrix (a
+    vmap over layouts) takes one product per batch element.
+    """
+    *matrix_batched, x_batched = in_batched
+    if not any(matrix_batched):
+        if not x_batched:
+            return _csr_product(indptr, columns, data, x), False
+        b, m, f = x.shape
+        y = _csr_product(indptr, columns, data, jnp.moveaxis(x, 0, 1).reshape(m, b * f))
+        return jnp.moveaxis(y.reshape(-1, b, f), 1, 0), True
+    args = [
+        a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
+        for a, batched in zip((indptr, columns, data, x), in_batched, strict=True)
+    ]
+    return jax.lax.map(lambda a: _csr_product(*a), tuple(args)), True
