@@ -300,6 +300,10 @@ def community_labels(
     Returns:
       int64 ``[N]`` labels, each the id of some node of its community.
     """
+    if not (isinstance(max_rounds, int) and max_rounds >= 1):
+        raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
+    if not 0.0 <= tolerance < 1.0:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
     n = num_nodes
     labels = np.arange(n, dtype=np.int64)
     if n == 0 or senders.shape[0] == 0:

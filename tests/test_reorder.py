@@ -131,6 +131,10 @@ def test_community_labels_are_deterministic_and_respect_components():
     labels = community_labels(bs, br, 400)
     np.testing.assert_array_equal(labels, community_labels(bs, br, 400))
     assert set(labels[:200]).isdisjoint(labels[200:])
+    with pytest.raises(ValueError, match="max_rounds must be an integer >= 1, got 0"):
+        community_labels(bs, br, 400, max_rounds=0)
+    with pytest.raises(ValueError, match=r"tolerance must be in \[0, 1\), got 1.5"):
+        community_labels(bs, br, 400, tolerance=1.5)
     # Isolated nodes keep their own label.
     lonely = community_labels(np.array([0, 1]), np.array([1, 0]), 5)
     np.testing.assert_array_equal(lonely[2:], [2, 3, 4])

@@ -26,6 +26,8 @@ import numpy as np
 from jax import custom_batching
 from jax.experimental import sparse as jsparse
 
+from sparsegcn.graph import CSR, Graph
+
 INT32_MAX = np.iinfo(np.int32).max
 
 
@@ -67,14 +69,13 @@ def build_csr(
             f"the CSR layout uses int32 ids, but the graph has {cols.shape[0]} edges and "
             f"{num_nodes} nodes (at most {INT32_MAX} each); use the ELL layout or shard the graph"
         )
-    order = np.argsort(rows, kind="stable")
-    indptr = np.zeros(num_nodes + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=num_nodes), out=indptr[1:])
-    if weights is None:
-        data = np.ones(order.shape, np.float32)
+    # The same grouping by receiver that neighbour sampling uses (Graph.to_csr).
+    csr = CSR.from_graph(Graph(cols, rows, weights, num_nodes))
+    if csr.weights is None:
+        data = np.ones(csr.num_edges, np.float32)
     else:
-        data = np.asarray(weights)[order].astype(np.float32)
-    return CsrLayout(indptr.astype(np.int32), cols[order].astype(np.int32), data)
+        data = np.asarray(csr.weights, np.float32)
+    return CsrLayout(csr.indptr.astype(np.int32), csr.indices.astype(np.int32), data)
 
 
 def csr_matmul(layout: CsrLayout, x: jax.Array, num_rows: int) -> jax.Array:

@@ -5,8 +5,8 @@ weights, usable everywhere a :class:`~sparsegcn.Graph` is) carrying the
 layouts of ``A`` and ``A^T`` and, optionally, a folded node scaling. Two
 layout formats: sliced ELL (:mod:`sparsegcn.backends.ell`, the default), and
 CSR (:mod:`sparsegcn.backends.csr`), which runs a native sparse kernel and
-is the faster one once nodes are in a local order (``graph.reorder("rcm")``). The default ``"segment"`` backend uses
-them: the forward product runs on the layout of ``A``, the gradient with
+is the faster one once nodes are in a local order (``graph.reorder``). The
+default ``"segment"`` backend uses them: the forward product runs on the layout of ``A``, the gradient with
 respect to ``x`` on that of ``A^T``, and neither writes an ``[E, F]``
 message buffer.
 
