@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsegcn import _checks
+from sparsegcn.views import EdgeListView
 
 Array = Any  # np.ndarray on the host, jax.Array on device, a tracer under jit.
 
@@ -76,7 +77,7 @@ def _check_sorted(senders: np.ndarray, receivers: np.ndarray, chunk: int = 1 << 
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Graph:
+class Graph(EdgeListView):
     """A directed multigraph as an edge list; a JAX pytree.
 
     Attributes:
@@ -99,6 +100,10 @@ class Graph:
     graph to the device with ``jax.device_put(graph)``.
 
     Graphs are immutable: transformations return new graphs.
+
+    A graph is also the square view of :mod:`sparsegcn.views`: both sides
+    are its ``N`` nodes, and ``product``/``aggregate``/``softmax`` gather
+    rows and reduce them by receiver (``layout_name == "edges"``).
     """
 
     senders: Array
@@ -182,6 +187,16 @@ class Graph:
         return cls(coo.col, coo.row, np.asarray(coo.data), matrix.shape[0])
 
     # -- views -------------------------------------------------------------
+    @property
+    def num_src(self) -> int:
+        """``N``: a graph's sources are all its nodes."""
+        return self.num_nodes
+
+    @property
+    def num_dst(self) -> int:
+        """``N``: a graph's targets are all its nodes."""
+        return self.num_nodes
+
     @property
     def num_edges(self) -> int:
         """Number of stored (directed) edges ``E``, duplicates included."""

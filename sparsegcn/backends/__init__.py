@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import jax
 
-from sparsegcn.backends.base import Backend
-from sparsegcn.backends.bcoo import BCOO
+from sparsegcn.backends.base import Backend, check_propagate_inputs
+from sparsegcn.backends.bcoo import BCOO, BcooGraph
 from sparsegcn.backends.csr import CsrLayout, build_csr, csr_matmul
-from sparsegcn.backends.dense import Dense
+from sparsegcn.backends.dense import Dense, DenseGraph
 from sparsegcn.backends.ell import EllLayout, build_ell, ell_matmul
 from sparsegcn.backends.packed import PackedGraph, pack, pack_gcn_norm
 from sparsegcn.backends.segment import Segment, gather_scatter
@@ -40,7 +40,38 @@ def get_backend(backend: str | Backend = DEFAULT_BACKEND) -> Backend:
     return BACKENDS[backend]()
 
 
-def propagate(graph: Graph, x: jax.Array, *, backend: str | Backend = DEFAULT_BACKEND) -> jax.Array:
+LAYOUTS = ("edges", "csr", "ell", "bcoo", "dense")
+"""Names :func:`as_layout` converts to; reports print the one that ran (``graph.layout_name``)."""
+
+
+def as_layout(graph: Graph, layout: str) -> Graph:
+    """``graph`` converted once, on the host, to the named layout.
+
+    ============  ===============================================================
+    ``edges``     the plain edge list (gather and ``segment_sum``)
+    ``csr``       :func:`pack` in CSR (a native kernel; cuSPARSE on GPU)
+    ``ell``       :func:`pack` in sliced ELL (fused gathers)
+    ``bcoo``      :class:`BcooGraph` (``jax.experimental.sparse.BCOO``)
+    ``dense``     :class:`DenseGraph` (the ``O(N^2)`` reference)
+    ============  ===============================================================
+
+    Every layout holds the same edges and weights and answers the protocol
+    of :mod:`sparsegcn.views`; they differ only in how ``product`` runs.
+
+    Raises:
+      ValueError: an unknown layout name.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {list(LAYOUTS)}")
+    plain = graph.unpack() if isinstance(graph, PackedGraph) else graph
+    if layout == "edges":
+        return plain
+    if layout in ("csr", "ell"):
+        return graph if getattr(graph, "format", None) == layout else pack(plain, format=layout)
+    return get_backend(layout).view(plain)
+
+
+def propagate(graph: Graph, x: jax.Array, *, backend: str | Backend | None = None) -> jax.Array:
     """Sums weighted messages along edges: ``y = A @ x``.
 
     .. math::
@@ -52,10 +83,14 @@ def propagate(graph: Graph, x: jax.Array, *, backend: str | Backend = DEFAULT_BA
     is the GCN product ``Â x``.
 
     Args:
-      graph: a :class:`Graph` with ``N`` nodes and ``E`` edges.
+      graph: a :class:`Graph` with ``N`` nodes and ``E`` edges, in any
+        layout (see :func:`as_layout`).
       x: ``[N, ...]`` node features (floating dtype).
-      backend: ``"segment"`` (default), ``"bcoo"``, ``"dense"``, or a
-        :class:`Backend` instance such as ``Dense(max_bytes=...)``.
+      backend: ``None`` (default): the graph's own product, whatever its
+        layout. A name (``"segment"``, ``"bcoo"``, ``"dense"``) or a
+        :class:`Backend` instance such as ``Dense(max_bytes=...)`` converts
+        the graph on every call instead: convert once with
+        :func:`as_layout` outside a training loop.
 
     Returns:
       ``[N, ...]``, the same shape and dtype as ``x``.
@@ -64,6 +99,9 @@ def propagate(graph: Graph, x: jax.Array, *, backend: str | Backend = DEFAULT_BA
       ValueError: if ``x`` does not have ``N`` rows, the backend is unknown,
         or the dense backend would exceed its memory limit.
     """
+    if backend is None:
+        x = check_propagate_inputs(graph, x)
+        return graph.product(x)
     return get_backend(backend)(graph, x)
 
 
@@ -71,12 +109,16 @@ __all__ = [
     "BACKENDS",
     "BCOO",
     "DEFAULT_BACKEND",
+    "LAYOUTS",
     "Backend",
+    "BcooGraph",
     "CsrLayout",
     "Dense",
+    "DenseGraph",
     "EllLayout",
     "PackedGraph",
     "Segment",
+    "as_layout",
     "build_csr",
     "build_ell",
     "csr_matmul",

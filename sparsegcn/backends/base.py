@@ -28,6 +28,12 @@ class Backend:
     def matmul(self, graph: Graph, x: jax.Array) -> jax.Array:
         raise NotImplementedError
 
+    def view(self, graph: Graph) -> Graph:
+        """``graph`` converted once, on the host, into the view whose own
+        ``product`` is this backend's (see :mod:`sparsegcn.views`); the
+        default keeps the graph as it is."""
+        return graph
+
 
 def check_propagate_inputs(graph: Graph, x) -> jax.Array:
     """Static checks that hold under tracing too: type, rows, dtype."""

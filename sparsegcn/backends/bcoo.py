@@ -11,17 +11,20 @@ from jax.experimental import sparse as jsparse
 
 from sparsegcn.backends.base import Backend
 from sparsegcn.graph import Graph
+from sparsegcn.transforms import sort_edges
 
 
-def to_bcoo(graph: Graph, dtype=jnp.float32) -> jsparse.BCOO:
+def to_bcoo(graph: Graph, dtype=jnp.float32, weights=None) -> jsparse.BCOO:
     """``A[receiver, sender] = w`` as a BCOO matrix with sorted indices.
 
     A graph whose ``edges_sorted`` flag is set is used as is; any other is
     sorted here, which inside a jitted step costs a sort per call: sort once
-    with :func:`sparsegcn.sort_edges` instead.
+    with :func:`sparsegcn.sort_edges` instead (:meth:`BCOO.view` does).
+    ``weights`` ``[E]`` replaces the graph's own.
     """
     n = graph.num_nodes
-    weights = jnp.asarray(graph.edge_weights()).astype(dtype)
+    weights = graph.edge_weights() if weights is None else weights
+    weights = jnp.asarray(weights).astype(dtype)
     indices = jnp.stack([jnp.asarray(graph.receivers), jnp.asarray(graph.senders)], axis=1)
     matrix = jsparse.BCOO(
         (weights, indices), shape=(n, n), indices_sorted=graph.edges_sorted, unique_indices=False
@@ -58,6 +61,44 @@ class BCOO(Backend):
     name: ClassVar[str] = "bcoo"
 
     def matmul(self, graph: Graph, x: jax.Array) -> jax.Array:
-        n = graph.num_nodes
-        flat = x.reshape(n, -1)
-        return (to_bcoo(graph, x.dtype) @ flat).reshape(x.shape)
+        return bcoo_product(graph, x)
+
+    def view(self, graph: Graph) -> BcooGraph:
+        """``graph`` as a :class:`BcooGraph`, its edges sorted once on the host."""
+        plain = graph.unpack() if hasattr(graph, "unpack") else graph
+        return BcooGraph.tree_unflatten(*_graph_parts(sort_edges(plain)))
+
+
+def _graph_parts(graph: Graph):
+    children, static = graph.tree_flatten_with_keys()
+    return static, tuple(value for _, value in children)
+
+
+def bcoo_product(graph: Graph, x: jax.Array, edge_weight=None) -> jax.Array:
+    """``A @ x`` through ``jax.experimental.sparse.BCOO``; per-head weights
+    ``[E, H]`` with ``x [N, H, F]`` run one product per head (BCOO's batching
+    rule takes no batched values with unbatched indices)."""
+    n = graph.num_nodes
+    if edge_weight is not None and jnp.ndim(edge_weight) == 2:
+        heads = range(jnp.shape(edge_weight)[1])
+        return jnp.stack([bcoo_product(graph, x[:, h], edge_weight[:, h]) for h in heads], 1)
+    flat = x.reshape(n, -1)
+    return (to_bcoo(graph, x.dtype, edge_weight) @ flat).reshape(x.shape)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BcooGraph(Graph):
+    """A :class:`~sparsegcn.Graph` whose product is a BCOO matmul (``layout_name == "bcoo"``).
+
+    Built by ``BCOO().view(graph)`` (edges sorted by receiver once, on the
+    host); gathers, reductions and softmax stay those of the edge list.
+    """
+
+    layout_name: ClassVar[str] = "bcoo"
+
+    def product(self, x_src, edge_weight=None) -> jax.Array:
+        x = self.check_sources(x_src)
+        return bcoo_product(self, x, edge_weight)
+
+
+jax.tree_util.register_pytree_with_keys_class(BcooGraph)

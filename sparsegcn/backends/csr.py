@@ -41,11 +41,15 @@ class CsrLayout(NamedTuple):
       data: float32 ``[E]``, the weight of each entry (ones for an
         unweighted graph): a copy of the graph's weights in row order, made
         when packing, so the product reads no scattered weights.
+      edge_ids: int32 ``[E]``, the position of each entry in the graph's
+        edge list, so per-edge values computed in edge order (attention
+        weights) can be laid out in row order: ``w[edge_ids]``.
     """
 
     indptr: jax.Array | np.ndarray
     columns: jax.Array | np.ndarray
     data: jax.Array | np.ndarray
+    edge_ids: jax.Array | np.ndarray
 
 
 def build_csr(
@@ -75,23 +79,36 @@ def build_csr(
         data = np.ones(csr.num_edges, np.float32)
     else:
         data = np.asarray(csr.weights, np.float32)
-    return CsrLayout(csr.indptr.astype(np.int32), csr.indices.astype(np.int32), data)
+    return CsrLayout(
+        csr.indptr.astype(np.int32),
+        csr.indices.astype(np.int32),
+        data,
+        np.asarray(csr.edge_ids).astype(np.int32),
+    )
 
 
-def csr_matmul(layout: CsrLayout, x: jax.Array, num_rows: int) -> jax.Array:
+def csr_matmul(
+    layout: CsrLayout, x: jax.Array, num_rows: int, weights: jax.Array | None = None
+) -> jax.Array:
     """``A @ x`` for the layout of ``A``.
 
     Args:
       layout: the :class:`CsrLayout` of ``A`` (``num_rows`` rows).
       x: ``[M, F]`` with ``M`` the number of columns of ``A``.
       num_rows: static number of rows of ``A``.
+      weights: ``[E]`` entry values in edge-list order replacing the
+        layout's ``data`` (read through ``edge_ids``, ``E`` scalars), or
+        ``None`` for the stored ``data``.
 
     Returns:
       ``[num_rows, F]`` in ``x``'s dtype.
     """
     if layout.columns.shape[0] == 0:
         return jnp.zeros((num_rows, x.shape[1]), x.dtype)
-    data = jnp.asarray(layout.data).astype(x.dtype)
+    if weights is None:
+        data = jnp.asarray(layout.data).astype(x.dtype)
+    else:
+        data = jnp.asarray(weights).astype(x.dtype)[jnp.asarray(layout.edge_ids)]
     return _csr_product(jnp.asarray(layout.indptr), jnp.asarray(layout.columns), data, x)
 
 

@@ -38,15 +38,64 @@ class Dense(Backend):
     name: ClassVar[str] = "dense"
 
     def matmul(self, graph: Graph, x: jax.Array) -> jax.Array:
-        n = graph.num_nodes
-        needed = n * n * jnp.dtype(x.dtype).itemsize
-        if needed > self.max_bytes:
-            raise ValueError(
-                f"the dense backend would materialise a {n} x {n} {jnp.dtype(x.dtype).name} "
-                f"matrix needing {_format_bytes(needed)}, over its limit of "
-                f"{_format_bytes(self.max_bytes)}; use backend='segment' or 'bcoo', or raise "
-                f"the limit with sparsegcn.backends.Dense(max_bytes=...)"
-            )
+        return dense_product(graph, x, None, self.max_bytes)
+
+    def view(self, graph: Graph) -> DenseGraph:
+        """``graph`` as a :class:`DenseGraph` with this backend's memory limit."""
+        plain = graph.unpack() if hasattr(graph, "unpack") else graph
+        children, (n, edges_sorted) = plain.tree_flatten_with_keys()
+        leaves = tuple(value for _, value in children)
+        return DenseGraph.tree_unflatten((n, edges_sorted, self.max_bytes), leaves)
+
+
+def dense_product(graph: Graph, x: jax.Array, edge_weight, max_bytes: int) -> jax.Array:
+    """``A @ x`` with ``A`` materialised (duplicates summed); per-head weights
+    ``[E, H]`` with ``x [N, H, F]`` build one matrix per head."""
+    n = graph.num_nodes
+    needed = n * n * jnp.dtype(x.dtype).itemsize
+    if needed > max_bytes:
+        raise ValueError(
+            f"the dense backend would materialise a {n} x {n} {jnp.dtype(x.dtype).name} "
+            f"matrix needing {_format_bytes(needed)}, over its limit of "
+            f"{_format_bytes(max_bytes)}; use backend='segment' or 'bcoo', or raise "
+            f"the limit with sparsegcn.backends.Dense(max_bytes=...)"
+        )
+    if edge_weight is not None and jnp.ndim(edge_weight) == 2:
+        per_head = jax.vmap(lambda w, xh: dense_product(graph, xh, w, max_bytes), (1, 1), 1)
+        return per_head(edge_weight, x)
+    if edge_weight is None:
         adjacency = graph.to_dense(x.dtype)
-        flat = x.reshape(n, -1)
-        return (adjacency @ flat).reshape(x.shape)
+    else:
+        w = jnp.asarray(edge_weight).astype(x.dtype)
+        adjacency = jnp.zeros((n, n), x.dtype).at[graph.receivers, graph.senders].add(w)
+    flat = x.reshape(n, -1)
+    return (adjacency @ flat).reshape(x.shape)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DenseGraph(Graph):
+    """A :class:`~sparsegcn.Graph` whose product materialises ``A`` (``layout_name == "dense"``).
+
+    The reference layout: ``O(N^2)`` memory, refused above ``max_bytes``.
+    Built by ``Dense(max_bytes).view(graph)``.
+    """
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    layout_name: ClassVar[str] = "dense"
+
+    def product(self, x_src, edge_weight=None) -> jax.Array:
+        x = self.check_sources(x_src)
+        return dense_product(self, x, edge_weight, self.max_bytes)
+
+    def tree_flatten_with_keys(self):
+        children, static = super().tree_flatten_with_keys()
+        return children, (*static, self.max_bytes)
+
+    @classmethod
+    def tree_unflatten(cls, static, children):
+        graph = super().tree_unflatten(static[:2], children)
+        object.__setattr__(graph, "max_bytes", static[2])
+        return graph
+
+
+jax.tree_util.register_pytree_with_keys_class(DenseGraph)

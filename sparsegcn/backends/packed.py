@@ -91,6 +91,23 @@ class PackedGraph(Graph):
         """Whether ``A^T = A`` (so one layout serves both directions)."""
         return self.transpose_layout is None
 
+    @property
+    def layout_name(self) -> str:
+        """``"csr"`` or ``"ell"``: what reports name as the layout that ran."""
+        return self.format
+
+    def product(self, x_src, edge_weight=None) -> jax.Array:
+        """``A @ x`` on the packed layout (see :mod:`sparsegcn.views`).
+
+        With ``edge_weight`` (``[E]``, or ``[E, H]`` for ``x_src [N, H, ...]``)
+        the layout is read with those weights instead of the stored ones
+        (attention), see :func:`packed_weighted_matmul`.
+        """
+        x = self.check_sources(x_src)
+        if edge_weight is None:
+            return packed_matmul(self, x)
+        return packed_weighted_matmul(self, x, edge_weight)
+
     def unpack(self) -> Graph:
         """The plain edge-list :class:`~sparsegcn.Graph` (same edges and weights)."""
         return Graph.tree_unflatten(
@@ -244,9 +261,11 @@ def packed_matmul(graph: PackedGraph, x: jax.Array, *, storage_dtype=None) -> ja
     return y.reshape(x.shape)
 
 
-def _layout_matmul(layout, x, weights, n, storage_dtype):
+def _layout_matmul(layout, x, weights, n, storage_dtype, dynamic=False):
     if isinstance(layout, CsrLayout):
-        return csr_matmul(layout, x, n)  # its own copy of the weights
+        # Stored weights: the layout's own row-order copy. Dynamic ones: read
+        # through its edge ids.
+        return csr_matmul(layout, x, n, weights if dynamic else None)
     return ell_matmul(layout, x, weights, n, storage_dtype=storage_dtype)
 
 
@@ -284,3 +303,76 @@ def _packed_bwd(static, residuals, cotangent):
 
 
 _packed.defvjp(_packed_fwd, _packed_bwd)
+
+
+def packed_weighted_matmul(graph: PackedGraph, x: jax.Array, edge_weight) -> jax.Array:
+    """``y_r = sum_e w_e x_{s_e}`` on ``graph``'s layout with weights computed at run time.
+
+    The layout's structure is reused and ``edge_weight`` replaces the stored
+    weights (and any folded scale): the CSR kernel reads ``w[edge_ids]``
+    (``E`` scalars), the ELL products read weights by edge id anyway. No
+    ``[E, F]`` buffer is written in the forward pass. Per-head weights
+    ``[E, H]`` with ``x [N, H, F]`` run one product per head.
+
+    The gradient with respect to ``x`` runs on the layout of ``A^T``; a
+    graph packed as symmetric stores no such layout (its stored weights
+    were symmetric, run-time ones need not be), so there it gathers and
+    scatters. The gradient with respect to ``edge_weight`` is
+    ``<ȳ_{r_e}, x_{s_e}>``, per edge.
+
+    Args:
+      graph: a :class:`PackedGraph` with ``N`` nodes and ``E`` edges.
+      x: ``[N, F]``, or ``[N, H, F]`` with per-head weights.
+      edge_weight: ``[E]`` or ``[E, H]``, in the graph's edge order.
+
+    Returns:
+      ``[N, F]`` or ``[N, H, F]`` in ``x``'s dtype.
+    """
+    w = jnp.asarray(edge_weight).astype(x.dtype)
+    if w.shape[0] != graph.num_edges or w.ndim not in (1, 2):
+        raise ValueError(
+            f"edge_weight must have shape ({graph.num_edges},) or ({graph.num_edges}, H), "
+            f"got {w.shape}"
+        )
+    n = graph.num_nodes
+    if w.ndim == 2:
+        if x.ndim < 2 or x.shape[1] != w.shape[1]:
+            raise ValueError(
+                f"per-head edge_weight {w.shape} needs x of shape [N, {w.shape[1]}, ...], "
+                f"got {x.shape}"
+            )
+        heads = jax.vmap(lambda wh, xh: packed_weighted_matmul(graph, xh, wh), (1, 1), 1)
+        return heads(w, x)
+    flat = x.reshape(n, -1)
+    y = _dynamic(
+        (n,), graph.layout, graph.transpose_layout, graph.senders, graph.receivers, w, flat
+    )
+    return y.reshape(x.shape)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _dynamic(static, layout, transpose_layout, senders, receivers, weights, x):
+    return _layout_matmul(layout, x, weights, static[0], None, dynamic=True)
+
+
+def _dynamic_fwd(static, layout, transpose_layout, senders, receivers, weights, x):
+    y = _layout_matmul(layout, x, weights, static[0], None, dynamic=True)
+    return y, (layout, transpose_layout, senders, receivers, weights, x)
+
+
+def _dynamic_bwd(static, residuals, cotangent):
+    _, transpose_layout, senders, receivers, weights, x = residuals
+    (n,) = static
+    if transpose_layout is not None:
+        x_bar = _layout_matmul(transpose_layout, cotangent, weights, n, None, dynamic=True)
+    else:
+        rows = cotangent.at[receivers].get(mode="promise_in_bounds") * weights[:, None]
+        x_bar = jax.ops.segment_sum(rows, senders, num_segments=n)
+    pairs = cotangent.at[receivers].get(mode="promise_in_bounds") * x.at[senders].get(
+        mode="promise_in_bounds"
+    )
+    w_bar = jnp.sum(pairs, axis=1).astype(weights.dtype)
+    return (None, None, None, None, w_bar, x_bar)
+
+
+_dynamic.defvjp(_dynamic_fwd, _dynamic_bwd)

@@ -16,7 +16,6 @@ writes as JSON, :func:`run_sweep` trains a grid, and
 from sparsegcn.experiment.build import build_model, node_data, prepare_graph, reorder_dataset
 from sparsegcn.experiment.config import DEFAULT_DATASET, MODELS, Experiment
 from sparsegcn.experiment.lifecycle import (
-    FULL_BATCH_MODELS,
     RESUME_MAY_CHANGE,
     Lifecycle,
     checkpoint_metadata,
@@ -29,7 +28,6 @@ from sparsegcn.experiment.sweep import NOT_SWEEPABLE, SWEEP_AS_DATA, run_sweep
 
 __all__ = [
     "DEFAULT_DATASET",
-    "FULL_BATCH_MODELS",
     "MODELS",
     "NOT_SWEEPABLE",
     "RESUME_MAY_CHANGE",

@@ -8,11 +8,12 @@ import jax
 import numpy as np
 
 from sparsegcn import transforms
-from sparsegcn.backends import pack_gcn_norm
+from sparsegcn.backends import get_backend, pack, pack_gcn_norm
 from sparsegcn.datasets import Dataset
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.features import as_features, normalize
-from sparsegcn.nn import Model, gcn, mlp, sage
+from sparsegcn.nn import Model
+from sparsegcn.nn.registry import create_model, get_model_spec
 from sparsegcn.train import NodeData, index_mask
 
 PACK_MIN_EDGES = 1 << 20
@@ -37,26 +38,38 @@ edge list); Cora 0.37 ms against 0.64 and 0.49 ms.
 """
 
 
-def prepare_graph(dataset: Dataset, model: str, *, packed: bool | None = None):
-    """The propagation graph each model expects, computed once on the host.
+def prepare_graph(
+    dataset: Dataset, model: str, *, packed: bool | None = None, backend: str = "segment"
+):
+    """The graph ``model``'s ``apply`` reads, in the layout it will run on; host-side, once.
 
-    ``gcn``: ``Â = D^-1/2 (A + I) D^-1/2``, either packed for the fast path
-    of the ``segment`` backend (:func:`~sparsegcn.backends.pack_gcn_norm` in
-    :data:`PACK_FORMAT`; every backend accepts it) or as a receiver-sorted
-    edge list. ``packed``
-    ``None`` packs every graph on an accelerator, and on CPU graphs of at
-    least :data:`PACK_MIN_EDGES` stored edges (on Cora the edge list steps
-    as fast on CPU).
-    ``sage`` and ``mlp``: the dataset's graph as it is.
+    The preparation is the model's (:mod:`sparsegcn.nn.registry`): GCN's
+    ``Â = D^-1/2 (A + I) D^-1/2``, GAT's self-loops, GraphSAGE's ``D^-1 A``,
+    or the graph as it is. Then the layout is chosen once, here:
+
+    - ``backend="segment"``: packed in :data:`PACK_FORMAT` (the native CSR
+      kernel; :func:`~sparsegcn.backends.pack_gcn_norm` for GCN) when
+      ``packed``, else a receiver-sorted edge list. ``packed=None`` packs
+      every graph on an accelerator, and on CPU graphs of at least
+      :data:`PACK_MIN_EDGES` stored edges (on Cora the edge list steps as
+      fast on CPU and compiles faster);
+    - ``"bcoo"`` or ``"dense"``: that backend's view
+      (:meth:`~sparsegcn.backends.Backend.view`).
+
+    ``graph.layout_name`` names the layout that runs; reports print it.
     """
-    if model != "gcn":
+    spec = get_model_spec(model)
+    if not spec.uses_graph:
         return dataset.graph
+    if backend != "segment":
+        return get_backend(backend).view(spec.prepare_graph(dataset.graph))
     if packed is None:
         on_cpu = jax.default_backend() == "cpu"
         packed = dataset.graph.num_edges >= PACK_MIN_EDGES or not on_cpu
-    if packed:
+    if packed and spec.prepare == "gcn_norm":
         return pack_gcn_norm(dataset.graph, format=PACK_FORMAT)
-    return transforms.sort_edges(transforms.gcn_norm(dataset.graph))
+    prepared = spec.prepare_graph(dataset.graph)
+    return pack(prepared, format=PACK_FORMAT) if packed else transforms.sort_edges(prepared)
 
 
 def reorder_dataset(dataset: Dataset, method: str = "none"):
@@ -95,20 +108,22 @@ def node_data(
     *,
     normalize_features: str = "auto",
     packed: bool | None = None,
+    backend: str = "segment",
 ) -> NodeData:
     """Builds the :class:`NodeData` a full-batch trainer reads from a :class:`Dataset`.
 
     Args:
       dataset: the loaded dataset.
-      model: ``"gcn"``, ``"sage"`` or ``"mlp"`` (see :func:`prepare_graph`).
+      model: a registered model name (see :func:`prepare_graph`).
       normalize_features: ``"auto"``, ``"row"`` or ``"none"``
         (:func:`~sparsegcn.features.normalize`).
-      packed: pack GCN's graph; ``None`` decides by size (see :func:`prepare_graph`).
+      packed: pack the graph; ``None`` decides by size (see :func:`prepare_graph`).
+      backend: the layout to convert to (see :func:`prepare_graph`).
     """
     n = dataset.num_nodes
     features = normalize(dataset.features, normalize_features)
     return NodeData(
-        graph=prepare_graph(dataset, model, packed=packed),
+        graph=prepare_graph(dataset, model, packed=packed, backend=backend),
         features=as_features(features, n),
         labels=np.maximum(dataset.labels, 0).astype(np.int32),
         train_mask=index_mask(dataset.split["train"], n),
@@ -117,12 +132,14 @@ def node_data(
     )
 
 
-MODEL_BUILDERS = {"gcn": gcn, "sage": sage, "mlp": mlp}
-
-
 def build_model(exp: Experiment, dataset: Dataset) -> Model:
-    """The model ``exp.model`` names, sized for ``dataset``."""
-    kwargs = dict(hidden=exp.hidden, num_layers=exp.layers, dropout_rate=exp.dropout)
-    if exp.model != "mlp":  # the graph models also take these
-        kwargs.update(residual=exp.residual, backend=exp.backend)
-    return MODEL_BUILDERS[exp.model](dataset.num_features, dataset.num_classes, **kwargs)
+    """The registered model ``exp.model`` names, sized for ``dataset``."""
+    return create_model(
+        exp.model,
+        dataset.num_features,
+        dataset.num_classes,
+        hidden=exp.hidden,
+        layers=exp.layers,
+        dropout=exp.dropout,
+        **exp.model_options(),
+    )

@@ -12,6 +12,8 @@ import math
 from sparsegcn._checks import check_static_int
 from sparsegcn.backends import DEFAULT_BACKEND, get_backend
 from sparsegcn.features import FEATURE_NORMALIZATIONS
+from sparsegcn.nn.registry import MODELS as REGISTRY
+from sparsegcn.nn.registry import get_model_spec
 from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import check_fanouts
 from sparsegcn.train import TrainConfig
@@ -19,7 +21,18 @@ from sparsegcn.train.minibatch import MinibatchConfig
 from sparsegcn.transforms import REORDER_METHODS
 
 DEFAULT_DATASET = "synthetic:tiny"
-MODELS = ("gcn", "mlp", "sage")
+MODELS = tuple(REGISTRY)
+# Fields whose default is the chosen model's (its paper's settings, in the registry).
+MODEL_DEFAULTS = (
+    "hidden",
+    "layers",
+    "dropout",
+    "lr",
+    "weight_decay",
+    "decay_layers",
+    "heads",
+    "fanouts",
+)
 
 
 def _field(default, help: str, **metadata):
@@ -28,7 +41,12 @@ def _field(default, help: str, **metadata):
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-    """One training run's settings. Defaults reproduce Kipf & Welling's GCN."""
+    """One training run's settings. Defaults reproduce Kipf & Welling's GCN.
+
+    Fields in :data:`MODEL_DEFAULTS` left ``None`` take the chosen model's
+    registered defaults (:mod:`sparsegcn.nn.registry`) when the experiment
+    is created, so ``Experiment(model="gat")`` is Veličković et al.'s setup.
+    """
 
     dataset: str = _field(
         DEFAULT_DATASET, "dataset name; the default is generated in-process, no download"
@@ -39,13 +57,16 @@ class Experiment:
     backend: str = _field(
         DEFAULT_BACKEND, "propagation backend", choices=("dense", "segment", "bcoo")
     )
-    hidden: int = _field(16, "hidden width")
-    layers: int = _field(2, "number of layers")
-    dropout: float = _field(0.5, "dropout rate")
+    hidden: int | None = _field(None, "hidden width (per head for gat) [model default]")
+    layers: int | None = _field(None, "number of layers [model default]")
+    dropout: float | None = _field(None, "dropout rate [model default]")
+    heads: int | None = _field(None, "gat, gatv2: attention heads of hidden layers [model default]")
     residual: bool = _field(False, "skip connections between equal-width hidden layers")
-    lr: float = _field(0.01, "Adam learning rate")
-    weight_decay: float = _field(5e-4, "L2 weight decay")
-    decay_layers: str = _field("first", "layers to decay", choices=("first", "all", "none"))
+    lr: float | None = _field(None, "Adam learning rate [model default]")
+    weight_decay: float | None = _field(None, "L2 weight decay [model default]")
+    decay_layers: str | None = _field(
+        None, "layers to decay [model default]", choices=("first", "all", "none")
+    )
     epochs: int = _field(200, "maximum epochs")
     patience: int = _field(100, "early-stopping patience in epochs (0: never stop early)")
     seeds: int = _field(1, "number of seeds, trained together as one compiled program")
@@ -64,8 +85,12 @@ class Experiment:
     )
     epochs_per_call: int = _field(0, "epochs per compiled call (0: about 20 calls per run)")
     clip_norm: float = _field(0.0, "clip gradients to this global norm (0: off)")
-    fanouts: str = _field("25,10", "sage: neighbours sampled per hop, one hop per layer")
-    batch_size: int = _field(512, "sage: seeds per mini-batch")
+    fanouts: str | None = _field(
+        None,
+        "neighbours sampled per hop, one hop per layer: trains on sampled mini-batches "
+        "(sage by default, 25,10; gat and gatv2 when given; 'none': full batch)",
+    )
+    batch_size: int = _field(512, "seeds per sampled mini-batch")
     checkpoint: str | None = _field(None, "save checkpoints to this folder")
     checkpoint_every: int = _field(50, "epochs between checkpoints (0: only at the end)")
     keep: int = _field(3, "number of newest checkpoints to keep (0: all)")
@@ -84,16 +109,25 @@ class Experiment:
     process_id: int = _field(0, "multi-process run: this process's index in [0, num-processes)")
 
     def __post_init__(self):
-        if self.model not in MODELS:
-            raise ValueError(f"unknown model {self.model!r}; choose one of {list(MODELS)}")
+        spec = get_model_spec(self.model)
+        for name in MODEL_DEFAULTS:
+            if getattr(self, name) is None and name in spec.defaults:
+                object.__setattr__(self, name, spec.defaults[name])
+        if self.heads is not None and "heads" not in spec.options:
+            raise ValueError(f"heads={self.heads} applies to gat and gatv2, not {self.model}")
+        if self.fanouts is not None and self.fanouts != "none" and not spec.sampled:
+            raise ValueError(
+                f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "
+                f"that runs on sampled blocks ({', '.join(m for m in MODELS if REGISTRY[m].sampled)})"
+            )
         get_backend(self.backend)
         check_static_int("devices", self.devices, minimum=1)
         check_processes(self.coordinator, self.num_processes, self.process_id)
-        if self.model == "gcn" and self.parallel and self.backend != "segment":
+        if not self.sampled and spec.uses_graph and self.parallel and self.backend != "segment":
             raise ValueError(
-                f"with several devices or processes gcn propagates edge-sharded (gather and "
-                f"segment_sum per shard); backend={self.backend!r} has no sharded form, use "
-                f"--backend segment"
+                f"with several devices or processes {self.model} propagates edge-sharded "
+                f"(gather and segment_sum per shard); backend={self.backend!r} has no sharded "
+                f"form, use --backend segment"
             )
         if self.reorder not in ("none", *REORDER_METHODS):
             raise ValueError(
@@ -105,15 +139,26 @@ class Experiment:
             raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if self.keep < 0:
             raise ValueError(f"keep must be >= 0 (0 keeps all), got {self.keep}")
-        hops = len(self.minibatch_config().fanouts)
-        if self.model == "sage" and hops != self.layers:
-            raise ValueError(
-                f"sage samples one hop per layer, but fanouts={self.fanouts!r} has {hops} hops "
-                f"and layers={self.layers}; pass --layers {hops}"
-            )
+        if self.sampled:
+            hops = len(self.minibatch_config().fanouts)
+            if hops != self.layers:
+                raise ValueError(
+                    f"{self.model} samples one hop per layer, but fanouts={self.fanouts!r} has "
+                    f"{hops} hops and layers={self.layers}; pass --layers {hops}"
+                )
+
+    @property
+    def sampled(self) -> bool:
+        """Whether this run trains on sampled mini-batches (``fanouts`` set)."""
+        return self.fanouts is not None and self.fanouts != "none"
+
+    def model_options(self) -> dict:
+        """The registered model's extra builder options, from this experiment."""
+        spec = get_model_spec(self.model)
+        return {field: getattr(self, field) for field in spec.options}
 
     def minibatch_config(self) -> MinibatchConfig:
-        """Sampling settings of mini-batch (``sage``) training."""
+        """Sampling settings of mini-batch training."""
         return MinibatchConfig(fanouts=check_fanouts(self.fanouts), batch_size=self.batch_size)
 
     def train_config(self) -> TrainConfig:

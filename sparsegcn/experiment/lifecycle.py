@@ -45,7 +45,6 @@ RESUME_MAY_CHANGE = frozenset(
         "process_id",
     }
 )
-FULL_BATCH_MODELS = ("gcn", "mlp")
 
 
 def checkpoint_metadata(exp: Experiment, dataset: Dataset) -> dict:
@@ -179,7 +178,7 @@ def predict_checkpoint(
     # Trained on relabelled nodes: predict in that order, then restore the dataset's.
     relabelled, reordering = reorder_dataset(data_set, exp.reorder)
     data = node_data(relabelled, exp.model, normalize_features=exp.normalize_features)
-    if exp.model not in FULL_BATCH_MODELS:  # sage: layer-wise inference over node chunks
+    if exp.sampled:  # trained on sampled blocks: layer-wise inference over node chunks
         data = minibatch_data(data)
     chosen = ckpt.state.best.params if params == "best" else ckpt.state.params
     classes, embeddings = (np.asarray(a) for a in predict(model, chosen, data))

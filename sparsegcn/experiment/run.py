@@ -17,13 +17,16 @@ from sparsegcn.train import FitResult, fit
 from sparsegcn.train.minibatch import fit_minibatch, minibatch_data
 
 
-def summarize(exp: Experiment, dataset: Dataset, result: FitResult, wall_s: float) -> dict:
+def summarize(
+    exp: Experiment, dataset: Dataset, result: FitResult, wall_s: float, result_layout: str
+) -> dict:
     """The report: the keys ``sparsegcn train --json`` promises, plus per-seed detail."""
     test, val = result.test_acc, result.val_acc
     return {
         "dataset": dataset.name,
         "model": exp.model,
         "backend": get_backend(exp.backend).name,
+        "layout": "sampled-tree" if exp.sampled else result_layout,
         "num_nodes": dataset.num_nodes,
         "num_edges": dataset.num_edges,
         "num_stored_edges": dataset.graph.num_edges,
@@ -75,13 +78,14 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         exp.model,
         normalize_features=exp.normalize_features,
         packed=None if mesh is None else False,
+        backend=exp.backend,
     )
     model = build_model(exp, dataset)
     writer = (
         exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None, plot=None)
     )
     lifecycle = Lifecycle.start(writer, dataset, model)
-    if mesh is not None and exp.model == "sage":
+    if mesh is not None and exp.sampled:
         result = parallel.fit_data_parallel(
             model,
             minibatch_data(data),
@@ -102,7 +106,7 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             progress=progress,
             **lifecycle.fit_kwargs(),
         )
-    elif exp.model == "sage":  # sampled mini-batches; layer-wise full-neighbourhood evaluation
+    elif exp.sampled:  # sampled mini-batches; layer-wise full-neighbourhood evaluation
         result = fit_minibatch(
             model,
             minibatch_data(data),
@@ -121,14 +125,15 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             progress=progress,
             **lifecycle.fit_kwargs(),
         )
-    report = summarize(exp, dataset, result, time.perf_counter() - start)
+    layout = "edge_sharded" if mesh is not None else data.graph.layout_name
+    report = summarize(exp, dataset, result, time.perf_counter() - start, layout)
     report["devices"] = 1 if mesh is None else mesh.size
     report["processes"] = jax.process_count()
     report["reorder"] = exp.reorder
     report["reorder_s"] = reorder_s
     report["parallelism"] = (
-        "none" if mesh is None else "data_parallel" if exp.model == "sage" else "edge_sharded"
+        "none" if mesh is None else "data_parallel" if exp.sampled else "edge_sharded"
     )
-    if exp.model == "sage":
+    if exp.sampled:
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
     return dict(report, **lifecycle.finish(writer, result))

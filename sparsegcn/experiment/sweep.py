@@ -11,7 +11,6 @@ import numpy as np
 from sparsegcn.datasets import load
 from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import Experiment
-from sparsegcn.experiment.lifecycle import FULL_BATCH_MODELS
 from sparsegcn.experiment.run import run_experiment
 from sparsegcn.train.sweep import expand_grid, fit_sweep, rank_rows, summarize_result
 
@@ -68,7 +67,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
     for program, members in enumerate(programs.values()):
         tick = time.perf_counter()
         first = experiments[members[0]]
-        if first.model in FULL_BATCH_MODELS:
+        if not first.sampled:
             relabelled, _ = reorder_dataset(dataset, first.reorder)  # part of the program's shape
             data = node_data(relabelled, first.model, normalize_features=first.normalize_features)
             config = dataclasses.replace(first.train_config(), timing_steps=0)

@@ -19,8 +19,20 @@ def transform_first(in_features: int, out_features: int, x: Features) -> bool:
     return isinstance(x, SparseFeatures) or out_features <= in_features
 
 
+def propagate_view(graph, h: jax.Array, backend: str | Backend | None = None) -> jax.Array:
+    """``A h`` on any view (:mod:`sparsegcn.views`): ``graph.product(graph.sources(h))``.
+
+    ``backend`` (a name or instance) converts a :class:`~sparsegcn.Graph`
+    on every call instead (:func:`~sparsegcn.propagate`); ``None`` runs the
+    view's own product, which is what a prepared graph wants.
+    """
+    if backend is None:
+        return graph.product(graph.sources(h))
+    return propagate(graph, h, backend=backend)
+
+
 def gcn_conv(
-    params: dict, graph: Graph, x: Features, *, backend: str | Backend = "segment"
+    params: dict, graph: Graph, x: Features, *, backend: str | Backend | None = None
 ) -> jax.Array:
     """Graph convolution of Kipf & Welling.
 
@@ -30,9 +42,11 @@ def gcn_conv(
 
     Args:
       params: ``{"w": [F, F'], "b": [F']}`` (``b`` optional).
-      graph: the normalized adjacency, ``N`` nodes.
-      x: ``[N, F]`` dense or sparse features.
-      backend: propagation backend.
+      graph: the normalized adjacency, ``N`` nodes, in any layout, or any
+        view of it (an edge shard, say).
+      x: ``[N, F]`` dense or sparse features (the view's rows).
+      backend: ``None`` for the graph's own product, or a backend to
+        convert to on every call (see :func:`propagate_view`).
 
     Returns:
       ``[N, F']``.
@@ -51,7 +65,7 @@ def gcn_conv(
         # each value once per output feature (measured 2x slower on Cora).
         x = x.with_values(fence(x.values, x.rows))
     if transform_first(w.shape[0], w.shape[1], x):
-        h = propagate(graph, matmul(x, w), backend=backend)
+        h = propagate_view(graph, matmul(x, w), backend)
     else:
-        h = propagate(graph, x, backend=backend) @ w
+        h = propagate_view(graph, x, backend) @ w
     return h + params["b"][None, :] if "b" in params else h

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from sparsegcn.backends import DEFAULT_BACKEND, Backend, get_backend
+from sparsegcn.backends import Backend, get_backend
 from sparsegcn.features import Features
 from sparsegcn.graph import Graph
 from sparsegcn.nn.conv import gcn_conv
@@ -20,7 +20,7 @@ def gcn(
     num_layers: int = 2,
     dropout_rate: float = 0.5,
     residual: bool = False,
-    backend: str | Backend = DEFAULT_BACKEND,
+    backend: str | Backend | None = None,
     dropout_impl: str = "hash",
 ) -> Model:
     """A GCN: dropout, graph convolution and ReLU per layer, logits last.
@@ -40,7 +40,9 @@ def gcn(
       num_layers: number of graph convolutions (2 in Kipf & Welling).
       dropout_rate: dropout before every convolution (0.5).
       residual: add skip connections between hidden layers of equal width.
-      backend: propagation backend, resolved once here.
+      backend: ``None`` (default): the graph's own layout (prepare it once
+        with :func:`~sparsegcn.backends.as_layout`); a backend name or
+        instance converts the graph on every call.
       dropout_impl: ``"hash"`` (fast) or ``"threefry"``.
 
     Returns:
@@ -54,7 +56,7 @@ def gcn(
       Convolutional Networks*, ICLR 2017. https://arxiv.org/abs/1609.02907
     """
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
-    resolved = get_backend(backend)
+    resolved = None if backend is None else get_backend(backend)
     config = dict(
         in_features=in_features,
         num_classes=num_classes,
@@ -62,7 +64,7 @@ def gcn(
         num_layers=num_layers,
         dropout_rate=dropout_rate,
         residual=residual,
-        backend=resolved.name,
+        backend=None if resolved is None else resolved.name,
     )
 
     def init(key: jax.Array) -> dict:

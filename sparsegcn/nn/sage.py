@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sparsegcn.backends import DEFAULT_BACKEND, Backend, get_backend, propagate
+from sparsegcn.backends import DEFAULT_BACKEND, Backend, get_backend
 from sparsegcn.features import Features, SparseFeatures, matmul
 from sparsegcn.graph import Graph
-from sparsegcn.nn.conv import transform_first
+from sparsegcn.nn.conv import propagate_view, transform_first
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import glorot_uniform
 from sparsegcn.nn.model import Model, layer_sizes, split_dropout_keys
@@ -73,7 +73,7 @@ def sage_conv(
     graph: Graph,
     x: Features,
     *,
-    backend: str | Backend = DEFAULT_BACKEND,
+    backend: str | Backend | None = None,
     normalize: bool = False,
 ) -> jax.Array:
     """The GraphSAGE layer with the mean aggregator, over full neighbourhoods.
@@ -90,9 +90,11 @@ def sage_conv(
 
     Args:
       params: ``{"w_root": [F, F'], "w_neigh": [F, F'], "b": [F']}``.
-      graph: ``mean_norm(g)``, ``N`` nodes.
+      graph: ``mean_norm(g)``, ``N`` nodes, in any layout or view (an edge
+        shard: ``x`` holds its rows).
       x: ``[N, F]`` dense or sparse features.
-      backend: propagation backend.
+      backend: ``None`` for the graph's own product, or a backend to
+        convert to on every call.
       normalize: L2-normalize each output row.
 
     Returns:
@@ -105,9 +107,9 @@ def sage_conv(
     """
     w_root, w_neigh = params["w_root"], params["w_neigh"]
     if transform_first(w_neigh.shape[0], w_neigh.shape[1], x):
-        neigh = propagate(graph, matmul(x, w_neigh), backend=backend)
+        neigh = propagate_view(graph, matmul(x, w_neigh), backend)
     else:
-        neigh = propagate(graph, x, backend=backend) @ w_neigh
+        neigh = propagate_view(graph, x, backend) @ w_neigh
     return _finish(params, matmul(x, w_root) + neigh, normalize)
 
 
@@ -188,7 +190,7 @@ def sage(
     dropout_rate: float = 0.5,
     normalize: bool = False,
     residual: bool = False,
-    backend: str | Backend = DEFAULT_BACKEND,
+    backend: str | Backend | None = None,
     dropout_impl: str = "hash",
     project_first: bool | None = None,
 ) -> Model:
@@ -222,7 +224,9 @@ def sage(
       dropout_rate: dropout before every layer.
       normalize: L2-normalize hidden layers' outputs (Hamilton et al.).
       residual: skip connections between hidden layers of equal width.
-      backend: propagation backend for the full and chunked views.
+      backend: ``None`` (default): each graph's own layout; a backend name
+        or instance converts full graphs on every call and picks the
+        chunked views' product.
       dropout_impl: ``"hash"`` (fast) or ``"threefry"``.
       project_first: on a sample, compute ``X W`` for all ``N`` nodes and
         gather projected rows (``True``), or gather feature rows of the tree
@@ -242,7 +246,8 @@ def sage(
       Graphs*, NeurIPS 2017. https://arxiv.org/abs/1706.02216
     """
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
-    resolved = get_backend(backend)
+    resolved = None if backend is None else get_backend(backend)
+    chunk_backend = get_backend(DEFAULT_BACKEND) if resolved is None else resolved
     if not 0.0 <= dropout_rate < 1.0:
         raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate}")
     config = dict(
@@ -253,7 +258,7 @@ def sage(
         dropout_rate=dropout_rate,
         normalize=normalize,
         residual=residual,
-        backend=resolved.name,
+        backend=None if resolved is None else resolved.name,
     )
 
     # Jitted: one small program instead of a dispatch (and compile) per op.
@@ -301,7 +306,7 @@ def sage(
                     layer,
                     graph,
                     drop(h, layer_key),
-                    backend=resolved,
+                    backend=chunk_backend,
                     normalize=hidden_norm,
                     epilogue=epilogue,
                 )

@@ -43,8 +43,9 @@ from sparsegcn.backends.base import Backend
 from sparsegcn.backends.segment import gather_scatter
 from sparsegcn.features import Features, SparseFeatures
 from sparsegcn.graph import Graph
-from sparsegcn.nn import Model, gcn, mlp, sage
+from sparsegcn.nn import Model
 from sparsegcn.parallel.mesh import AXIS, as_mesh
+from sparsegcn.views import EdgeListView, broadcast_edges
 
 Array = Any
 
@@ -55,7 +56,7 @@ def rows_per_shard(num_nodes: int, num_shards: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class EdgeShardedGraph:
+class EdgeShardedGraph(EdgeListView):
     """A graph's edges partitioned by receiver range into ``D`` padded shards; a pytree.
 
     Shard ``d`` occupies entries ``[d S, (d + 1) S)`` of every edge array,
@@ -128,6 +129,41 @@ class EdgeShardedGraph:
             out_weights = np.zeros(d * s, np.float32)
             out_weights[slots] = weights[order]
         return cls(out_senders, out_receivers, out_weights, out_ids, n, d, r, s)
+
+    # -- the view protocol, for one shard inside shard_map (sparsegcn.views) --
+    edges_sorted = True
+    layout_name = "edge_sharded"
+
+    @property
+    def num_src(self) -> int:
+        """``D R``: a shard's sources are every device's rows, all-gathered."""
+        return self.padded_nodes
+
+    @property
+    def num_dst(self) -> int:
+        """``R``: a shard's targets are its own rows."""
+        return self.rows_per_shard
+
+    @property
+    def edge_mask(self) -> jax.Array:
+        """Real edges; padding edges point at the spill row ``R``."""
+        return self.receivers < self.rows_per_shard
+
+    def sources(self, h: jax.Array) -> jax.Array:
+        """Every device's rows of ``h [R, ...]``: ``[D R, ...]`` (an ``all_gather``;
+        its transpose sums cotangents onto each row's owner)."""
+        return jax.lax.all_gather(h, AXIS, tiled=True)
+
+    def product(self, x_src, edge_weight=None) -> jax.Array:
+        if edge_weight is None:
+            edge_weight = self.weights
+        messages = self.gather_src(jnp.asarray(x_src))
+        w = self.edge_values(edge_weight, messages.dtype)
+        messages = messages * broadcast_edges(w, messages)
+        # Receivers are sorted within a shard; the spill row R is dropped.
+        return jax.ops.segment_sum(
+            messages, self.receivers, self.rows_per_shard, indices_are_sorted=True
+        )
 
     @property
     def padded_nodes(self) -> int:
@@ -314,35 +350,30 @@ def _sharded_product(graph: EdgeShardedGraph, x: jax.Array, mesh: Mesh) -> jax.A
     return run(graph, jnp.pad(x, pad))[: graph.num_nodes]
 
 
-_BUILDERS = {"gcn": gcn, "sage": sage, "mlp": mlp}
-
-
 def edge_sharded_model(model: Model, axis_name: str = AXIS) -> Model:
-    """``model`` rebuilt to run edge-sharded inside ``shard_map`` over ``axis_name``.
+    """``model`` run edge-sharded inside ``shard_map`` over ``axis_name``.
 
-    The model is rebuilt from ``model.config`` with the
-    :class:`EdgeSharded` backend (same params). Its ``apply(params, shard,
-    x_rows, *, key, training)`` takes this device's graph shard and feature
-    rows (``[R, F]``) and returns the logits of **all** ``D R`` rows,
-    all-gathered and identical on every device (so a loss over them is
-    replicated and its gradient needs no further collective; gathering
-    ``[D R, C]`` logits costs one more ``all_gather`` of the size each
-    layer already does). ``embed`` likewise returns all ``[D R, H]`` rows.
+    Every model is written against the view protocol (:mod:`sparsegcn.views`)
+    and an :class:`EdgeShardedGraph` shard is such a view (sources
+    all-gathered, targets its own rows), so the model runs unchanged (same
+    params). Its ``apply(params, shard, x_rows, *, key, training)`` takes
+    this device's graph shard and feature rows (``[R, F]``) and returns the
+    logits of **all** ``D R`` rows, all-gathered and identical on every
+    device (so a loss over them is replicated and its gradient needs no
+    further collective; gathering ``[D R, C]`` logits costs one more
+    ``all_gather`` of the size each layer already does). ``embed`` likewise
+    returns all ``[D R, H]`` rows.
 
     Dropout: with ``D > 1`` device ``d`` draws its rows' masks from
     ``fold_in(key, d)``; the masks therefore differ from a single-device
     run's (same distribution), and equal it when ``D = 1``.
 
     Raises:
-      ValueError: the model is not one of ``gcn``, ``sage`` (full-graph
-        view, ``mean_norm``-ed graph), ``mlp``.
+      ValueError: ``axis_name`` is not the axis shards are gathered over.
     """
-    if model.name not in _BUILDERS:
-        raise ValueError(f"edge sharding rebuilds models {sorted(_BUILDERS)}, got {model.name!r}")
-    config = dict(model.config)
-    if "backend" in config:
-        config["backend"] = EdgeSharded(axis_name)
-    inner = _BUILDERS[model.name](config.pop("in_features"), config.pop("num_classes"), **config)
+    if axis_name != AXIS:
+        raise ValueError(f"edge shards gather over the mesh axis {AXIS!r}, got {axis_name!r}")
+    inner = model
 
     def gather(rows: jax.Array) -> jax.Array:
         return jax.lax.all_gather(rows, axis_name, tiled=True, to="invarying")

@@ -32,6 +32,7 @@ from sparsegcn.backends import BCOO, DEFAULT_BACKEND, Backend, Dense, Segment, g
 from sparsegcn.backends.base import check_propagate_inputs
 from sparsegcn.backends.segment import gather_scatter
 from sparsegcn.graph import Graph
+from sparsegcn.views import Bipartite
 
 Array = Any
 
@@ -152,6 +153,28 @@ class ChunkedGraph:
         receivers = jnp.where(before, 0, jnp.where(after, rows - 1, receivers))
         weights = jnp.where(before | after, jnp.zeros((), weights.dtype), weights)
         return senders, receivers, weights
+
+    def chunk_view(self, chunk: jax.Array) -> Bipartite:
+        """The chunk as a bipartite view (:mod:`sparsegcn.views`): sources are
+        all ``N`` nodes, targets its ``R`` rows from :meth:`chunk_start`;
+        padding edges are masked. Layers run on it unchanged."""
+        g, m = self.graph, self.max_chunk_edges
+        indptr = jnp.asarray(self.indptr)
+        first = self.chunk_start(chunk)
+        start, end = indptr[first], indptr[first + self.chunk_size]
+        offset = jnp.clip(start, 0, g.num_edges - m)
+        positions = offset + jnp.arange(m, dtype=indptr.dtype)
+        senders, receivers, weights = self.chunk_edges(chunk)
+        return Bipartite(
+            senders,
+            receivers,
+            None if g.weights is None else weights,
+            (positions >= start) & (positions < end),
+            first,
+            self.num_nodes,
+            self.chunk_size,
+            edges_sorted=True,
+        )
 
     def tree_flatten_with_keys(self):
         children = (

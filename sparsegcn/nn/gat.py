@@ -1,0 +1,267 @@
+"""Graph attention: GAT (Veličković et al.) and GATv2 (Brody et al.).
+
+Both are three calls of the message-passing API: per-edge scores, a
+softmax over each target's incoming edges, and a weighted sum that takes
+the view's fused product (the packed CSR/ELL kernels on a packed graph;
+no ``[E, F]`` buffer there). GAT's scores are additive, so they gather
+``E H`` scalars; GATv2 applies its nonlinearity before the attention
+vector, which needs the ``[E, H, F']`` sum of both sides' rows.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from sparsegcn import _checks
+from sparsegcn.features import Features, matmul
+from sparsegcn.message_passing import edge_scores, edge_softmax, message_passing
+from sparsegcn.nn.dropout import dropout
+from sparsegcn.nn.initializers import glorot_uniform
+from sparsegcn.nn.model import Model
+from sparsegcn.nn.stack import run_layers
+
+
+def gat_project(params: dict, x: Features) -> jax.Array:
+    """``[N, F] -> [N, H, F']``: every head's projection (and GATv2's target side).
+
+    GAT: ``z = x W`` (one weight for both sides). GATv2: ``[x W_l + b_l,
+    x W_r + b_r]`` stacked on a leading axis of 2 after the node axis
+    (``[N, 2, H, F']``), the source and target projections.
+    """
+    heads, width = params["att"].shape if "att" in params else params["att_src"].shape
+    if "w_l" in params:
+        z_l = matmul(x, params["w_l"]) + params["b_l"][None, :]
+        z_r = matmul(x, params["w_r"]) + params["b_r"][None, :]
+        return jnp.stack([z_l, z_r], axis=1).reshape(-1, 2, heads, width)
+    return matmul(x, params["w"]).reshape(-1, heads, width)
+
+
+def gat_conv(
+    params: dict,
+    graph,
+    z: jax.Array,
+    *,
+    concat: bool = True,
+    negative_slope: float = 0.2,
+    attention_dropout: float = 0.0,
+    key: jax.Array | None = None,
+) -> jax.Array:
+    """One GAT or GATv2 layer on any view, from the projected rows ``z``.
+
+    GAT:
+
+    .. math::
+
+        e_{ji} = \\mathrm{LeakyReLU}(a_s^\\top W x_j + a_d^\\top W x_i), \\quad
+        \\alpha_{ji} = \\mathrm{softmax}_{j \\in N(i)}(e_{ji}), \\quad
+        h_i = \\Big\\Vert_{k=1}^{H} \\sum_{j} \\alpha^k_{ji} W^k x_j + b
+
+    GATv2 moves the nonlinearity inside:
+    ``e_ji = a^T LeakyReLU(W_l x_j + W_r x_i)``, messages ``W_l x_j``.
+    Heads are concatenated, or averaged when ``concat=False`` (the output
+    layer). Self-loops are the graph's: GAT's preparation adds one per node.
+
+    Args:
+      params: GAT ``{"w": [F, H F'], "att_src": [H, F'], "att_dst": [H, F'],
+        "b": [H F'] or [F']}``; GATv2 ``{"w_l", "b_l", "w_r", "b_r": ...,
+        "att": [H, F'], "b"}``.
+      graph: a view (see :mod:`sparsegcn.views`).
+      z: :func:`gat_project` of the layer's input rows.
+      concat: concatenate heads (``[num_dst, H F']``) or average them
+        (``[num_dst, F']``).
+      negative_slope: of the LeakyReLU (0.2 in both papers).
+      attention_dropout: drop probability of each coefficient ``α`` (0.6 in
+        Veličković et al.); needs ``key``.
+      key: PRNG key for attention dropout, ``None`` for none.
+
+    Returns:
+      ``[num_dst, H F']`` or ``[num_dst, F']``.
+
+    References:
+      Veličković et al., *Graph Attention Networks*, ICLR 2018.
+      https://arxiv.org/abs/1710.10903
+
+      Brody, Alon & Yahav, *How Attentive are Graph Attention Networks?*,
+      ICLR 2022. https://arxiv.org/abs/2105.14491
+    """
+    if "att" in params:  # GATv2
+        z_src = graph.sources(z[:, 0])
+        z_dst = graph.targets(z[:, 1])
+        pair = jax.nn.leaky_relu(edge_scores(graph, z_src, z_dst), negative_slope)
+        scores = jnp.sum(pair * params["att"], axis=-1)
+    else:
+        z_src, z_dst = graph.sources(z), graph.targets(z)
+        score_src = jnp.sum(z_src * params["att_src"], axis=-1)
+        score_dst = jnp.sum(z_dst * params["att_dst"], axis=-1)
+        scores = jax.nn.leaky_relu(edge_scores(graph, score_src, score_dst), negative_slope)
+    alpha = edge_softmax(graph, scores)
+    if key is not None and attention_dropout > 0.0:
+        alpha = dropout(alpha, attention_dropout, key=key)
+    out = message_passing(graph, z_src, edge_weight=alpha)
+    out = out.reshape(out.shape[0], -1) if concat else jnp.mean(out, axis=1)
+    return out + params["b"][None, :]
+
+
+def gat_layer_params(
+    key: jax.Array, fan_in: int, heads: int, width: int, *, concat: bool, v2: bool
+) -> dict:
+    """Glorot-initialized parameters of one :func:`gat_conv` layer (biases zero)."""
+    keys = jax.random.split(key, 3)
+    out = heads * width if concat else width
+    if v2:
+        return {
+            "w_l": glorot_uniform(keys[0], (fan_in, heads * width)),
+            "b_l": jnp.zeros((heads * width,), jnp.float32),
+            "w_r": glorot_uniform(keys[1], (fan_in, heads * width)),
+            "b_r": jnp.zeros((heads * width,), jnp.float32),
+            "att": glorot_uniform(keys[2], (heads, width)),
+            "b": jnp.zeros((out,), jnp.float32),
+        }
+    att = glorot_uniform(keys[1], (2 * heads, width))
+    return {
+        "w": glorot_uniform(keys[0], (fan_in, heads * width)),
+        "att_src": att[:heads],
+        "att_dst": att[heads:],
+        "b": jnp.zeros((out,), jnp.float32),
+    }
+
+
+def gat(
+    in_features: int,
+    num_classes: int,
+    *,
+    hidden: int = 8,
+    heads: int = 8,
+    output_heads: int = 1,
+    num_layers: int = 2,
+    dropout_rate: float = 0.6,
+    attention_dropout: float | None = None,
+    negative_slope: float = 0.2,
+    v2: bool = False,
+    dropout_impl: str = "hash",
+) -> Model:
+    """GAT (or GATv2): dropout, attention layer and ELU per layer; averaged heads last.
+
+    .. math::
+
+        H^{(l+1)} = \\mathrm{ELU}\\big(\\mathrm{GAT}(\\mathrm{drop}(H^{(l)}))\\big)
+
+    Hidden layers concatenate ``heads`` heads of ``hidden`` features; the
+    last layer averages ``output_heads`` heads of ``num_classes``. The graph
+    must carry one self-loop per node (the registry's preparation for
+    ``gat`` adds them: ``add_self_loops(remove_self_loops(g))``).
+
+    ``apply(params, graph, x, *, key, training)`` takes any graph view: a
+    :class:`~sparsegcn.Graph` in any layout (``[N, C]``), a
+    :class:`~sparsegcn.sampling.ChunkedGraph` (``[N, C]``, layer by layer in
+    chunks) or a :class:`~sparsegcn.sampling.NeighborSample` (``[B, C]`` for
+    its seeds; each target attends to its sampled neighbours and itself).
+
+    Args:
+      in_features: ``F``.
+      num_classes: ``C``.
+      hidden: features per head ``F'`` (8 in Veličković et al.).
+      heads: heads of the hidden layers (8).
+      output_heads: heads of the output layer, averaged (1 on Cora).
+      num_layers: attention layers (2).
+      dropout_rate: dropout of every layer's input (0.6).
+      attention_dropout: dropout of the attention coefficients (default:
+        ``dropout_rate``).
+      negative_slope: the LeakyReLU's (0.2).
+      v2: GATv2's scoring (Brody et al.) instead of GAT's.
+      dropout_impl: ``"hash"`` (fast) or ``"threefry"``.
+
+    Returns:
+      A :class:`Model`. Params: ``{"layers": [gat_conv params, ...]}``.
+
+    Shapes:
+      ``apply(params, graph, x [N, F]) -> [N, C]``; ``embed -> [N, H F']``.
+
+    References:
+      Veličković et al., *Graph Attention Networks*, ICLR 2018.
+      https://arxiv.org/abs/1710.10903
+
+      Brody, Alon & Yahav, *How Attentive are Graph Attention Networks?*,
+      ICLR 2022. https://arxiv.org/abs/2105.14491
+    """
+    for name, value in (("hidden", hidden), ("heads", heads), ("output_heads", output_heads)):
+        _checks.check_static_int(name, value, minimum=1)
+    _checks.check_static_int("num_layers", num_layers, minimum=1)
+    if not 0.0 <= dropout_rate < 1.0:
+        raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate}")
+    attention_dropout = dropout_rate if attention_dropout is None else attention_dropout
+    if not 0.0 <= attention_dropout < 1.0:
+        raise ValueError(f"attention_dropout must be in [0, 1), got {attention_dropout}")
+    shapes = []  # (fan_in, heads, width, concat) per layer
+    fan_in = in_features
+    for i in range(num_layers):
+        last = i == num_layers - 1
+        h, w = (output_heads, num_classes) if last else (heads, hidden)
+        shapes.append((fan_in, h, w, not last))
+        fan_in = h * w
+    config = dict(
+        in_features=in_features,
+        num_classes=num_classes,
+        hidden=hidden,
+        heads=heads,
+        output_heads=output_heads,
+        num_layers=num_layers,
+        dropout_rate=dropout_rate,
+        attention_dropout=attention_dropout,
+        negative_slope=negative_slope,
+        v2=v2,
+    )
+
+    @jax.jit
+    def init(key: jax.Array) -> dict:
+        keys = jax.random.split(key, num_layers)
+        return {
+            "layers": [
+                gat_layer_params(k, f, h, w, concat=c, v2=v2)
+                for k, (f, h, w, c) in zip(keys, shapes, strict=True)
+            ]
+        }
+
+    def project(layer, h, i):
+        return gat_project(layer, h)
+
+    def propagate(layer, view, z, key, i):
+        return gat_conv(
+            layer,
+            view,
+            z,
+            concat=shapes[i][3],
+            negative_slope=negative_slope,
+            attention_dropout=attention_dropout,
+            key=key,
+        )
+
+    def forward(params, graph, x, key, training, stop_before_last):
+        return run_layers(
+            params["layers"],
+            graph,
+            x,
+            project=project,
+            propagate=propagate,
+            key=key,
+            training=training,
+            dropout_rate=dropout_rate,
+            dropout_impl=dropout_impl,
+            activation=jax.nn.elu,
+            self_loops=True,
+            stop_before_last=stop_before_last,
+        )
+
+    def apply(params, graph, x: Features, *, key=None, training: bool = False):
+        return forward(params, graph, x, key, training, stop_before_last=False)
+
+    def embed(params, graph, x: Features) -> jax.Array:
+        return forward(params, graph, x, None, False, stop_before_last=True)
+
+    return Model(init=init, apply=apply, embed=embed, name="gatv2" if v2 else "gat", config=config)
+
+
+def gatv2(in_features: int, num_classes: int, **kwargs) -> Model:
+    """GATv2 (Brody et al.): :func:`gat` with ``v2=True``; same arguments."""
+    return gat(in_features, num_classes, v2=True, **kwargs)

@@ -1,0 +1,150 @@
+"""One forward pass for every graph view: full graphs, row chunks, sampled trees, shards.
+
+A layer written against :mod:`sparsegcn.views` is two pure functions:
+
+- ``project(params, h) -> z``, row by row (``h W``), so that it commutes
+  with taking rows: ``project(h)[ids] == project(h[ids])``;
+- ``propagate(params, view, z, key) -> [num_dst, ...]``, the message
+  passing, reading ``view.sources(z)`` and ``view.targets(z)``.
+
+:func:`run_layers` stacks them with dropout before each layer and an
+activation after each hidden one, and picks the views from the graph it is
+given, in one place:
+
+==========================================  =================================
+graph                                       each layer runs on
+==========================================  =================================
+:class:`~sparsegcn.Graph` (any layout),     the graph itself
+an edge shard inside ``shard_map``
+:class:`~sparsegcn.sampling.ChunkedGraph`   each chunk's bipartite view, in a
+                                            loop (bounded memory; inference)
+:class:`~sparsegcn.sampling.NeighborSample` the tree's block for that layer
+                                            (:class:`~sparsegcn.sampling.blocks.TreeBlock`);
+                                            the output is the seeds' rows
+==========================================  =================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from sparsegcn.features import SparseFeatures
+from sparsegcn.nn.dropout import dropout
+from sparsegcn.nn.model import split_dropout_keys
+from sparsegcn.sampling.blocks import TreeBlock, tree_entries
+from sparsegcn.sampling.chunks import ChunkedGraph, map_chunks
+from sparsegcn.sampling.neighbor import NeighborSample
+
+Project = Callable
+Propagate = Callable
+
+
+def _gather_first(x, sample: NeighborSample) -> bool:
+    """Whether layer 1 takes the tree's rows of ``x`` before projecting them.
+
+    ``project(x)[ids] == project(x[ids])``: projecting all ``N`` rows costs
+    ``N`` rows of matmul, gathering first one per tree entry. Sparse rows
+    cannot be gathered, so sparse ``x`` is always projected first.
+    """
+    if isinstance(x, SparseFeatures):
+        return False
+    return x.shape[0] > sum(int(level.size) for level in sample.nodes)
+
+
+def run_layers(
+    layers: Sequence,
+    graph,
+    x,
+    *,
+    project: Callable,
+    propagate: Callable,
+    key: jax.Array | None,
+    training: bool,
+    dropout_rate: float,
+    dropout_impl: str = "hash",
+    activation: Callable = jax.nn.relu,
+    self_loops: bool = False,
+    stop_before_last: bool = False,
+) -> jax.Array:
+    """``dropout -> project -> propagate -> activation`` per layer, logits last.
+
+    Args:
+      layers: per-layer params.
+      graph: the view to run on (see the module table).
+      x: ``[N, F]`` dense or :class:`~sparsegcn.SparseFeatures` inputs.
+      project: ``project(layer_params, h, index) -> z``, row-wise.
+      propagate: ``propagate(layer_params, view, z, key, index) -> out``;
+        ``key`` is ``None`` unless training (for attention dropout).
+      key: PRNG key, required when training with dropout.
+      training: apply dropout.
+      dropout_rate: drop probability of each layer's input.
+      dropout_impl: see :func:`sparsegcn.nn.dropout`.
+      activation: applied to every hidden layer's output.
+      self_loops: sampled trees only: each target also receives from
+        itself (models whose full graph has self-loops, e.g. GAT).
+      stop_before_last: return the last layer's input (embeddings; full
+        views only).
+
+    Returns:
+      ``[N, C]`` logits on full and chunked views, ``[B, C]`` for the
+      seeds of a sample; ``[N, H]`` embeddings with ``stop_before_last``.
+    """
+    count = len(layers)
+    drop_keys = split_dropout_keys(key, count, training, dropout_rate)
+    inner_keys = (
+        list(jax.random.split(jax.random.fold_in(key, count), count))
+        if training and key is not None
+        else []
+    )
+
+    def drop(h, i):
+        k = drop_keys[i]
+        return h if k is None else dropout(h, dropout_rate, key=k, impl=dropout_impl)
+
+    def finish(out, i):
+        return out if i == count - 1 else activation(out)
+
+    if isinstance(graph, NeighborSample):
+        if stop_before_last:
+            raise TypeError("embeddings are computed on a full graph, not on a NeighborSample")
+        if len(graph.fanouts) != count:
+            raise ValueError(
+                f"the sample has {len(graph.fanouts)} hops (fanouts {graph.fanouts}) but the "
+                f"model has {count} layers; they must match"
+            )
+        ids = tree_entries(graph)
+        if _gather_first(x, graph):
+            z = project(layers[0], drop(jnp.take(x, ids, axis=0, mode="clip"), 0), 0)
+        else:
+            z = jnp.take(project(layers[0], drop(x, 0), 0), ids, axis=0, mode="clip")
+        h = None
+        for i in range(count):
+            if i > 0:
+                z = project(layers[i], drop(h, i), i)
+            block = TreeBlock.from_sample(graph, count - i, self_loops=self_loops)
+            h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i)
+        return h
+
+    h = x
+    for i in range(count):
+        if stop_before_last and i == count - 1:
+            return h
+        z = project(layers[i], drop(h, i), i)
+        if isinstance(graph, ChunkedGraph):
+            layer_key = _key(inner_keys, i)
+
+            def chunk_out(chunk, z=z, i=i, layer_key=layer_key):
+                view = graph.chunk_view(chunk)
+                return finish(propagate(layers[i], view, z, layer_key, i), i)
+
+            h = map_chunks(graph, chunk_out)
+        else:
+            h = finish(propagate(layers[i], graph, z, _key(inner_keys, i), i), i)
+    return h
+
+
+def _key(keys: list, i: int):
+    return keys[i] if keys else None

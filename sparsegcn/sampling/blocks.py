@@ -1,0 +1,138 @@
+"""Sampled computation trees seen as bipartite blocks, one per layer.
+
+A :class:`~sparsegcn.sampling.NeighborSample` stores its tree level by
+level. Concatenated, the levels form one flat array of ``T`` entries
+(``offsets[d]`` is where level ``d`` starts). A model's layer ``i`` of
+``L`` updates the entries of levels ``0..P-1`` (``P = L - i``) from their
+children in levels ``1..P``: a bipartite graph whose sources are the first
+``offsets[P + 1]`` entries and whose targets are the first ``offsets[P]``,
+a prefix of the sources (PyG's convention for sampled blocks). Its edges
+run from each entry of level ``d + 1`` to its parent in level ``d``,
+optionally plus one self-loop per target (GAT attends to the node itself).
+
+:class:`TreeBlock` is that graph as a view (:mod:`sparsegcn.views`), so a
+layer written against the protocol runs on mini-batches unchanged. Its
+``product`` never scatters: each parent's children are ``k`` consecutive
+entries, so a weighted sum is a reshape and a sum over the fanout axis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sparsegcn.sampling.neighbor import NeighborSample
+from sparsegcn.views import EdgeListView, broadcast_edges
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TreeBlock(EdgeListView):
+    """One layer's view of a flat sampled tree; a pytree.
+
+    Attributes:
+      sizes: static entries per level, ``(n_0, ..., n_P)``.
+      fanouts: static ``(k_1, ..., k_P)``; ``n_{d+1} = n_d k_{d+1}``.
+      edge_mask: bool ``[E]``: the children's masks, level after level,
+        then (with ``self_loops``) the targets' own masks.
+      self_loops: static, whether each target also receives from itself.
+
+    ``num_src = n_0 + ... + n_P``, ``num_dst = n_0 + ... + n_{P-1}``;
+    ``E = n_1 + ... + n_P`` (``+ num_dst`` with self-loops). Senders and
+    receivers are computed from the sizes (iota arithmetic, nothing stored).
+    """
+
+    sizes: tuple
+    fanouts: tuple
+    edge_mask: jax.Array = None
+    self_loops: bool = False
+
+    weights = None
+    edges_sorted = False
+    layout_name = "tree"
+
+    @classmethod
+    def from_sample(cls, sample: NeighborSample, parents: int, *, self_loops: bool = False):
+        """The block whose targets are levels ``0..parents-1`` of ``sample``."""
+        if not 1 <= parents < len(sample.nodes):
+            raise ValueError(
+                f"parents must be in [1, {len(sample.nodes) - 1}] for a sample with "
+                f"{len(sample.nodes) - 1} hops, got {parents}"
+            )
+        sizes = tuple(int(level.size) for level in sample.nodes[: parents + 1])
+        masks = [m.reshape(-1) for m in sample.masks[1 : parents + 1]]
+        if self_loops:
+            masks += [m.reshape(-1) for m in sample.masks[:parents]]
+        return cls(sizes, sample.fanouts[:parents], jnp.concatenate(masks), self_loops)
+
+    @property
+    def offsets(self) -> list[int]:
+        return np.cumsum([0, *self.sizes]).tolist()
+
+    @property
+    def num_src(self) -> int:
+        return self.offsets[-1]
+
+    @property
+    def num_dst(self) -> int:
+        return self.offsets[-2]
+
+    @property
+    def senders(self) -> jax.Array:
+        start, stop = self.offsets[1], self.offsets[-1]
+        children = jnp.arange(start, stop, dtype=jnp.int32)
+        if not self.self_loops:
+            return children
+        return jnp.concatenate([children, jnp.arange(self.num_dst, dtype=jnp.int32)])
+
+    @property
+    def receivers(self) -> jax.Array:
+        offsets = self.offsets
+        parents = [
+            offsets[d] + jnp.arange(self.sizes[d + 1], dtype=jnp.int32) // k
+            for d, k in enumerate(self.fanouts)
+        ]
+        if self.self_loops:
+            parents.append(jnp.arange(self.num_dst, dtype=jnp.int32))
+        return jnp.concatenate(parents)
+
+    def targets(self, h):
+        return h[: self.num_dst]
+
+    def product(self, x_src, edge_weight=None) -> jax.Array:
+        """The weighted sum over each target's children (and itself), by reshapes."""
+        x = self.check_sources(x_src)
+        w = self.edge_values(edge_weight, x.dtype)
+        offsets, rest = self.offsets, x.shape[1:]
+        out, pos = [], 0
+        for d, k in enumerate(self.fanouts):
+            n = self.sizes[d]
+            children = x[offsets[d + 1] : offsets[d + 2]].reshape(n, k, *rest)
+            wd = w[pos : pos + n * k]
+            wd = wd.reshape(n, k, *wd.shape[1:])
+            out.append(jnp.sum(children * broadcast_edges(wd, children), axis=1))
+            pos += n * k
+        y = jnp.concatenate(out) if len(out) > 1 else out[0]
+        if self.self_loops:
+            own = x[: self.num_dst]
+            y = y + own * broadcast_edges(w[pos:], own)
+        return y
+
+    def tree_flatten_with_keys(self):
+        children = ((jax.tree_util.GetAttrKey("edge_mask"), self.edge_mask),)
+        return children, (self.sizes, self.fanouts, self.self_loops)
+
+    @classmethod
+    def tree_unflatten(cls, static, children):
+        sizes, fanouts, self_loops = static
+        return cls(sizes, fanouts, children[0], self_loops)
+
+
+jax.tree_util.register_pytree_with_keys_class(TreeBlock)
+
+
+def tree_entries(sample: NeighborSample) -> jax.Array:
+    """int32 ``[T]``: every level's node ids, concatenated (the flat tree's rows)."""
+    return jnp.concatenate([level.reshape(-1) for level in sample.nodes])
