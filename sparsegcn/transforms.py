@@ -11,14 +11,35 @@ References:
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse import csgraph
 
 from sparsegcn import _checks
-from sparsegcn.graph import Graph
+from sparsegcn.graph import Graph, Reordering
+from sparsegcn.ops.ordering import (
+    COMMUNITY_MAX_ROUNDS,
+    COMMUNITY_TOLERANCE,
+    REORDER_METHODS,
+    community_labels,
+)
+
+# Re-exported: these lived here before the node orders moved to sparsegcn.ops.ordering.
+__all__ = [
+    "COMMUNITY_MAX_ROUNDS",
+    "COMMUNITY_TOLERANCE",
+    "REORDER_METHODS",
+    "Reordering",
+    "add_self_loops",
+    "coalesce",
+    "community_labels",
+    "degree",
+    "gcn_norm",
+    "gcn_norm_factors",
+    "mean_norm",
+    "remove_self_loops",
+    "reorder",
+    "sort_edges",
+    "to_undirected",
+]
 
 
 def _host_edges(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -245,149 +266,10 @@ def sort_edges(graph: Graph) -> Graph:
     )
 
 
-REORDER_METHODS = ("rcm", "degree", "community")
-COMMUNITY_MAX_ROUNDS = 30
-COMMUNITY_TOLERANCE = 0.002  # stop once fewer than this share of nodes change label
-
-
-class Reordering(NamedTuple):
-    """A relabelling of nodes: the relabelled graph and the maps between orders.
-
-    Attributes:
-      graph: the relabelled :class:`Graph`, edges sorted by (receiver, sender).
-      permutation: int64 ``[N]``; new node ``i`` is old node ``permutation[i]``.
-      inverse: int64 ``[N]``; old node ``j`` is new node ``inverse[j]``.
-    """
-
-    graph: Graph
-    permutation: np.ndarray
-    inverse: np.ndarray
-
-    def permute(self, x):
-        """Node data ``[N, ...]`` (NumPy, JAX or scipy sparse rows) in the new order."""
-        return x[self.permutation]
-
-    def restore(self, y):
-        """Results ``[N, ...]`` computed in the new order, back in the original one."""
-        return y[self.inverse]
-
-
-def community_labels(
-    senders: np.ndarray,
-    receivers: np.ndarray,
-    num_nodes: int,
-    *,
-    seed: int = 0,
-    max_rounds: int = COMMUNITY_MAX_ROUNDS,
-    tolerance: float = COMMUNITY_TOLERANCE,
-) -> np.ndarray:
-    """Community labels by label propagation on the symmetrized graph.
-
-    Every node starts in its own community. In each round, a random half of
-    the nodes adopt the label most common among their neighbours (edges in
-    both directions count, duplicates count twice; a node's own label gets
-    half a vote, so it keeps its label on a tie). Updating half the nodes
-    at a time keeps two halves of a community from swapping labels forever,
-    which synchronous rounds do. Rounds stop when fewer than ``tolerance``
-    of the nodes change, or after ``max_rounds``.
-
-    Args:
-      senders, receivers: int ``[E]`` validated ids.
-      num_nodes: ``N``.
-      seed: seed of the update order (the result is deterministic for it).
-      max_rounds, tolerance: stopping rule.
-
-    Returns:
-      int64 ``[N]`` labels, each the id of some node of its community.
-    """
-    if not (isinstance(max_rounds, int) and max_rounds >= 1):
-        raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
-    if not 0.0 <= tolerance < 1.0:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
-    n = num_nodes
-    labels = np.arange(n, dtype=np.int64)
-    if n == 0 or senders.shape[0] == 0:
-        return labels
-    rows = np.concatenate([receivers, senders, np.arange(n)]).astype(np.int64)
-    cols = np.concatenate([senders, receivers]).astype(np.int64)
-    votes = np.concatenate([np.ones(cols.shape[0], np.float32), np.full(n, 0.5, np.float32)])
-    rng = np.random.default_rng(seed)
-    for _ in range(max_rounds):
-        ballot = sp.csr_array((votes, (rows, np.concatenate([labels[cols], labels]))), shape=(n, n))
-        best = np.asarray(ballot.argmax(axis=1)).ravel()
-        new = np.where(rng.random(n) < 0.5, best, labels)
-        changed = np.count_nonzero(new != labels)
-        labels = new
-        if changed < tolerance * n:
-            break
-    return labels
-
-
 def reorder(graph: Graph, *, method: str = "rcm") -> Reordering:
-    """Relabels nodes so that neighbours get nearby ids.
+    """Relabels nodes so that neighbours get nearby ids: ``graph.reorder(method)``.
 
-    Propagation reads the rows of ``x`` at each node's neighbours; when
-    their ids are close, those reads hit the cache. ``propagate`` on the
-    result equals the original up to the permutation:
-
-    .. math:: P A P^T (P x) = P (A x)
-
-    so ``r.restore(propagate(r.graph, r.permute(x))) == propagate(graph, x)``.
-    Permute features and labels once, train in the new order, and restore
-    the predictions.
-
-    Args:
-      graph: the graph (host or concrete arrays).
-      method: ``"rcm"``, reverse Cuthill–McKee on the symmetrized pattern
-        (``scipy.sparse.csgraph.reverse_cuthill_mckee``), which narrows the
-        band of ``A``; ``"degree"``, nodes by decreasing in-degree (ties
-        in id order), which puts hubs, the most-read rows, together; or
-        ``"community"``, nodes grouped by the communities label propagation
-        finds (:func:`community_labels`), hubs first within each, so that
-        most rows a node reads lie in its community's block. It costs
-        ``O(E log E)`` per round on the host, 10-20 rounds (about 30 s for
-        2.2M edges on the project's CPU, against 2 s for RCM), and pays on
-        graphs with communities that RCM's bands miss.
-
-    Returns:
-      A :class:`Reordering`.
-
-    References:
-      Cuthill & McKee, *Reducing the bandwidth of sparse symmetric
-      matrices*, Proc. ACM National Conference, 1969; George & Liu,
-      *Computer Solution of Large Sparse Positive Definite Systems*, 1981
-      (the reversal). Raghavan, Albert & Kumara, *Near linear time algorithm
-      to detect community structures in large-scale networks*, Phys. Rev. E
-      76, 2007 (label propagation).
+    The verb form of :meth:`Graph.reorder` (which see for the math and the
+    methods); it returns a :class:`~sparsegcn.graph.Reordering`.
     """
-    if method not in REORDER_METHODS:
-        raise ValueError(f"reorder method must be one of {REORDER_METHODS}, got {method!r}")
-    senders, receivers, weights = _host_edges(graph)
-    n = graph.num_nodes
-    if n == 0:  # scipy's RCM cannot take an empty matrix
-        permutation = np.zeros(0, np.int64)
-    elif method == "degree":
-        counts = np.bincount(receivers, minlength=n)
-        permutation = np.argsort(-counts, kind="stable")
-    elif method == "community":
-        labels = community_labels(senders, receivers, n)
-        counts = np.bincount(receivers, minlength=n)
-        permutation = np.lexsort((np.arange(n), -counts, labels))
-    else:
-        both = (np.concatenate([receivers, senders]), np.concatenate([senders, receivers]))
-        pattern = sp.csr_array((np.ones(both[0].shape[0], np.int8), both), shape=(n, n))
-        permutation = csgraph.reverse_cuthill_mckee(pattern, symmetric_mode=True)
-    permutation = permutation.astype(np.int64, copy=False)
-    inverse = np.empty(n, np.int64)
-    inverse[permutation] = np.arange(n)
-    new_senders = inverse[senders].astype(np.int32)
-    new_receivers = inverse[receivers].astype(np.int32)
-    order = np.lexsort((new_senders, new_receivers))
-    relabelled = Graph(
-        new_senders[order],
-        new_receivers[order],
-        None if weights is None else weights[order],
-        n,
-        edges_sorted=True,
-    )
-    return Reordering(relabelled, permutation, inverse)
+    return graph.reorder(method)

@@ -115,3 +115,22 @@ def test_csr_groups_in_neighbours_by_receiver():
         np.testing.assert_array_equal(csr.indices[row], g.senders[expected])
         np.testing.assert_allclose(csr.weights[row], g.weights[expected])
     np.testing.assert_array_equal(csr.degrees(), np.bincount(g.receivers, minlength=15))
+
+
+def test_graph_module_imports_only_the_bottom_layer():
+    # graph.py sits right above sparsegcn.ops: importing transforms (or anything
+    # else of sparsegcn) from it would make a cycle, since they all import Graph.
+    import ast
+    from pathlib import Path
+
+    import sparsegcn.graph
+
+    tree = ast.parse(Path(sparsegcn.graph.__file__).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+    ours = {name for name in imported if name.split(".")[0] == "sparsegcn"}
+    assert ours and all(n.startswith(("sparsegcn.ops.", "sparsegcn._checks")) for n in ours), ours

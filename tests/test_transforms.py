@@ -150,3 +150,15 @@ def test_transforms_refuse_traced_graphs():
     g = random_graph(5, 5)
     with pytest.raises(TypeError, match="host-side operation"):
         jax.jit(sg.gcn_norm)(g)
+
+
+def test_reorder_verb_is_graph_reorder():
+    from sparsegcn import transforms
+
+    g = random_graph(30, 90, seed=9, weighted=True)
+    for method in transforms.REORDER_METHODS:
+        a, b = transforms.reorder(g, method=method), g.reorder(method)
+        assert isinstance(a, transforms.Reordering)
+        np.testing.assert_array_equal(a.permutation, b.permutation)
+        np.testing.assert_array_equal(a.graph.senders, b.graph.senders)
+        np.testing.assert_array_equal(a.graph.weights, b.graph.weights)

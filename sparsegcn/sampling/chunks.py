@@ -32,6 +32,7 @@ from sparsegcn.backends import BCOO, DEFAULT_BACKEND, Backend, Dense, Segment, g
 from sparsegcn.backends.base import check_propagate_inputs
 from sparsegcn.backends.segment import gather_scatter
 from sparsegcn.graph import Graph
+from sparsegcn.ops.csr import indptr_from_sorted
 from sparsegcn.views import Bipartite
 
 Array = Any
@@ -39,13 +40,6 @@ Array = Any
 # Edges per chunk when the chunk size is derived: 2**19 messages of 256 float32
 # features is 512 MiB, so layer-wise inference on ogbn-products fits 24 GiB.
 DEFAULT_CHUNK_EDGES = 2**19
-
-
-def _indptr(receivers: np.ndarray, num_nodes: int) -> np.ndarray:
-    dtype = np.int64 if receivers.shape[0] >= 2**31 else np.int32
-    indptr = np.zeros(num_nodes + 1, dtype)
-    np.cumsum(np.bincount(receivers, minlength=num_nodes), out=indptr[1:])
-    return indptr
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -97,7 +91,7 @@ class ChunkedGraph:
             chunk_size = _checks.check_static_int("chunk_size", chunk_size, minimum=1)
         graph = transforms.sort_edges(graph)
         receivers = _checks.as_host("graph.receivers", graph.receivers)
-        indptr = _indptr(receivers, n)
+        indptr = indptr_from_sorted(receivers, n)
         rows = max(min(chunk_size, n), 1)
         starts = np.minimum(np.arange(0, n, rows), n - rows)
         max_edges = int((indptr[starts + rows].astype(np.int64) - indptr[starts]).max())

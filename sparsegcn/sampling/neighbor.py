@@ -26,7 +26,7 @@ when ``d <= k`` (the rest of its ``k`` slots masked), otherwise a subset drawn
 by Robert Floyd's algorithm, vectorised over the nodes. Floyd's algorithm
 takes ``k`` draws and ``O(k^2)`` comparisons per node whatever ``d`` is, so a
 node of degree ``10^4`` costs what a node of degree ``k + 1`` does. Random
-words come from :func:`sparsegcn.nn.hash_bits` (one threefry call for the
+words come from :func:`sparsegcn.ops.hash_bits` (one threefry call for the
 whole tree, then a counter hash); a word is mapped to ``[0, m)`` by Lemire's
 multiply-shift, ``floor(u * m / 2^32)``, whose largest deviation from exact
 uniformity is a relative ``m / 2^32`` (``2e-6`` for ``m = 10^4``).
@@ -56,11 +56,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from sparsegcn import _checks
-from sparsegcn.nn.dropout import hash_bits
+
+# mulhi_u32 is re-exported: it was defined here before the bits moved to ops.
+from sparsegcn.ops.random import hash_bits, uniform_below
+from sparsegcn.ops.random import mulhi_u32 as mulhi_u32
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
-_LOW16 = np.uint32(0xFFFF)
-_SHIFT16 = np.uint32(16)
 
 
 class NeighborSample(NamedTuple):
@@ -184,28 +185,6 @@ def check_csr(indptr, indices) -> tuple[jax.Array, jax.Array]:
     else:
         device_idx = jnp.asarray(idx.astype(np.int32, copy=False))
     return device_ptr, device_idx
-
-
-def mulhi_u32(a: jax.Array, b: jax.Array) -> jax.Array:
-    """The high 32 bits of the 64-bit product of two uint32 arrays.
-
-    Computed from 16-bit limbs so it needs no 64-bit types:
-    ``a * b = hh 2^32 + (lh + hl) 2^16 + ll``.
-    """
-    a_lo, a_hi = a & _LOW16, a >> _SHIFT16
-    b_lo, b_hi = b & _LOW16, b >> _SHIFT16
-    ll, lh, hl, hh = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
-    mid = (ll >> _SHIFT16) + (lh & _LOW16) + (hl & _LOW16)
-    return hh + (lh >> _SHIFT16) + (hl >> _SHIFT16) + (mid >> _SHIFT16)
-
-
-def uniform_below(bits: jax.Array, bound: jax.Array) -> jax.Array:
-    """Maps uniform uint32 ``bits`` to int32 in ``[0, bound)`` (Lemire's multiply-shift).
-
-    ``bound`` is int32 ``>= 1`` (broadcast against ``bits``). Each value has
-    probability ``floor(2^32 / m) / 2^32`` or ``ceil(2^32 / m) / 2^32``.
-    """
-    return mulhi_u32(bits, bound.astype(jnp.uint32)).astype(jnp.int32)
 
 
 def sample_positions(degrees: jax.Array, fanout: int, *, key: jax.Array):
@@ -339,7 +318,7 @@ def sample_blocks(
 
     Level ``d + 1`` samples ``fanouts[d]`` neighbours of every level-``d``
     entry; the random words of all levels come from one draw of ``key``
-    (disjoint counter ranges of :func:`~sparsegcn.nn.hash_bits`).
+    (disjoint counter ranges of :func:`~sparsegcn.ops.hash_bits`).
 
     Args:
       indptr, indices: the CSR view (see :func:`sample_neighbors`).
