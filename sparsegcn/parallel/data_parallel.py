@@ -38,7 +38,7 @@ References:
 
 from __future__ import annotations
 
-import time
+import functools
 from collections.abc import Callable, Sequence
 
 import jax
@@ -50,7 +50,6 @@ from sparsegcn.nn.model import Model
 from sparsegcn.parallel.mesh import AXIS, as_mesh, put
 from sparsegcn.sampling.neighbor import check_fanouts
 from sparsegcn.train import loop
-from sparsegcn.train.fullbatch import make_optimizer
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -185,53 +184,49 @@ def fit_data_parallel(
       replicated on the mesh (every process can read it).
       ``train_step_ms_median`` times one data-parallel step of all seeds;
       ``sampled_edges_per_s`` is not measured here (``nan``).
+      ``train_step_ms_median`` is NaN unless ``config.timing_steps > 0``.
 
     Raises:
+      TypeError: ``data`` is not :class:`~sparsegcn.train.MinibatchData`.
       ValueError: more devices than available (the message says how to
-        simulate devices on CPU), or a state that does not match ``seeds``.
+        simulate devices on CPU), no seeds, or a state that does not match
+        ``seeds``.
       DivergenceError: a seed's loss or gradient became non-finite.
     """
-    start = time.perf_counter()
     mesh = as_mesh(devices)
-    config = TrainConfig() if config is None else config
     minibatch = MinibatchConfig() if minibatch is None else minibatch
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("fit_data_parallel needs at least one seed")
     if not isinstance(data, MinibatchData):
         raise TypeError(
             f"fit_data_parallel expects MinibatchData (see minibatch_data), got "
             f"{type(data).__name__}"
         )
-    tx = make_optimizer(config)
-    state = loop.start_state(model, tx, config, seeds, state, history)
-    state, data = put(state, mesh), put(data, mesh)
     num_train = int(data.train_nodes.shape[0])
     batch_size = effective_batch_size(num_train, minibatch.batch_size)
 
-    program, compile_s = loop.compile_for(
-        data_parallel_chunk_fn(model, tx, config, minibatch, mesh), state, data
-    )
-    state, history, times = loop.run_chunks(
-        program, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
-    )
+    def step_args(state: TrainState, data: MinibatchData, seeds: tuple[int, ...]) -> tuple:
+        batch = first_batch(jax.random.key(seeds[0]), data.train_nodes, batch_size)
+        return state, data, put(batch, mesh)
 
-    step_ms, step_compile_s = float("nan"), 0.0
-    if config.timing_steps > 0:
-        batch = put(first_batch(jax.random.key(seeds[0]), data.train_nodes, batch_size), mesh)
-        step_ms, step_compile_s = loop.time_step(
-            data_parallel_step_fn(model, tx, minibatch.fanouts, mesh),
-            (state, data, batch),
-            config.timing_steps,
-        )
-    return MinibatchFitResult(
+    trainer = loop.Trainer(
+        name="fit_data_parallel",
+        make_chunk=lambda tx, config: data_parallel_chunk_fn(model, tx, config, minibatch, mesh),
+        make_step=lambda tx: data_parallel_step_fn(model, tx, minibatch.fanouts, mesh),
+        place=lambda state, data: (put(state, mesh), put(data, mesh)),
+        step_args=step_args,
+        result=functools.partial(
+            MinibatchFitResult,
+            steps_per_epoch=steps_per_epoch(num_train, batch_size),
+            batch_size=batch_size,
+        ),
+    )
+    return loop.run_training(
+        trainer,
+        model,
+        data,
+        config,
+        seeds=seeds,
+        progress=progress,
         state=state,
         history=history,
-        seeds=seeds,
-        compile_s=compile_s + step_compile_s,
-        train_step_ms_median=step_ms,
-        epoch_ms_median=loop.epoch_ms(times, config.chunk),
-        wall_s=time.perf_counter() - start,
-        steps_per_epoch=steps_per_epoch(num_train, batch_size),
-        batch_size=batch_size,
+        on_chunk=on_chunk,
     )

@@ -20,7 +20,6 @@ from its own key (see :func:`~sparsegcn.parallel.edge_sharded_model`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 import jax
@@ -38,12 +37,8 @@ from sparsegcn.parallel.edge_shard import (
 )
 from sparsegcn.parallel.mesh import AXIS, as_mesh, put
 from sparsegcn.train import loop
-from sparsegcn.train.fullbatch import (
-    FitResult,
-    make_chunk_fn,
-    make_optimizer,
-    make_step_fn,
-)
+from sparsegcn.train.fullbatch import make_chunk_fn, make_step_fn
+from sparsegcn.train.loop import FitResult
 from sparsegcn.train.state import NodeData, TrainConfig, TrainState
 
 DATA_SPECS = NodeData(
@@ -119,49 +114,34 @@ def fit_edge_sharded(
 
     Returns:
       A :class:`~sparsegcn.train.FitResult` whose state is replicated on the
-      mesh (readable by every process).
+      mesh (readable by every process); ``train_step_ms_median`` is NaN
+      unless ``config.timing_steps > 0``.
 
     Raises:
       ValueError: more devices than available (with how to simulate
-        devices on CPU), or a state that does not match ``seeds``.
+        devices on CPU), no seeds, or a state that does not match ``seeds``.
       DivergenceError: a seed's loss or gradient became non-finite.
     """
-    start = time.perf_counter()
     mesh = as_mesh(devices)
-    config = TrainConfig() if config is None else config
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("fit_edge_sharded needs at least one seed")
-    tx = make_optimizer(config)
-    state = loop.start_state(model, tx, config, seeds, state, history)
-    state = put(state, mesh)
-    sharded = place_node_data(shard_node_data(data, mesh.size), mesh)
-
-    program, compile_s = loop.compile_for(
-        edge_sharded_chunk_fn(model, tx, config, mesh), state, sharded
+    trainer = loop.Trainer(
+        name="fit_edge_sharded",
+        make_chunk=lambda tx, config: edge_sharded_chunk_fn(model, tx, config, mesh),
+        make_step=lambda tx: edge_sharded_step_fn(model, tx, mesh),
+        place=lambda state, data: (
+            put(state, mesh),
+            place_node_data(shard_node_data(data, mesh.size), mesh),
+        ),
     )
-    state, history, times = loop.run_chunks(
-        program,
-        state,
-        sharded,
+    return loop.run_training(
+        trainer,
+        model,
+        data,
         config,
-        seeds,
+        seeds=seeds,
         progress=progress,
-        history=history,
-        on_chunk=on_chunk,
-    )
-
-    step_ms, step_compile_s = loop.time_step(
-        edge_sharded_step_fn(model, tx, mesh), (state, sharded), config.timing_steps
-    )
-    return FitResult(
         state=state,
         history=history,
-        seeds=seeds,
-        compile_s=compile_s + step_compile_s,
-        train_step_ms_median=step_ms,
-        epoch_ms_median=loop.epoch_ms(times, config.chunk),
-        wall_s=time.perf_counter() - start,
+        on_chunk=on_chunk,
     )
 
 

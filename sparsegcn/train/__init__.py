@@ -1,5 +1,6 @@
 """Training: losses, optimizer, the full-batch and mini-batch (sampled) multi-seed
-trainers and their lifecycle (checkpoints, divergence guard, sweeps)."""
+trainers, the skeleton they share (:func:`run_training`) and their lifecycle
+(checkpoints, divergence guard, sweeps)."""
 
 from sparsegcn.train.checkpoint import (
     Checkpoint,
@@ -11,21 +12,16 @@ from sparsegcn.train.checkpoint import (
     state_template,
 )
 from sparsegcn.train.fullbatch import (
-    FitResult,
     evaluate,
     fit,
-    init_state,
     make_chunk_fn,
-    make_optimizer,
     make_step_fn,
     predict,
-    resume_state,
     run_epoch,
-    seed_keys,
-    should_stop,
     train_step,
 )
 from sparsegcn.train.guard import DivergenceError
+from sparsegcn.train.loop import FitResult, Trainer, run_training
 from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy, masked_mean
 from sparsegcn.train.minibatch import (
     Batch,
@@ -39,7 +35,18 @@ from sparsegcn.train.minibatch import (
     sage_graph,
     train_epoch,
 )
-from sparsegcn.train.state import Best, NodeData, TrainConfig, TrainState, index_mask
+from sparsegcn.train.optim import apply_optimizer, make_optimizer
+from sparsegcn.train.state import (
+    Best,
+    NodeData,
+    TrainConfig,
+    TrainState,
+    index_mask,
+    init_state,
+    resume_state,
+    seed_keys,
+    should_stop,
+)
 from sparsegcn.train.sweep import fit_sweep, set_hyperparams
 
 __all__ = [
@@ -56,6 +63,8 @@ __all__ = [
     "NodeData",
     "TrainConfig",
     "TrainState",
+    "Trainer",
+    "apply_optimizer",
     "evaluate",
     "fit",
     "fit_minibatch",
@@ -76,6 +85,7 @@ __all__ = [
     "predict",
     "resume_state",
     "run_epoch",
+    "run_training",
     "sage_graph",
     "save_checkpoint",
     "seed_keys",

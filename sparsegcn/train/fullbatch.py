@@ -2,84 +2,40 @@
 
 The pieces are pure functions composed bottom-up:
 
-- :func:`make_optimizer`: optax Adam with (first-layer) weight decay;
 - :func:`train_step`: one forward/backward/update on the train mask;
 - :func:`run_epoch`: a step, then evaluation and early-stopping bookkeeping;
-- :func:`fit`: ``jit(vmap(scan(run_epoch)))`` over seeds and epochs, driven
+- :func:`make_chunk_fn`: ``jit(vmap(scan(run_epoch)))`` over seeds and epochs;
+- :func:`fit`: that program (and :func:`make_step_fn`'s, for opt-in step
+  timing) run by the shared skeleton :func:`~sparsegcn.train.loop.run_training`,
   in chunks of ``epochs_per_call`` so a progress bar can advance.
 
-A run compiles each program exactly once (ahead of time, so the compile time
-is measured apart from step times), whatever the number of epochs.
+A run compiles its training program exactly once (ahead of time, so the
+compile time is measured apart from step times), whatever the number of
+epochs; the optimizer (:func:`~sparsegcn.train.make_optimizer`) and the
+state's start and resume (:mod:`sparsegcn.train.state`) are shared by every
+trainer.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from sparsegcn.nn.model import Model
 from sparsegcn.train import loop
+from sparsegcn.train.loop import FitResult
 from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy
-from sparsegcn.train.state import Best, NodeData, TrainConfig, TrainState, initial_best
-
-
-def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    """Adam with L2 weight decay on the layers ``config.decay_layers`` names.
-
-    ``add_decayed_weights`` before ``adam`` is coupled L2 regularisation,
-    the same update as PyTorch's ``Adam(weight_decay=...)`` in PyG's example.
-
-    The learning rate and weight decay are injected hyperparameters
-    (``optax.inject_hyperparams``): they live in the optimizer state as
-    float32 scalars ``opt_state.hyperparams["learning_rate" | "weight_decay"]``,
-    so one compiled program can train members with different values
-    (:func:`sparsegcn.train.sweep.fit_sweep`) and checkpoints record them.
-    The decay term is present whenever ``decay_layers != "none"``, even at
-    zero decay (adding ``0 * p`` changes nothing), so every weight decay
-    value shares one state structure.
-    """
-
-    def decay_mask(p):
-        if config.decay_layers == "all":
-            return jax.tree.map(lambda _: True, p)
-        masked = jax.tree.map(lambda _: False, p)
-        if config.decay_layers == "first":
-            masked["layers"][0] = jax.tree.map(lambda _: True, p["layers"][0])
-        return masked
-
-    def build(learning_rate, weight_decay):
-        parts = []
-        if config.clip_norm is not None:
-            parts.append(optax.clip_by_global_norm(config.clip_norm))
-        if config.decay_layers != "none":
-            parts.append(optax.masked(optax.add_decayed_weights(weight_decay), decay_mask))
-        parts.append(optax.adam(learning_rate))
-        return optax.chain(*parts)
-
-    return optax.inject_hyperparams(build)(
-        learning_rate=config.learning_rate, weight_decay=config.weight_decay
-    )
-
-
-def init_state(model: Model, tx: optax.GradientTransformation, key: jax.Array) -> TrainState:
-    """Fresh state for one seed: ``key`` is split into init and training keys."""
-    init_key, train_key = jax.random.split(key)
-    params = model.init(init_key)
-    return TrainState(
-        params=params,
-        opt_state=tx.init(params),
-        key=train_key,
-        epoch=jnp.zeros((), jnp.int32),
-        bad_epochs=jnp.zeros((), jnp.int32),
-        done=jnp.zeros((), bool),
-        best=initial_best(params),
-    )
+from sparsegcn.train.optim import apply_optimizer
+from sparsegcn.train.state import (
+    Best,
+    NodeData,
+    TrainConfig,
+    TrainState,
+    should_stop,
+)
 
 
 def train_step(model: Model, tx, state: TrainState, data: NodeData):
@@ -93,18 +49,6 @@ def train_step(model: Model, tx, state: TrainState, data: NodeData):
     loss, grads = jax.value_and_grad(loss_fn)(state.params)
     params, opt_state = apply_optimizer(tx, grads, state.opt_state, state.params)
     return params, opt_state, key, loss, optax.tree.norm(grads)
-
-
-def apply_optimizer(tx: optax.GradientTransformation, grads, opt_state, params):
-    """``tx.update`` then ``apply_updates``; returns ``(params, opt_state)``.
-
-    optax mixes Python floats with int32 step counts (Adam's bias
-    correction), which JAX's strict dtype-promotion mode refuses, so its
-    update runs under standard promotion whatever the caller's setting.
-    """
-    with jax.numpy_dtype_promotion("standard"):
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
 
 
 def evaluate(model: Model, params, data: NodeData) -> dict:
@@ -243,27 +187,6 @@ def end_epoch(
     return _select(state.done | ~finite, held, new_state), metrics
 
 
-def should_stop(config: TrainConfig, epoch: jax.Array, bad_epochs: jax.Array) -> jax.Array:
-    """bool ``[]``: the epoch budget is spent or patience ran out."""
-    done = epoch >= config.epochs
-    if config.patience is not None:
-        done = done | (bad_epochs >= config.patience)
-    return done
-
-
-def resume_state(state: TrainState, config: TrainConfig) -> TrainState:
-    """``state`` (leading ``[K]`` axis) with ``done`` recomputed for ``config``.
-
-    A checkpoint written at the end of a 50-epoch run has every seed done;
-    resumed with ``epochs=200`` its seeds continue, while seeds that ran out
-    of patience stay stopped (unless ``config`` has more patience). For a
-    state taken mid-run with the same config nothing changes, which is what
-    makes an interrupted and resumed run equal an uninterrupted one.
-    """
-    done = jax.vmap(lambda e, b: should_stop(config, e, b))(state.epoch, state.bad_epochs)
-    return state._replace(done=done)
-
-
 def make_chunk_fn(model: Model, tx, config: TrainConfig) -> Callable:
     """``(states [K], data) -> (states, metrics [K, chunk])``: ``config.chunk``
     epochs of every seed, as ``vmap`` over seeds of a ``lax.scan`` over epochs.
@@ -286,57 +209,6 @@ def make_step_fn(model: Model, tx) -> Callable:
         return state._replace(params=params, opt_state=opt_state, key=key)
 
     return jax.vmap(one_seed, in_axes=(0, None))
-
-
-@dataclasses.dataclass
-class FitResult:
-    """What :func:`fit` measured. Per-seed arrays have a leading ``[K]`` axis.
-
-    Attributes:
-      state: the final :class:`TrainState` of every seed.
-      history: per-epoch metrics, each ``[epochs_run, K]`` (NumPy).
-      best_params: the restored params of every seed (``state.best.params``).
-      test_acc, val_acc, train_acc: ``[K]`` accuracies at each seed's best epoch.
-      best_epoch: ``[K]``.
-      compile_s: seconds spent lowering and compiling.
-      train_step_ms_median: median wall time of one compiled optimizer step
-        (all ``K`` seeds in lockstep), after compilation.
-      epoch_ms_median: median wall time per epoch (step + evaluation).
-      wall_s: total wall time of :func:`fit`.
-    """
-
-    state: TrainState
-    history: dict
-    seeds: tuple
-    compile_s: float
-    train_step_ms_median: float
-    epoch_ms_median: float
-    wall_s: float
-
-    @property
-    def best_params(self):
-        return self.state.best.params
-
-    @property
-    def test_acc(self) -> np.ndarray:
-        return np.asarray(self.state.best.test_acc)
-
-    @property
-    def val_acc(self) -> np.ndarray:
-        return np.asarray(self.state.best.val_acc)
-
-    @property
-    def train_acc(self) -> np.ndarray:
-        return np.asarray(self.state.best.train_acc)
-
-    @property
-    def best_epoch(self) -> np.ndarray:
-        return np.asarray(self.state.best.epoch)
-
-
-def seed_keys(seeds: Sequence[int]) -> jax.Array:
-    """One PRNG key per integer seed, stacked ``[K]``."""
-    return jnp.stack([jax.random.key(int(s)) for s in seeds])
 
 
 def fit(
@@ -362,7 +234,8 @@ def fit(
       progress: show a tqdm progress bar.
       state: resume from this state (leading ``[K]`` axis) instead of
         initializing; its ``done`` flags are recomputed for ``config``
-        (:func:`resume_state`), so a finished run can be extended.
+        (:func:`~sparsegcn.train.resume_state`), so a finished run can be
+        extended.
       history: metrics of the epochs already run (``{name: [E0, K]}``,
         e.g. from a checkpoint); the result's history continues it.
       on_chunk: called with ``(state, history)`` after every compiled call,
@@ -370,35 +243,27 @@ def fit(
         for checkpoints and logging).
 
     Returns:
-      A :class:`FitResult`.
+      A :class:`~sparsegcn.train.FitResult`; its ``train_step_ms_median``
+      is NaN unless ``config.timing_steps > 0`` opts in to step timing.
 
     Raises:
+      ValueError: no seeds, or a state or history that does not match them.
       DivergenceError: a seed's loss or gradient became non-finite; raised
         after the compiled call in which it happened, before ``on_chunk``.
     """
-    start = time.perf_counter()
-    config = TrainConfig() if config is None else config
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("fit needs at least one seed")
-    data = jax.device_put(data)
-    tx = make_optimizer(config)
-    state = loop.start_state(model, tx, config, seeds, state, history)
-
-    chunk_fn, compile_s = loop.compile_for(make_chunk_fn(model, tx, config), state, data)
-    state, history, chunk_times = loop.run_chunks(
-        chunk_fn, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
+    trainer = loop.Trainer(
+        name="fit",
+        make_chunk=lambda tx, config: make_chunk_fn(model, tx, config),
+        make_step=lambda tx: make_step_fn(model, tx),
     )
-
-    step_ms, step_compile_s = loop.time_step(
-        make_step_fn(model, tx), (state, data), config.timing_steps
-    )
-    return FitResult(
+    return loop.run_training(
+        trainer,
+        model,
+        data,
+        config,
+        seeds=seeds,
+        progress=progress,
         state=state,
         history=history,
-        seeds=seeds,
-        compile_s=compile_s + step_compile_s,
-        train_step_ms_median=step_ms,
-        epoch_ms_median=loop.epoch_ms(chunk_times, config.chunk),
-        wall_s=time.perf_counter() - start,
+        on_chunk=on_chunk,
     )

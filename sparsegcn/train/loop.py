@@ -1,19 +1,24 @@
-"""The host loop shared by every trainer: starting state, compiled chunks, timing.
+"""The skeleton every trainer shares: :func:`run_training` and its host loop.
 
 Each trainer (:func:`~sparsegcn.train.fit`,
 :func:`~sparsegcn.train.fit_minibatch`, and the parallel ones in
-:mod:`sparsegcn.parallel`) compiles one program ``(state [K], data) ->
-(state, metrics [K, chunk])`` that runs ``config.chunk`` epochs of all ``K``
-seeds. This module drives it: it calls the program until every seed is
-done, stops on divergence, grows the per-epoch history, advances the
-progress bar and calls the ``on_chunk`` hook. Only the small per-epoch
-metrics come back to the host between calls.
+:mod:`sparsegcn.parallel`) is a :class:`Trainer`: how its data is placed,
+its compiled program ``(state [K], data) -> (state, metrics [K, chunk])``
+that runs ``config.chunk`` epochs of all ``K`` seeds, the one-step program
+that optional timing measures, and its result class. :func:`run_training`
+does the rest, once for all of them: seeds to keys, optimizer, starting or
+resumed state, ahead-of-time compilation, the chunks (until every seed is
+done, stopping on divergence, growing the per-epoch history, advancing the
+progress bar, calling the ``on_chunk`` hook), opt-in step timing and the
+result. Only the small per-epoch metrics come back to the host between calls.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -21,7 +26,174 @@ import optax
 
 from sparsegcn.nn.model import Model
 from sparsegcn.train.guard import raise_if_diverged
-from sparsegcn.train.state import TrainConfig, TrainState
+from sparsegcn.train.optim import make_optimizer
+from sparsegcn.train.state import TrainConfig, TrainState, init_state, resume_state, seed_keys
+
+
+@dataclasses.dataclass
+class FitResult:
+    """What a trainer measured. Per-seed arrays have a leading ``[K]`` axis.
+
+    Attributes:
+      state: the final :class:`TrainState` of every seed.
+      history: per-epoch metrics, each ``[epochs_run, K]`` (NumPy).
+      best_params: the restored params of every seed (``state.best.params``).
+      test_acc, val_acc, train_acc: ``[K]`` accuracies at each seed's best epoch.
+      best_epoch: ``[K]``.
+      compile_s: seconds spent lowering and compiling: the training program,
+        plus the timed step's when ``config.timing_steps > 0``.
+      train_step_ms_median: median wall time of one compiled optimizer step
+        (all ``K`` seeds in lockstep), after compilation, over
+        ``config.timing_steps`` steps; NaN when ``timing_steps`` is 0 (the
+        default: timing is opt-in).
+      epoch_ms_median: median wall time per epoch (step + evaluation).
+      wall_s: total wall time of the run.
+    """
+
+    state: TrainState
+    history: dict
+    seeds: tuple
+    compile_s: float
+    train_step_ms_median: float
+    epoch_ms_median: float
+    wall_s: float
+
+    @property
+    def best_params(self):
+        return self.state.best.params
+
+    @property
+    def test_acc(self) -> np.ndarray:
+        return np.asarray(self.state.best.test_acc)
+
+    @property
+    def val_acc(self) -> np.ndarray:
+        return np.asarray(self.state.best.val_acc)
+
+    @property
+    def train_acc(self) -> np.ndarray:
+        return np.asarray(self.state.best.train_acc)
+
+    @property
+    def best_epoch(self) -> np.ndarray:
+        return np.asarray(self.state.best.epoch)
+
+
+def _same_place(state: TrainState, data) -> tuple[TrainState, Any]:
+    return state, jax.device_put(data)
+
+
+def _state_and_data(state: TrainState, data, seeds: tuple[int, ...]) -> tuple:
+    return state, data
+
+
+class Trainer(NamedTuple):
+    """What one trainer adds to :func:`run_training`; everything else is shared.
+
+    Attributes:
+      name: the public function's name, used in error messages.
+      make_chunk: ``(tx, config) -> chunk_fn``, with ``chunk_fn(state [K],
+        data) -> (state, metrics [K, config.chunk])`` the training program
+        (e.g. :func:`~sparsegcn.train.make_chunk_fn`); compiled once.
+      make_step: ``tx -> step_fn``, with ``step_fn(state [K], *args) ->
+        state`` one optimizer step of every seed; compiled and timed only
+        when ``config.timing_steps > 0``.
+      place: ``(state, data) -> (state, data)`` as the programs read them
+        (on the device, sharded over a mesh, ...); the default puts ``data``
+        on the default device and leaves ``state`` where it is.
+      step_args: ``(state, data, seeds) -> args`` of ``step_fn`` after
+        training; the default is ``(state, data)``.
+      measure: optional ``(data, config, seeds) -> (fields, compile_s)``:
+        further timings (run, like the step's, only when
+        ``config.timing_steps > 0``), ``fields`` passed on to ``result``.
+      result: called with :class:`FitResult`'s fields (and ``measure``'s)
+        to build the result; e.g. a subclass, or a ``functools.partial`` of
+        one holding its static fields.
+    """
+
+    name: str
+    make_chunk: Callable[[optax.GradientTransformation, TrainConfig], Callable]
+    make_step: Callable[[optax.GradientTransformation], Callable]
+    place: Callable[[TrainState, Any], tuple[TrainState, Any]] = _same_place
+    step_args: Callable[[TrainState, Any, tuple[int, ...]], tuple] = _state_and_data
+    measure: Callable[[Any, TrainConfig, tuple[int, ...]], tuple[Mapping, float]] | None = None
+    result: Callable[..., FitResult] = FitResult
+
+
+def run_training(
+    trainer: Trainer,
+    model: Model,
+    data,
+    config: TrainConfig | None = None,
+    *,
+    seeds: Sequence[int] = (0,),
+    progress: bool = False,
+    state: TrainState | None = None,
+    history: dict | None = None,
+    on_chunk: Callable[[TrainState, dict], None] | None = None,
+) -> FitResult:
+    """Trains one model per seed with ``trainer``'s programs: the shared skeleton.
+
+    Seeds become keys (:func:`~sparsegcn.train.seed_keys`), the optimizer is
+    :func:`~sparsegcn.train.make_optimizer`'s, the state fresh or resumed
+    (:func:`start_state`), the chunk program is compiled ahead of time
+    (:func:`compile_for`) and called until every seed is done
+    (:func:`run_chunks`); with ``config.timing_steps > 0`` one optimizer
+    step is then compiled and timed (:func:`time_step`).
+
+    Args:
+      trainer: what differs between trainers (:class:`Trainer`).
+      model: the model (``init``/``apply``).
+      data: the trainer's data, placed by ``trainer.place``.
+      config: hyperparameters (default ``TrainConfig()``).
+      seeds: integer seeds; seed ``s`` uses ``jax.random.key(s)``, so a seed
+        gives the same result alone or among others.
+      progress: show a tqdm progress bar.
+      state: resume from this state (leading ``[K]`` axis) instead of
+        initializing; its ``done`` flags are recomputed for ``config``.
+      history: metrics of the epochs already run (``{name: [E0, K]}``).
+      on_chunk: called with ``(state, history)`` after every compiled call.
+
+    Returns:
+      ``trainer.result(...)``, a :class:`FitResult`.
+
+    Raises:
+      ValueError: no seeds, or a state or history that does not match them.
+      DivergenceError: a seed's loss or gradient became non-finite; raised
+        after the compiled call in which it happened, before ``on_chunk``.
+    """
+    start = time.perf_counter()
+    config = TrainConfig() if config is None else config
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError(f"{trainer.name} needs at least one seed")
+    tx = make_optimizer(config)
+    state = start_state(model, tx, config, seeds, state, history)
+    state, data = trainer.place(state, data)
+
+    program, compile_s = compile_for(trainer.make_chunk(tx, config), state, data)
+    state, history, chunk_seconds = run_chunks(
+        program, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
+    )
+
+    step_ms, fields = float("nan"), {}
+    if config.timing_steps > 0:
+        args = trainer.step_args(state, data, seeds)
+        step_ms, step_compile_s = time_step(trainer.make_step(tx), args, config.timing_steps)
+        compile_s += step_compile_s
+        if trainer.measure is not None:
+            fields, measure_compile_s = trainer.measure(data, config, seeds)
+            compile_s += measure_compile_s
+    return trainer.result(
+        state=state,
+        history=history,
+        seeds=seeds,
+        compile_s=compile_s,
+        train_step_ms_median=step_ms,
+        epoch_ms_median=epoch_ms(chunk_seconds, config.chunk),
+        wall_s=time.perf_counter() - start,
+        **fields,
+    )
 
 
 def start_state(
@@ -47,8 +219,6 @@ def start_state(
       ValueError: ``state`` or ``history`` do not hold ``K`` members, or a
         history comes without the state it belongs to.
     """
-    from sparsegcn.train.fullbatch import init_state, resume_state, seed_keys
-
     num_seeds = len(seeds)
     if history is not None:
         if state is None:
@@ -154,10 +324,9 @@ def compile_for(fn: Callable, *args) -> tuple[Callable, float]:
 def time_step(fn: Callable, args: tuple, repeats: int) -> tuple[float, float]:
     """``(median milliseconds of one compiled call of fn(*args), compile seconds)``.
 
-    ``(nan, 0.0)`` when ``repeats`` is 0: nothing is compiled or run.
+    ``fn`` is compiled for ``args``, called once to warm up, then ``repeats``
+    (>= 1) more times (:func:`median_seconds`).
     """
-    if repeats <= 0:
-        return float("nan"), 0.0
     compiled, compile_s = compile_for(fn, *args)
     return 1e3 * median_seconds(compiled, args, repeats)[0], compile_s
 

@@ -13,7 +13,9 @@ The pieces are pure functions composed bottom-up, as in the full-batch trainer:
   update over the ``S`` batches;
 - :func:`run_epoch`: an epoch, layer-wise full-neighbourhood evaluation on
   the validation and test nodes (chunked, not sampled), and early stopping;
-- :func:`fit_minibatch`: ``jit(vmap(scan(run_epoch)))`` over seeds and epochs.
+- :func:`make_chunk_fn`: ``jit(vmap(scan(run_epoch)))`` over seeds and epochs;
+- :func:`fit_minibatch`: that program run by the shared skeleton
+  :func:`~sparsegcn.train.loop.run_training`.
 
 There is no Python per batch and no host round-trip: a run compiles each
 program once whatever the number of epochs or batches.
@@ -35,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -50,13 +51,9 @@ from sparsegcn.nn.model import Model
 from sparsegcn.sampling.chunks import ChunkedGraph
 from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
 from sparsegcn.train import loop
-from sparsegcn.train.fullbatch import (
-    FitResult,
-    apply_optimizer,
-    end_epoch,
-    evaluate,
-    make_optimizer,
-)
+from sparsegcn.train.fullbatch import end_epoch, evaluate
+from sparsegcn.train.loop import FitResult
+from sparsegcn.train.optim import apply_optimizer
 from sparsegcn.train.state import NodeData, TrainConfig, TrainState
 
 
@@ -431,56 +428,53 @@ def fit_minibatch(
 
     Returns:
       A :class:`MinibatchFitResult`; ``train_step_ms_median`` is one
-      optimizer step (sampling included) of all seeds in lockstep.
+      optimizer step (sampling included) of all seeds in lockstep. Both it
+      and ``sampled_edges_per_s`` are NaN unless ``config.timing_steps > 0``.
 
     Raises:
+      TypeError: ``data`` is not :class:`MinibatchData`.
+      ValueError: no seeds, or a state or history that does not match them.
       DivergenceError: a seed's loss or gradient became non-finite.
     """
-    start = time.perf_counter()
-    config = TrainConfig() if config is None else config
     minibatch = MinibatchConfig() if minibatch is None else minibatch
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("fit_minibatch needs at least one seed")
     if not isinstance(data, MinibatchData):
         raise TypeError(
             f"fit_minibatch expects MinibatchData (see minibatch_data), got {type(data).__name__}"
         )
-    data = jax.device_put(data)
     num_train = int(data.train_nodes.shape[0])
     batch_size = effective_batch_size(num_train, minibatch.batch_size)
     num_steps = steps_per_epoch(num_train, batch_size)
-    tx = make_optimizer(config)
-    state = loop.start_state(model, tx, config, seeds, state, history)
 
-    chunk_fn, compile_s = loop.compile_for(make_chunk_fn(model, tx, config, minibatch), state, data)
-    state, history, chunk_times = loop.run_chunks(
-        chunk_fn, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
-    )
+    def step_args(state: TrainState, data: MinibatchData, seeds: tuple[int, ...]) -> tuple:
+        return state, data, first_batch(jax.random.key(seeds[0]), data.train_nodes, batch_size)
 
-    step_ms = edges_per_s = float("nan")
-    if config.timing_steps > 0:
+    def sampler_throughput(data: MinibatchData, config: TrainConfig, seeds: tuple[int, ...]):
         key = jax.random.key(seeds[0])
-        batch = first_batch(key, data.train_nodes, batch_size)
-        step_ms, step_compile_s = loop.time_step(
-            make_step_fn(model, tx, minibatch.fanouts), (state, data, batch), config.timing_steps
-        )
         num_batches = min(num_steps, config.timing_steps)
-        sampler, sampler_compile_s = loop.compile_for(
+        sampler, compile_s = loop.compile_for(
             make_sampler_fn(minibatch.fanouts, batch_size, num_batches), data, key
         )
-        compile_s += step_compile_s + sampler_compile_s
         sample_s, (edges, _) = loop.median_seconds(sampler, (data, key), 3)
-        edges_per_s = int(edges) / sample_s
-    return MinibatchFitResult(
+        return {"sampled_edges_per_s": int(edges) / sample_s}, compile_s
+
+    trainer = loop.Trainer(
+        name="fit_minibatch",
+        make_chunk=lambda tx, config: make_chunk_fn(model, tx, config, minibatch),
+        make_step=lambda tx: make_step_fn(model, tx, minibatch.fanouts),
+        step_args=step_args,
+        measure=sampler_throughput,
+        result=functools.partial(
+            MinibatchFitResult, steps_per_epoch=num_steps, batch_size=batch_size
+        ),
+    )
+    return loop.run_training(
+        trainer,
+        model,
+        data,
+        config,
+        seeds=seeds,
+        progress=progress,
         state=state,
         history=history,
-        seeds=seeds,
-        compile_s=compile_s,
-        train_step_ms_median=step_ms,
-        epoch_ms_median=loop.epoch_ms(chunk_times, config.chunk),
-        wall_s=time.perf_counter() - start,
-        sampled_edges_per_s=edges_per_s,
-        steps_per_epoch=num_steps,
-        batch_size=batch_size,
+        on_chunk=on_chunk,
     )

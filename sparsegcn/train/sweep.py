@@ -31,9 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from sparsegcn.nn.model import Model
-from sparsegcn.train.fullbatch import FitResult, fit, init_state, make_optimizer, seed_keys
+from sparsegcn.train.fullbatch import fit
 from sparsegcn.train.guard import DivergenceError
-from sparsegcn.train.state import NodeData, TrainConfig, TrainState
+from sparsegcn.train.loop import FitResult
+from sparsegcn.train.optim import make_optimizer
+from sparsegcn.train.state import NodeData, TrainConfig, TrainState, init_state, seed_keys
 
 INJECTED = ("learning_rate", "weight_decay")
 _TRUE = ("1", "true", "yes", "on")
