@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from sparsegcn._checks import check_static_int
+from sparsegcn._checks import check_hyperparameter, check_hyperparameters, check_static_int
 from sparsegcn.backends import DEFAULT_BACKEND, get_backend
 from sparsegcn.features import FEATURE_NORMALIZATIONS
 from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import check_fanouts
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
+from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR
 from sparsegcn.transforms import REORDER_METHODS
 
 DEFAULT_DATASET = "synthetic:tiny"
@@ -82,8 +83,57 @@ class Experiment:
     )
     num_processes: int = _field(1, "multi-process run: number of processes")
     process_id: int = _field(0, "multi-process run: this process's index in [0, num-processes)")
+    overwrite: bool = _field(
+        False, "let --checkpoint replace the checkpoints of another run in that folder"
+    )
+    divergence_factor: float = _field(
+        DIVERGENCE_FACTOR,
+        "stop when a seed's loss stays above this many times its first epoch's loss for "
+        "--divergence-epochs epochs in a row (0: off; see README, 'training diverged')",
+    )
+    divergence_epochs: int = _field(
+        DIVERGENCE_EPOCHS, "consecutive epochs above --divergence-factor that stop a run"
+    )
 
     def __post_init__(self):
+        # Every number first, through the table the Python API shares
+        # (sparsegcn._checks.HYPERPARAMETERS), so a bad value is named before
+        # any data is read.
+        numbers = {
+            "hidden": self.hidden,
+            "layers": self.layers,
+            "dropout": self.dropout,
+            "learning_rate": self.lr,
+            "weight_decay": self.weight_decay,
+            "epochs": self.epochs,
+            "patience": self.patience,
+            "seeds": self.seeds,
+            "seed": self.seed,
+            "scale": self.scale,
+            "epochs_per_call": self.epochs_per_call,
+            "clip_norm": self.clip_norm,
+            "batch_size": self.batch_size,
+            "checkpoint_every": self.checkpoint_every,
+            "keep": self.keep,
+            "divergence_factor": self.divergence_factor,
+            "divergence_epochs": self.divergence_epochs,
+        }
+        option = {"learning_rate": "lr"}
+        check_hyperparameters(
+            numbers,
+            labels=option,
+            flags={k: "--" + option.get(k, k).replace("_", "-") for k in numbers},
+            # 0 switches these options off (see their help).
+            off={
+                k: (0,) for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
+            },
+        )
+        check_hyperparameter(
+            "seed", self.seed + self.seeds - 1, label="the last seed", flag="--seed + --seeds - 1"
+        )
+        for name in ("dataset", "fanouts", "decay_layers"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} must be a string, got {getattr(self, name)!r}")
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {list(MODELS)}")
         get_backend(self.backend)
@@ -99,12 +149,6 @@ class Experiment:
             raise ValueError(
                 f"reorder must be 'none' or one of {REORDER_METHODS}, got {self.reorder!r}"
             )
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
-        if self.keep < 0:
-            raise ValueError(f"keep must be >= 0 (0 keeps all), got {self.keep}")
         hops = len(self.minibatch_config().fanouts)
         if self.model == "sage" and hops != self.layers:
             raise ValueError(
@@ -131,6 +175,8 @@ class Experiment:
             patience=self.patience or None,
             epochs_per_call=per_call,
             clip_norm=self.clip_norm or None,
+            divergence_factor=self.divergence_factor or None,
+            divergence_epochs=self.divergence_epochs,
         )
 
     @property
