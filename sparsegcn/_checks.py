@@ -9,6 +9,7 @@ answer.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 
 import jax
@@ -84,4 +85,142 @@ def check_num_rows(name: str, shape: tuple, num_nodes: int) -> None:
         raise ValueError(
             f"{name} has {shape[0]} rows but the graph has num_nodes={num_nodes}; "
             f"{name}.shape = {tuple(shape)}"
+        )
+
+
+# -- hyperparameters ----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """The allowed values of one hyperparameter.
+
+    Attributes:
+      kind: ``int`` (a Python or NumPy integer, not ``bool``) or ``float``
+        (any real number, finite, not ``bool``).
+      low, high: inclusive bounds, ``None`` for none.
+      low_open, high_open: make the bound exclusive.
+    """
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def describe(self) -> str:
+        """The bounds in words, e.g. ``">= 0 and < 1"``."""
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {self.low}")
+        if self.high is not None:
+            parts.append(f"{'<' if self.high_open else '<='} {self.high}")
+        return " and ".join(parts)
+
+
+# One table for every entry point: Experiment (the CLI), TrainConfig, the
+# mini-batch settings and the model builders all check through it, so a value
+# refused by one is refused by all, with the same words.
+HYPERPARAMETERS: dict[str, Bound] = {
+    "hidden": Bound(int, low=1),
+    "layers": Bound(int, low=1),
+    "heads": Bound(int, low=1),
+    "dropout": Bound(float, low=0.0, high=1.0, high_open=True),
+    "learning_rate": Bound(float, low=0.0, low_open=True),
+    "weight_decay": Bound(float, low=0.0),
+    "epochs": Bound(int, low=1),
+    "patience": Bound(int, low=1),
+    "epochs_per_call": Bound(int, low=1),
+    "clip_norm": Bound(float, low=0.0, low_open=True),
+    "batch_size": Bound(int, low=1),
+    "seeds": Bound(int, low=1),
+    "seed": Bound(int, low=0, high=2**32 - 1),
+    "scale": Bound(float, low=0.0, low_open=True),
+    "checkpoint_every": Bound(int, low=0),
+    "keep": Bound(int, low=0),
+    "timing_steps": Bound(int, low=0),
+    "divergence_factor": Bound(float, low=1.0, low_open=True),
+    "divergence_epochs": Bound(int, low=1),
+}
+
+
+def check_hyperparameter(
+    name: str, value, *, label: str | None = None, flag: str | None = None, off=()
+):
+    """Returns ``value`` if :data:`HYPERPARAMETERS` allows it for ``name``, else raises.
+
+    Args:
+      name: a key of :data:`HYPERPARAMETERS`.
+      value: the value to check (a tracer is refused: settings are static).
+      label: how the message names the setting (default ``name``).
+      flag: the command-line option, added to the message, e.g. ``"--lr"``.
+      off: values that switch the setting off and are accepted as they are
+        (``None`` for an optional field, ``0`` for a CLI option whose 0
+        means "off").
+
+    Returns:
+      ``value`` unchanged.
+
+    Raises:
+      TypeError: ``value`` is not a number of the right kind (a ``bool``, a
+        string, a float for an integer setting, a traced value).
+      ValueError: ``value`` is NaN, infinite or out of bounds; the message
+        names the setting, the value and the allowed range, e.g.
+        ``"dropout must be >= 0.0 and < 1.0, got 1.5"``.
+    """
+    bound = HYPERPARAMETERS[name]
+    label = label or name
+    if any(value is o or (o is not None and _equal(value, o)) for o in off):
+        return value
+    bounds = bound.describe()
+    if off:
+        bounds += f" (or {' or '.join(map(repr, off))} for off)"
+    where = f" ({flag})" if flag else ""
+    is_int = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    is_real = is_int or (
+        isinstance(value, (float, np.floating)) and not isinstance(value, (bool, np.bool_))
+    )
+    if is_traced(value) or not (is_int if bound.kind is int else is_real):
+        kind = "an integer" if bound.kind is int else "a number"
+        raise TypeError(
+            f"{label} must be {kind} {bounds}, got {value!r} ({type(value).__name__}){where}"
+        )
+    number = float(value)
+    if not np.isfinite(number):
+        raise ValueError(f"{label} must be a finite number {bounds}, got {value!r}{where}")
+    too_low = bound.low is not None and (
+        number <= bound.low if bound.low_open else number < bound.low
+    )
+    too_high = bound.high is not None and (
+        number >= bound.high if bound.high_open else number > bound.high
+    )
+    if too_low or too_high:
+        raise ValueError(f"{label} must be {bounds}, got {value!r}{where}")
+    return value
+
+
+def _equal(value, other) -> bool:
+    try:
+        return not isinstance(value, (bool, np.bool_)) and bool(value == other)
+    except (TypeError, ValueError):
+        return False
+
+
+def check_hyperparameters(
+    values: dict, *, labels: dict | None = None, flags: dict | None = None, off: dict | None = None
+) -> None:
+    """:func:`check_hyperparameter` for every ``{name: value}``, in order.
+
+    Model builders call this with their own settings, e.g.
+    ``check_hyperparameters({"hidden": hidden, "layers": layers, "dropout": rate})``.
+
+    Args:
+      values: ``{name: value}``, names from :data:`HYPERPARAMETERS`.
+      labels, flags: optional message labels and command-line options per name.
+      off: optional ``{name: tuple of "off" values}``.
+    """
+    labels, flags, off = labels or {}, flags or {}, off or {}
+    for name, value in values.items():
+        check_hyperparameter(
+            name, value, label=labels.get(name), flag=flags.get(name), off=off.get(name, ())
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -77,3 +77,89 @@ def write_json_atomic(path: str | os.PathLike, payload: dict) -> Path:
     """Writes ``payload`` as indented, key-sorted JSON through :func:`write_atomic`."""
     text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
     return write_atomic(path, lambda f: f.write(text.encode()))
+
+
+def check_writable(path: str | os.PathLike, *, what: str) -> Path:
+    """Refuses an output path that could not be written, before any work is done.
+
+    A temporary file is created and removed in the nearest existing folder
+    on the way to ``path`` (folders still missing are made when the output
+    is written). Nothing else is touched.
+
+    Args:
+      path: the file to be written later.
+      what: how messages name it, e.g. ``"--json"``.
+
+    Returns:
+      ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+      IsADirectoryError: ``path`` is a folder.
+      NotADirectoryError: a parent of ``path`` is a file.
+      PermissionError, OSError: the folder cannot be written (read-only,
+        full, ...); the message names ``what``, ``path`` and the folder.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{what} {path} is a folder; give the path of a file to write")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{what} {path} cannot be written: {folder} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+    except OSError as err:
+        raise type(err)(
+            f"{what} {path} cannot be written: {err.strerror or err} (in {folder})"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
+def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], None]]) -> None:
+    """Writes several files so that all of them appear or none does.
+
+    Every file is first written in full to a temporary file beside it and
+    fsynced; only when all are written are they renamed into place (renames
+    within a folder do not fail for want of space). On an error before the
+    renames, every temporary file is removed and no ``path`` is touched.
+
+    Args:
+      writers: ``{path: write(file)}``.
+    """
+    temps: list[tuple[str, Path]] = []
+    try:
+        for path, write in writers.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((tmp, path))
+            os.chmod(tmp, 0o666 & ~_umask())
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        for tmp, _ in temps:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    for tmp, path in temps:
+        os.replace(tmp, path)
+    for folder in {path.parent for _, path in temps}:
+        fsync_directory(folder)
+
+
+def npy_writer(array: np.ndarray) -> Callable[[BinaryIO], None]:
+    """A ``write(file)`` for :func:`write_all_atomic` that saves ``array`` as ``.npy`` (no pickle)."""
+    array = np.asarray(array)
+    if array.dtype == object:
+        raise TypeError("refusing to save an object array: it would need pickle")
+    return lambda f: np.save(f, array, allow_pickle=False)
+
+
+def json_writer(payload: dict) -> Callable[[BinaryIO], None]:
+    """A ``write(file)`` for :func:`write_all_atomic` writing indented, key-sorted JSON."""
+    text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
+    return lambda f: f.write(text.encode())

@@ -7,7 +7,7 @@ import dataclasses
 
 from sparsegcn.bench import PRESETS, format_table, plot_report, run_matrix
 from sparsegcn.bench.plot import require_matplotlib
-from sparsegcn.files import write_json_atomic
+from sparsegcn.files import check_writable, write_json_atomic
 
 _LISTS = {
     # option: (Matrix field, element parser)
@@ -78,8 +78,11 @@ def matrix_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     matrix = matrix_from_args(args)
+    if args.json:
+        check_writable(args.json, what="--json")
     if args.plot:
         require_matplotlib()  # fail before measuring, not after
+        check_writable(args.plot, what="--plot")
     report = run_matrix(matrix, progress=args.progress, seed=args.seed)
     report["preset"] = args.preset
     print(format_table(report))

@@ -8,7 +8,7 @@ import time
 from sparsegcn.datasets import load
 from sparsegcn.datasets.stats import describe
 from sparsegcn.experiment import DEFAULT_DATASET
-from sparsegcn.files import write_json_atomic
+from sparsegcn.files import check_writable, write_json_atomic
 
 
 def add_parser(subparsers) -> None:
@@ -60,6 +60,8 @@ def format_stats(stats: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json:
+        check_writable(args.json, what="--json")
     start = time.perf_counter()
     dataset = load(
         args.dataset, args.root, scale=args.scale, seed=args.seed, progress=args.progress

@@ -1,6 +1,9 @@
 """``sparsegcn predict``: class predictions and embeddings of every node from a checkpoint.
 
-Outputs (NumPy ``.npy``, written atomically, no pickled objects):
+Outputs (NumPy ``.npy``, no pickled objects), written all or none: every
+output path is checked for writability before the checkpoint is read, each
+file goes to a temporary file first, and they are renamed into place only
+when all are written:
 
 - ``--out``: int32 predicted classes, ``[N]`` when the checkpoint holds one
   seed, ``[K, N]`` (one row per seed, in the checkpoint's seed order) with
@@ -16,11 +19,12 @@ reports) unless ``--params last``.
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
 from sparsegcn.experiment import predict_checkpoint
-from sparsegcn.files import save_npy_atomic, write_json_atomic
+from sparsegcn.files import check_writable, json_writer, npy_writer, write_all_atomic
 
 
 def add_parser(subparsers) -> None:
@@ -61,28 +65,27 @@ def _check_npy_path(flag: str, path: str | None) -> None:
 def run(args: argparse.Namespace) -> int:
     _check_npy_path("--out", args.out)
     _check_npy_path("--embeddings", args.embeddings)
+    outputs = {"--out": args.out, "--embeddings": args.embeddings, "--json": args.json}
+    named = [(flag, os.path.realpath(path)) for flag, path in outputs.items() if path]
+    for i, (flag, path) in enumerate(named):
+        for other, other_path in named[:i]:
+            if path == other_path:
+                raise ValueError(f"{flag} and {other} name the same file {outputs[flag]!r}")
+        check_writable(path, what=flag)
     result = predict_checkpoint(
         args.checkpoint, dataset=args.dataset, root=args.root, params=args.params
     )
     predictions, embeddings = result["predictions"], result["embeddings"]
     if predictions.shape[0] == 1:
         predictions, embeddings = predictions[0], embeddings[0]
-    save_npy_atomic(args.out, predictions)
-    if args.embeddings:
-        save_npy_atomic(args.embeddings, embeddings)
     test = np.asarray(result["test_acc"])
-    print(
-        f"{result['dataset']}: {predictions.shape[-1]} nodes, {len(result['seeds'])} seed(s), "
-        f"checkpoint epoch {result['epoch']}; test accuracy of the predictions "
-        f"{test.mean():.4f} ± {test.std():.4f}"
-    )
-    print(f"predictions: {args.out} int32 {list(predictions.shape)}")
+    # All outputs or none: each is written to a temporary file, then all are renamed.
+    writers = {args.out: npy_writer(predictions)}
     if args.embeddings:
-        print(f"embeddings: {args.embeddings} float32 {list(embeddings.shape)}")
+        writers[args.embeddings] = npy_writer(embeddings)
     if args.json:
         reported = result["reported_test_acc"]
-        write_json_atomic(
-            args.json,
+        writers[args.json] = json_writer(
             {
                 "checkpoint": result["checkpoint"],
                 "dataset": result["dataset"],
@@ -95,6 +98,15 @@ def run(args: argparse.Namespace) -> int:
                 "embeddings_shape": list(embeddings.shape) if args.embeddings else None,
                 "test_acc": test.tolist(),
                 "reported_test_acc": None if reported is None else np.asarray(reported).tolist(),
-            },
+            }
         )
+    write_all_atomic(writers)
+    print(
+        f"{result['dataset']}: {predictions.shape[-1]} nodes, {len(result['seeds'])} seed(s), "
+        f"checkpoint epoch {result['epoch']}; test accuracy of the predictions "
+        f"{test.mean():.4f} ± {test.std():.4f}"
+    )
+    print(f"predictions: {args.out} int32 {list(predictions.shape)}")
+    if args.embeddings:
+        print(f"embeddings: {args.embeddings} float32 {list(embeddings.shape)}")
     return 0

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from sparsegcn import parallel
+from sparsegcn.bench.plot import require_matplotlib
 from sparsegcn.cli.options import add_dataclass_options, dataclass_from_args
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_sweep
-from sparsegcn.files import write_json_atomic
+from sparsegcn.experiment.lifecycle import Lifecycle
+from sparsegcn.files import check_writable, write_json_atomic
+from sparsegcn.train.checkpoint import LOCK_NAME
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 # Experiment fields that place a run on devices and processes.
@@ -55,8 +59,21 @@ def format_report(report: dict) -> str:
     return f"{line}\n{values}"
 
 
+def check_outputs(experiment: Experiment, json_path: str | None) -> None:
+    """Refuses unwritable outputs and unusable checkpoint folders before any data is read."""
+    if json_path:
+        check_writable(json_path, what="--json")
+    if experiment.plot:
+        require_matplotlib()
+        check_writable(experiment.plot, what="--plot")
+    if experiment.checkpoint:
+        check_writable(Path(experiment.checkpoint) / LOCK_NAME, what="--checkpoint")
+    Lifecycle.check(experiment)
+
+
 def run(args: argparse.Namespace) -> int:
     experiment = dataclass_from_args(Experiment, args)
+    check_outputs(experiment, args.json)
     if experiment.coordinator is not None:
         # Before anything starts JAX's backend: it then sees every process's devices.
         parallel.initialize(experiment.coordinator, experiment.num_processes, experiment.process_id)

@@ -110,6 +110,11 @@ SHA256 = {
 }
 
 
+# Node ids in test.index may leave gaps (isolated nodes in no file) but must be
+# below this multiple of the node rows allx and tx hold.
+MAX_NODES_PER_ROW = 2
+
+
 def planetoid_paths(name: str, root: str | Path) -> dict[str, Path]:
     """``{part: <root>/planetoid/ind.<name>.<part>}`` for the eight parts, in :data:`PARTS` order."""
     if name not in SHA256:
@@ -249,7 +254,9 @@ def load_planetoid(
     - Nodes ``0 .. A-1`` are the ``allx`` rows; test node ``test.index[k]``
       gets row ``k`` of ``tx``/``ty``. ``N = max(A, max(test.index) + 1)``.
       CiteSeer's test ids leave gaps (isolated nodes that are in no file):
-      those nodes get an all-zero feature row and label ``-1``.
+      those nodes get an all-zero feature row and label ``-1``. A test id of
+      :data:`MAX_NODES_PER_ROW` times the rows of ``allx`` and ``tx`` or
+      more is refused (CiteSeer's gaps add 0.5%).
     - Labels are the argmax of the one-hot rows, ``-1`` for all-zero rows.
     - Edges come from the adjacency dict, self-loops removed, duplicates
       merged and made symmetric with :func:`~sparsegcn.transforms.to_undirected`.
@@ -322,6 +329,16 @@ def load_planetoid(
             f"{num_all} allx nodes (ids 0..{num_all - 1})"
         )
 
+    # CiteSeer's gaps make N a little larger than its row count (3327 nodes for
+    # 3312 rows); a hostile test.index could name node 2**40 and make every
+    # [N] array exhaust memory. Ids are bounded by a multiple of the rows.
+    limit = MAX_NODES_PER_ROW * (num_all + test_index.size)
+    if test_index.max() >= limit:
+        raise ValueError(
+            f"{paths['test.index']}: test node {int(test_index.max())} is beyond "
+            f"{MAX_NODES_PER_ROW}x the {num_all + test_index.size} rows of allx and tx (ids "
+            f"must be < {limit}); the file is corrupt or not a Planetoid test index"
+        )
     num_nodes = max(num_all, int(test_index.max()) + 1)
     node_of_row = np.concatenate([np.arange(num_all, dtype=np.int64), test_index])
     stacked = sp.vstack([allx, tx], format="coo")
@@ -363,4 +380,12 @@ def load_planetoid(
     )
 
 
-__all__ = ["NUM_VALID", "PARTS", "PICKLE_GLOBALS", "PLANETOID_URL", "SHA256", "load_planetoid"]
+__all__ = [
+    "MAX_NODES_PER_ROW",
+    "NUM_VALID",
+    "PARTS",
+    "PICKLE_GLOBALS",
+    "PLANETOID_URL",
+    "SHA256",
+    "load_planetoid",
+]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from sparsegcn._checks import check_static_int
+from sparsegcn._checks import check_hyperparameter, check_hyperparameters, check_static_int
 from sparsegcn.backends import DEFAULT_BACKEND, get_backend
 from sparsegcn.features import FEATURE_NORMALIZATIONS
 from sparsegcn.nn.registry import MODELS as REGISTRY
@@ -18,6 +18,7 @@ from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import check_fanouts
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
+from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR
 from sparsegcn.transforms import REORDER_METHODS
 
 DEFAULT_DATASET = "synthetic:tiny"
@@ -107,8 +108,21 @@ class Experiment:
     )
     num_processes: int = _field(1, "multi-process run: number of processes")
     process_id: int = _field(0, "multi-process run: this process's index in [0, num-processes)")
+    overwrite: bool = _field(
+        False, "let --checkpoint replace the checkpoints of another run in that folder"
+    )
+    divergence_factor: float = _field(
+        DIVERGENCE_FACTOR,
+        "stop when a seed's loss stays above this many times its first epoch's loss for "
+        "--divergence-epochs epochs in a row (0: off; see README, 'training diverged')",
+    )
+    divergence_epochs: int = _field(
+        DIVERGENCE_EPOCHS, "consecutive epochs above --divergence-factor that stop a run"
+    )
 
     def __post_init__(self):
+        if not isinstance(self.model, str) or self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}; choose one of {list(MODELS)}")
         spec = get_model_spec(self.model)
         for name in MODEL_DEFAULTS:
             if getattr(self, name) is None and name in spec.defaults:
@@ -120,6 +134,50 @@ class Experiment:
                 f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "
                 f"that runs on sampled blocks ({', '.join(m for m in MODELS if REGISTRY[m].sampled)})"
             )
+        # Every number first, through the table the Python API shares
+        # (sparsegcn._checks.HYPERPARAMETERS), so a bad value is named before
+        # any data is read.
+        numbers = {
+            "heads": self.heads,
+            "hidden": self.hidden,
+            "layers": self.layers,
+            "dropout": self.dropout,
+            "learning_rate": self.lr,
+            "weight_decay": self.weight_decay,
+            "epochs": self.epochs,
+            "patience": self.patience,
+            "seeds": self.seeds,
+            "seed": self.seed,
+            "scale": self.scale,
+            "epochs_per_call": self.epochs_per_call,
+            "clip_norm": self.clip_norm,
+            "batch_size": self.batch_size,
+            "checkpoint_every": self.checkpoint_every,
+            "keep": self.keep,
+            "divergence_factor": self.divergence_factor,
+            "divergence_epochs": self.divergence_epochs,
+        }
+        option = {"learning_rate": "lr"}
+        check_hyperparameters(
+            numbers,
+            labels=option,
+            flags={k: "--" + option.get(k, k).replace("_", "-") for k in numbers},
+            # 0 switches these options off (see their help).
+            off={
+                **{
+                    k: (0,)
+                    for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
+                },
+                "heads": (None,),
+            },
+        )
+        check_hyperparameter(
+            "seed", self.seed + self.seeds - 1, label="the last seed", flag="--seed + --seeds - 1"
+        )
+        for name in ("dataset", "fanouts", "decay_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, str) and not (name == "fanouts" and value is None):
+                raise TypeError(f"{name} must be a string, got {value!r}")
         get_backend(self.backend)
         check_static_int("devices", self.devices, minimum=1)
         check_processes(self.coordinator, self.num_processes, self.process_id)
@@ -133,12 +191,6 @@ class Experiment:
             raise ValueError(
                 f"reorder must be 'none' or one of {REORDER_METHODS}, got {self.reorder!r}"
             )
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
-        if self.keep < 0:
-            raise ValueError(f"keep must be >= 0 (0 keeps all), got {self.keep}")
         if self.sampled:
             hops = len(self.minibatch_config().fanouts)
             if hops != self.layers:
@@ -178,6 +230,8 @@ class Experiment:
             clip_norm=self.clip_norm or None,
             # The report carries train_step_ms_median: opt in to timing 20 steps.
             timing_steps=20,
+            divergence_factor=self.divergence_factor or None,
+            divergence_epochs=self.divergence_epochs,
         )
 
     @property

@@ -16,6 +16,7 @@ from sparsegcn.train.checkpoint import (
     Checkpoint,
     CheckpointError,
     CheckpointHook,
+    check_checkpoint_folder,
     dataset_fingerprint,
     load_checkpoint,
     read_manifest,
@@ -43,6 +44,9 @@ RESUME_MAY_CHANGE = frozenset(
         "coordinator",
         "num_processes",
         "process_id",
+        "overwrite",
+        "divergence_factor",
+        "divergence_epochs",
     }
 )
 
@@ -83,8 +87,26 @@ class Lifecycle:
     resumed: Checkpoint | None = None
     hook: CheckpointHook | None = None
 
+    @staticmethod
+    def check(exp: Experiment) -> None:
+        """Refuses ``exp.resume`` and ``exp.checkpoint`` before any data is read.
+
+        The checkpoint resumed from must be a readable manifest, and the
+        checkpoint folder must not be locked by another process nor hold
+        another run's checkpoints (a resumed run owns its own; ``--overwrite``
+        allows the rest). :meth:`start` checks again when it takes the folder.
+        """
+        run_ids = ()
+        if exp.resume:
+            run_ids = (read_manifest(exp.resume).get("run_id"),)
+        if exp.checkpoint:
+            check_checkpoint_folder(exp.checkpoint, run_ids=run_ids, overwrite=exp.overwrite)
+
     @classmethod
     def start(cls, exp: Experiment, dataset: Dataset, model: Model) -> Lifecycle:
+        """Restores ``exp.resume`` and claims ``exp.checkpoint`` (its lock, held until
+        :meth:`finish`); a resumed run continues the resumed checkpoint's run id, so
+        it may write beside that run's checkpoints."""
         resumed = restore_checkpoint(exp, dataset, model) if exp.resume else None
         hook = None
         if exp.checkpoint:
@@ -95,6 +117,8 @@ class Lifecycle:
                 keep=exp.keep or None,
                 metadata=checkpoint_metadata(exp, dataset),
                 start_epoch=resumed.epoch if resumed else 0,
+                run_id=resumed.run_id if resumed else None,
+                overwrite=exp.overwrite,
             )
         return cls(resumed=resumed, hook=hook)
 
@@ -107,8 +131,10 @@ class Lifecycle:
 
     def finish(self, exp: Experiment, result: FitResult) -> dict:
         """Saves the final checkpoint if none was written, draws the plot; report entries."""
-        if self.hook is not None and not self.hook.saved:
-            self.hook.save(result.state, result.history)
+        if self.hook is not None:
+            if not self.hook.saved:
+                self.hook.save(result.state, result.history)
+            self.hook.close()
         if exp.plot:
             count = len(result.seeds)
             title = f"{exp.model} on {exp.dataset}, {count} seed{'s' if count != 1 else ''}"

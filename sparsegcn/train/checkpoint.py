@@ -15,6 +15,16 @@ Format (version 1). A checkpoint directory holds, per saved epoch ``E``:
   implementation), the history's metric names, and caller ``metadata`` (the
   experiment config and a dataset fingerprint, for ``sparsegcn train``).
 
+A folder belongs to one run. Each manifest records its writer's ``run_id``
+(a random hex string a :class:`CheckpointHook` makes, or continues when
+resuming); pruning touches only the writer's own checkpoints, and a hook
+refuses a folder that holds another run's checkpoints unless told to
+``overwrite`` them (it then deletes them first). A writer holds an
+exclusive ``fcntl.flock`` on ``<folder>/.lock`` (which records its pid)
+while it may write, so a second writer is refused with
+:class:`CheckpointLockedError` naming the holder, instead of the two
+deleting each other's temporary files.
+
 Every file is written atomically (temporary file in the same folder, fsync,
 ``os.replace``, fsync of the folder), so a crash leaves either the previous
 checkpoints or the new one, never a partial file. Loading reads the arrays
@@ -33,11 +43,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
+import fcntl
 import hashlib
 import io
 import json
+import math
 import os
 import re
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,10 +68,28 @@ FORMAT_VERSION = 1
 _MANIFEST = re.compile(r"^ckpt-(\d{6,})\.json$")
 _ARRAYS = re.compile(r"^ckpt-(\d{6,})-[0-9a-f]{12}\.npz$")
 _TEMP_PREFIX = ".ckpt-"
+LOCK_NAME = ".lock"
 
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, corrupt, truncated or incompatible with this run."""
+
+
+class CheckpointLockedError(CheckpointError):
+    """Another process holds the checkpoint folder's lock (it is writing there).
+
+    Attributes:
+      pid: the holder's process id as it recorded it, or ``None`` if unreadable.
+    """
+
+    def __init__(self, directory: Path, pid: int | None):
+        self.pid = pid
+        holder = f"process {pid}" if pid is not None else "another process"
+        super().__init__(
+            f"checkpoint folder {directory} is in use by {holder} (it holds "
+            f"{directory / LOCK_NAME}); wait for that run to end or choose another --checkpoint "
+            f"folder"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +104,8 @@ class Checkpoint:
       history: per-epoch metrics ``{name: [epochs, K]}`` (NumPy).
       metadata: what the writer stored (for ``sparsegcn train``: ``config``,
         the experiment's fields, and ``dataset``, its fingerprint).
+      run_id: the id of the run that wrote it (``None`` for checkpoints
+        written before runs had ids).
     """
 
     path: Path
@@ -80,6 +114,146 @@ class Checkpoint:
     state: TrainState
     history: dict
     metadata: dict
+    run_id: str | None = None
+
+
+# -- the folder's lock and owner ----------------------------------------------
+
+# Folders this process holds the lock of: flock is per open file, so a second
+# open in the same process would conflict with the first.
+_HELD: dict[Path, int] = {}
+
+
+def _lock_key(directory: Path) -> Path:
+    return directory.resolve()
+
+
+def _holder_pid(directory: Path) -> int | None:
+    try:
+        text = (directory / LOCK_NAME).read_text().strip()
+        return int(text.split()[0]) if text else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class FolderLock:
+    """An exclusive ``fcntl.flock`` on ``<directory>/.lock``, recording this pid.
+
+    Acquiring never waits: a folder another process holds raises
+    :class:`CheckpointLockedError`. The lock file is left in place on
+    release (removing it would let two processes lock two different files).
+    Re-acquiring a folder this process already holds is a no-op lock that
+    releases nothing.
+    """
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+        self._fd: int | None = None
+
+    def acquire(self) -> FolderLock:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        key = _lock_key(self.directory)
+        if key in _HELD:
+            return self
+        fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise CheckpointLockedError(self.directory, _holder_pid(self.directory)) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        _HELD[key] = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        _HELD.pop(_lock_key(self.directory), None)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+# CheckpointHook's default run id: make a new one.
+NEW_RUN = object()
+
+
+def new_run_id() -> str:
+    """A fresh random run id (32 hex digits)."""
+    return uuid.uuid4().hex
+
+
+def _manifest_run_id(path: Path) -> tuple[bool, str | None]:
+    """``(readable, run_id)`` of a manifest on disk."""
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False, None
+    if not isinstance(manifest, dict):
+        return False, None
+    run_id = manifest.get("run_id")
+    return True, run_id if isinstance(run_id, str) else None
+
+
+def foreign_checkpoints(directory: str | os.PathLike, run_ids) -> list[Path]:
+    """The manifests in ``directory`` not written by one of ``run_ids`` (``None``: no id)."""
+    own = set(run_ids)
+    foreign = []
+    for path in list_checkpoints(directory):
+        readable, run_id = _manifest_run_id(path)
+        if not readable or run_id not in own:
+            foreign.append(path)
+    return foreign
+
+
+def check_checkpoint_folder(
+    directory: str | os.PathLike, *, run_ids=(), overwrite: bool = False
+) -> None:
+    """Refuses a checkpoint folder a new writer may not use, without touching it.
+
+    Raises:
+      CheckpointLockedError: another process holds the folder's lock.
+      CheckpointError: the folder holds checkpoints of runs other than
+        ``run_ids`` and ``overwrite`` is false; or it is not a folder.
+    """
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"checkpoint folder {directory} exists and is not a folder")
+    if not directory.is_dir():
+        return
+    if _lock_key(directory) not in _HELD and (directory / LOCK_NAME).exists():
+        try:
+            fd = os.open(directory / LOCK_NAME, os.O_RDONLY)
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as err:
+                if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise CheckpointLockedError(directory, _holder_pid(directory)) from None
+                raise
+            finally:
+                os.close(fd)
+    foreign = foreign_checkpoints(directory, run_ids)
+    if foreign and not overwrite:
+        _, other = _manifest_run_id(foreign[-1])
+        raise CheckpointError(
+            f"checkpoint folder {directory} holds {len(foreign)} checkpoint(s) of another run "
+            f"(newest {foreign[-1].name}, run {other or 'without an id'}); pass --overwrite to "
+            f"replace them, resume that run with --resume {directory}, or choose another "
+            f"--checkpoint folder"
+        )
 
 
 # -- atomic files -------------------------------------------------------------
@@ -175,6 +349,7 @@ def save_checkpoint(
     history: Mapping | None = None,
     metadata: Mapping | None = None,
     keep: int | None = None,
+    run_id: str | None = None,
 ) -> Path:
     """Saves ``state`` (leading ``[K]`` axis) as one checkpoint in ``directory``.
 
@@ -185,10 +360,15 @@ def save_checkpoint(
       history: per-epoch metrics ``{name: [epochs, K]}`` to store alongside.
       metadata: JSON-serializable description of the run, stored in the
         manifest and checked on load through ``expect``.
-      keep: keep only the newest ``keep`` checkpoints (``None``: keep all).
+      keep: keep only the newest ``keep`` checkpoints of ``run_id``
+        (``None``: keep all); other runs' checkpoints are never pruned.
+      run_id: the writing run's id, recorded in the manifest.
 
     Returns:
       The manifest's path. Saving the same epoch again replaces it.
+
+    The folder's lock (:class:`FolderLock`) is held while saving (it is
+    already held when a :class:`CheckpointHook` saves).
     """
     directory = Path(directory)
     seeds = [int(s) for s in seeds]
@@ -218,12 +398,15 @@ def save_checkpoint(
         "leaves": leaves,
         "history": sorted(history),
         "metadata": _jsonable(dict(metadata or {})),
+        "run_id": run_id,
     }
-    directory.mkdir(parents=True, exist_ok=True)
-    write_atomic(directory / arrays_name, lambda f: f.write(payload))
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    path = write_atomic(directory / f"ckpt-{epoch:06d}.json", lambda f: f.write(text.encode()))
-    _prune(directory, keep)
+    if run_id is not None and not isinstance(run_id, str):
+        raise TypeError(f"run_id must be a string or None, got {run_id!r}")
+    with FolderLock(directory):
+        write_atomic(directory / arrays_name, lambda f: f.write(payload))
+        text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        path = write_atomic(directory / f"ckpt-{epoch:06d}.json", lambda f: f.write(text.encode()))
+        _prune(directory, keep, run_id)
     return path
 
 
@@ -249,17 +432,21 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     return found[-1] if found else None
 
 
-def _prune(directory: Path, keep: int | None) -> None:
-    """Drops checkpoints beyond the newest ``keep``, then unreferenced files.
+def _prune(directory: Path, keep: int | None, run_id: str | None) -> None:
+    """Drops ``run_id``'s checkpoints beyond its newest ``keep``, then unreferenced files.
 
-    A manifest is removed before its arrays, so a crash in between leaves an
-    orphan arrays file (cleaned up next time), never a dangling manifest.
+    Runs under the folder's lock, so no other writer can have arrays or
+    temporary files in flight: an arrays file no manifest names, and a
+    temporary file, are leftovers of a crash. A manifest is removed before
+    its arrays, so a crash in between leaves an orphan arrays file (cleaned
+    up next time), never a dangling manifest.
     """
     manifests = list_checkpoints(directory)
     if keep is not None:
-        for old in manifests[:-keep]:
+        own = [p for p in manifests if _manifest_run_id(p) == (True, run_id)]
+        for old in own[:-keep]:
             old.unlink(missing_ok=True)
-        manifests = manifests[-keep:]
+        manifests = list_checkpoints(directory)
     referenced = set()
     for manifest in manifests:
         try:
@@ -313,10 +500,82 @@ def read_manifest(path: str | os.PathLike) -> dict:
     missing = [k for k in required if k not in manifest]
     if missing:
         raise CheckpointError(f"{path} lacks manifest fields {missing}")
-    if Path(manifest["arrays"]).name != manifest["arrays"]:
-        raise CheckpointError(f"{path} names arrays outside its folder: {manifest['arrays']!r}")
+    arrays = manifest["arrays"]
+    if isinstance(arrays, str) and Path(arrays).name != arrays:
+        raise CheckpointError(f"{path} names arrays outside its folder: {arrays!r}")
+    _check_manifest_fields(path, manifest)
     manifest["path"] = str(path)
     return manifest
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_seed(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_list_of(value, test) -> bool:
+    return isinstance(value, list) and all(test(v) for v in value)
+
+
+def _is_str(value) -> bool:
+    return isinstance(value, str)
+
+
+def _is_hex64(value) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value) is not None
+
+
+def _is_leaf(entry) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    shapes = ("shape", "stored_shape")
+    texts = ("path", "dtype", "name", "stored_dtype")
+    return (
+        all(_is_list_of(entry.get(k), _is_count) for k in shapes)
+        and all(_is_str(entry.get(k)) for k in texts)
+        and _is_str(entry.get("prng_impl", ""))
+    )
+
+
+# Manifest field -> (test, what it must be). Checked before any field is used,
+# so a hand-edited or hostile manifest is a CheckpointError naming the field,
+# never a TypeError from deep inside the loader.
+_MANIFEST_FIELDS = {
+    "epoch": (_is_count, "an integer >= 0"),
+    "seeds": (lambda v: _is_list_of(v, _is_seed) and len(v) > 0, "a non-empty list of integers"),
+    "arrays": (
+        lambda v: isinstance(v, str) and _ARRAYS.match(v) is not None,
+        "a ckpt-<epoch>-<hash>.npz file name",
+    ),
+    "arrays_bytes": (_is_count, "an integer >= 0"),
+    "arrays_sha256": (_is_hex64, "64 lowercase hex digits"),
+    "leaves": (lambda v: _is_list_of(v, _is_leaf), "a list of leaf entries"),
+    "history": (lambda v: _is_list_of(v, _is_str), "a list of metric names"),
+    "seed_epochs": (lambda v: _is_list_of(v, _is_count), "a list of integers >= 0"),
+    "metadata": (lambda v: isinstance(v, dict), "an object"),
+    "run_id": (lambda v: v is None or isinstance(v, str), "a string or null"),
+}
+
+
+def _check_manifest_fields(path: Path, manifest: dict) -> None:
+    for field, (test, what) in _MANIFEST_FIELDS.items():
+        if field in manifest and not test(manifest[field]):
+            shown = json.dumps(manifest[field])
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise CheckpointError(
+                f"{path} is not a valid checkpoint manifest: field {field!r} must be {what}, "
+                f"got {shown}"
+            )
+    for i, entry in enumerate(manifest["leaves"]):
+        for key in ("shape", "stored_shape"):
+            if math.prod(entry[key]) > 2**40:
+                raise CheckpointError(
+                    f"{path} is not a valid checkpoint manifest: leaves[{i}].{key} "
+                    f"{entry[key]} is absurdly large"
+                )
 
 
 def _read_arrays(folder: Path, manifest: dict) -> dict[str, np.ndarray]:
@@ -472,6 +731,7 @@ def load_checkpoint(
         state=state,
         history=history,
         metadata=manifest.get("metadata", {}),
+        run_id=manifest.get("run_id"),
     )
 
 
@@ -485,13 +745,28 @@ class CheckpointHook:
     each multiple of ``every`` (choose ``epochs_per_call`` dividing
     ``every`` for exact multiples), and once more when every seed is done.
 
+    The hook claims its folder when it is made: it takes the folder's lock
+    (:class:`FolderLock`, held until :meth:`close`) and refuses a folder
+    holding checkpoints of another run (:func:`check_checkpoint_folder`)
+    unless ``overwrite``, in which case those checkpoints are deleted.
+
     Args:
       directory: checkpoint folder.
       seeds: the run's seeds.
       every: epochs between checkpoints (``0``: only at the end).
-      keep: checkpoints to keep (``None``: all).
+      keep: checkpoints of this run to keep (``None``: all).
       metadata: stored in every manifest.
       start_epoch: the epoch training starts from (when resuming).
+      run_id: this run's id; pass the resumed checkpoint's to continue its
+        run (``None`` for one written before runs had ids). Default
+        :data:`NEW_RUN`: a new id (:func:`new_run_id`).
+      overwrite: delete another run's checkpoints in ``directory`` instead
+        of refusing the folder.
+
+    Raises:
+      CheckpointLockedError: another process writes to ``directory``.
+      CheckpointError: ``directory`` holds another run's checkpoints and
+        ``overwrite`` is false.
     """
 
     def __init__(
@@ -503,6 +778,8 @@ class CheckpointHook:
         keep: int | None = None,
         metadata: Mapping | None = None,
         start_epoch: int = 0,
+        run_id: str | object | None = NEW_RUN,
+        overwrite: bool = False,
     ):
         if every < 0:
             raise ValueError(f"every must be >= 0, got {every}")
@@ -511,8 +788,23 @@ class CheckpointHook:
         self.every = every
         self.keep = keep
         self.metadata = dict(metadata or {})
+        self.run_id = new_run_id() if run_id is NEW_RUN else run_id
+        if self.run_id is not None and not isinstance(self.run_id, str):
+            raise TypeError(f"run_id must be a string or None, got {self.run_id!r}")
         self._epoch = start_epoch
         self.saved: list[Path] = []
+        check_checkpoint_folder(self.directory, run_ids=(self.run_id,), overwrite=True)
+        self._lock = FolderLock(self.directory).acquire()
+        try:
+            foreign = foreign_checkpoints(self.directory, (self.run_id,))
+            if foreign and not overwrite:
+                check_checkpoint_folder(self.directory, run_ids=(self.run_id,))
+            for manifest in foreign:  # their arrays become orphans, pruned below
+                manifest.unlink(missing_ok=True)
+            _prune(self.directory, None, self.run_id)
+        except BaseException:
+            self.close()
+            raise
 
     def __call__(self, state: TrainState, history: dict) -> None:
         epoch = int(_epochs(state).max())
@@ -530,9 +822,14 @@ class CheckpointHook:
             history=history,
             metadata=self.metadata,
             keep=self.keep,
+            run_id=self.run_id,
         )
         self.saved.append(path)
         return path
+
+    def close(self) -> None:
+        """Releases the folder's lock; later saves take it for their own duration."""
+        self._lock.release()
 
 
 def dataset_fingerprint(dataset) -> dict:
@@ -567,11 +864,16 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointHook",
+    "CheckpointLockedError",
+    "FolderLock",
+    "check_checkpoint_folder",
     "dataset_fingerprint",
     "describe_tree",
+    "foreign_checkpoints",
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "new_run_id",
     "read_manifest",
     "resolve_checkpoint",
     "save_checkpoint",

@@ -1,10 +1,26 @@
-"""The divergence guard: turning a non-finite step into a clear error.
+"""The divergence guard: turning a runaway loss into a clear error.
 
-Detection happens inside the compiled chunk (:func:`~sparsegcn.train.run_epoch`
-freezes a seed at its last finite state and flags the step in the
-``diverged`` metric); this module reads those flags on the host after each
-compiled call and raises :class:`DivergenceError`, which names the epoch,
-the seed, the offending values and the usual causes.
+Two checks, both on the host after each compiled call:
+
+- Non-finite steps (:func:`raise_if_diverged`). Detection happens inside the
+  compiled chunk (:func:`~sparsegcn.train.run_epoch` freezes a seed at its
+  last finite state and flags the step in the ``diverged`` metric).
+- Finite growth (:func:`raise_if_loss_grew`). A loss can run away without
+  ever overflowing: ``--lr 1e6`` takes Cora's loss from 2 to 1e13 and used
+  to finish with exit 0. A seed whose training loss stays above
+  ``factor`` times its first epoch's loss for ``epochs`` epochs in a row
+  (defaults :data:`~sparsegcn.train.state.DIVERGENCE_FACTOR` = 100 and
+  :data:`~sparsegcn.train.state.DIVERGENCE_EPOCHS` = 10) is stopped.
+  False-positive risk: a run whose first loss is already near zero (a
+  warm start on an easy task, a loss scaled down by the caller) can
+  legitimately exceed 100x that value for a while; raise the factor or
+  turn the check off (``TrainConfig(divergence_factor=None)``,
+  ``sparsegcn train --divergence-factor 0``). A cross-entropy loss that
+  starts near ``ln C`` and stays above ``100 ln C`` for ten epochs has
+  no such excuse.
+
+Either raises :class:`DivergenceError`, which names the epoch, the seed,
+the offending values and the usual causes.
 """
 
 from __future__ import annotations
@@ -38,6 +54,8 @@ class DivergenceError(FloatingPointError):
       diverged_seeds: every seed that diverged in the same compiled call.
       member: index of the first diverged member along the ``[K]`` axis.
       context: extra words naming the run (e.g. a sweep point), or ``""``.
+      reason: for a finite runaway loss, how it grew (``""`` for a
+        non-finite step).
     """
 
     def __init__(
@@ -50,6 +68,7 @@ class DivergenceError(FloatingPointError):
         *,
         member: int = 0,
         context: str = "",
+        reason: str = "",
     ):
         self.epoch = epoch
         self.seed = seed
@@ -58,15 +77,22 @@ class DivergenceError(FloatingPointError):
         self.diverged_seeds = tuple(diverged_seeds)
         self.member = member
         self.context = context
+        self.reason = reason
         causes = "".join(f"\n  - {cause}" for cause in LIKELY_CAUSES)
         others = ""
         if len(self.diverged_seeds) > 1:
             others = f" (seeds diverged in the same call: {list(self.diverged_seeds)})"
         where = f"seed {seed}, {context}" if context else f"seed {seed}"
+        if reason:
+            what = f"{reason}; training stopped"
+        else:
+            what = (
+                f"the loss is {loss} and the gradient norm is {grad_norm}. The step was "
+                f"discarded and training stopped"
+            )
         super().__init__(
-            f"training diverged at epoch {epoch} ({where}){others}: the loss is {loss} "
-            f"and the gradient norm is {grad_norm}. The step was discarded and training "
-            f"stopped. Likely causes:{causes}\nSee {TROUBLESHOOTING}."
+            f"training diverged at epoch {epoch} ({where}){others}: {what}. Likely "
+            f"causes:{causes}\nSee {TROUBLESHOOTING}."
         )
 
     def with_context(self, context: str) -> DivergenceError:
@@ -79,6 +105,7 @@ class DivergenceError(FloatingPointError):
             self.diverged_seeds,
             member=self.member,
             context=context,
+            reason=self.reason,
         )
 
 
@@ -104,4 +131,56 @@ def raise_if_diverged(metrics: dict, seeds: Sequence[int]) -> None:
         grad_norm=float(metrics["grad_norm"][row, member]),
         diverged_seeds=sorted({seed_list[m] for m in members.tolist()}),
         member=member,
+    )
+
+
+def raise_if_loss_grew(
+    history: dict, seeds: Sequence[int], *, factor: float | None, epochs: int
+) -> None:
+    """Raises :class:`DivergenceError` if a seed's finite loss ran away.
+
+    A seed diverges when its training loss exceeds ``factor`` times its
+    first recorded epoch's loss for ``epochs`` consecutive epochs in which
+    it trained (see the module docstring for the false-positive risk).
+
+    Args:
+      history: the run's metrics so far as NumPy arrays ``[E, K]``, with
+        keys ``loss``, ``grad_norm``, ``active`` and ``epoch``.
+      seeds: the ``K`` integer seeds, in member order.
+      factor: the growth factor (> 1); ``None`` turns the check off.
+      epochs: how many consecutive epochs above ``factor * first`` it takes.
+    """
+    if factor is None:
+        return
+    loss = np.asarray(history["loss"], np.float64)
+    if loss.shape[0] < epochs:
+        return
+    active = np.asarray(history["active"], bool)
+    # The first epoch each seed trained in; its loss is the reference.
+    first = loss[np.argmax(active, axis=0), np.arange(loss.shape[1])]
+    above = active & (loss > factor * np.abs(first)[None, :])
+    # Length of the run of consecutive epochs above the threshold ending at each
+    # epoch: the distance to the latest epoch that was not above it.
+    index = np.arange(above.shape[0])[:, None]
+    runs = index - np.maximum.accumulate(np.where(above, -1, index), axis=0)
+    hit = runs >= epochs
+    if not hit.any():
+        return
+    rows, members = np.nonzero(hit)
+    first_hit = int(np.argmin(rows))
+    row, member = int(rows[first_hit]), int(members[first_hit])
+    seed_list = [int(s) for s in seeds]
+    grown = float(loss[row, member])
+    raise DivergenceError(
+        epoch=int(history["epoch"][row, member]),
+        seed=seed_list[member],
+        loss=grown,
+        grad_norm=float(history["grad_norm"][row, member]),
+        diverged_seeds=sorted({seed_list[m] for m in members.tolist()}),
+        member=member,
+        reason=(
+            f"the loss is {grown:.6g}, above {factor:g}x its first epoch's "
+            f"{float(first[member]):.6g} for {epochs} epochs in a row (the finite divergence "
+            f"guard; --divergence-factor sets the factor, 0 turns it off)"
+        ),
     )

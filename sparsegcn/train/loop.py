@@ -25,7 +25,7 @@ import numpy as np
 import optax
 
 from sparsegcn.nn.model import Model
-from sparsegcn.train.guard import raise_if_diverged
+from sparsegcn.train.guard import raise_if_diverged, raise_if_loss_grew
 from sparsegcn.train.optim import make_optimizer
 from sparsegcn.train.state import TrainConfig, TrainState, init_state, resume_state, seed_keys
 
@@ -268,8 +268,10 @@ def run_chunks(
       ``{name: [epochs run, K]}`` NumPy arrays.
 
     Raises:
-      DivergenceError: a seed's loss or gradient became non-finite; raised
-        after the call in which it happened, before ``on_chunk``.
+      DivergenceError: a seed's loss or gradient became non-finite, or its
+        loss stayed above ``config.divergence_factor`` times its first value
+        for ``config.divergence_epochs`` epochs; raised after the call in
+        which it happened, before ``on_chunk``.
     """
     from tqdm.auto import tqdm
 
@@ -303,8 +305,12 @@ def run_chunks(
                     loss=f"{metrics['loss'][active][-1].mean():.4f}",
                     val=f"{metrics['val_acc'][active][-1].mean():.3f}",
                 )
+            so_far = {k: np.concatenate(v) for k, v in chunks.items()}
+            raise_if_loss_grew(
+                so_far, seeds, factor=config.divergence_factor, epochs=config.divergence_epochs
+            )
             if on_chunk is not None:
-                on_chunk(state, {k: np.concatenate(v) for k, v in chunks.items()})
+                on_chunk(state, so_far)
     finally:
         bar.close()
     return state, {k: np.concatenate(v) for k, v in chunks.items()}, times

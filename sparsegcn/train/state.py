@@ -12,11 +12,16 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from sparsegcn._checks import check_hyperparameters
 from sparsegcn.features import Features
 from sparsegcn.graph import Graph
 from sparsegcn.nn.model import Model
 
 Params = Any
+
+# Defaults of the finite divergence guard; see TrainConfig and sparsegcn.train.guard.
+DIVERGENCE_FACTOR = 100.0
+DIVERGENCE_EPOCHS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +47,12 @@ class TrainConfig:
         compiles a second program (one optimizer step), so with the
         default 0 nothing more is compiled or run, ``train_step_ms_median``
         is NaN and ``compile_s`` is the training program's alone.
+      divergence_factor, divergence_epochs: the finite divergence guard
+        (:func:`~sparsegcn.train.guard.raise_if_loss_grew`): a seed whose
+        training loss stays above ``divergence_factor`` times its first
+        epoch's loss for ``divergence_epochs`` epochs in a row raises
+        :class:`~sparsegcn.train.guard.DivergenceError`. ``None`` turns it
+        off (non-finite losses are caught either way).
     """
 
     epochs: int = 200
@@ -52,20 +63,35 @@ class TrainConfig:
     epochs_per_call: int | None = None
     clip_norm: float | None = None
     timing_steps: int = 0
+    divergence_factor: float | None = DIVERGENCE_FACTOR
+    divergence_epochs: int = DIVERGENCE_EPOCHS
 
     def __post_init__(self):
-        if self.epochs < 1:
-            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        # The shared table (sparsegcn._checks.HYPERPARAMETERS) also checks the
+        # CLI's Experiment and the model builders, with the same words.
+        check_hyperparameters(
+            {
+                "epochs": self.epochs,
+                "learning_rate": self.learning_rate,
+                "weight_decay": self.weight_decay,
+                "patience": self.patience,
+                "epochs_per_call": self.epochs_per_call,
+                "clip_norm": self.clip_norm,
+                "timing_steps": self.timing_steps,
+                "divergence_factor": self.divergence_factor,
+                "divergence_epochs": self.divergence_epochs,
+            },
+            off={
+                "patience": (None,),
+                "epochs_per_call": (None,),
+                "clip_norm": (None,),
+                "divergence_factor": (None,),
+            },
+        )
         if self.decay_layers not in ("first", "all", "none"):
             raise ValueError(
                 f"decay_layers must be 'first', 'all' or 'none', got {self.decay_layers!r}"
             )
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"patience must be >= 1 or None, got {self.patience}")
-        if self.epochs_per_call is not None and self.epochs_per_call < 1:
-            raise ValueError(f"epochs_per_call must be >= 1, got {self.epochs_per_call}")
-        if self.clip_norm is not None and not self.clip_norm > 0:
-            raise ValueError(f"clip_norm must be > 0, got {self.clip_norm}")
 
     @property
     def chunk(self) -> int:
