@@ -28,6 +28,7 @@ __all__ = [
     "COMMUNITY_TOLERANCE",
     "REORDER_METHODS",
     "Reordering",
+    "add_remaining_self_loops",
     "add_self_loops",
     "coalesce",
     "community_labels",
@@ -93,7 +94,8 @@ def add_self_loops(graph: Graph, *, fill_value: float = 1.0) -> Graph:
     """Adds a self-loop ``i -> i`` to every node that has none.
 
     A node that already has one or more self-loops keeps them, with their
-    weights, and gets no additional loop. New loops are appended after the
+    weights, and gets no additional loop (:func:`add_remaining_self_loops`
+    collapses them to one instead, as :func:`gcn_norm` needs). New loops are appended after the
     existing edges with weight ``fill_value`` (the graph becomes weighted
     only if it was, or if ``fill_value != 1``).
     """
@@ -109,6 +111,46 @@ def add_self_loops(graph: Graph, *, fill_value: float = 1.0) -> Graph:
         old = _ones_like(senders) if weights is None else weights
         new_weights = np.concatenate([old, np.full(new.shape, fill_value, np.float32)])
     return Graph(new_senders, new_receivers, new_weights, graph.num_nodes)
+
+
+def add_remaining_self_loops(graph: Graph, *, fill_value: float = 1.0) -> Graph:
+    """Gives every node exactly one self-loop, as PyG's ``add_remaining_self_loops``.
+
+    All existing self-loops are removed and one loop ``i -> i`` per node is
+    appended after the other edges, in node order. A node that had a loop
+    keeps its weight (if it had several, the last one in edge order; PyG's
+    scatter assignment leaves that choice open, here it is fixed); a node
+    without one gets ``fill_value``. In an unweighted graph an
+    existing loop has weight 1, so it stays 1 whatever ``fill_value`` is
+    (as PyG's ``gcn_norm``, which fills the missing weights with ones first).
+    The result is unweighted only if the input was and ``fill_value == 1``.
+
+    Compare :func:`add_self_loops`, which keeps every existing loop.
+
+    Returns:
+      A graph with the ``E - L`` non-loop edges (``L`` loops in the input),
+      in their original order, followed by ``N`` loops.
+
+    References:
+      PyG, ``torch_geometric.utils.add_remaining_self_loops``.
+    """
+    senders, receivers, weights = _host_edges(graph)
+    n = graph.num_nodes
+    is_loop = senders == receivers
+    keep = ~is_loop
+    nodes = np.arange(n, dtype=np.int32)
+    new_senders = np.concatenate([senders[keep], nodes])
+    new_receivers = np.concatenate([receivers[keep], nodes])
+    if weights is None and fill_value == 1.0:
+        return Graph(new_senders, new_receivers, None, n)
+    loop_weights = np.full(n, fill_value, np.float32)
+    loops = np.flatnonzero(is_loop)
+    # The last loop of each node, explicitly: NumPy leaves repeated fancy assignment unordered.
+    _, first_from_end = np.unique(senders[loops[::-1]], return_index=True)
+    last = loops[::-1][first_from_end]
+    old = _ones_like(senders) if weights is None else weights
+    loop_weights[senders[last]] = old[last]
+    return Graph(new_senders, new_receivers, np.concatenate([old[keep], loop_weights]), n)
 
 
 _REDUCERS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
@@ -185,39 +227,48 @@ def gcn_norm_factors(graph: Graph, *, self_loops: bool = True) -> tuple[Graph, n
     """The factors of the symmetric normalization, without per-edge products.
 
     Returns ``(adjacency, scale)`` with ``Â = diag(scale) · A' · diag(scale)``,
-    where ``A'`` is ``graph`` with self-loops added (see :func:`gcn_norm`)
-    and ``scale = D^{-1/2}``. Propagating with folded scales,
+    where ``A'`` is ``graph`` with one self-loop per node
+    (:func:`add_remaining_self_loops`, see :func:`gcn_norm`) and
+    ``scale = D^{-1/2}``. Propagating with folded scales,
     ``scale * propagate(adjacency, scale * x)``, equals ``propagate(gcn_norm(graph), x)``
-    and needs no per-edge multiply when ``adjacency`` is unweighted.
+    and needs no per-edge multiply when ``adjacency`` is unweighted, which
+    it is whenever ``graph`` is.
 
     Returns:
       ``(Graph, float32 [N])``.
     """
-    g = add_self_loops(graph) if self_loops else graph
+    g = add_remaining_self_loops(graph) if self_loops else graph
     scale = _inv_sqrt_or_zero(degree(g, direction="in"))
     return g, scale
 
 
 def gcn_norm(graph: Graph, *, self_loops: bool = True) -> Graph:
-    """Symmetric GCN normalization as edge weights.
+    """Symmetric GCN normalization as edge weights, with PyG's ``gcn_norm`` semantics.
 
     .. math::
 
-        \\hat A = D^{-1/2} (A + I) D^{-1/2}, \\qquad
-        D_{ii} = \\sum_j (A + I)_{ij}
+        \\hat A = D^{-1/2} A' D^{-1/2}, \\qquad
+        D_{ii} = \\sum_j A'_{ij}
 
+    where ``A'`` is ``A`` with exactly one self-loop per node
+    (:func:`add_remaining_self_loops`, as PyG's ``gcn_norm``): existing
+    loops, duplicates included, collapse to one that keeps the (last)
+    existing loop's weight; other nodes get a loop of weight 1. Without
+    loops in the input this is Kipf & Welling's ``A + I``.
     ``A[r, s]`` is the weight of edge ``s -> r``, so ``D`` counts each node's
-    incoming edge weights, its self-loop included (as PyG's ``gcn_norm``).
-    A node that already has a self-loop keeps it and gets no second one.
-    A degree of 0 maps to 0, never to ``inf`` or ``NaN``. Duplicate edges
-    are kept and normalized individually, so they still add up.
+    incoming edge weights, its self-loop included. A degree of 0 maps to 0,
+    never to ``inf`` or ``NaN``. Duplicate non-loop edges are kept and
+    normalized individually, so they still add up.
 
     Args:
       graph: the input graph (weights default to 1).
-      self_loops: add the ``+ I`` term (default). ``False`` normalizes ``A``.
+      self_loops: use ``A'`` (default). ``False`` normalizes ``A`` as given,
+        its loops included.
 
     Returns:
-      A weighted :class:`Graph` whose weights are the entries of ``Â``.
+      A weighted :class:`Graph` whose weights are the entries of ``Â``; with
+      ``self_loops`` its edges are the non-loop edges in input order, then
+      the ``N`` loops in node order (PyG's order).
 
     References:
       Kipf & Welling, ICLR 2017, eq. (2). https://arxiv.org/abs/1609.02907

@@ -217,11 +217,13 @@ def pack_gcn_norm(
 ) -> PackedGraph:
     """``gcn_norm(graph)``, packed, with ``D^{-1/2}`` folded in when possible.
 
-    .. math:: \\hat A = D^{-1/2} (A + I) D^{-1/2}
+    .. math:: \\hat A = D^{-1/2} A' D^{-1/2}
 
-    For an unweighted ``graph`` the packed product computes
-    ``d * ((A + I) (d * x))`` with ``d = D^{-1/2}``, so propagation reads no
-    per-edge weights; its ``weights`` equal ``gcn_norm(graph).weights``.
+    with ``A'`` the graph with exactly one self-loop per node (see
+    :func:`~sparsegcn.gcn_norm`). For an unweighted ``graph`` ``A'`` is
+    unweighted too, and the packed product computes ``d * (A' (d * x))``
+    with ``d = D^{-1/2}``, so propagation reads no per-edge weights; its
+    ``weights`` equal ``gcn_norm(graph).weights``.
     A weighted graph is normalized with :func:`~sparsegcn.gcn_norm` and packed.
     ``format`` is :func:`pack`'s; in the CSR format nothing is folded, the
     normalized weights are stored with the layout (read in row order).

@@ -279,3 +279,22 @@ def test_softmax_bad_input_is_named():
         segment_softmax(jnp.ones(3, jnp.float32), ids, 1, mask=jnp.ones(3, jnp.int32))
     with pytest.raises(TypeError, match="floating-point logits, got int32"):
         segment_softmax(jnp.ones(3, jnp.int32), ids, 1)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "softmax"])
+def test_float64_matches_oracle_tightly(reduce):
+    _, ids, n, data, cot = case("random", "heads", seed=4)
+    with jax.enable_x64(True):
+        x = jnp.asarray(data, jnp.float64)
+        if reduce == "softmax":
+            cot = np.random.default_rng(5).normal(size=data.shape)
+            out, grad = vjp(lambda z: segment_softmax(z, jnp.asarray(ids), n), x, cot)
+            expected = oracle_softmax(data, ids, n)
+            expected_grad = oracle_softmax_grad(data, ids, n, cot)
+        else:
+            out, grad = vjp(lambda d: REDUCTIONS[reduce](d, jnp.asarray(ids), n), x, cot)
+            expected = oracle_reduce(data, ids, n, reduce)
+            expected_grad = oracle_reduce_grad(data, ids, n, reduce, cot)
+    assert out.dtype == np.float64 and grad.dtype == np.float64
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-12, atol=1e-14)
