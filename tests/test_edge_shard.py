@@ -14,6 +14,7 @@ from test_minibatch import compiled_programs, two_communities
 
 import sparsegcn as sg
 from sparsegcn.cli import main
+from sparsegcn.nn.registry import create_model, get_model_spec
 from sparsegcn.parallel import (
     AXIS,
     EdgeSharded,
@@ -98,14 +99,17 @@ def test_propagate_under_jit_and_with_a_wide_trailing_shape():
     np.testing.assert_allclose(out, want, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("model_name", ["gcn", "gat", "gatv2", "sage"])
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense_x", "sparse_x"])
 @pytest.mark.parametrize("devices", [3, 4])
-def test_gcn_forward_and_param_gradient_equal_single_device(devices, sparse):
+def test_forward_and_param_gradient_equal_single_device(devices, sparse, model_name):
+    """Every registered graph model runs on an edge shard unchanged (the view protocol)."""
     nd = two_communities(n=50, train=20)
-    nd = nd._replace(graph=sg.gcn_norm(nd.graph))
+    spec = get_model_spec(model_name)
+    nd = nd._replace(graph=spec.prepare_graph(nd.graph))
     x = np.maximum(np.asarray(nd.features), 0.0)  # half zeros: a real sparsity pattern
     nd = nd._replace(features=sg.as_features(sp.csr_array(x) if sparse else x, 50))
-    model = sg.gcn(8, 2, hidden=6, dropout_rate=0.0)
+    model = create_model(model_name, 8, 2, hidden=6, layers=2, dropout=0.0)
     params = model.init(jax.random.key(2))
     mesh = make_mesh(devices)
     sharded = place_node_data(shard_node_data(nd, devices), mesh)
@@ -225,9 +229,9 @@ def test_bad_inputs_are_refused():
         sg.propagate(g, jnp.ones((10, 2)), backend=EdgeSharded())
     with pytest.raises(ValueError, match="no edge_ids"):
         sharded.without_edge_ids().edge_values(np.zeros(sharded.num_shards * sharded.shard_edges))
-    bogus = sg.Model(None, None, None, "gat", {})
-    with pytest.raises(ValueError, match=r"edge sharding rebuilds models .* got 'gat'"):
-        edge_sharded_model(bogus)
+    model = sg.gcn(4, 2)
+    with pytest.raises(ValueError, match="edge shards gather over the mesh axis"):
+        edge_sharded_model(model, axis_name="x")
     with pytest.raises(ValueError, match=f"single axis '{AXIS}'"):
         edge_sharded_propagate(sharded, jnp.ones((10, 2)), jax.make_mesh((2,), ("x",)))
 

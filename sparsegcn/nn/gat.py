@@ -89,11 +89,11 @@ def gat_conv(
         z_src = graph.sources(z[:, 0])
         z_dst = graph.targets(z[:, 1])
         pair = jax.nn.leaky_relu(edge_scores(graph, z_src, z_dst), negative_slope)
-        scores = jnp.sum(pair * params["att"], axis=-1)
+        scores = jnp.sum(pair * params["att"][None], axis=-1)
     else:
         z_src, z_dst = graph.sources(z), graph.targets(z)
-        score_src = jnp.sum(z_src * params["att_src"], axis=-1)
-        score_dst = jnp.sum(z_dst * params["att_dst"], axis=-1)
+        score_src = jnp.sum(z_src * params["att_src"][None], axis=-1)
+        score_dst = jnp.sum(z_dst * params["att_dst"][None], axis=-1)
         scores = jax.nn.leaky_relu(edge_scores(graph, score_src, score_dst), negative_slope)
     alpha = edge_softmax(graph, scores)
     if key is not None and attention_dropout > 0.0:
@@ -156,7 +156,8 @@ def gat(
     :class:`~sparsegcn.Graph` in any layout (``[N, C]``), a
     :class:`~sparsegcn.sampling.ChunkedGraph` (``[N, C]``, layer by layer in
     chunks) or a :class:`~sparsegcn.sampling.NeighborSample` (``[B, C]`` for
-    its seeds; each target attends to its sampled neighbours and itself).
+    its seeds; each target attends to its sampled neighbours, its own
+    self-loop among them, sampled from the prepared graph).
 
     Args:
       in_features: ``F``.
@@ -249,7 +250,6 @@ def gat(
             dropout_rate=dropout_rate,
             dropout_impl=dropout_impl,
             activation=jax.nn.elu,
-            self_loops=True,
             stop_before_last=stop_before_last,
         )
 

@@ -66,7 +66,6 @@ def run_layers(
     dropout_rate: float,
     dropout_impl: str = "hash",
     activation: Callable = jax.nn.relu,
-    self_loops: bool = False,
     stop_before_last: bool = False,
 ) -> jax.Array:
     """``dropout -> project -> propagate -> activation`` per layer, logits last.
@@ -83,8 +82,6 @@ def run_layers(
       dropout_rate: drop probability of each layer's input.
       dropout_impl: see :func:`sparsegcn.nn.dropout`.
       activation: applied to every hidden layer's output.
-      self_loops: sampled trees only: each target also receives from
-        itself (models whose full graph has self-loops, e.g. GAT).
       stop_before_last: return the last layer's input (embeddings; full
         views only).
 
@@ -124,7 +121,7 @@ def run_layers(
         for i in range(count):
             if i > 0:
                 z = project(layers[i], drop(h, i), i)
-            block = TreeBlock.from_sample(graph, count - i, self_loops=self_loops)
+            block = TreeBlock.from_sample(graph, count - i)
             h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i)
         return h
 

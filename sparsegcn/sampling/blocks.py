@@ -7,8 +7,10 @@ level. Concatenated, the levels form one flat array of ``T`` entries
 children in levels ``1..P``: a bipartite graph whose sources are the first
 ``offsets[P + 1]`` entries and whose targets are the first ``offsets[P]``,
 a prefix of the sources (PyG's convention for sampled blocks). Its edges
-run from each entry of level ``d + 1`` to its parent in level ``d``,
-optionally plus one self-loop per target (GAT attends to the node itself).
+run from each entry of level ``d + 1`` to its parent in level ``d``. A
+model whose graph carries self-loops (GAT) samples them like any edge, so
+with fanouts at least the largest degree the block holds the full
+neighbourhood and the sampled output equals the full one.
 
 :class:`TreeBlock` is that graph as a view (:mod:`sparsegcn.views`), so a
 layer written against the protocol runs on mini-batches unchanged. Its
@@ -35,26 +37,23 @@ class TreeBlock(EdgeListView):
     Attributes:
       sizes: static entries per level, ``(n_0, ..., n_P)``.
       fanouts: static ``(k_1, ..., k_P)``; ``n_{d+1} = n_d k_{d+1}``.
-      edge_mask: bool ``[E]``: the children's masks, level after level,
-        then (with ``self_loops``) the targets' own masks.
-      self_loops: static, whether each target also receives from itself.
+      edge_mask: bool ``[E]``: the children's masks, level after level.
 
     ``num_src = n_0 + ... + n_P``, ``num_dst = n_0 + ... + n_{P-1}``;
-    ``E = n_1 + ... + n_P`` (``+ num_dst`` with self-loops). Senders and
+    ``E = n_1 + ... + n_P``. Senders and
     receivers are computed from the sizes (iota arithmetic, nothing stored).
     """
 
     sizes: tuple
     fanouts: tuple
     edge_mask: jax.Array = None
-    self_loops: bool = False
 
     weights = None
     edges_sorted = False
     layout_name = "tree"
 
     @classmethod
-    def from_sample(cls, sample: NeighborSample, parents: int, *, self_loops: bool = False):
+    def from_sample(cls, sample: NeighborSample, parents: int):
         """The block whose targets are levels ``0..parents-1`` of ``sample``."""
         if not 1 <= parents < len(sample.nodes):
             raise ValueError(
@@ -63,9 +62,7 @@ class TreeBlock(EdgeListView):
             )
         sizes = tuple(int(level.size) for level in sample.nodes[: parents + 1])
         masks = [m.reshape(-1) for m in sample.masks[1 : parents + 1]]
-        if self_loops:
-            masks += [m.reshape(-1) for m in sample.masks[:parents]]
-        return cls(sizes, sample.fanouts[:parents], jnp.concatenate(masks), self_loops)
+        return cls(sizes, sample.fanouts[:parents], jnp.concatenate(masks))
 
     @property
     def offsets(self) -> list[int]:
@@ -81,11 +78,7 @@ class TreeBlock(EdgeListView):
 
     @property
     def senders(self) -> jax.Array:
-        start, stop = self.offsets[1], self.offsets[-1]
-        children = jnp.arange(start, stop, dtype=jnp.int32)
-        if not self.self_loops:
-            return children
-        return jnp.concatenate([children, jnp.arange(self.num_dst, dtype=jnp.int32)])
+        return jnp.arange(self.offsets[1], self.offsets[-1], dtype=jnp.int32)
 
     @property
     def receivers(self) -> jax.Array:
@@ -94,15 +87,13 @@ class TreeBlock(EdgeListView):
             offsets[d] + jnp.arange(self.sizes[d + 1], dtype=jnp.int32) // k
             for d, k in enumerate(self.fanouts)
         ]
-        if self.self_loops:
-            parents.append(jnp.arange(self.num_dst, dtype=jnp.int32))
-        return jnp.concatenate(parents)
+        return jnp.concatenate(parents) if len(parents) > 1 else parents[0]
 
     def targets(self, h):
         return h[: self.num_dst]
 
     def product(self, x_src, edge_weight=None) -> jax.Array:
-        """The weighted sum over each target's children (and itself), by reshapes."""
+        """The weighted sum over each target's children, by reshapes (no scatter)."""
         x = self.check_sources(x_src)
         w = self.edge_values(edge_weight, x.dtype)
         offsets, rest = self.offsets, x.shape[1:]
@@ -114,20 +105,16 @@ class TreeBlock(EdgeListView):
             wd = wd.reshape(n, k, *wd.shape[1:])
             out.append(jnp.sum(children * broadcast_edges(wd, children), axis=1))
             pos += n * k
-        y = jnp.concatenate(out) if len(out) > 1 else out[0]
-        if self.self_loops:
-            own = x[: self.num_dst]
-            y = y + own * broadcast_edges(w[pos:], own)
-        return y
+        return jnp.concatenate(out) if len(out) > 1 else out[0]
 
     def tree_flatten_with_keys(self):
         children = ((jax.tree_util.GetAttrKey("edge_mask"), self.edge_mask),)
-        return children, (self.sizes, self.fanouts, self.self_loops)
+        return children, (self.sizes, self.fanouts)
 
     @classmethod
     def tree_unflatten(cls, static, children):
-        sizes, fanouts, self_loops = static
-        return cls(sizes, fanouts, children[0], self_loops)
+        sizes, fanouts = static
+        return cls(sizes, fanouts, children[0])
 
 
 jax.tree_util.register_pytree_with_keys_class(TreeBlock)
