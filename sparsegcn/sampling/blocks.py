@@ -95,7 +95,7 @@ class TreeBlock(EdgeListView):
     def product(self, x_src, edge_weight=None) -> jax.Array:
         """The weighted sum over each target's children, by reshapes (no scatter)."""
         x = self.check_sources(x_src)
-        w = self.edge_values(edge_weight, x.dtype)
+        w = self.edge_factors(edge_weight, x.dtype)
         offsets, rest = self.offsets, x.shape[1:]
         out, pos = [], 0
         for d, k in enumerate(self.fanouts):
