@@ -32,6 +32,7 @@ MODEL_DEFAULTS = (
     "weight_decay",
     "decay_layers",
     "heads",
+    "aggregator",
     "fanouts",
 )
 
@@ -62,6 +63,11 @@ class Experiment:
     layers: int | None = _field(None, "number of layers [model default]")
     dropout: float | None = _field(None, "dropout rate [model default]")
     heads: int | None = _field(None, "gat, gatv2: attention heads of hidden layers [model default]")
+    aggregator: str | None = _field(
+        None,
+        "sage: neighbourhood aggregation [model default: mean]",
+        choices=("mean", "max", "sum"),
+    )
     residual: bool = _field(False, "skip connections between equal-width hidden layers")
     lr: float | None = _field(None, "Adam learning rate [model default]")
     weight_decay: float | None = _field(None, "L2 weight decay [model default]")
@@ -127,8 +133,11 @@ class Experiment:
         for name in MODEL_DEFAULTS:
             if getattr(self, name) is None and name in spec.defaults:
                 object.__setattr__(self, name, spec.defaults[name])
-        if self.heads is not None and "heads" not in spec.options:
-            raise ValueError(f"heads={self.heads} applies to gat and gatv2, not {self.model}")
+        for name in ("heads", "aggregator"):
+            value = getattr(self, name)
+            if value is not None and name not in spec.options:
+                users = ", ".join(m for m in MODELS if name in REGISTRY[m].options)
+                raise ValueError(f"{name}={value!r} applies to {users}, not {self.model}")
         if self.fanouts is not None and self.fanouts != "none" and not spec.sampled:
             raise ValueError(
                 f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "

@@ -107,6 +107,19 @@ class TreeBlock(EdgeListView):
             pos += n * k
         return jnp.concatenate(out) if len(out) > 1 else out[0]
 
+    def in_count(self, dtype=jnp.float32) -> jax.Array:
+        """``[num_dst]`` real children per target, by reshapes (no scatter)."""
+        counts = [
+            jnp.sum(self.edge_mask[start : start + n * k].reshape(n, k).astype(dtype), axis=1)
+            for n, k, start in zip(
+                self.sizes[:-1],
+                self.fanouts,
+                np.cumsum([0, *self.sizes[1:-1]]).tolist(),
+                strict=True,
+            )
+        ]
+        return jnp.concatenate(counts) if len(counts) > 1 else counts[0]
+
     def tree_flatten_with_keys(self):
         children = ((jax.tree_util.GetAttrKey("edge_mask"), self.edge_mask),)
         return children, (self.sizes, self.fanouts)
