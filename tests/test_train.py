@@ -130,6 +130,16 @@ def test_step_timing_is_opt_in(data):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("name", ["fit", "fit_minibatch", "fit_data_parallel", "fit_edge_sharded"])
+def test_every_trainer_refuses_no_seeds_by_its_name(data, name):
+    # The four trainers share one skeleton (run_training), which names the caller.
+    model = sg.sage(8, 2) if "minibatch" in name or "data_parallel" in name else sg.gcn(8, 2)
+    if model.name == "sage":
+        data = sg.minibatch_data(data)
+    with pytest.raises(ValueError, match=f"^{name} needs at least one seed$"):
+        getattr(sg, name)(model, data, TrainConfig(epochs=1), seeds=[])
+
+
 def test_training_with_dropout_requires_a_key(data):
     model = sg.gcn(8, 2)
     params = model.init(jax.random.key(0))
