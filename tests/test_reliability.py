@@ -358,7 +358,7 @@ def test_a_bad_manifest_is_one_line_in_predict(tmp_path, capsys):
         ("--clip-norm", "inf", "clip_norm must be a finite number > 0.0"),
         ("--layers", "0", "layers must be >= 1, got 0 (--layers)"),
         ("--patience", "-1", "patience must be >= 1 (or 0 for off), got -1"),
-        ("--scale", "0", "scale must be > 0.0, got 0.0 (--scale)"),
+        ("--scale", "0", "scale must be > 0.0 and <= 1.0, got 0.0 (--scale)"),
         ("--seed", "-1", "seed must be >= 0 and <= 4294967295, got -1 (--seed)"),
         ("--divergence-factor", "0.5", "divergence_factor must be > 1.0 (or 0 for off)"),
     ],
