@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_minibatch import compiled_programs, two_communities
+from helpers import compiled_programs, two_communities
 
 import sparsegcn as sg
 from sparsegcn.cli import main
