@@ -2,11 +2,13 @@
 
 import gzip
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from sparsegcn.cli import main as cli_main
 from sparsegcn.datasets import load
 from sparsegcn.datasets.convert import OGB_LAYOUTS, _Buckets, convert_ogb, main
 
@@ -177,3 +179,24 @@ def test_matches_ogbs_own_loader(tmp_path, name):
     assert ours.num_edges == theirs.num_edges and ours.metric == theirs.metric
     for key in SPLIT:
         np.testing.assert_array_equal(ours.split[key], theirs.split[key])
+
+
+@pytest.mark.ogb
+@pytest.mark.skipif(
+    importlib.util.find_spec("ogb") is None or importlib.util.find_spec("torch") is None,
+    reason="needs the optional extra: torch (CPU) and sparsegcn[ogb]",
+)
+@pytest.mark.parametrize(
+    "extra", [[], ["--model", "sage", "--fanouts", "3,2", "--batch-size", "4"]]
+)
+def test_train_report_carries_ogbs_evaluator_metric(tmp_path, extra):
+    write_raw(tmp_path, "ogbn-arxiv")
+    out = convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "out")
+    report = tmp_path / "report.json"
+    argv = ["train", "--dataset", str(out), "--epochs", "3", "--seeds", "2", "--json", str(report)]
+    assert cli_main([*argv, *extra, "--no-progress"]) == 0
+    result = json.loads(report.read_text())
+    official = result["ogb_evaluator"]
+    assert official["metric"] == "acc" and len(official["test"]) == 2
+    # ogb's accuracy of the best params' predictions is our reported test accuracy.
+    np.testing.assert_allclose(official["test"], result["test_acc"], atol=1e-6)
