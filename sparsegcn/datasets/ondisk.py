@@ -32,6 +32,17 @@ file              dtype, shape           content
 ``manifest.json`` JSON                   see below
 ================  =====================  ==============================================
 
+Writing one by hand takes NumPy alone (``sha256`` from :func:`sha256_file`
+or ``hashlib``), e.g. for a 3-node path graph ``0 - 1 - 2``::
+
+    np.save("g/indptr.npy", np.array([0, 1, 3, 4], np.int64))   # in-edges per node
+    np.save("g/indices.npy", np.array([1, 0, 2, 1], np.int32))  # their senders
+    np.save("g/features.npy", np.eye(3, dtype=np.float32))
+    np.save("g/labels.npy", np.array([0, 1, -1]))
+    for split, ids in {"train": [0], "valid": [1], "test": [1]}.items():
+        np.save(f"g/{split}.npy", np.array(ids, np.int64))
+    # then g/manifest.json as below
+
 The manifest is a JSON object with keys ``format`` (``"sparsegcn-graph"``),
 ``version`` (``1``), ``name`` (the dataset's name, e.g. ``"ogbn-arxiv"``:
 ``ogbn-*`` names get ``ogb``'s official metric in reports), ``num_nodes``,
@@ -670,7 +681,10 @@ def load_ondisk(path, *, verify: bool = False, progress: bool = False) -> Datase
     for key in SPLITS:
         _check_split(files[key], key, arrays[key], arrays["labels"], n)
     receivers = expand_rows(arrays["indptr"], manifest["num_stored_edges"])
-    graph = Graph(arrays["indices"], receivers, None, n, edges_sorted=True)
+    # The chunked checks above are the Graph's (ids in range, edges sorted by
+    # (receiver, sender)); its constructor would repeat them with full-length
+    # temporaries (three bool arrays of E), so the checked leaves are unflattened.
+    graph = Graph.tree_unflatten((n, True), (arrays["indices"], receivers, None))
     info = dict(manifest.get("info", {}), folder=str(folder))
     return Dataset(
         name=manifest["name"],

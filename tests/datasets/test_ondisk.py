@@ -333,3 +333,42 @@ def test_cli_info_and_train_read_a_folder(saved, tmp_path, capsys):
     (path / "test.npy").unlink()
     assert main(["info", "--dataset", str(path), "--no-progress"]) == 2
     assert "test.npy: test: missing" in capsys.readouterr().err
+
+
+def test_a_folder_written_by_hand_as_documented(tmp_path):
+    """The module docstring's recipe, with NumPy alone, loads as the path graph 0 - 1 - 2."""
+    g = tmp_path / "g"
+    g.mkdir()
+    np.save(g / "indptr.npy", np.array([0, 1, 3, 4], np.int64))
+    np.save(g / "indices.npy", np.array([1, 0, 2, 1], np.int32))
+    np.save(g / "features.npy", np.eye(3, dtype=np.float32))
+    np.save(g / "labels.npy", np.array([0, 1, -1]))
+    for split, ids in {"train": [0], "valid": [1], "test": [1]}.items():
+        np.save(g / f"{split}.npy", np.array(ids, np.int64))
+    files = {}
+    for key in ("indptr", "indices", "features", "labels", "train", "valid", "test"):
+        array = np.load(g / f"{key}.npy")
+        files[key] = {
+            "file": f"{key}.npy",
+            "dtype": str(array.dtype),
+            "shape": list(array.shape),
+            "sha256": sha256_file(g / f"{key}.npy"),
+        }
+    manifest = {
+        "format": "sparsegcn-graph",
+        "version": 1,
+        "name": "path",
+        "num_nodes": 3,
+        "num_stored_edges": 4,
+        "num_edges": 2,
+        "num_features": 3,
+        "num_classes": 2,
+        "metric": "acc",
+        "info": {},
+        "files": files,
+    }
+    (g / MANIFEST).write_text(json.dumps(manifest))
+    dataset = load_ondisk(g, verify=True)
+    expected = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], float)
+    np.testing.assert_array_equal(dense_adjacency(dataset.graph), expected)
+    assert dataset.split_sizes == {"train": 1, "valid": 1, "test": 1}
