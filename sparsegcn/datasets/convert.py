@@ -42,6 +42,7 @@ References:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import shutil
 import sys
@@ -55,7 +56,7 @@ from tqdm.auto import tqdm
 
 from sparsegcn.datasets.base import SPLITS
 from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
-from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter
+from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
 
 GROUP_EDGES = 1 << 26
 """Default directed edges sorted at once: bounds the converter's memory."""
@@ -337,6 +338,8 @@ def convert_ogb(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{label} must be a positive int, got {value!r}")
     root, out = Path(root), Path(out)
+    _check_target(out, overwrite)  # before hours of work, not after
+    out.parent.mkdir(parents=True, exist_ok=True)
     folder = root / name.replace("-", "_")
     if not folder.is_dir():
         if not download:
@@ -447,7 +450,8 @@ def _num_features(folder: Path, layout: OgbLayout) -> int:
             )
         return int(shape[1])
     path = folder / "raw" / "node-feat.csv.gz"
-    first = next(_csv_chunks(path, 1, np.float32), None)
+    with contextlib.closing(_csv_chunks(path, 1, np.float32)) as rows:
+        first = next(rows, None)
     if first is None:
         raise ValueError(f"{path} is empty")
     return int(first.shape[1])

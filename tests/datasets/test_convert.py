@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from sparsegcn.cli import main as cli_main
+from sparsegcn.datasets import convert as convert_module
 from sparsegcn.datasets import load
 from sparsegcn.datasets.convert import OGB_LAYOUTS, _Buckets, convert_ogb, main
 
@@ -200,3 +201,22 @@ def test_train_report_carries_ogbs_evaluator_metric(tmp_path, extra):
     assert official["metric"] == "acc" and len(official["test"]) == 2
     # ogb's accuracy of the best params' predictions is our reported test accuracy.
     np.testing.assert_allclose(official["test"], result["test_acc"], atol=1e-6)
+
+
+def test_a_non_empty_target_is_refused_before_any_work(tmp_path, monkeypatch):
+    write_raw(tmp_path, "ogbn-arxiv")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("the raw files were read")
+
+    monkeypatch.setattr(convert_module, "_edge_chunks", no_reading)
+    with pytest.raises(ValueError, match="not empty; pass overwrite=True"):
+        convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "out")
+    assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
+    monkeypatch.undo()
+    out = convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "out", overwrite=True)
+    assert load(str(out)).num_nodes == N and not (out / "keep.txt").exists()
+    nested = convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "new" / "deeper" / "out")
+    assert load(str(nested)).num_nodes == N
