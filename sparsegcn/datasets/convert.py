@@ -27,9 +27,11 @@ files by receiver range (``16`` bytes of temporary disk per raw edge,
 deleted bucket by bucket). Consecutive buckets are then read in groups of
 at most ``group_edges`` keys, sorted (and de-duplicated), and written into
 ``indices``, with ``indptr`` from the row counts. Peak memory is about
-``24 * group_edges`` bytes (keys, their sort, the row ids) plus one input
-chunk, whatever the graph's size: at the default ``2**26``, about 1.6 GB,
-within the 8 GB the issue allows for papers100M. A single bucket larger
+``32 * group_edges`` bytes (keys, the row ids, the sender ids) plus one input
+chunk (``2**22`` raw edges, about 0.5 GB with pandas' parsing; features
+in chunks of :data:`FEATURE_CHUNK_BYTES`), whatever the graph's size: at
+the default ``2**26``, about 2.6 GB, within the 8 GB allowed for
+papers100M (a design figure: the full conversion was not run here). A single bucket larger
 than ``group_edges`` (a node range far denser than the average) is still
 read whole; there are ``4x`` more buckets than the average needs so that
 only a strongly skewed id order can do that.
@@ -62,6 +64,8 @@ GROUP_EDGES = 1 << 26
 """Default directed edges sorted at once: bounds the converter's memory."""
 CHUNK_ROWS = 1 << 22
 """Default raw edges, feature rows or labels read at a time."""
+FEATURE_CHUNK_BYTES = 1 << 27
+"""Feature bytes (as float32) read at a time: 262k rows of 128 features."""
 _BUCKETS_PER_GROUP = 4
 
 
@@ -459,6 +463,9 @@ def _num_features(folder: Path, layout: OgbLayout) -> int:
 
 def _write_features(writer, folder: Path, layout: OgbLayout, rows: int, progress: bool) -> None:
     n, f = writer.features.shape
+    # Wide rows: keep a chunk near FEATURE_CHUNK_BYTES of float32 (papers100M's
+    # 4M-row default chunk would be 2 GB, and pandas parses CSV at several times that).
+    rows = max(1, min(rows, FEATURE_CHUNK_BYTES // (4 * f)))
     if layout.binary:
         member = NpzMember.open(folder / "raw" / "data.npz", "node_feat")
         source = f"{member.archive}:node_feat"
