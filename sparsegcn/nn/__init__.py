@@ -3,6 +3,7 @@
 from sparsegcn.nn.conv import gcn_conv
 from sparsegcn.nn.dropout import dropout, hash_bits, keep_mask
 from sparsegcn.nn.gcn import gcn
+from sparsegcn.nn.gin import gin, gin_conv, gine_conv
 from sparsegcn.nn.initializers import glorot_uniform, linear_params
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model, stack_layers
@@ -13,6 +14,9 @@ __all__ = [
     "dropout",
     "gcn",
     "gcn_conv",
+    "gin",
+    "gin_conv",
+    "gine_conv",
     "glorot_uniform",
     "hash_bits",
     "keep_mask",

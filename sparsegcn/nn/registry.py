@@ -21,6 +21,7 @@ from sparsegcn import transforms
 from sparsegcn.graph import Graph
 from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
+from sparsegcn.nn.gin import gin
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model
 from sparsegcn.nn.sage import sage
@@ -41,6 +42,7 @@ PREPARATIONS: Mapping[str, Callable[[Graph], Graph]] = MappingProxyType(
         "gcn_norm": transforms.gcn_norm,
         "mean_norm": lambda g: transforms.mean_norm(_unweighted(g)),
         "self_loops": _self_loops,
+        "unweighted": _unweighted,
         "none": lambda g: g,
     }
 )
@@ -125,6 +127,13 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             defaults=_GAT,
             options={"heads": "heads"},
             reference="Brody, Alon & Yahav, ICLR 2022",
+        ),
+        "gin": ModelSpec(
+            gin,
+            "unweighted",
+            sampled=True,
+            defaults=dict(_KIPF, hidden=64, decay_layers="all"),
+            reference="Xu, Hu, Leskovec & Jegelka, ICLR 2019",
         ),
         "mlp": ModelSpec(
             mlp,
