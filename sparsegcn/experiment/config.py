@@ -33,7 +33,13 @@ MODEL_DEFAULTS = (
     "decay_layers",
     "heads",
     "fanouts",
+    "hops",
+    "alpha",
+    "lam",
 )
+# Fields that are builder options of some models (``ModelSpec.options``): given
+# for a model that does not take them, they are refused, not ignored.
+MODEL_OPTIONS = ("heads", "hops", "alpha", "lam")
 
 
 def _field(default, help: str, **metadata):
@@ -62,6 +68,15 @@ class Experiment:
     layers: int | None = _field(None, "number of layers [model default]")
     dropout: float | None = _field(None, "dropout rate [model default]")
     heads: int | None = _field(None, "gat, gatv2: attention heads of hidden layers [model default]")
+    hops: int | None = _field(
+        None, "sgc, appnp: propagation steps K of the parameter-free propagation [model default]"
+    )
+    alpha: float | None = _field(
+        None, "appnp, gcnii: teleport (initial residual) weight alpha in [0, 1] [model default]"
+    )
+    lam: float | None = _field(
+        None, "gcnii: lambda of the identity mapping, beta_l = log(lambda / l + 1) [model default]"
+    )
     residual: bool = _field(False, "skip connections between equal-width hidden layers")
     lr: float | None = _field(None, "Adam learning rate [model default]")
     weight_decay: float | None = _field(None, "L2 weight decay [model default]")
@@ -127,8 +142,11 @@ class Experiment:
         for name in MODEL_DEFAULTS:
             if getattr(self, name) is None and name in spec.defaults:
                 object.__setattr__(self, name, spec.defaults[name])
-        if self.heads is not None and "heads" not in spec.options:
-            raise ValueError(f"heads={self.heads} applies to gat and gatv2, not {self.model}")
+        for name in MODEL_OPTIONS:
+            value = getattr(self, name)
+            if value is not None and name not in spec.options:
+                takers = [m for m in MODELS if name in REGISTRY[m].options]
+                raise ValueError(f"{name}={value} applies to {', '.join(takers)}, not {self.model}")
         if self.fanouts is not None and self.fanouts != "none" and not spec.sampled:
             raise ValueError(
                 f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "
@@ -139,6 +157,9 @@ class Experiment:
         # any data is read.
         numbers = {
             "heads": self.heads,
+            "hops": self.hops,
+            "alpha": self.alpha,
+            "lam": self.lam,
             "hidden": self.hidden,
             "layers": self.layers,
             "dropout": self.dropout,
@@ -168,7 +189,8 @@ class Experiment:
                     k: (0,)
                     for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
                 },
-                "heads": (None,),
+                # Unset: the model has no such setting (sgc has no hidden layer).
+                **{k: (None,) for k in (*MODEL_OPTIONS, "hidden")},
             },
         )
         check_hyperparameter(

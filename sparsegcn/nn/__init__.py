@@ -8,6 +8,7 @@ from sparsegcn.nn.initializers import glorot_uniform, linear_params
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model, stack_layers
 from sparsegcn.nn.sage import masked_mean, sage, sage_conv, sage_conv_chunked
+from sparsegcn.nn.sgc import sgc, sgc_features
 
 __all__ = [
     "Model",
@@ -26,5 +27,7 @@ __all__ = [
     "sage",
     "sage_conv",
     "sage_conv_chunked",
+    "sgc",
+    "sgc_features",
     "stack_layers",
 ]

@@ -25,6 +25,7 @@ from sparsegcn.nn.gin import gin
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model
 from sparsegcn.nn.sage import sage
+from sparsegcn.nn.sgc import sgc
 
 
 def _self_loops(graph: Graph) -> Graph:
@@ -134,6 +135,18 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             sampled=True,
             defaults=dict(_KIPF, hidden=64, decay_layers="all"),
             reference="Xu, Hu, Leskovec & Jegelka, ICLR 2019",
+        ),
+        "sgc": ModelSpec(
+            sgc,
+            "gcn_norm",
+            sampled=False,
+            # Wu et al.: lr 0.2, no dropout, L2 tuned per dataset (5e-6 here on Cora;
+            # PyG's example's 5e-3 gives 0.779).
+            defaults=dict(
+                layers=1, dropout=0.0, lr=0.2, weight_decay=5e-6, decay_layers="all", hops=2
+            ),
+            options={"hops": "hops"},
+            reference="Wu et al., ICML 2019",
         ),
         "mlp": ModelSpec(
             mlp,
