@@ -1,5 +1,6 @@
 """Layers and models: pure functions over plain params pytrees."""
 
+from sparsegcn.nn.appnp import appnp, appnp_propagate
 from sparsegcn.nn.conv import gcn_conv
 from sparsegcn.nn.dropout import dropout, hash_bits, keep_mask
 from sparsegcn.nn.gcn import gcn
@@ -12,6 +13,8 @@ from sparsegcn.nn.sgc import sgc, sgc_features
 
 __all__ = [
     "Model",
+    "appnp",
+    "appnp_propagate",
     "dropout",
     "gcn",
     "gcn_conv",

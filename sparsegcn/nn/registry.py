@@ -19,6 +19,7 @@ from types import MappingProxyType
 
 from sparsegcn import transforms
 from sparsegcn.graph import Graph
+from sparsegcn.nn.appnp import appnp
 from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.gin import gin
@@ -147,6 +148,17 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             ),
             options={"hops": "hops"},
             reference="Wu et al., ICML 2019",
+        ),
+        "appnp": ModelSpec(
+            appnp,
+            "gcn_norm",
+            sampled=False,
+            # Gasteiger et al.: L2 5e-3 on the first layer's weights only.
+            defaults=dict(
+                _KIPF, hidden=64, weight_decay=5e-3, decay_layers="first", hops=10, alpha=0.1
+            ),
+            options={"hops": "hops", "alpha": "alpha"},
+            reference="Gasteiger, Bojchevski & Günnemann, ICLR 2019",
         ),
         "mlp": ModelSpec(
             mlp,
