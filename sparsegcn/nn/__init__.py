@@ -4,6 +4,7 @@ from sparsegcn.nn.appnp import appnp, appnp_propagate
 from sparsegcn.nn.conv import gcn_conv
 from sparsegcn.nn.dropout import dropout, hash_bits, keep_mask
 from sparsegcn.nn.gcn import gcn
+from sparsegcn.nn.gcnii import gcnii, gcnii_conv
 from sparsegcn.nn.gin import gin, gin_conv, gine_conv
 from sparsegcn.nn.initializers import glorot_uniform, linear_params
 from sparsegcn.nn.mlp import mlp
@@ -18,6 +19,8 @@ __all__ = [
     "dropout",
     "gcn",
     "gcn_conv",
+    "gcnii",
+    "gcnii_conv",
     "gin",
     "gin_conv",
     "gine_conv",

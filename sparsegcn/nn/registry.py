@@ -22,6 +22,7 @@ from sparsegcn.graph import Graph
 from sparsegcn.nn.appnp import appnp
 from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
+from sparsegcn.nn.gcnii import gcnii
 from sparsegcn.nn.gin import gin
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model
@@ -159,6 +160,26 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             ),
             options={"hops": "hops", "alpha": "alpha"},
             reference="Gasteiger, Bojchevski & Günnemann, ICLR 2019",
+        ),
+        "gcnii": ModelSpec(
+            gcnii,
+            "gcn_norm",
+            sampled=False,
+            # Chen et al. on Cora: L2 0.01 on the convolutions (the first entry of
+            # gcnii's params), 5e-4 on the linear maps, which one decay value
+            # cannot express: they are not decayed.
+            defaults=dict(
+                hidden=64,
+                layers=64,
+                dropout=0.6,
+                lr=0.01,
+                weight_decay=0.01,
+                decay_layers="first",
+                alpha=0.1,
+                lam=0.5,
+            ),
+            options={"alpha": "alpha", "lam": "lam"},
+            reference="Chen, Wei, Huang, Ding & Li, ICML 2020",
         ),
         "mlp": ModelSpec(
             mlp,
