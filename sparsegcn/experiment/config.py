@@ -36,10 +36,11 @@ MODEL_DEFAULTS = (
     "hops",
     "alpha",
     "lam",
+    "jk",
 )
 # Fields that are builder options of some models (``ModelSpec.options``): given
 # for a model that does not take them, they are refused, not ignored.
-MODEL_OPTIONS = ("heads", "hops", "alpha", "lam")
+MODEL_OPTIONS = ("heads", "hops", "alpha", "lam", "jk")
 
 
 def _field(default, help: str, **metadata):
@@ -76,6 +77,12 @@ class Experiment:
     )
     lam: float | None = _field(
         None, "gcnii: lambda of the identity mapping, beta_l = log(lambda / l + 1) [model default]"
+    )
+    jk: str | None = _field(
+        None,
+        "jk: how the layers' outputs are combined, concatenated or element-wise max "
+        "[model default]",
+        choices=("cat", "max"),
     )
     residual: bool = _field(False, "skip connections between equal-width hidden layers")
     lr: float | None = _field(None, "Adam learning rate [model default]")
@@ -196,9 +203,9 @@ class Experiment:
         check_hyperparameter(
             "seed", self.seed + self.seeds - 1, label="the last seed", flag="--seed + --seeds - 1"
         )
-        for name in ("dataset", "fanouts", "decay_layers"):
+        for name in ("dataset", "fanouts", "decay_layers", "jk"):
             value = getattr(self, name)
-            if not isinstance(value, str) and not (name == "fanouts" and value is None):
+            if not isinstance(value, str) and not (name in ("fanouts", "jk") and value is None):
                 raise TypeError(f"{name} must be a string, got {value!r}")
         get_backend(self.backend)
         check_static_int("devices", self.devices, minimum=1)

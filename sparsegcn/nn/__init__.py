@@ -7,6 +7,7 @@ from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.gcnii import gcnii, gcnii_conv
 from sparsegcn.nn.gin import gin, gin_conv, gine_conv
 from sparsegcn.nn.initializers import glorot_uniform, linear_params
+from sparsegcn.nn.jk import jk, jumping_knowledge
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model, stack_layers
 from sparsegcn.nn.sage import masked_mean, sage, sage_conv, sage_conv_chunked
@@ -26,6 +27,8 @@ __all__ = [
     "gine_conv",
     "glorot_uniform",
     "hash_bits",
+    "jk",
+    "jumping_knowledge",
     "keep_mask",
     "linear_params",
     "masked_mean",

@@ -24,6 +24,7 @@ from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.gcnii import gcnii
 from sparsegcn.nn.gin import gin
+from sparsegcn.nn.jk import jk
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model
 from sparsegcn.nn.sage import sage
@@ -180,6 +181,14 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             ),
             options={"alpha": "alpha", "lam": "lam"},
             reference="Chen, Wei, Huang, Ding & Li, ICML 2020",
+        ),
+        "jk": ModelSpec(
+            jk,
+            "gcn_norm",
+            sampled=False,
+            defaults=dict(_KIPF, hidden=64, layers=3, decay_layers="all", jk="cat"),
+            options={"jk": "mode"},
+            reference="Xu et al., ICML 2018",
         ),
         "mlp": ModelSpec(
             mlp,
