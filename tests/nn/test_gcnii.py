@@ -107,7 +107,7 @@ def test_bad_settings_are_refused_with_the_value():
     with pytest.raises(ValueError, match=r"lam=0.5 applies to gcnii, not appnp"):
         Experiment(model="appnp", lam=0.5)
     exp = Experiment(model="gcnii")
-    assert (exp.layers, exp.alpha, exp.lam, exp.decay_layers) == (64, 0.1, 0.5, "first")
+    assert (exp.layers, exp.alpha, exp.lam, exp.decay_layers) == (64, 0.1, 0.5, "all")
 
 
 def test_cli_trains_checkpoints_and_predicts(tmp_path):
