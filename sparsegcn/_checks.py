@@ -138,7 +138,7 @@ HYPERPARAMETERS: dict[str, Bound] = {
     "batch_size": Bound(int, low=1),
     "seeds": Bound(int, low=1),
     "seed": Bound(int, low=0, high=2**32 - 1),
-    "scale": Bound(float, low=0.0, low_open=True),
+    "scale": Bound(float, low=0.0, high=1.0, low_open=True),
     "checkpoint_every": Bound(int, low=0),
     "keep": Bound(int, low=0),
     "timing_steps": Bound(int, low=0),

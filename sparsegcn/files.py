@@ -58,11 +58,19 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:  # a full disk, a quota: name the file the user asked for
+        Path(tmp).unlink(missing_ok=True)
+        raise _naming(err, path) from err
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_directory(path.parent)
     return path
+
+
+def _naming(err: OSError, path: Path) -> OSError:
+    """``err`` (same type) with a message that names ``path``."""
+    return type(err)(f"cannot write {path}: {err.strerror or err}")
 
 
 def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> Path:
@@ -79,7 +87,7 @@ def write_json_atomic(path: str | os.PathLike, payload: dict) -> Path:
     return write_atomic(path, lambda f: f.write(text.encode()))
 
 
-def check_writable(path: str | os.PathLike, *, what: str) -> Path:
+def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) -> Path:
     """Refuses an output path that could not be written, before any work is done.
 
     A temporary file is created and removed in the nearest existing folder
@@ -87,31 +95,34 @@ def check_writable(path: str | os.PathLike, *, what: str) -> Path:
     is written). Nothing else is touched.
 
     Args:
-      path: the file to be written later.
+      path: the file to be written later (with ``folder``: the folder files
+        will be written in).
       what: how messages name it, e.g. ``"--json"``.
+      folder: ``path`` is a folder, not a file.
 
     Returns:
       ``path`` as a :class:`~pathlib.Path`.
 
     Raises:
-      IsADirectoryError: ``path`` is a folder.
-      NotADirectoryError: a parent of ``path`` is a file.
+      IsADirectoryError: ``path`` is a folder (and ``folder`` is false).
+      NotADirectoryError: a parent of ``path`` (or, with ``folder``,
+        ``path`` itself) is a file.
       PermissionError, OSError: the folder cannot be written (read-only,
         full, ...); the message names ``what``, ``path`` and the folder.
     """
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() and not folder:
         raise IsADirectoryError(f"{what} {path} is a folder; give the path of a file to write")
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise NotADirectoryError(f"{what} {path} cannot be written: {folder} is not a folder")
+    where = path if folder else path.parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        raise NotADirectoryError(f"{what} {path} cannot be written: {where} is not a folder")
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=where)
     except OSError as err:
         raise type(err)(
-            f"{what} {path} cannot be written: {err.strerror or err} (in {folder})"
+            f"{what} {path} cannot be written: {err.strerror or err} (in {where})"
         ) from None
     os.close(fd)
     os.unlink(probe)
@@ -130,6 +141,7 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], No
       writers: ``{path: write(file)}``.
     """
     temps: list[tuple[str, Path]] = []
+    path = None
     try:
         for path, write in writers.items():
             path = Path(path)
@@ -141,9 +153,11 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], No
                 write(f)
                 f.flush()
                 os.fsync(f.fileno())
-    except BaseException:
+    except BaseException as err:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and path is not None:
+            raise _naming(err, path) from err
         raise
     for tmp, path in temps:
         os.replace(tmp, path)

@@ -99,7 +99,7 @@ def message_passing(
     else:
         x_i = None if x_dst is None else graph.gather_dst(jnp.asarray(x_dst))
         messages = message(x_j, x_i, edge_features)
-    weights = graph.edge_values(edge_weight, messages.dtype)
+    weights = graph.edge_factors(edge_weight, messages.dtype)
     if weights is not None:
         messages = messages * broadcast_edges(weights, messages)
     if aggregate == "softmax":

@@ -83,7 +83,7 @@ class EdgeListView:
         """``x_dst[receivers]``: ``[num_dst, ...] -> [E, ...]`` (padding rows clipped)."""
         return jnp.take(x_dst, self.receivers, axis=0, mode="clip")
 
-    def edge_values(self, edge_weight, dtype) -> jax.Array | None:
+    def edge_factors(self, edge_weight, dtype) -> jax.Array | None:
         """The per-edge factors a product uses: ``edge_weight`` or the view's own
         weights, zero on masked edges; ``None`` means all ones."""
         w = self.weights if edge_weight is None else edge_weight
@@ -110,7 +110,7 @@ class EdgeListView:
         """
         x_src = self.check_sources(x_src)
         messages = self.gather_src(x_src)
-        w = self.edge_values(edge_weight, x_src.dtype)
+        w = self.edge_factors(edge_weight, x_src.dtype)
         if w is not None:
             messages = messages * broadcast_edges(w, messages)
         return segment_sum(

@@ -163,6 +163,22 @@ def test_no_epoch_or_batch_after_the_first_recompiles(data):
     assert len(names) <= 5, names  # and the initial state and the timed batch
 
 
+def test_step_and_sampler_timing_are_opt_in(data):
+    config = TrainConfig(epochs=2, patience=None)  # timing_steps: 0 by default
+    results = []
+    names = compiled_programs(
+        lambda: results.append(
+            sg.fit_minibatch(sg.sage(8, 2, hidden=8), data, config, MinibatchConfig((4, 3), 8))
+        )
+    )
+    assert names.count("jit(epochs_of_one_seed)") == 1, names
+    for program in ("step_of_one_seed", "sample_batches", "first_batch"):
+        assert f"jit({program})" not in names, names
+    (result,) = results
+    assert np.isnan(result.train_step_ms_median) and np.isnan(result.sampled_edges_per_s)
+    assert result.steps_per_epoch == 5 and result.batch_size == 8  # 40 train nodes
+
+
 def test_early_stopping_freezes_a_seed(data):
     config = TrainConfig(epochs=200, patience=3, epochs_per_call=4, timing_steps=0)
     result = sg.fit_minibatch(

@@ -102,9 +102,42 @@ def test_no_epoch_after_the_first_recompiles(data):
         config = TrainConfig(epochs=epochs, epochs_per_call=5, patience=None, timing_steps=3)
         return lambda: sg.fit(model, data, config, seeds=[0, 1])
 
+    count_compiles(run(10))  # the eager helpers (keys, device_put) compile once per process
     short, long = count_compiles(run(10)), count_compiles(run(60))
     assert long == short  # 12 chunks compile exactly what 2 chunks do
     assert long <= 3  # init, the epoch chunk, the timed step
+
+
+def test_step_timing_is_opt_in(data):
+    model = sg.gcn(8, 2)
+    results = []
+
+    def run(timing_steps):
+        config = TrainConfig(epochs=10, epochs_per_call=5, patience=None, timing_steps=timing_steps)
+        return lambda: results.append(sg.fit(model, data, config, seeds=[0, 1]))
+
+    assert TrainConfig().timing_steps == 0
+    count_compiles(run(0))  # the eager helpers (keys, device_put) compile once per process
+    untimed, timed = count_compiles(run(0)), count_compiles(run(3))
+    assert untimed <= 2  # init and the epoch chunk
+    assert timed == untimed + 1  # and the timed step
+    assert np.isnan(results[1].train_step_ms_median)
+    assert results[2].train_step_ms_median > 0
+    # Timing runs after training and leaves its state alone: the run is the same.
+    np.testing.assert_array_equal(results[1].history["loss"], results[2].history["loss"])
+    untimed_state, timed_state = (r.state._replace(key=None) for r in results[1:])
+    for a, b in zip(jax.tree.leaves(untimed_state), jax.tree.leaves(timed_state), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["fit", "fit_minibatch", "fit_data_parallel", "fit_edge_sharded"])
+def test_every_trainer_refuses_no_seeds_by_its_name(data, name):
+    # The four trainers share one skeleton (run_training), which names the caller.
+    model = sg.sage(8, 2) if "minibatch" in name or "data_parallel" in name else sg.gcn(8, 2)
+    if model.name == "sage":
+        data = sg.minibatch_data(data)
+    with pytest.raises(ValueError, match=f"^{name} needs at least one seed$"):
+        getattr(sg, name)(model, data, TrainConfig(epochs=1), seeds=[])
 
 
 def test_training_with_dropout_requires_a_key(data):

@@ -43,7 +43,7 @@ from sparsegcn.allocator import keep_freed_memory
 from sparsegcn.backends import pack_gcn_norm, propagate
 from sparsegcn.bench.graphs import add_graph_arguments, make_graph, propagation_graph
 from sparsegcn.bench.runner import machine_info
-from sparsegcn.bench.steps import arxiv_like_setup, cora_setup, gcn_step
+from sparsegcn.bench.steps import arxiv_like_setup, cora_setup, gcn_step, registered_step
 from sparsegcn.bench.timing import measure
 from sparsegcn.transforms import gcn_norm, sort_edges
 
@@ -181,6 +181,42 @@ def step_rows(
     return rows
 
 
+def gat_rows(root, repeats: int, device: str = "cpu") -> list[dict]:
+    """The Cora GAT training step (Veličković et al.'s setup), ours and PyG's GATConv."""
+    from sparsegcn.datasets import load
+
+    dataset = load("cora", root, download=False)
+    rows = []
+    for name in ("gat", "gatv2"):
+        step, args = registered_step(dataset, name)
+        timing = measure(step, args, repeats=repeats, warmup=2)
+        rows.append(
+            _row(
+                f"{name} step cora",
+                "sparsegcn",
+                list(timing.times_s),
+                f"compile {timing.compile_s:.1f} s",
+            )
+        )
+        if peers.have_pyg():
+            setup = cora_setup(root)
+            data = setup.data
+            run = peers.pyg_gat_step(
+                setup.graph,
+                setup.dense_features,
+                np.asarray(data.labels),
+                np.asarray(data.train_mask),
+                setup.num_classes,
+                device=device,
+                v2=name == "gatv2",
+            )
+            label = "PyG GATv2Conv" if name == "gatv2" else "PyG GATConv"
+            rows.append(
+                _row(f"{name} step cora", label, time_python(run, repeats, warmup=2), _on(device))
+            )
+    return rows
+
+
 def format_rows(rows: list[dict]) -> str:
     reference = {}
     for r in rows:
@@ -196,7 +232,7 @@ def format_rows(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=("propagation", "steps"), help="run one part")
+    parser.add_argument("--only", choices=("propagation", "steps", "gat"), help="run one part")
     add_graph_arguments(parser)
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per measurement")
     parser.add_argument("--arxiv-scale", type=float, default=1.0, help="shrink the arxiv step")
@@ -236,10 +272,16 @@ def main(argv=None) -> int:
             rows += propagation_rows(
                 kind, args.nodes, args.degree, args.features, args.repeats, device
             )
+    if args.only == "gat":
+        root = shared_data_root()
+        if root is None:
+            parser.error("the GAT step needs Cora: set SPARSEGCN_TEST_DATA")
+        rows += gat_rows(root, max(args.repeats, 50), device)
     if args.only in (None, "steps"):
         root = shared_data_root()
         if root is not None:
             rows += step_rows("cora", cora_setup(root), max(args.repeats, 50), device, forms)
+            rows += gat_rows(root, max(args.repeats, 50), device)
         else:
             print("note: Cora files not found; Cora step skipped", file=sys.stderr)
         setup = arxiv_like_setup(scale=args.arxiv_scale)

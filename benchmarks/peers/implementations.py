@@ -185,3 +185,63 @@ def pyg_gcn_step(
         return loss
 
     return _synchronized(torch, device, run)
+
+
+def pyg_gat_step(
+    graph: Graph,
+    features: np.ndarray,
+    labels: np.ndarray,
+    train_mask: np.ndarray,
+    num_classes: int,
+    *,
+    hidden: int = 8,
+    heads: int = 8,
+    dropout: float = 0.6,
+    lr: float = 0.005,
+    weight_decay: float = 5e-4,
+    v2: bool = False,
+    device: str = "cpu",
+):
+    """PyG's GAT example step (Veličković et al.'s Cora setup): dropout 0.6 on
+    inputs and attention, ``GATConv(F, 8, heads=8)``, ELU, ``GATConv(64, C,
+    heads=1, concat=False)``, Adam with weight decay on every parameter.
+    ``graph`` is the undirected graph; ``GATConv`` adds the self-loops.
+    ``v2`` takes ``GATv2Conv`` instead.
+    """
+    torch = _torch()
+    import torch.nn.functional as F
+    from torch_geometric.nn import GATConv, GATv2Conv
+
+    conv = GATv2Conv if v2 else GATConv
+
+    class GAT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = conv(features.shape[1], hidden, heads=heads, dropout=dropout)
+            self.conv2 = conv(hidden * heads, num_classes, heads=1, concat=False, dropout=dropout)
+
+        def forward(self, x, edge_index):
+            x = F.dropout(x, p=dropout, training=self.training)
+            x = F.elu(self.conv1(x, edge_index))
+            x = F.dropout(x, p=dropout, training=self.training)
+            return self.conv2(x, edge_index)
+
+    torch.manual_seed(0)
+    model = GAT().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    edge_index = torch.from_numpy(
+        np.stack([np.asarray(graph.senders), np.asarray(graph.receivers)]).astype(np.int64)
+    ).to(device)
+    x = torch.from_numpy(np.array(features, np.float32)).to(device)
+    y = torch.from_numpy(np.asarray(labels, np.int64)).to(device)
+    mask = torch.from_numpy(np.asarray(train_mask, bool)).to(device)
+
+    def run():
+        model.train()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x, edge_index)[mask], y[mask])
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return _synchronized(torch, device, run)

@@ -157,3 +157,28 @@ def gcn_step(
         return train_step(model, tx, state, data)
 
     return step, (state, jax.device_put(data))
+
+
+def registered_step(dataset, model_name: str, *, seed: int = 0):
+    """A jittable training step of a registered model with its paper's settings.
+
+    The graph, features and model come the way ``sparsegcn train`` builds
+    them (:func:`~sparsegcn.experiment.build.node_data`, the registry's
+    defaults), so the step timed is the one the CLI runs.
+
+    Returns:
+      ``(step, (state, data))`` as :func:`gcn_step`.
+    """
+    from sparsegcn.experiment.build import build_model, node_data
+    from sparsegcn.experiment.config import Experiment
+
+    exp = Experiment(dataset=dataset.name, model=model_name)
+    data = node_data(dataset, model_name, normalize_features=exp.normalize_features)
+    model = build_model(exp, dataset)
+    tx = make_optimizer(exp.train_config())
+    state = init_state(model, tx, jax.random.key(seed))
+
+    def step(state, data):
+        return train_step(model, tx, state, data)
+
+    return step, (state, jax.device_put(data))

@@ -16,6 +16,7 @@ import argparse
 import os
 import pickle
 import sys
+import urllib.error
 import zipfile
 
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
@@ -64,7 +65,11 @@ def exit_status(err: BaseException) -> int:
 
 def one_line(err: BaseException) -> str:
     """The error as one line: its message's lines joined, or its type when it has none."""
-    text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    if isinstance(err, urllib.error.URLError) and not isinstance(err, urllib.error.HTTPError):
+        message = str(err.reason)  # str(err) wraps it in "<urlopen error ...>"
+    else:
+        message = str(err)
+    text = " ".join(line.strip() for line in message.splitlines() if line.strip())
     if isinstance(err, MemoryError):
         return f"out of memory{': ' + text if text else ''} (MemoryError)"
     if isinstance(err, KeyError) or not text:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from sparsegcn import parallel
 from sparsegcn.bench.plot import require_matplotlib
@@ -11,7 +10,6 @@ from sparsegcn.cli.options import add_dataclass_options, dataclass_from_args
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_sweep
 from sparsegcn.experiment.lifecycle import Lifecycle
 from sparsegcn.files import check_writable, write_json_atomic
-from sparsegcn.train.checkpoint import LOCK_NAME
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 # Experiment fields that place a run on devices and processes.
@@ -67,7 +65,7 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
         require_matplotlib()
         check_writable(experiment.plot, what="--plot")
     if experiment.checkpoint:
-        check_writable(Path(experiment.checkpoint) / LOCK_NAME, what="--checkpoint")
+        check_writable(experiment.checkpoint, what="--checkpoint", folder=True)
     Lifecycle.check(experiment)
 
 

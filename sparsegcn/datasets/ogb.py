@@ -287,6 +287,8 @@ def _extract(archive: Path, member_dir: str, dataset_dir: Path) -> None:
         if not extracted.is_dir():
             raise ValueError(f"{archive} has no folder {member_dir!r}")
         os.replace(extracted, dataset_dir)
+    except zipfile.BadZipFile as err:  # documented as ValueError: a malformed archive
+        raise ValueError(f"{archive} is not a valid zip archive: {err}") from err
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

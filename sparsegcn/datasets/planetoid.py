@@ -30,6 +30,7 @@ References:
 from __future__ import annotations
 
 import itertools
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -156,9 +157,26 @@ def _fetch(
         download_file(base + path.name, path, sha256=sums[path.name], progress=progress)
 
 
+def _unpickle(path: Path):
+    """:func:`safe_load` with the file named in every error (a truncated or
+    garbled pickle otherwise says only "Ran out of input")."""
+    try:
+        return safe_load(path, allowed=PICKLE_GLOBALS)
+    except (EOFError, pickle.UnpicklingError) as err:
+        if str(path) in str(err):
+            raise
+        raise type(err)(f"{path}: not a complete pickle ({err or type(err).__name__})") from err
+    except (ValueError, TypeError) as err:  # an object's reconstructor refused its arguments
+        raise ValueError(f"{path}: holds a malformed object ({err})") from err
+
+
 def _read_test_index(path: Path) -> np.ndarray:
     ids = []
-    for lineno, line in enumerate(path.read_text(encoding="ascii").splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="ascii")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not a text file of node ids ({err})") from None
+    for lineno, line in enumerate(text.splitlines(), start=1):
         text = line.strip()
         if not text:
             continue
@@ -293,7 +311,7 @@ def load_planetoid(
     paths = planetoid_paths(name, root)
     _fetch(name, paths, download=download, progress=progress, base_url=base_url)
 
-    raw = {part: safe_load(paths[part], allowed=PICKLE_GLOBALS) for part in PARTS[:-1]}
+    raw = {part: _unpickle(paths[part]) for part in PARTS[:-1]}
     x, tx, allx = (_features(paths[p], raw[p]) for p in ("x", "tx", "allx"))
     y, ty, ally = (_labels(paths[p], raw[p]) for p in ("y", "ty", "ally"))
     test_index = _read_test_index(paths["test.index"])

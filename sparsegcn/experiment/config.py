@@ -32,6 +32,7 @@ MODEL_DEFAULTS = (
     "weight_decay",
     "decay_layers",
     "heads",
+    "aggregator",
     "fanouts",
     "hops",
     "alpha",
@@ -40,7 +41,7 @@ MODEL_DEFAULTS = (
 )
 # Fields that are builder options of some models (``ModelSpec.options``): given
 # for a model that does not take them, they are refused, not ignored.
-MODEL_OPTIONS = ("heads", "hops", "alpha", "lam", "jk")
+MODEL_OPTIONS = ("heads", "aggregator", "hops", "alpha", "lam", "jk")
 
 
 def _field(default, help: str, **metadata):
@@ -69,6 +70,11 @@ class Experiment:
     layers: int | None = _field(None, "number of layers [model default]")
     dropout: float | None = _field(None, "dropout rate [model default]")
     heads: int | None = _field(None, "gat, gatv2: attention heads of hidden layers [model default]")
+    aggregator: str | None = _field(
+        None,
+        "sage: neighbourhood aggregation [model default: mean]",
+        choices=("mean", "max", "sum"),
+    )
     hops: int | None = _field(
         None, "sgc, appnp: propagation steps K of the parameter-free propagation [model default]"
     )
@@ -152,8 +158,8 @@ class Experiment:
         for name in MODEL_OPTIONS:
             value = getattr(self, name)
             if value is not None and name not in spec.options:
-                takers = [m for m in MODELS if name in REGISTRY[m].options]
-                raise ValueError(f"{name}={value} applies to {', '.join(takers)}, not {self.model}")
+                users = ", ".join(m for m in MODELS if name in REGISTRY[m].options)
+                raise ValueError(f"{name}={value!r} applies to {users}, not {self.model}")
         if self.fanouts is not None and self.fanouts != "none" and not spec.sampled:
             raise ValueError(
                 f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "
@@ -197,7 +203,7 @@ class Experiment:
                     for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
                 },
                 # Unset: the model has no such setting (sgc has no hidden layer).
-                **{k: (None,) for k in (*MODEL_OPTIONS, "hidden")},
+                **{k: (None,) for k in ("heads", "hops", "alpha", "lam", "hidden")},
             },
         )
         check_hyperparameter(

@@ -13,6 +13,7 @@ from sparsegcn.nn import Model
 from sparsegcn.plots import plot_curves
 from sparsegcn.train import FitResult, init_state, make_optimizer, predict
 from sparsegcn.train.checkpoint import (
+    NEW_RUN,
     Checkpoint,
     CheckpointError,
     CheckpointHook,
@@ -117,7 +118,7 @@ class Lifecycle:
                 keep=exp.keep or None,
                 metadata=checkpoint_metadata(exp, dataset),
                 start_epoch=resumed.epoch if resumed else 0,
-                run_id=resumed.run_id if resumed else None,
+                run_id=resumed.run_id if resumed else NEW_RUN,
                 overwrite=exp.overwrite,
             )
         return cls(resumed=resumed, hook=hook)

@@ -1,8 +1,9 @@
-"""Layers and models: pure functions over plain params pytrees."""
+"""Layers and models: pure functions over plain params pytrees, behind one registry."""
 
 from sparsegcn.nn.appnp import appnp, appnp_propagate
-from sparsegcn.nn.conv import gcn_conv
+from sparsegcn.nn.conv import gcn_conv, propagate_view
 from sparsegcn.nn.dropout import dropout, hash_bits, keep_mask
+from sparsegcn.nn.gat import gat, gat_conv, gat_project, gatv2
 from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.gcnii import gcnii, gcnii_conv
 from sparsegcn.nn.gin import gin, gin_conv, gine_conv
@@ -10,18 +11,29 @@ from sparsegcn.nn.initializers import glorot_uniform, linear_params
 from sparsegcn.nn.jk import jk, jumping_knowledge
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model, stack_layers
-from sparsegcn.nn.sage import masked_mean, sage, sage_conv, sage_conv_chunked
+from sparsegcn.nn.registry import MODELS, PREPARATIONS, ModelSpec, create_model, get_model_spec
+from sparsegcn.nn.sage import sage, sage_conv, sage_project, sage_propagate
 from sparsegcn.nn.sgc import sgc, sgc_features
+from sparsegcn.nn.stack import run_layers
 
 __all__ = [
+    "MODELS",
+    "PREPARATIONS",
     "Model",
+    "ModelSpec",
     "appnp",
     "appnp_propagate",
+    "create_model",
     "dropout",
+    "gat",
+    "gat_conv",
+    "gat_project",
+    "gatv2",
     "gcn",
     "gcn_conv",
     "gcnii",
     "gcnii_conv",
+    "get_model_spec",
     "gin",
     "gin_conv",
     "gine_conv",
@@ -31,11 +43,13 @@ __all__ = [
     "jumping_knowledge",
     "keep_mask",
     "linear_params",
-    "masked_mean",
     "mlp",
+    "propagate_view",
+    "run_layers",
     "sage",
     "sage_conv",
-    "sage_conv_chunked",
+    "sage_project",
+    "sage_propagate",
     "sgc",
     "sgc_features",
     "stack_layers",

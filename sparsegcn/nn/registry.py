@@ -45,8 +45,8 @@ PREPARATIONS: Mapping[str, Callable[[Graph], Graph]] = MappingProxyType(
     {
         "gcn_norm": transforms.gcn_norm,
         "mean_norm": lambda g: transforms.mean_norm(_unweighted(g)),
-        "self_loops": _self_loops,
         "unweighted": _unweighted,
+        "self_loops": _self_loops,
         "none": lambda g: g,
     }
 )
@@ -109,11 +109,11 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
         ),
         "sage": ModelSpec(
             sage,
-            "mean_norm",
+            "unweighted",
             sampled=True,
             sampled_by_default=True,
-            defaults=dict(_KIPF, fanouts="25,10"),
-            options={"residual": "residual"},
+            defaults=dict(_KIPF, fanouts="25,10", aggregator="mean"),
+            options={"residual": "residual", "aggregator": "aggregator"},
             reference="Hamilton, Ying & Leskovec, NeurIPS 2017",
         ),
         "gat": ModelSpec(

@@ -42,7 +42,7 @@ Project = Callable
 Propagate = Callable
 
 
-def _gather_first(x, sample: NeighborSample) -> bool:
+def _gather_first(x, sample: NeighborSample, choice: bool | None) -> bool:
     """Whether layer 1 takes the tree's rows of ``x`` before projecting them.
 
     ``project(x)[ids] == project(x[ids])``: projecting all ``N`` rows costs
@@ -50,8 +50,19 @@ def _gather_first(x, sample: NeighborSample) -> bool:
     cannot be gathered, so sparse ``x`` is always projected first.
     """
     if isinstance(x, SparseFeatures):
+        if choice:
+            raise ValueError(
+                "gather_first=True needs dense features; sparse rows can't be gathered"
+            )
         return False
+    if choice is not None:
+        return choice
     return x.shape[0] > sum(int(level.size) for level in sample.nodes)
+
+
+def _skip(h, out):
+    """``h`` if it can be added to ``out`` (a dense array of its shape), else ``None``."""
+    return h if isinstance(h, jax.Array) and h.shape == out.shape else None
 
 
 def run_layers(
@@ -66,6 +77,8 @@ def run_layers(
     dropout_rate: float,
     dropout_impl: str = "hash",
     activation: Callable = jax.nn.relu,
+    residual: bool = False,
+    gather_first: bool | None = None,
     stop_before_last: bool = False,
 ) -> jax.Array:
     """``dropout -> project -> propagate -> activation`` per layer, logits last.
@@ -82,6 +95,11 @@ def run_layers(
       dropout_rate: drop probability of each layer's input.
       dropout_impl: see :func:`sparsegcn.nn.dropout`.
       activation: applied to every hidden layer's output.
+      residual: add each hidden layer's input (its targets' rows) to its
+        activated output when the widths match.
+      gather_first: sampled trees only: take the tree's rows of ``x`` before
+        the first projection (``True``) or project all ``N`` rows and gather
+        those (``False``); ``None`` picks the cheaper from the shapes.
       stop_before_last: return the last layer's input (embeddings; full
         views only).
 
@@ -101,8 +119,12 @@ def run_layers(
         k = drop_keys[i]
         return h if k is None else dropout(h, dropout_rate, key=k, impl=dropout_impl)
 
-    def finish(out, i):
-        return out if i == count - 1 else activation(out)
+    def finish(out, i, view, h):
+        if i == count - 1:
+            return out
+        out = activation(out)
+        skip = _skip(view.targets(h), out) if residual and isinstance(h, jax.Array) else None
+        return out if skip is None else out + skip
 
     if isinstance(graph, NeighborSample):
         if stop_before_last:
@@ -113,16 +135,19 @@ def run_layers(
                 f"model has {count} layers; they must match"
             )
         ids = tree_entries(graph)
-        if _gather_first(x, graph):
-            z = project(layers[0], drop(jnp.take(x, ids, axis=0, mode="clip"), 0), 0)
+        rows = None
+        if isinstance(x, jax.Array) and (residual or _gather_first(x, graph, gather_first)):
+            rows = jnp.take(x, ids, axis=0, mode="clip")
+        if _gather_first(x, graph, gather_first):
+            z = project(layers[0], drop(rows, 0), 0)
         else:
             z = jnp.take(project(layers[0], drop(x, 0), 0), ids, axis=0, mode="clip")
-        h = None
+        h = rows
         for i in range(count):
             if i > 0:
                 z = project(layers[i], drop(h, i), i)
             block = TreeBlock.from_sample(graph, count - i)
-            h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i)
+            h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i, block, h)
         return h
 
     h = x
@@ -133,13 +158,13 @@ def run_layers(
         if isinstance(graph, ChunkedGraph):
             layer_key = _key(inner_keys, i)
 
-            def chunk_out(chunk, z=z, i=i, layer_key=layer_key):
+            def chunk_out(chunk, z=z, i=i, h=h, layer_key=layer_key):
                 view = graph.chunk_view(chunk)
-                return finish(propagate(layers[i], view, z, layer_key, i), i)
+                return finish(propagate(layers[i], view, z, layer_key, i), i, view, h)
 
             h = map_chunks(graph, chunk_out)
         else:
-            h = finish(propagate(layers[i], graph, z, _key(inner_keys, i), i), i)
+            h = finish(propagate(layers[i], graph, z, _key(inner_keys, i), i), i, graph, h)
     return h
 
 

@@ -182,9 +182,9 @@ def fit_data_parallel(
     Returns:
       A :class:`~sparsegcn.train.MinibatchFitResult`; its state is
       replicated on the mesh (every process can read it).
-      ``train_step_ms_median`` times one data-parallel step of all seeds;
-      ``sampled_edges_per_s`` is not measured here (``nan``).
-      ``train_step_ms_median`` is NaN unless ``config.timing_steps > 0``.
+      ``train_step_ms_median`` times one data-parallel step of all seeds
+      (NaN unless ``config.timing_steps > 0``); ``sampled_edges_per_s`` is
+      not measured here (NaN).
 
     Raises:
       TypeError: ``data`` is not :class:`~sparsegcn.train.MinibatchData`.

@@ -158,7 +158,7 @@ class EdgeShardedGraph(EdgeListView):
         if edge_weight is None:
             edge_weight = self.weights
         messages = self.gather_src(jnp.asarray(x_src))
-        w = self.edge_values(edge_weight, messages.dtype)
+        w = self.edge_factors(edge_weight, messages.dtype)
         messages = messages * broadcast_edges(w, messages)
         # Receivers are sorted within a shard; the spill row R is dropped.
         return jax.ops.segment_sum(

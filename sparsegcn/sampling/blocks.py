@@ -95,7 +95,7 @@ class TreeBlock(EdgeListView):
     def product(self, x_src, edge_weight=None) -> jax.Array:
         """The weighted sum over each target's children, by reshapes (no scatter)."""
         x = self.check_sources(x_src)
-        w = self.edge_values(edge_weight, x.dtype)
+        w = self.edge_factors(edge_weight, x.dtype)
         offsets, rest = self.offsets, x.shape[1:]
         out, pos = [], 0
         for d, k in enumerate(self.fanouts):
@@ -106,6 +106,19 @@ class TreeBlock(EdgeListView):
             out.append(jnp.sum(children * broadcast_edges(wd, children), axis=1))
             pos += n * k
         return jnp.concatenate(out) if len(out) > 1 else out[0]
+
+    def in_count(self, dtype=jnp.float32) -> jax.Array:
+        """``[num_dst]`` real children per target, by reshapes (no scatter)."""
+        counts = [
+            jnp.sum(self.edge_mask[start : start + n * k].reshape(n, k).astype(dtype), axis=1)
+            for n, k, start in zip(
+                self.sizes[:-1],
+                self.fanouts,
+                np.cumsum([0, *self.sizes[1:-1]]).tolist(),
+                strict=True,
+            )
+        ]
+        return jnp.concatenate(counts) if len(counts) > 1 else counts[0]
 
     def tree_flatten_with_keys(self):
         children = ((jax.tree_util.GetAttrKey("edge_mask"), self.edge_mask),)

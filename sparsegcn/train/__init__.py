@@ -32,7 +32,7 @@ from sparsegcn.train.minibatch import (
     make_batches,
     make_grad_fn,
     minibatch_data,
-    sage_graph,
+    sampling_graph,
     train_epoch,
 )
 from sparsegcn.train.optim import apply_optimizer, make_optimizer
@@ -86,7 +86,7 @@ __all__ = [
     "resume_state",
     "run_epoch",
     "run_training",
-    "sage_graph",
+    "sampling_graph",
     "save_checkpoint",
     "seed_keys",
     "set_hyperparams",

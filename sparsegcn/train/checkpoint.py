@@ -52,6 +52,7 @@ import math
 import os
 import re
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,12 @@ def _holder_pid(directory: Path) -> int | None:
         return None
 
 
+def _unlock(key: Path, fd: int) -> None:
+    _HELD.pop(key, None)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
 class FolderLock:
     """An exclusive ``fcntl.flock`` on ``<directory>/.lock``, recording this pid.
 
@@ -148,7 +155,7 @@ class FolderLock:
 
     def __init__(self, directory: str | os.PathLike):
         self.directory = Path(directory)
-        self._fd: int | None = None
+        self._release: weakref.finalize | None = None
 
     def acquire(self) -> FolderLock:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -165,17 +172,16 @@ class FolderLock:
             raise
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
         _HELD[key] = fd
+        # Released when the lock (or the hook holding it) is garbage collected,
+        # e.g. after training raised, so a long-lived process does not keep it.
+        self._release = weakref.finalize(self, _unlock, key, fd)
         return self
 
     def release(self) -> None:
-        if self._fd is None:
-            return
-        _HELD.pop(_lock_key(self.directory), None)
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
-        self._fd = None
+        if self._release is not None:
+            self._release()
+            self._release = None
 
     def __enter__(self) -> FolderLock:
         return self.acquire()

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from sparsegcn import _checks, transforms
+from sparsegcn import _checks
 from sparsegcn.features import Features, as_features
 from sparsegcn.nn.model import Model
 from sparsegcn.sampling.chunks import ChunkedGraph
@@ -81,8 +81,9 @@ class MinibatchData(NamedTuple):
     """Everything a mini-batch epoch reads; a pytree passed as an argument.
 
     Attributes:
-      graph: :class:`~sparsegcn.sampling.ChunkedGraph` of ``mean_norm(g)``:
-        its ``indptr``/``indices`` are the CSR view the sampler reads, and it
+      graph: :class:`~sparsegcn.sampling.ChunkedGraph` of the unweighted
+        graph the model reads (its preparation, e.g. GAT's self-loops): its
+        ``indptr``/``indices`` are the CSR view the sampler reads, and it
         serves chunked evaluation.
       features: ``[N, F]`` dense array or :class:`~sparsegcn.SparseFeatures`.
       labels: int32 ``[N]``.
@@ -99,13 +100,15 @@ class MinibatchData(NamedTuple):
     test_mask: jax.Array
 
 
-def sage_graph(graph, chunk_size: int | None = None) -> ChunkedGraph:
-    """The graph GraphSAGE-mean reads: ``mean_norm`` of the unweighted graph, chunked.
+def sampling_graph(graph, chunk_size: int | None = None) -> ChunkedGraph:
+    """The unweighted structure of ``graph``, chunked: what the sampler and
+    layer-wise evaluation read.
 
-    Edge weights are dropped: sampling picks neighbours uniformly, so the
-    full-neighbourhood mean it estimates is the unweighted one.
+    Edge weights are dropped: sampling picks neighbours uniformly, and the
+    sampled models aggregate by an unweighted mean or by attention.
     """
-    return ChunkedGraph.build(transforms.mean_norm(graph.replace(weights=None)), chunk_size)
+    unweighted = graph if graph.weights is None else graph.replace(weights=None)
+    return ChunkedGraph.build(unweighted, chunk_size)
 
 
 def minibatch_data(data: NodeData, *, chunk_size: int | None = None) -> MinibatchData:
@@ -126,7 +129,7 @@ def minibatch_data(data: NodeData, *, chunk_size: int | None = None) -> Minibatc
     if train_nodes.size == 0:
         raise ValueError("mini-batch training needs at least one train node; train_mask is empty")
     return MinibatchData(
-        graph=sage_graph(data.graph, chunk_size),
+        graph=sampling_graph(data.graph, chunk_size),
         features=as_features(data.features, n),
         labels=np.asarray(data.labels, np.int32),
         train_nodes=train_nodes,

@@ -86,7 +86,7 @@ def test_bad_settings_are_refused_with_the_value():
         jk(4, 2, mode="lstm")
     with pytest.raises(ValueError, match="jk mode must be one of"):
         jumping_knowledge([jnp.ones((2, 2))], "sum")
-    with pytest.raises(ValueError, match="jk=max applies to jk, not gcn"):
+    with pytest.raises(ValueError, match=r"jk=.max. applies to jk, not gcn"):
         Experiment(model="gcn", jk="max")
     assert Experiment(model="jk").jk == "cat" and Experiment(model="jk", jk="max").jk == "max"
 

@@ -1,0 +1,1561 @@
+"""Fault cases: the bad inputs and faults a demanding user meets (issue 15), rerunnable.
+
+Runs every case and prints one row per case and the table::
+
+    cases tried | clean errors | correct results | tracebacks | unexpected errors |
+    false errors | silent wrong results | lost data | open
+
+- clean error: exit status 1 or 2 and one line on stderr (argparse's usage
+  plus one error line for malformed options) naming the problem, or, from
+  the Python API, an exception of a documented type (``ValueError``,
+  ``TypeError``, ``OSError``, ``pickle.UnpicklingError``, ...).
+- correct result: a fault that must be survived was (a resumed ``kill -9``
+  reaching the uninterrupted run's arrays, an overwrite, a symlink entry
+  that stays inside its archive).
+- traceback: a Python traceback on stderr, or an exception of an
+  undocumented type from the API (goal 0).
+- unexpected error: one line, but sparsegcn's "unexpected error" line
+  (goal 0).
+- false error: a case that should succeed failed.
+- silent wrong result: exit 0 (or no exception) where an error was due,
+  or a wrong output (goal 0).
+- lost data: a file that existed before the fault is gone or changed, or
+  some but not all of an all-or-nothing output was written (goal 0).
+- open: refusals that belong to code being changed elsewhere (the model
+  builders, which will call ``sparsegcn._checks.check_hyperparameters``);
+  listed, not hidden.
+
+Most CLI cases run in this process through :func:`sparsegcn.cli.main` with
+stderr captured; concurrency, ``kill -9`` and disk-full (``RLIMIT_FSIZE``)
+cases run ``python -m sparsegcn`` subprocesses. Network cases use a loopback
+server (``tests/http_server.py``). Cora cases need the shared data
+(``$SPARSEGCN_TEST_DATA`` or ``../shared/data``) and are skipped without it.
+
+Usage::
+
+    PYTHONPATH=. python benchmarks/faults.py [--only WORDS] [--json PATH] [--kills 12]
+
+Takes about 5-10 minutes on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import os
+import pickle
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import zipfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from http_server import serve  # noqa: E402
+
+import sparsegcn as sg  # noqa: E402
+from sparsegcn.cli import main  # noqa: E402
+from sparsegcn.datasets import load  # noqa: E402
+from sparsegcn.datasets import ogb as ogb_module  # noqa: E402
+from sparsegcn.datasets import planetoid as planetoid_module  # noqa: E402
+from sparsegcn.datasets.download import download_file, sha256_file  # noqa: E402
+from sparsegcn.experiment import Experiment, predict_checkpoint  # noqa: E402
+from sparsegcn.train import TrainConfig  # noqa: E402
+from sparsegcn.train.checkpoint import (  # noqa: E402
+    CheckpointHook,
+    list_checkpoints,
+    load_checkpoint,
+    read_manifest,
+    save_checkpoint,
+)
+
+KINDS = (
+    "clean",
+    "correct",
+    "traceback",
+    "unexpected",
+    "false_error",
+    "silent",
+    "lost",
+    "open",
+)
+API_ERRORS = (ValueError, TypeError, OSError, pickle.UnpicklingError, EOFError, LookupError)
+FAST = ["--epochs", "3", "--patience", "0", "--no-progress"]
+UNEXPECTED = "(rerun with --debug for the traceback)"
+
+
+@dataclasses.dataclass
+class Result:
+    kind: str
+    detail: str = ""
+
+
+@dataclasses.dataclass
+class Case:
+    group: str
+    name: str
+    run: Callable[[Path], Result]
+
+
+CASES: list[Case] = []
+
+
+def case(group: str, name: str):
+    def register(fn):
+        CASES.append(Case(group, name, fn))
+        return fn
+
+    return register
+
+
+def add(group: str, name: str, fn: Callable[[Path], Result]) -> None:
+    CASES.append(Case(group, name, fn))
+
+
+# -- running and judging ------------------------------------------------------
+
+
+def judge_cli(rc, err: str, *, expect_error: bool, words: str | None = None) -> Result:
+    """Classifies a finished command by its status and stderr."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in err:
+        return Result("traceback", lines[-1] if lines else "")
+    if rc == 0:
+        return Result("silent", "exit 0") if expect_error else Result("correct", "exit 0")
+    if rc not in (1, 2):
+        return Result("traceback", f"exit {rc}: {lines[-1] if lines else ''}")
+    last = lines[-1] if lines else ""
+    argparse_error = lines and lines[0].startswith("usage:") and ": error: " in last
+    if not (len(lines) == 1 or argparse_error) or ": error: " not in last:
+        return Result("traceback", f"{len(lines)} lines on stderr: {last[:100]}")
+    if UNEXPECTED in last:
+        return Result("unexpected", last)
+    if not expect_error:
+        return Result("false_error", last)
+    if words is not None and words not in last:
+        return Result("unexpected", f"message lacks {words!r}: {last}")
+    return Result("clean", last)
+
+
+def cli(argv: list[str]) -> tuple[int | None, str, str]:
+    """Runs ``sparsegcn argv`` in this process; ``(status, stdout, stderr)``.
+
+    An exception escaping :func:`main` is rendered as the traceback Python
+    would print (status ``None``).
+    """
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as exit_:
+            rc = exit_.code if isinstance(exit_.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            rc = None
+    return rc, out.getvalue(), err.getvalue()
+
+
+def run_cli(argv, *, expect_error=True, words=None, check=None) -> Result:
+    rc, out, err = cli(argv)
+    result = judge_cli(rc, err, expect_error=expect_error, words=words)
+    if check is not None and result.kind in ("clean", "correct"):
+        verdict = check(rc, out, err)
+        if verdict is not None:
+            return verdict
+    return result
+
+
+def env() -> dict:
+    return dict(os.environ, PYTHONPATH=str(REPO), SPARSEGCN_DEBUG="0")
+
+
+def sub(argv, *, timeout=600, preexec=None, cwd=None) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "sparsegcn", *argv],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=preexec,
+        cwd=cwd,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def api(fn, *, expect=API_ERRORS, words=None) -> Result:
+    """Calls ``fn()``; an exception of ``expect`` is a clean error."""
+    try:
+        fn()
+    except expect as err:
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if words is not None and words not in str(err):
+            return Result("unexpected", f"{type(err).__name__}: message lacks {words!r}: {text}")
+        return Result("clean", f"{type(err).__name__}: {text}")
+    except BaseException as err:
+        return Result("traceback", f"{type(err).__name__}: {str(err)[:100]}")
+    return Result("silent", "no error")
+
+
+def snapshot(folder: Path) -> dict:
+    """``{relative path: bytes}`` of every file under ``folder`` (lock files left out)."""
+    if not folder.exists():
+        return {}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+def readonly_folder(tmp: Path) -> Path | None:
+    """A folder this process cannot write in (mode 555, or /sys when root)."""
+    folder = tmp / "readonly"
+    folder.mkdir(exist_ok=True)
+    folder.chmod(0o555)
+    try:
+        (folder / ".probe").touch()
+    except PermissionError:
+        return folder
+    (folder / ".probe").unlink()
+    try:
+        fd, name = tempfile.mkstemp(dir="/sys")
+    except OSError:
+        return Path("/sys")
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
+# -- shared fixtures ----------------------------------------------------------
+
+
+def shared_data() -> Path | None:
+    for candidate in (
+        os.environ.get("SPARSEGCN_TEST_DATA"),
+        REPO.parent / "shared" / "data",
+        "/work/shared/data",
+    ):
+        if candidate and (Path(candidate) / "planetoid" / "ind.cora.x").exists():
+            return Path(candidate)
+    return None
+
+
+DATA = shared_data()
+_BASE: dict[str, Path] = {}
+
+
+def base_checkpoint(tmp: Path) -> Path:
+    """A copy of a 1-seed synthetic:tiny checkpoint folder, trained once per session."""
+    if "ck" not in _BASE:
+        folder = Path(tempfile.mkdtemp(prefix="faults-base-")) / "ck"
+        rc, _, err = cli(["train", *FAST, "--checkpoint", str(folder)])
+        assert rc == 0, err
+        _BASE["ck"] = folder
+    target = tmp / "ck"
+    shutil.copytree(_BASE["ck"], target)
+    return target
+
+
+def edit_manifest(folder: Path, **changes) -> Path:
+    path = list_checkpoints(folder)[-1]
+    manifest = json.loads(path.read_text())
+    manifest.update(changes)
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def rewrite_arrays(folder: Path, change: Callable[[dict], dict]) -> None:
+    """Replaces the newest checkpoint's arrays by ``change(arrays)``, fixing size and sha."""
+    path = list_checkpoints(folder)[-1]
+    manifest = json.loads(path.read_text())
+    arrays_path = folder / manifest["arrays"]
+    with np.load(arrays_path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    buffer = io.BytesIO()
+    np.savez(buffer, **change(arrays))
+    payload = buffer.getvalue()
+    arrays_path.write_bytes(payload)
+    manifest.update(arrays_bytes=len(payload), arrays_sha256=hashlib.sha256(payload).hexdigest())
+    path.write_text(json.dumps(manifest))
+
+
+def predict_argv(folder: Path, tmp: Path) -> list[str]:
+    return ["predict", "--checkpoint", str(folder), "--out", str(tmp / "p.npy")]
+
+
+# -- 1. command-line options --------------------------------------------------
+
+BAD_OPTIONS = [
+    (["--hidden", "0"], "hidden must be >= 1"),
+    (["--hidden", "-4"], "hidden must be >= 1"),
+    (["--hidden", "abc"], "invalid int value"),
+    (["--hidden", "1.5"], "invalid int value"),
+    (["--lr", "-0.01"], "lr must be > 0.0"),
+    (["--lr", "0"], "lr must be > 0.0"),
+    (["--lr", "nan"], "lr must be a finite number"),
+    (["--lr", "inf"], "lr must be a finite number"),
+    (["--weight-decay", "nan"], "weight_decay must be a finite number"),
+    (["--weight-decay", "-1"], "weight_decay must be >= 0.0"),
+    (["--dropout", "1.5"], "dropout must be >= 0.0 and < 1.0"),
+    (["--dropout", "1.0"], "dropout must be >= 0.0 and < 1.0"),
+    (["--dropout", "-0.1"], "dropout must be >= 0.0 and < 1.0"),
+    (["--dropout", "nan"], "dropout must be a finite number"),
+    (["--epochs", "0"], "epochs must be >= 1"),
+    (["--epochs", "-5"], "epochs must be >= 1"),
+    (["--layers", "0"], "layers must be >= 1"),
+    (["--patience", "-1"], "patience must be >= 1 (or 0 for off)"),
+    (["--seeds", "0"], "seeds must be >= 1"),
+    (["--seed", "-1"], "seed must be >= 0"),
+    (["--seed", str(2**32)], "seed must be >= 0 and <= 4294967295"),
+    (["--model", "sage", "--batch-size", "0", "--layers", "2"], "batch_size must be >= 1"),
+    (["--clip-norm", "-1"], "clip_norm must be > 0.0"),
+    (["--clip-norm", "nan"], "clip_norm must be a finite number"),
+    (["--epochs-per-call", "-1"], "epochs_per_call must be >= 1 (or 0 for off)"),
+    (["--keep", "-1"], "keep must be >= 0"),
+    (["--checkpoint-every", "-1"], "checkpoint_every must be >= 0"),
+    (["--scale", "0"], "scale must be > 0.0 and <= 1.0"),
+    (["--scale", "nan"], "scale must be a finite number"),
+    (["--scale", "2"], "scale must be > 0.0 and <= 1.0"),
+    (["--divergence-factor", "0.5"], "divergence_factor must be > 1.0"),
+    (["--divergence-epochs", "0"], "divergence_epochs must be >= 1"),
+    (["--model", "gat"], "invalid choice"),
+    (["--backend", "cusparse"], "invalid choice"),
+    (["--dataset", "nosuch"], "unknown dataset 'nosuch'"),
+    (["--dataset", " cora"], "surrounding whitespace"),
+    (["--model", "sage", "--fanouts", "a,b"], "fanouts"),
+    (["--model", "sage", "--fanouts", ""], "fanouts"),
+    (["--model", "sage", "--fanouts", "5,0"], "fanouts"),
+    (["--model", "sage", "--layers", "3"], "sage samples one hop per layer"),
+    (["--devices", "0"], "devices must be >= 1"),
+    (["--devices", "64"], "asks for 64 local devices"),
+    (["--num-processes", "0"], "num_processes"),
+    (["--num-processes", "2", "--process-id", "5"], "process"),
+    (["--reorder", "random"], "invalid choice"),
+    (["--normalize-features", "zscore"], "invalid choice"),
+    (["--decay-layers", "last"], "invalid choice"),
+    (["--sweep", "lr="], "sweep"),
+    (["--sweep", "nosuch=1,2"], "nosuch"),
+    (["--sweep", "lr=-1,0.01"], "lr must be > 0.0"),
+    (["--sweep", "hidden=0,16"], "hidden must be >= 1"),
+    (["--sweep", "seeds=1,2"], "'seeds' cannot be swept"),
+    (["--lr", "1e6", "--epochs", "200"], "training diverged"),
+    (["--lr", "1e30"], "training diverged"),
+    (["--devices", "2", "--sweep", "lr=0.01,0.1"], "--sweep trains on one device"),
+]
+
+for options, words in BAD_OPTIONS:
+    add(
+        "cli options",
+        "train " + " ".join(options),
+        lambda tmp, o=options, w=words: run_cli(["train", *FAST, *o], words=w),
+    )
+
+
+@case("cli options", "train with every setting valid (control)")
+def _(tmp):
+    return run_cli(["train", *FAST], expect_error=False)
+
+
+@case("cli options", "info --scale 5")
+def _(tmp):
+    return run_cli(["info", "--scale", "5", "--no-progress"], words="scale")
+
+
+@case("cli options", "bench --nodes abc")
+def _(tmp):
+    return run_cli(["bench", "--nodes", "abc", "--no-progress"], words="--nodes")
+
+
+@case("cli options", "predict without --out")
+def _(tmp):
+    return run_cli(["predict", "--checkpoint", str(tmp)], words="--out")
+
+
+# -- 2. output paths, checked before the work ---------------------------------
+
+
+def _refused_before_reading(flag: str, target: Path, tmp: Path, words: str) -> Result:
+    root = tmp / "root"
+    root.mkdir()
+    argv = ["train", "--dataset", "cora", "--root", str(root), *FAST, flag, str(target)]
+    result = run_cli(argv, words=words)
+    if result.kind == "clean" and any(root.iterdir()):
+        return Result("unexpected", "refused only after reading data")
+    return result
+
+
+for flag in ("--json", "--plot", "--checkpoint"):
+
+    def _readonly(tmp, flag=flag):
+        folder = readonly_folder(tmp)
+        if folder is None:
+            return Result("skipped", "no read-only folder")
+        name = "ck" if flag == "--checkpoint" else "out.png"
+        return _refused_before_reading(flag, folder / name, tmp, "cannot be written")
+
+    add("output paths", f"train {flag} in a read-only folder", _readonly)
+
+    def _under_file(tmp, flag=flag):
+        (tmp / "file").write_text("x")
+        return _refused_before_reading(flag, tmp / "file" / "out.png", tmp, "is not a folder")
+
+    add("output paths", f"train {flag} under a file", _under_file)
+
+
+@case("output paths", "train --json names a folder")
+def _(tmp):
+    return _refused_before_reading("--json", tmp, tmp, "is a folder")
+
+
+@case("output paths", "train --plot names a folder")
+def _(tmp):
+    return _refused_before_reading("--plot", tmp, tmp, "is a folder")
+
+
+@case("output paths", "train --checkpoint names a file")
+def _(tmp):
+    (tmp / "f").write_text("x")
+    return _refused_before_reading("--checkpoint", tmp / "f", tmp, "not a folder")
+
+
+@case("output paths", "train --resume of a missing folder")
+def _(tmp):
+    return _refused_before_reading("--resume", tmp / "nope", tmp, "does not exist")
+
+
+@case("output paths", "train --resume of an empty folder")
+def _(tmp):
+    (tmp / "empty").mkdir()
+    return _refused_before_reading("--resume", tmp / "empty", tmp, "no checkpoint in")
+
+
+@case("output paths", "train --resume of a file that is no manifest")
+def _(tmp):
+    (tmp / "notes.txt").write_text("x")
+    return _refused_before_reading("--resume", tmp / "notes.txt", tmp, "not a checkpoint manifest")
+
+
+@case("output paths", "info --json in a read-only folder")
+def _(tmp):
+    folder = readonly_folder(tmp)
+    if folder is None:
+        return Result("skipped", "no read-only folder")
+    return run_cli(["info", "--json", str(folder / "i.json"), "--no-progress"], words="--json")
+
+
+@case("output paths", "bench --json in a read-only folder")
+def _(tmp):
+    folder = readonly_folder(tmp)
+    if folder is None:
+        return Result("skipped", "no read-only folder")
+    return run_cli(["bench", "--quick", "--json", str(folder / "b.json")], words="--json")
+
+
+def _predict_outputs(tmp: Path, changes: dict, words: str) -> Result:
+    folder = base_checkpoint(tmp)
+    outputs = {"--out": tmp / "p.npy", "--embeddings": tmp / "e.npy", "--json": tmp / "s.json"}
+    outputs.update(changes)
+    argv = ["predict", "--checkpoint", str(folder)]
+    for flag, path in outputs.items():
+        argv += [flag, str(path)]
+    result = run_cli(argv, words=words)
+    written = [p for p in outputs.values() if Path(p).is_file()]
+    if result.kind == "clean" and written:
+        return Result("lost", f"partial outputs written: {written}")
+    return result
+
+
+for flag in ("--out", "--embeddings", "--json"):
+
+    def _ro(tmp, flag=flag):
+        folder = readonly_folder(tmp)
+        if folder is None:
+            return Result("skipped", "no read-only folder")
+        suffix = ".json" if flag == "--json" else ".npy"
+        return _predict_outputs(tmp, {flag: folder / f"x{suffix}"}, "cannot be written")
+
+    add("output paths", f"predict {flag} in a read-only folder", _ro)
+
+    def _dir(tmp, flag=flag):
+        target = tmp / ("d.npy" if flag != "--json" else "d.json")
+        target.mkdir()
+        return _predict_outputs(tmp, {flag: target}, "is a folder")
+
+    add("output paths", f"predict {flag} names a folder", _dir)
+
+
+@case("output paths", "predict --out and --embeddings the same file")
+def _(tmp):
+    return _predict_outputs(tmp, {"--embeddings": tmp / "p.npy"}, "name the same file")
+
+
+@case("output paths", "predict --out without .npy")
+def _(tmp):
+    return _predict_outputs(tmp, {"--out": tmp / "p.txt"}, "must name a .npy file")
+
+
+# -- 3. a full disk (RLIMIT_FSIZE: writes beyond the limit fail with EFBIG) ---
+
+
+def _small_files(limit: int):
+    def preexec():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return preexec
+
+
+@case("disk full", "train --checkpoint on a full disk")
+def _(tmp):
+    rc, _, err = sub(["train", *FAST, "--checkpoint", str(tmp / "ck")], preexec=_small_files(512))
+    return judge_cli(rc, err, expect_error=True)
+
+
+@case("disk full", "resumed run on a full disk keeps the earlier checkpoints")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    before = snapshot(folder)
+    argv = ["train", "--epochs", "6", "--patience", "0", "--no-progress"]
+    argv += ["--resume", str(folder), "--checkpoint", str(folder)]
+    rc, _, err = sub(argv, preexec=_small_files(512))
+    result = judge_cli(rc, err, expect_error=True)
+    if snapshot(folder) != before:
+        return Result("lost", "earlier checkpoints changed")
+    return result
+
+
+@case("disk full", "train --json on a full disk")
+def _(tmp):
+    rc, _, err = sub(["train", *FAST, "--json", str(tmp / "r.json")], preexec=_small_files(200))
+    return judge_cli(rc, err, expect_error=True)
+
+
+@case("disk full", "predict on a full disk writes nothing")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    argv = [*predict_argv(folder, tmp), "--embeddings", str(tmp / "e.npy")]
+    rc, _, err = sub(argv, preexec=_small_files(1000))
+    result = judge_cli(rc, err, expect_error=True)
+    if (tmp / "p.npy").exists() or (tmp / "e.npy").exists():
+        return Result("lost", "partial outputs")
+    return result
+
+
+# -- 4. corrupt and malicious dataset files -----------------------------------
+
+CORA_PARTS = [f"ind.cora.{p}" for p in planetoid_module.PARTS]
+
+
+def cora_copy(tmp: Path) -> Path:
+    shutil.copytree(DATA / "planetoid", tmp / "planetoid", ignore=shutil.ignore_patterns(".*"))
+    return tmp
+
+
+def info(root: Path, name: str = "cora") -> list[str]:
+    return ["info", "--dataset", name, "--root", str(root), "--no-progress"]
+
+
+def needs_cora(fn):
+    def run(tmp):
+        if DATA is None:
+            return Result("skipped", "no shared Cora")
+        return fn(tmp)
+
+    return run
+
+
+for part in CORA_PARTS:
+
+    def _truncated(tmp, part=part):
+        root = cora_copy(tmp)
+        path = root / "planetoid" / part
+        path.write_bytes(path.read_bytes()[: max(1, path.stat().st_size // 2)])
+        return run_cli(info(root), words="corrupt or truncated")
+
+    add("dataset files", f"cora {part} truncated", needs_cora(_truncated))
+
+    def _flipped(tmp, part=part):
+        root = cora_copy(tmp)
+        path = root / "planetoid" / part
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+        return run_cli(info(root), words="corrupt or truncated")
+
+    add("dataset files", f"cora {part} one byte flipped", needs_cora(_flipped))
+
+
+@case("dataset files", "cora ind.cora.x replaced by a folder")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    root = cora_copy(tmp)
+    (root / "planetoid" / "ind.cora.x").unlink()
+    (root / "planetoid" / "ind.cora.x").mkdir()
+    return run_cli(info(root))
+
+
+@case("dataset files", "root is a file")
+def _(tmp):
+    (tmp / "f").write_text("x")
+    return run_cli(info(tmp / "f"), words="not a directory")
+
+
+@case("dataset files", "planetoid/ is a file")
+def _(tmp):
+    (tmp / "planetoid").write_text("x")
+    return run_cli([*info(tmp), "--no-progress"])
+
+
+class _Reduce:
+    """Pickles as a call of ``func(*args)``: what a malicious pickle does."""
+
+    def __init__(self, func, args):
+        self.func, self.args = func, args
+
+    def __reduce__(self):
+        return self.func, self.args
+
+
+def mini_objects(test_index=(8, 5, 7)) -> dict:
+    """A 2-class, 3-feature Planetoid-format dataset (allx 4 nodes, tx 3), valid."""
+    allx = sp.csr_matrix(np.eye(4, 3, dtype=np.float32))
+    ally = np.eye(2, dtype=np.int32)[np.arange(4) % 2]
+    n = len(test_index)
+    tx = sp.csr_matrix(np.ones((n, 3), np.float32))
+    ty = np.eye(2, dtype=np.int32)[np.arange(n) % 2]
+    graph = {0: [1], 1: [0, 2], 2: [1]}
+    return {
+        "x": allx[:2],
+        "y": ally[:2],
+        "tx": tx,
+        "ty": ty,
+        "allx": allx,
+        "ally": ally,
+        "graph": graph,
+        "test.index": "".join(f"{i}\n" for i in test_index).encode(),
+    }
+
+
+@contextlib.contextmanager
+def mini_citeseer(tmp: Path, objects: dict, raw: dict | None = None):
+    """Writes a mini 'citeseer' whose sha256 sums are taken as the published ones."""
+    folder = tmp / "planetoid"
+    folder.mkdir(parents=True, exist_ok=True)
+    for part, obj in objects.items():
+        path = folder / f"ind.citeseer.{part}"
+        data = (raw or {}).get(part)
+        if data is None:
+            data = obj if isinstance(obj, bytes) else pickle.dumps(obj, protocol=4)
+        path.write_bytes(data)
+    sums = {p.name: sha256_file(p) for p in folder.iterdir()}
+    saved = dict(planetoid_module.SHA256["citeseer"])
+    planetoid_module.SHA256["citeseer"] = sums
+    old_valid = planetoid_module.NUM_VALID
+    planetoid_module.NUM_VALID = 2
+    try:
+        yield tmp
+    finally:
+        planetoid_module.SHA256["citeseer"] = saved
+        planetoid_module.NUM_VALID = old_valid
+
+
+def mini_case(name: str, change: Callable[[dict], dict], words=None, raw=None, ok=False):
+    def run(tmp):
+        objects = change(mini_objects())
+        with mini_citeseer(tmp, objects, raw=raw):
+            return run_cli(info(tmp, "citeseer"), words=words, expect_error=not ok)
+
+    add("dataset files", f"planetoid {name}", run)
+
+
+def _set(**parts):
+    return lambda objects: dict(objects, **parts)
+
+
+def _index(text: bytes):
+    return _set(**{"test.index": text})
+
+
+mini_case("valid mini dataset (control)", lambda o: o, ok=True)
+mini_case("test.index id 2**40", _index(b"8\n5\n1099511627776\n"), "beyond 2x")
+mini_case("test.index negative id", _index(b"8\n5\n-7\n"), "collides")
+mini_case("test.index id inside allx", _index(b"8\n5\n1\n"), "collides")
+mini_case("test.index non-integer line", _index(b"8\n5\nseven\n"), "not a node id")
+mini_case("test.index duplicate id", _index(b"8\n5\n5\n"), "more than once")
+mini_case(
+    "test.index empty",
+    lambda o: dict(
+        o,
+        **{
+            "test.index": b"",
+            "tx": sp.csr_matrix((0, 3), dtype=np.float32),
+            "ty": np.zeros((0, 2), np.int32),
+        },
+    ),
+    "no test nodes",
+)
+mini_case("test.index non-ASCII bytes", _index(b"8\n5\n\xff\xfe\n"), "codec")
+mini_case("test.index fewer ids than tx rows", _index(b"8\n5\n"), "rows")
+mini_case("graph edge to node 10**6", _set(graph={0: [10**6]}), "outside")
+mini_case("graph edge to node -1", _set(graph={0: [-1]}), "outside")
+mini_case("graph is a list", _set(graph=[[0, 1]]), "expected a dict")
+mini_case("graph key is a string", _set(graph={"0": [1]}), "not an integer")
+mini_case("graph neighbours not a list", _set(graph={0: 1}), "not a list of integers")
+mini_case("graph neighbour is a float", _set(graph={0: [1.5]}), "not a list of integers")
+mini_case("x pickles os.system", _set(x=_Reduce(os.system, ("true",))), "refusing to load")
+mini_case("allx pickles builtins.eval", _set(allx=_Reduce(eval, ("1",))), "refusing to load")
+mini_case(
+    "graph pickles subprocess.Popen",
+    _set(graph=_Reduce(subprocess.Popen, (["true"],))),
+    "refusing to load",
+)
+mini_case("y pickles shutil.rmtree", _set(y=_Reduce(shutil.rmtree, ("/nonexistent",))), "refusing")
+mini_case("ally pickles os.remove", _set(ally=_Reduce(os.remove, ("/nonexistent",))), "refusing")
+mini_case("tx truncated pickle", lambda o: o, raw={"tx": pickle.dumps(np.ones(3))[:20]})
+mini_case("ty empty file", lambda o: o, raw={"ty": b""})
+mini_case("allx garbage bytes", lambda o: o, raw={"allx": b"\x00\x01garbage" * 10})
+mini_case("ally label value 2", _set(ally=np.full((4, 2), 2, np.int32)), "is not 0 or 1")
+mini_case("ally two classes set", _set(ally=np.ones((4, 2), np.int32)), "classes set")
+mini_case("ally strings", _set(ally=np.array([["a", "b"]] * 4)), "numeric")
+mini_case("y 1-D", _set(y=np.zeros(2, np.int32)), "2-D one-hot")
+mini_case(
+    "allx NaN feature",
+    _set(allx=sp.csr_matrix(np.full((4, 3), np.nan, np.float32))),
+    "not finite",
+)
+mini_case(
+    "allx inf feature",
+    lambda o: dict(
+        o,
+        allx=sp.csr_matrix(np.full((4, 3), np.inf, np.float32)),
+        x=sp.csr_matrix(np.full((2, 3), np.inf, np.float32)),
+    ),
+    "not finite",
+)
+mini_case("allx dense array", _set(allx=np.eye(4, 3, dtype=np.float32)), "CSR")
+mini_case("x differs from allx", _set(x=sp.csr_matrix(np.ones((2, 3), np.float32))), "differ")
+mini_case("tx 2 columns", _set(tx=sp.csr_matrix(np.ones((3, 2), np.float32))), "columns")
+
+
+def _bad_csr(o):
+    m = sp.csr_matrix(np.eye(4, 3, dtype=np.float32))
+    m.indices[0] = 99  # a column beyond the matrix
+    return dict(o, allx=m)
+
+
+mini_case("allx column index out of range", _bad_csr, "malformed CSR")
+
+
+def _ndarray_claiming(shape) -> bytes:
+    """A pickle that rebuilds an ndarray of ``shape`` from 8 bytes of data."""
+    arr = np.zeros(1, np.float64)
+    func, args, state = arr.__reduce__()
+    state = (state[0], tuple(shape), *state[2:])
+
+    class Forged:
+        def __reduce__(self):
+            return func, args, state
+
+    return pickle.dumps(Forged(), protocol=4)
+
+
+mini_case("y ndarray claiming 2**40 rows", lambda o: o, raw={"y": _ndarray_claiming((2**40, 2))})
+
+
+def _deep_pickle(depth: int) -> bytes:
+    # PROTO 2, then `depth` EMPTY_LIST + MARK pairs closed by APPENDS: lists nested `depth` deep.
+    return b"\x80\x02" + b"](" * depth + b"e" * depth + b"."
+
+
+mini_case("graph pickle nested 100000 lists deep", lambda o: o, raw={"graph": _deep_pickle(100000)})
+
+
+# -- 5. downloads from a loopback server --------------------------------------
+
+
+def _serve_case(routes_for, *, words=None, expect=API_ERRORS, check_clean=None):
+    def run(tmp):
+        routes = routes_for()
+        with serve(routes) as (_, url):
+            result = api(
+                lambda: download_file(
+                    f"{url}/file",
+                    tmp / "out" / "file",
+                    sha256=ROUTE_SHA,
+                    progress=False,
+                    timeout=3,
+                ),
+                expect=expect,
+                words=words,
+            )
+        if result.kind == "clean" and any((tmp / "out").glob("*")):
+            return Result("lost", "a partial download was left behind")
+        return result
+
+    return run
+
+
+PAYLOAD = b"the published bytes" * 100
+ROUTE_SHA = hashlib.sha256(PAYLOAD).hexdigest()
+
+for name, routes, words in [
+    ("HTTP 404", lambda: {"/file": ("status", 404)}, "HTTP 404"),
+    ("HTTP 500", lambda: {"/file": ("status", 500)}, "HTTP 500"),
+    (
+        "body shorter than Content-Length",
+        lambda: {"/file": ("truncated", PAYLOAD[:50], len(PAYLOAD))},
+        None,
+    ),
+    ("broken chunked body", lambda: {"/file": ("broken-chunked", PAYLOAD[:50])}, None),
+    ("wrong bytes (sha256 mismatch)", lambda: {"/file": b"evil" * 100}, "sha256"),
+    ("no Content-Length, wrong bytes", lambda: {"/file": ("no-length", b"evil")}, "sha256"),
+    ("redirect to file:///etc/passwd", lambda: {"/file": ("redirect", "file:///etc/passwd")}, None),
+    ("redirect loop", lambda: {"/file": ("redirect", "/file")}, None),
+    ("server never answers (timeout)", lambda: {"/file": ("slow", 5)}, None),
+]:
+    add("downloads", name, _serve_case(routes, words=words))
+
+
+@case("downloads", "connection refused")
+def _(tmp):
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return api(
+        lambda: download_file(
+            f"http://127.0.0.1:{port}/x", tmp / "x", sha256=None, progress=False, timeout=3
+        ),
+        words="Connection refused",
+    )
+
+
+@case("downloads", "ftp:// URL")
+def _(tmp):
+    return api(
+        lambda: download_file("ftp://127.0.0.1/x", tmp / "x", sha256=None), words="only http"
+    )
+
+
+@case("downloads", "offline Planetoid download through the CLI")
+def _(tmp):
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    saved = planetoid_module.PLANETOID_URL
+    defaults = planetoid_module.load_planetoid.__kwdefaults__
+    old = defaults["base_url"]
+    defaults["base_url"] = f"http://127.0.0.1:{port}/data/"
+    try:
+        return run_cli(info(tmp), words="cannot download")
+    finally:
+        defaults["base_url"] = old
+        planetoid_module.PLANETOID_URL = saved
+
+
+@case("downloads", "Planetoid server sends a malicious pickle with the right sha256")
+def _(tmp):
+    objects = mini_objects()
+    objects["graph"] = _Reduce(os.system, ("touch pwned",))
+    routes = {}
+    sums = {}
+    for part, obj in objects.items():
+        data = obj if isinstance(obj, bytes) else pickle.dumps(obj, protocol=4)
+        routes[f"/data/ind.citeseer.{part}"] = data
+        sums[f"ind.citeseer.{part}"] = hashlib.sha256(data).hexdigest()
+    saved = planetoid_module.SHA256["citeseer"]
+    planetoid_module.SHA256["citeseer"] = sums
+    try:
+        with serve(routes) as (_, url):
+            result = api(
+                lambda: planetoid_module.load_planetoid("citeseer", tmp, base_url=f"{url}/data"),
+                words="refusing to load",
+            )
+    finally:
+        planetoid_module.SHA256["citeseer"] = saved
+    if Path("pwned").exists() or (tmp / "pwned").exists():
+        return Result("silent", "the pickle ran code")
+    return result
+
+
+# -- 6. hostile archives (OGB) ------------------------------------------------
+
+
+def _zip(entries: list[tuple[str | zipfile.ZipInfo, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in entries:
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def _symlink_entry(name: str, target: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = (0o120777 << 16) | 0
+    info.create_system = 3
+    return info
+
+
+def _archive_case(name: str, archive: Callable[[], bytes], *, ok=False, words=None, sha=None):
+    def run(tmp):
+        data = archive()
+        root = tmp / "root"
+        outside = {p for p in tmp.rglob("*")}
+        saved = dict(ogb_module.ARCHIVE_SHA256)
+        ogb_module.ARCHIVE_SHA256["ogbn-arxiv"] = sha or hashlib.sha256(data).hexdigest()
+        try:
+            with serve({"/arxiv.zip": data}) as (_, url):
+                result = api(
+                    lambda: ogb_module.download_verified(
+                        "ogbn-arxiv", root, f"{url}/arxiv.zip", "arxiv"
+                    ),
+                    words=words,
+                )
+        finally:
+            ogb_module.ARCHIVE_SHA256.clear()
+            ogb_module.ARCHIVE_SHA256.update(saved)
+        escaped = {p for p in tmp.rglob("*") if not p.is_relative_to(root)} - outside
+        if escaped or Path("/tmp/sparsegcn-faults-escaped").exists():
+            return Result("silent", f"wrote outside the root: {sorted(escaped)}")
+        if ok:
+            if result.kind == "silent":  # no error: check what landed
+                return Result("correct", "extracted inside the root only")
+            return Result("false_error", result.detail)
+        if result.kind == "clean" and (root / "ogbn_arxiv").exists():
+            return Result("lost", "a partial dataset folder was left")
+        return result
+
+    add("archives", name, run)
+
+
+_archive_case(
+    "zip slip ../../escaped", lambda: _zip([("arxiv/../../escaped", b"x")]), words="escapes"
+)
+_archive_case(
+    "absolute path entry",
+    lambda: _zip([("/tmp/sparsegcn-faults-escaped", b"x")]),
+    words="escapes",
+)
+_archive_case("no arxiv/ folder inside", lambda: _zip([("other/a.txt", b"x")]), words="no folder")
+_archive_case("not a zip at all", lambda: b"this is not a zip file" * 10)
+_archive_case("truncated zip", lambda: _zip([("arxiv/a.txt", b"x" * 5000)])[:100])
+_archive_case(
+    "sha256 mismatch",
+    lambda: _zip([("arxiv/a.txt", b"x")]),
+    sha="0" * 64,
+    words="sha256",
+)
+_archive_case(
+    "symlink entry pointing at /etc",
+    lambda: _zip([("arxiv/RELEASE_v1.txt", b"x"), (_symlink_entry("arxiv/etc", "/etc"), b"/etc")]),
+    ok=True,
+)
+
+
+# -- 7. checkpoints: corrupt and hostile manifests and arrays -----------------
+
+MANIFEST_FAULTS = [
+    ("seeds", 5),
+    ("seeds", []),
+    ("seeds", ["a"]),
+    ("arrays", 5),
+    ("arrays", "../../etc/passwd"),
+    ("arrays", "other.npz"),
+    ("leaves", None),
+    ("leaves", [1]),
+    ("leaves", [{"path": "x"}]),
+    (
+        "leaves",
+        [
+            {
+                "path": "x",
+                "shape": [2**30, 2**30],
+                "dtype": "float32",
+                "name": "leaf_00000",
+                "stored_shape": [1],
+                "stored_dtype": "float32",
+            }
+        ],
+    ),
+    ("epoch", "7"),
+    ("epoch", -1),
+    ("epoch", 10**6),
+    ("arrays_bytes", -1),
+    ("arrays_bytes", 3.5),
+    ("arrays_sha256", "zz"),
+    ("history", {"loss": 1}),
+    ("history", ["nosuch"]),
+    ("metadata", []),
+    ("metadata", {"config": {"hidden": "wide"}}),
+    ("metadata", {"config": {"unknown_setting": 1}}),
+    ("run_id", 5),
+    ("format_version", 2),
+    ("format", "other"),
+]
+
+for field, value in MANIFEST_FAULTS:
+
+    def _manifest(tmp, field=field, value=value):
+        folder = base_checkpoint(tmp)
+        edit_manifest(folder, **{field: value})
+        return run_cli(predict_argv(folder, tmp))
+
+    add("checkpoints", f"manifest {field} = {json.dumps(value)[:40]}", _manifest)
+
+
+for name, text in [
+    ("not JSON", "{not json"),
+    ("empty", ""),
+    ("a JSON list", "[1, 2]"),
+    ("binary", "\udcff"),
+]:
+
+    def _text(tmp, text=text):
+        folder = base_checkpoint(tmp)
+        path = list_checkpoints(folder)[-1]
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
+        return run_cli(predict_argv(folder, tmp), words="not")
+
+    add("checkpoints", f"manifest file {name}", _text)
+
+
+@case("checkpoints", "manifest lacks 'leaves'")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    path = list_checkpoints(folder)[-1]
+    manifest = json.loads(path.read_text())
+    del manifest["leaves"]
+    path.write_text(json.dumps(manifest))
+    return run_cli(predict_argv(folder, tmp), words="lacks manifest fields")
+
+
+def _arrays_path(folder: Path) -> Path:
+    return folder / read_manifest(folder)["arrays"]
+
+
+@case("checkpoints", "arrays truncated")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    path = _arrays_path(folder)
+    path.write_bytes(path.read_bytes()[:100])
+    return run_cli(predict_argv(folder, tmp), words="truncated")
+
+
+@case("checkpoints", "arrays one byte flipped")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    path = _arrays_path(folder)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    return run_cli(predict_argv(folder, tmp), words="corrupt")
+
+
+@case("checkpoints", "arrays deleted")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    _arrays_path(folder).unlink()
+    return run_cli(predict_argv(folder, tmp), words="cannot be read")
+
+
+@case("checkpoints", "arrays replaced by a folder")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    path = _arrays_path(folder)
+    path.unlink()
+    path.mkdir()
+    return run_cli(predict_argv(folder, tmp), words="cannot be read")
+
+
+def _arrays_case(name: str, change, words=None):
+    def run(tmp):
+        folder = base_checkpoint(tmp)
+        rewrite_arrays(folder, change)
+        return run_cli(predict_argv(folder, tmp), words=words)
+
+    add("checkpoints", f"arrays (sha256 fixed) {name}", run)
+
+
+def _first_leaf(arrays: dict) -> str:
+    return sorted(k for k in arrays if k.startswith("leaf_"))[0]
+
+
+_arrays_case("hold a pickled object array", lambda a: dict(a, leaf_00000=np.array([{}], object)))
+_arrays_case("lack a leaf", lambda a: {k: v for k, v in a.items() if k != _first_leaf(a)})
+_arrays_case(
+    "leaf of another shape", lambda a: dict(a, **{_first_leaf(a): np.zeros((7, 7), np.float32)})
+)
+_arrays_case(
+    "leaf float64", lambda a: dict(a, **{_first_leaf(a): a[_first_leaf(a)].astype(np.float64)})
+)
+_arrays_case(
+    "history of the wrong shape",
+    lambda a: {k: (np.zeros(3) if k.startswith("history/") else v) for k, v in a.items()},
+)
+
+
+@case("checkpoints", "arrays (sha256 fixed) epoch leaf disagrees with the manifest")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    leaves = read_manifest(folder)["leaves"]
+    name = next(leaf["name"] for leaf in leaves if leaf["path"] == ".epoch")
+    rewrite_arrays(folder, lambda a: dict(a, **{name: a[name] + 100}))
+    return run_cli(predict_argv(folder, tmp), words="inconsistent")
+
+
+@case("checkpoints", "predict --checkpoint missing")
+def _(tmp):
+    return run_cli(predict_argv(tmp / "nope", tmp), words="does not exist")
+
+
+@case("checkpoints", "predict on another dataset")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    argv = [*predict_argv(folder, tmp), "--dataset", "synthetic:arxiv"]
+    return run_cli(argv, words="incompatible checkpoint")
+
+
+@case("checkpoints", "resume with another hidden width")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    argv = ["train", *FAST, "--hidden", "32", "--resume", str(folder)]
+    return run_cli(argv, words="incompatible checkpoint")
+
+
+@case("checkpoints", "resume with more seeds")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    return run_cli(["train", *FAST, "--seeds", "3", "--resume", str(folder)], words="seeds")
+
+
+# -- 8. one run per folder, concurrent runs, kill -9 --------------------------
+
+
+@case("ownership", "fresh run into another run's folder")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    before = snapshot(folder)
+    result = run_cli(
+        ["train", *FAST, "--lr", "0.05", "--checkpoint", str(folder)], words="another run"
+    )
+    if snapshot(folder) != before:
+        return Result("lost", "the other run's checkpoints changed")
+    return result
+
+
+@case("ownership", "--overwrite replaces the other run; predict reads the new one")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    argv = ["train", "--epochs", "2", "--patience", "0", "--no-progress", "--lr", "0.05"]
+    rc, _, err = cli([*argv, "--checkpoint", str(folder), "--overwrite"])
+    if rc != 0:
+        return judge_cli(rc, err, expect_error=False)
+    manifest = read_manifest(folder)
+    epochs = [int(p.name[5:11]) for p in list_checkpoints(folder)]
+    if manifest["metadata"]["config"]["lr"] != 0.05 or epochs != [2]:
+        return Result(
+            "silent", f"folder holds epochs {epochs} of lr {manifest['metadata']['config']['lr']}"
+        )
+    return Result("correct", "only the new run's checkpoint remains")
+
+
+@case("ownership", "resume into the same folder continues the run")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    argv = ["train", "--epochs", "6", "--patience", "0", "--no-progress"]
+    rc, _, err = cli([*argv, "--resume", str(folder), "--checkpoint", str(folder)])
+    if rc != 0:
+        return judge_cli(rc, err, expect_error=False)
+    ids = {json.loads(p.read_text())["run_id"] for p in list_checkpoints(folder)}
+    epoch = read_manifest(folder)["epoch"]
+    return Result(
+        "correct" if len(ids) == 1 and epoch == 6 else "silent", f"run ids {ids}, epoch {epoch}"
+    )
+
+
+@case("ownership", "predict reads a folder while a run writes it")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    argv = [
+        "train",
+        "--epochs",
+        "40",
+        "--patience",
+        "0",
+        "--no-progress",
+        "--checkpoint-every",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sparsegcn",
+            *argv,
+            "--resume",
+            str(folder),
+            "--checkpoint",
+            str(folder),
+        ],
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = []
+    while proc.poll() is None and len(results) < 20:
+        rc, _, err = cli(predict_argv(folder, tmp))
+        results.append((rc, err))
+    proc.communicate(timeout=300)
+    bad = [err for rc, err in results if rc != 0 and "in use" not in err]
+    if proc.returncode != 0:
+        return Result("false_error", "the writer failed")
+    if bad:
+        return Result("false_error", bad[0].strip()[:100])
+    return Result("correct", f"{len(results)} predictions during the run")
+
+
+@case("concurrency", "two runs on one folder at once")
+def _(tmp):
+    folder = tmp / "ck"
+    argv = [sys.executable, "-m", "sparsegcn", "train", "--epochs", "40", "--patience", "0"]
+    argv += ["--no-progress", "--checkpoint", str(folder), "--checkpoint-every", "1"]
+    procs = [
+        subprocess.Popen(
+            argv, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    if codes != [0, 2]:
+        return Result("false_error" if 1 in codes else "silent", f"exit codes {codes}: {errs}")
+    loser = errs[[p.returncode for p in procs].index(2)]
+    result = judge_cli(2, loser, expect_error=True)
+    try:
+        read_manifest(folder)
+    except Exception as err:
+        return Result("lost", f"the winner's checkpoint is unreadable: {err}")
+    return result
+
+
+@case("concurrency", "three runs on one folder at once")
+def _(tmp):
+    folder = tmp / "ck"
+    argv = [sys.executable, "-m", "sparsegcn", "train", "--epochs", "30", "--patience", "0"]
+    argv += ["--no-progress", "--checkpoint", str(folder), "--checkpoint-every", "1"]
+    procs = [
+        subprocess.Popen(
+            argv, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    if codes != [0, 2, 2]:
+        return Result("false_error" if 1 in codes else "silent", f"exit codes {codes}")
+    for err, p in zip(errs, procs, strict=True):
+        if p.returncode == 2 and judge_cli(2, err, expect_error=True).kind != "clean":
+            return judge_cli(2, err, expect_error=True)
+    return Result("clean", "one wrote, two were refused with one line each")
+
+
+@case("concurrency", "a live process holds the lock: the refusal names its pid")
+def _(tmp):
+    folder = tmp / "ck"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from sparsegcn.train.checkpoint import FolderLock; FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+            str(folder),
+        ],
+        env=env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    holder.stdout.readline()
+    try:
+        return run_cli(["train", *FAST, "--checkpoint", str(folder)], words=f"process {holder.pid}")
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
+@case("concurrency", "a lock left by a killed process does not block")
+def _(tmp):
+    folder = tmp / "ck"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from sparsegcn.train.checkpoint import FolderLock; FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+            str(folder),
+        ],
+        env=env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    holder.stdout.readline()
+    holder.send_signal(signal.SIGKILL)
+    holder.communicate()
+    return run_cli(["train", *FAST, "--checkpoint", str(folder)], expect_error=False)
+
+
+@case("concurrency", "two predicts writing at once")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    for i in range(2):
+        (tmp / str(i)).mkdir()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sparsegcn", *predict_argv(folder, tmp / str(i))],
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    if any(p.returncode for p in procs):
+        return Result("false_error", errs[0][-200:] + errs[1][-200:])
+    same = np.array_equal(np.load(tmp / "0" / "p.npy"), np.load(tmp / "1" / "p.npy"))
+    return Result("correct" if same else "silent", "both predictions equal" if same else "differ")
+
+
+KILL_ARGV = ["train", "--epochs", "40", "--patience", "0", "--seeds", "2", "--no-progress"]
+KILL_ARGV += ["--checkpoint-every", "1", "--keep", "2"]
+_REFERENCE: dict = {}
+
+
+def _final_arrays(folder: Path) -> dict:
+    manifest = read_manifest(folder)
+    with np.load(folder / manifest["arrays"], allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}, manifest["epoch"]
+
+
+def kill_trial(trial: int):
+    def run(tmp):
+        if "arrays" not in _REFERENCE:
+            start = time.perf_counter()
+            rc, _, err = sub([*KILL_ARGV, "--checkpoint", str(tmp / "reference")])
+            if rc != 0:
+                return Result("false_error", err[-200:])
+            _REFERENCE["seconds"] = time.perf_counter() - start
+            _REFERENCE["arrays"] = _final_arrays(tmp / "reference")
+        folder = tmp / "ck"
+        delay = random.Random(trial).uniform(0.45, 0.95) * _REFERENCE["seconds"]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sparsegcn", *KILL_ARGV, "--checkpoint", str(folder)],
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        resume = ["--resume", str(folder)] if list_checkpoints(folder) else []
+        resumed_epoch = read_manifest(folder)["epoch"] if resume else 0
+        rc, _, err = sub([*KILL_ARGV, *resume, "--checkpoint", str(folder)])
+        if rc != 0:
+            return Result("false_error", f"resume failed: {err.strip()[-200:]}")
+        got, epoch = _final_arrays(folder)
+        want, want_epoch = _REFERENCE["arrays"]
+        same = (
+            epoch == want_epoch
+            and got.keys() == want.keys()
+            and all(np.array_equal(got[k], want[k]) for k in want)
+        )
+        where = f"killed after {delay:.1f}s, resumed from epoch {resumed_epoch}"
+        return Result("correct" if same else "lost", where)
+
+    return run
+
+
+# -- 9. Python API misuse -----------------------------------------------------
+
+API_CASES = [
+    ("TrainConfig(learning_rate=nan)", lambda: TrainConfig(learning_rate=math.nan)),
+    ("TrainConfig(epochs=0)", lambda: TrainConfig(epochs=0)),
+    ("TrainConfig(epochs=2.5)", lambda: TrainConfig(epochs=2.5)),
+    ("TrainConfig(epochs='10')", lambda: TrainConfig(epochs="10")),
+    ("TrainConfig(weight_decay=-1)", lambda: TrainConfig(weight_decay=-1)),
+    ("TrainConfig(clip_norm=0)", lambda: TrainConfig(clip_norm=0)),
+    ("TrainConfig(patience=0)", lambda: TrainConfig(patience=0)),
+    ("TrainConfig(divergence_factor=1.0)", lambda: TrainConfig(divergence_factor=1.0)),
+    ("TrainConfig(divergence_epochs=0)", lambda: TrainConfig(divergence_epochs=0)),
+    ("TrainConfig(decay_layers='last')", lambda: TrainConfig(decay_layers="last")),
+    ("Experiment(hidden=True)", lambda: Experiment(hidden=True)),
+    ("Experiment(dropout='0.5')", lambda: Experiment(dropout="0.5")),
+    ("Experiment(lr=inf)", lambda: Experiment(lr=math.inf)),
+    ("Experiment(seeds=0)", lambda: Experiment(seeds=0)),
+    ("Experiment(model='gat')", lambda: Experiment(model="gat")),
+    ("Experiment(dataset=5)", lambda: Experiment(dataset=5)),
+    ("Experiment(batch_size=0, model='sage')", lambda: Experiment(batch_size=0, model="sage")),
+    ("load('nosuch')", lambda: load("nosuch")),
+    ("load('cora', empty root, download=False)", None),
+    ("save_checkpoint(keep=0)", None),
+    ("save_checkpoint(seeds of the wrong count)", None),
+    ("save_checkpoint(metadata=object())", None),
+    ("save_checkpoint(run_id=5)", None),
+    ("CheckpointHook(every=-1)", None),
+    ("load_checkpoint(template of another model)", None),
+    ("predict_checkpoint(params='middle')", lambda: predict_checkpoint("x", params="middle")),
+    ("Graph with an id out of range", lambda: sg.Graph([0, 5], [1, 0], None, 3)),
+    ("sg.gcn(hidden=0) [model builders]", lambda: sg.gcn(5, 3, hidden=0)),
+    ("sg.gcn(hidden=-4) [model builders]", lambda: sg.gcn(5, 3, hidden=-4)),
+    ("sg.gcn(dropout_rate=1.5) [model builders]", lambda: sg.gcn(5, 3, dropout_rate=1.5)),
+]
+
+
+def _tiny_state(epoch: int = 1):
+    import jax
+    import jax.numpy as jnp
+
+    from sparsegcn.train import init_state, make_optimizer
+
+    model = sg.mlp(3, 2, hidden=4)
+    tx = make_optimizer(TrainConfig(epochs=5))
+    state = jax.vmap(lambda k: init_state(model, tx, k))(jax.random.split(jax.random.key(0), 1))
+    return state._replace(epoch=jnp.full((1,), epoch, jnp.int32))
+
+
+def _api_case(name, fn):
+    def run(tmp):
+        if fn is not None:
+            result = api(fn)
+        elif name.startswith("load('cora'"):
+            (tmp / "root").mkdir()
+            result = api(lambda: load("cora", tmp / "root", download=False))
+        elif name == "save_checkpoint(keep=0)":
+            result = api(lambda: save_checkpoint(tmp, _tiny_state(), seeds=[0], keep=0))
+        elif name.startswith("save_checkpoint(seeds"):
+            result = api(lambda: save_checkpoint(tmp, _tiny_state(), seeds=[0, 1]))
+        elif name.startswith("save_checkpoint(metadata"):
+            result = api(
+                lambda: save_checkpoint(tmp, _tiny_state(), seeds=[0], metadata={"x": object()})
+            )
+        elif name.startswith("save_checkpoint(run_id"):
+            result = api(lambda: save_checkpoint(tmp, _tiny_state(), seeds=[0], run_id=5))
+        elif name.startswith("CheckpointHook"):
+            result = api(lambda: CheckpointHook(tmp, seeds=[0], every=-1))
+        elif name.startswith("load_checkpoint"):
+            save_checkpoint(tmp, _tiny_state(), seeds=[0])
+            import jax
+
+            from sparsegcn.train import init_state, make_optimizer
+
+            other = sg.mlp(3, 2, hidden=8)
+            tx = make_optimizer(TrainConfig(epochs=5))
+            template = jax.vmap(lambda k: init_state(other, tx, k))(
+                jax.random.split(jax.random.key(0), 1)
+            )
+            result = api(lambda: load_checkpoint(tmp, template))
+        else:
+            raise AssertionError(name)
+        if "[model builders]" in name and result.kind != "clean":
+            return Result(
+                "open",
+                f"{result.kind}: {result.detail} (builders to call _checks.check_hyperparameters)",
+            )
+        return result
+
+    add("python api", name, run)
+
+
+for name, fn in API_CASES:
+    _api_case(name, fn)
+
+
+# -- running ------------------------------------------------------------------
+
+
+def main_(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="run only the cases whose group or name contains this")
+    parser.add_argument("--json", help="write every case's result to this JSON file")
+    parser.add_argument("--kills", type=int, default=12, help="kill -9 trials (default 12)")
+    args = parser.parse_args(argv)
+    for trial in range(args.kills):
+        add("kill -9", f"kill -9 mid-run, resume (trial {trial + 1})", kill_trial(trial))
+
+    import jax
+
+    jax.devices()  # start the backend (and any warning it logs) before capturing stderr
+    os.environ.pop("SPARSEGCN_DEBUG", None)
+    selected = [c for c in CASES if not args.only or args.only in c.group or args.only in c.name]
+    rows = []
+    start = time.perf_counter()
+    for i, fault in enumerate(selected, 1):
+        tmp = Path(tempfile.mkdtemp(prefix="faults-"))
+        tick = time.perf_counter()
+        try:
+            result = fault.run(tmp)
+        except Exception as err:
+            result = Result("harness", f"{type(err).__name__}: {err}")
+        finally:
+            for path in tmp.rglob("*"):
+                with contextlib.suppress(OSError):
+                    if path.is_dir():
+                        path.chmod(0o755)
+            shutil.rmtree(tmp, ignore_errors=True)
+        seconds = time.perf_counter() - tick
+        rows.append({"group": fault.group, "case": fault.name, "kind": result.kind,
+                     "detail": result.detail, "seconds": round(seconds, 2)})  # fmt: skip
+        print(f"{i:3d} {result.kind:11s} {fault.group:14s} {fault.name[:60]:60s} "
+              f"{result.detail[:150]}", flush=True)  # fmt: skip
+    for folder in _BASE.values():
+        shutil.rmtree(folder.parent, ignore_errors=True)
+    counts = Counter(row["kind"] for row in rows)
+    tried = len(rows) - counts["skipped"]
+    print()
+    print(f"cases tried            {tried}  ({counts['skipped']} skipped, "
+          f"{time.perf_counter() - start:.0f} s)")  # fmt: skip
+    labels = {
+        "clean": "clean errors",
+        "correct": "correct results",
+        "traceback": "tracebacks (goal 0)",
+        "unexpected": "unexpected errors (goal 0)",
+        "false_error": "false errors (goal 0)",
+        "silent": "silent wrong results (goal 0)",
+        "lost": "lost data (goal 0)",
+        "open": "open (model builders)",
+        "harness": "harness failures",
+    }
+    for kind, label in labels.items():
+        print(f"{label:30s} {counts[kind]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"counts": dict(counts), "rows": rows}, indent=1))
+    bad = sum(
+        counts[k] for k in ("traceback", "unexpected", "false_error", "silent", "lost", "harness")
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_())
