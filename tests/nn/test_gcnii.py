@@ -123,6 +123,16 @@ def test_cli_trains_checkpoints_and_predicts(tmp_path):
     assert np.load(out).shape[0] == 2 and np.load(emb).shape[-1] == 64
 
 
+@pytest.mark.slow
+def test_cora_accuracy(data_root, tmp_path):
+    """64 layers for 1000 epochs (about 25 minutes on 2 cores): 3 seeds, not 10."""
+    out = tmp_path / "cora.json"
+    argv = ["train", "--dataset", "cora", "--root", str(data_root), "--model", "gcnii"]
+    argv += ["--seeds", "3", "--epochs", "1000", "--patience", "0", "--json", str(out)]
+    assert main([*argv, "--no-progress"]) == 0
+    assert json.loads(out.read_text())["test_acc_mean"] >= 0.85
+
+
 def test_layer_equals_pyg_gcn2conv_with_the_same_weights():
     torch = pytest.importorskip("torch", reason="PyG parity needs torch (never a dependency)")
     pyg_nn = pytest.importorskip(
