@@ -182,7 +182,8 @@ class Bipartite(EdgeListView):
       weights: float ``[E]`` or ``None`` (ones).
       edge_mask: bool ``[E]`` or ``None`` (every edge real).
       dst_start: int ``[]``: ``targets(h)`` is ``h[dst_start : dst_start + num_dst]``.
-      num_src, num_dst: static sizes.
+      num_src: static number of sources.
+      num_dst: static number of targets.
       edges_sorted: static, receivers non-decreasing.
     """
 

@@ -18,14 +18,14 @@ from sparsegcn.graph import Graph
 from sparsegcn.transforms import gcn_norm, sort_edges
 
 GRAPH_KINDS = ("random", "sbm")
-# Propagation variants the benchmark compares: a backend name, and for the
-# default backend how the graph is stored: packed in sliced ELL (D^-1/2
-# folded; "segment"), packed in CSR ("segment-csr", what the sparsegcn
-# command trains on), or the plain edge list ("segment-unpacked").
+#: Propagation variants the benchmark compares: a backend name, and for the
+#: default backend how the graph is stored: packed in sliced ELL (D^-1/2
+#: folded; "segment"), packed in CSR ("segment-csr", what the sparsegcn
+#: command trains on), or the plain edge list ("segment-unpacked").
 VARIANTS = ("dense", "segment", "segment-csr", "segment-unpacked", "bcoo")
-# Opt-in variants (``--backends``), for the performance options: rows
-# gathered in bfloat16 and summed in float32 on the ELL-packed graph, and
-# the edge list's ``segment_sum`` told that receivers are sorted.
+#: Opt-in variants (``--backends``), for the performance options: rows
+#: gathered in bfloat16 and summed in float32 on the ELL-packed graph, and
+#: the edge list's ``segment_sum`` told that receivers are sorted.
 EXTRA_VARIANTS = ("segment-bf16", "segment-sorted")
 # Variants that propagate on a packed graph.
 PACKED_VARIANTS = ("segment", "segment-bf16", "segment-csr")

@@ -19,8 +19,9 @@ from sparsegcn.nn.model import Model
 
 Params = Any
 
-# Defaults of the finite divergence guard; see TrainConfig and sparsegcn.train.guard.
+#: Default factor of the finite divergence guard (see TrainConfig and sparsegcn.train.guard).
 DIVERGENCE_FACTOR = 100.0
+#: Default number of epochs in a row above the factor before the guard stops a run.
 DIVERGENCE_EPOCHS = 10
 
 
