@@ -35,7 +35,7 @@ normalizations alike.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -64,8 +64,22 @@ class EdgeListView:
     transient ``[E, F]`` buffer, the price layouts that fuse avoid.
     """
 
-    layout_name = "edges"
-    edge_mask = None
+    layout_name: ClassVar[str] = "edges"
+    if TYPE_CHECKING:
+        # What the class that mixes this in provides (fields or properties).
+        senders: jax.Array
+        receivers: jax.Array
+        weights: jax.Array | None
+        edges_sorted: bool
+
+        @property
+        def num_src(self) -> int: ...
+        @property
+        def num_dst(self) -> int: ...
+        @property
+        def edge_mask(self) -> jax.Array | None: ...
+    else:
+        edge_mask = None
 
     def sources(self, h):
         """The source-side rows of ``h`` (all of it for a square graph)."""
