@@ -1,9 +1,38 @@
 """sparsegcn: scalable sparse message passing for graph neural networks in JAX."""
 
-from sparsegcn.backends import BACKENDS, Backend, get_backend, propagate
+from sparsegcn.backends import (
+    BACKENDS,
+    LAYOUTS,
+    Backend,
+    as_layout,
+    get_backend,
+    pack,
+    pack_gcn_norm,
+    propagate,
+)
 from sparsegcn.features import SparseFeatures, as_features, row_normalize
 from sparsegcn.graph import CSR, Graph
-from sparsegcn.nn import Model, gcn, mlp, sage
+from sparsegcn.message_passing import edge_scores, edge_softmax, message_passing
+from sparsegcn.nn import (
+    MODELS,
+    Model,
+    ModelSpec,
+    create_model,
+    gat,
+    gatv2,
+    gcn,
+    get_model_spec,
+    mlp,
+    run_layers,
+    sage,
+)
+from sparsegcn.ops import (
+    segment_max,
+    segment_mean,
+    segment_min,
+    segment_softmax,
+    segment_sum,
+)
 from sparsegcn.parallel import fit_data_parallel, fit_edge_sharded, make_mesh
 from sparsegcn.plots import plot_curves
 from sparsegcn.sampling import ChunkedGraph, NeighborSample, sample_blocks
@@ -21,6 +50,7 @@ from sparsegcn.train import (
 )
 from sparsegcn.train.minibatch import MinibatchConfig, fit_minibatch, minibatch_data
 from sparsegcn.transforms import (
+    add_remaining_self_loops,
     add_self_loops,
     coalesce,
     degree,
@@ -31,51 +61,74 @@ from sparsegcn.transforms import (
     sort_edges,
     to_undirected,
 )
+from sparsegcn.views import Bipartite, EdgeListView
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BACKENDS",
     "CSR",
+    "LAYOUTS",
+    "MODELS",
     "Backend",
+    "Bipartite",
     "CheckpointError",
     "ChunkedGraph",
     "DivergenceError",
+    "EdgeListView",
     "FitResult",
     "Graph",
     "MinibatchConfig",
     "Model",
+    "ModelSpec",
     "NeighborSample",
     "NodeData",
     "SparseFeatures",
     "TrainConfig",
     "__version__",
+    "add_remaining_self_loops",
     "add_self_loops",
     "as_features",
+    "as_layout",
     "coalesce",
+    "create_model",
     "degree",
+    "edge_scores",
+    "edge_softmax",
     "fit",
     "fit_data_parallel",
     "fit_edge_sharded",
     "fit_minibatch",
     "fit_sweep",
+    "gat",
+    "gatv2",
     "gcn",
     "gcn_norm",
     "gcn_norm_factors",
     "get_backend",
+    "get_model_spec",
     "load_checkpoint",
     "make_mesh",
     "mean_norm",
+    "message_passing",
     "minibatch_data",
     "mlp",
+    "pack",
+    "pack_gcn_norm",
     "plot_curves",
     "predict",
     "propagate",
     "remove_self_loops",
     "row_normalize",
+    "run_layers",
     "sage",
     "sample_blocks",
     "save_checkpoint",
+    "segment_max",
+    "segment_mean",
+    "segment_min",
+    "segment_softmax",
+    "segment_sum",
     "sort_edges",
     "to_undirected",
 ]

@@ -124,7 +124,6 @@ class Bound:
 HYPERPARAMETERS: dict[str, Bound] = {
     "hidden": Bound(int, low=1),
     "layers": Bound(int, low=1),
-    "heads": Bound(int, low=1),
     "dropout": Bound(float, low=0.0, high=1.0, high_open=True),
     "learning_rate": Bound(float, low=0.0, low_open=True),
     "weight_decay": Bound(float, low=0.0),
@@ -168,8 +167,12 @@ def check_hyperparameter(
         names the setting, the value and the allowed range, e.g.
         ``"dropout must be >= 0.0 and < 1.0, got 1.5"``.
     """
-    bound = HYPERPARAMETERS[name]
-    label = label or name
+    return check_bound(label or name, value, HYPERPARAMETERS[name], flag=flag, off=off)
+
+
+def check_bound(label: str, value, bound: Bound, *, flag: str | None = None, off=()):
+    """Returns ``value`` if ``bound`` allows it, else raises naming ``label``
+    (see :func:`check_hyperparameter`, which checks against the shared table)."""
     if any(value is o or (o is not None and _equal(value, o)) for o in off):
         return value
     bounds = bound.describe()

@@ -18,7 +18,7 @@ from sparsegcn.bench import (
     propagation_graph,
 )
 from sparsegcn.bench.graphs import backend_of
-from sparsegcn.bench.runner import min_bytes
+from sparsegcn.bench.runner import min_bytes, pass_function
 from sparsegcn.cli import main
 
 TINY = ["--nodes", "12,40", "--degrees", "3", "--features", "4", "--repeats", "2"]
@@ -38,8 +38,8 @@ def test_cli_writes_the_json_schema(bench_run):
     assert code == 0
     report = json.loads(json_path.read_text())
     records = report["results"]
-    # 2 sizes x 2 passes x 5 variants, nothing skipped at this size.
-    assert len(records) == 20 and report["skipped"] == []
+    # 2 sizes x 2 passes x 6 variants, nothing skipped at this size.
+    assert len(records) == 24 and report["skipped"] == []
     for entry in records:
         assert entry.keys() >= REQUIRED
         assert entry["pass"] in ("fwd", "fwd_bwd")
@@ -50,8 +50,15 @@ def test_cli_writes_the_json_schema(bench_run):
         "segment-csr",
         "segment-unpacked",
         "bcoo",
+        "attention",
     }
     assert {r["num_nodes"] for r in records} == {12, 40}
+    # Every attention row is set against the gather + segment_sum of its shape.
+    assert len(report["attention"]) == 4
+    for a in report["attention"]:
+        assert a["gather_scatter_fraction"] == pytest.approx(
+            a["gather_scatter_ms"] / a["median_ms"]
+        )
     assert report["machine"]["cpu_count"] >= 1 and report["preset"] == "quick"
     stream = report["machine"]["stream_gbps"]
     assert stream > 0
@@ -114,7 +121,7 @@ def test_stream_bandwidth_counts_a_read_and_a_write(monkeypatch):
     assert gbps == pytest.approx(2 * 2**20 / 0.003 / 1e9)  # median of the three calls
 
 
-@pytest.mark.parametrize("variant", EXTRA_VARIANTS)
+@pytest.mark.parametrize("variant", [v for v in EXTRA_VARIANTS if not v.startswith("attention")])
 def test_opt_in_variants_compute_the_normalized_product(variant):
     graph = make_graph("random", 60, 4.0, seed=3)
     x = np.random.default_rng(0).standard_normal((60, 8)).astype(np.float32)
@@ -217,3 +224,20 @@ def test_generated_graphs_have_the_asked_size_and_no_self_loops():
     assert community.num_edges == 3000
     with pytest.raises(ValueError, match="unknown graph kind 'grid'"):
         make_graph("grid", 10, 2.0)
+
+
+@pytest.mark.parametrize("variant", ["attention", "attention-csr"])
+def test_attention_variants_compute_gat_attention(variant):
+    """Scores x_j[0] + x_i[1] through LeakyReLU, softmax per receiver, weighted sum: by hand."""
+    graph = propagation_graph(make_graph("random", 30, 4.0, seed=2), variant)
+    x = np.random.default_rng(1).standard_normal((30, 3)).astype(np.float32)
+    s, r = np.asarray(graph.senders), np.asarray(graph.receivers)
+    e = x[s, 0] + x[r, 1]
+    e = np.where(e > 0, e, 0.2 * e)
+    want = np.zeros_like(x)
+    for i in range(30):
+        rows = r == i
+        a = np.exp(e[rows] - e[rows].max())
+        want[i] = (a / a.sum()) @ x[s[rows]]
+    fn = pass_function("fwd", backend_of(variant))
+    np.testing.assert_allclose(fn(graph, jnp.asarray(x), None), want, rtol=1e-5, atol=1e-5)

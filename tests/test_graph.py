@@ -133,4 +133,6 @@ def test_graph_module_imports_only_the_bottom_layer():
         elif isinstance(node, ast.Import):
             imported |= {alias.name for alias in node.names}
     ours = {name for name in imported if name.split(".")[0] == "sparsegcn"}
-    assert ours and all(n.startswith(("sparsegcn.ops.", "sparsegcn._checks", "sparsegcn.views.")) for n in ours), ours
+    assert ours and all(
+        n.startswith(("sparsegcn.ops.", "sparsegcn._checks", "sparsegcn.views.")) for n in ours
+    ), ours

@@ -22,9 +22,6 @@ PACKAGE = REPO / "sparsegcn"
 # Cycles that only function-level (lazy) imports close, in files owned by
 # other work; each is named so that no new cycle can hide behind it.
 KNOWN_LAZY_CYCLES = {
-    # Graph.reorder imports transforms.reorder inside the method, while
-    # transforms imports Graph at module level; being removed (issue 12).
-    frozenset({"sparsegcn.graph", "sparsegcn.transforms"}),
     # datasets/__init__ loads its loaders lazily (ogb pulls in torch), and
     # datasets.ogb imports the OGB name table back from the package.
     frozenset({"sparsegcn.datasets", "sparsegcn.datasets.ogb"}),

@@ -22,13 +22,19 @@ GRAPH_KINDS = ("random", "sbm")
 #: default backend how the graph is stored: packed in sliced ELL (D^-1/2
 #: folded; "segment"), packed in CSR ("segment-csr", what the sparsegcn
 #: command trains on), or the plain edge list ("segment-unpacked").
-VARIANTS = ("dense", "segment", "segment-csr", "segment-unpacked", "bcoo")
+#: "attention" is GAT's sparse path on the edge list: per-edge scores from
+#: both endpoints, a softmax per receiver, then the weighted product; it is
+#: set against "segment-unpacked", the gather + segment_sum of the same shape.
+VARIANTS = ("dense", "segment", "segment-csr", "segment-unpacked", "bcoo", "attention")
 #: Opt-in variants (``--backends``), for the performance options: rows
 #: gathered in bfloat16 and summed in float32 on the ELL-packed graph, and
 #: the edge list's ``segment_sum`` told that receivers are sorted.
-EXTRA_VARIANTS = ("segment-bf16", "segment-sorted")
+#: "attention-csr" runs the attention path with the weighted product on the
+#: packed CSR layout (run-time weights through its edge ids).
+EXTRA_VARIANTS = ("segment-bf16", "segment-sorted", "attention-csr")
 # Variants that propagate on a packed graph.
-PACKED_VARIANTS = ("segment", "segment-bf16", "segment-csr")
+PACKED_VARIANTS = ("segment", "segment-bf16", "segment-csr", "attention-csr")
+ATTENTION_VARIANTS = ("attention", "attention-csr")
 ALL_VARIANTS = VARIANTS + EXTRA_VARIANTS
 SBM_CLASSES = 40
 SBM_HOMOPHILY = 0.8
@@ -92,7 +98,7 @@ def propagation_graph(graph: Graph, variant: str) -> Graph:
     """
     if variant not in ALL_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {ALL_VARIANTS}")
-    if variant == "segment-csr":
+    if variant in ("segment-csr", "attention-csr"):
         return pack_gcn_norm(graph, format="csr")
     if variant in PACKED_VARIANTS:
         return pack_gcn_norm(graph)
@@ -113,6 +119,8 @@ def backend_of(variant: str):
         return Dense(max_bytes=2**62)  # the runner applies its own memory limit
     if variant == "segment-csr":
         return "segment"
+    if variant in ATTENTION_VARIANTS:
+        return "attention"
     return variant
 
 

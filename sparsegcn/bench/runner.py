@@ -40,6 +40,7 @@ from sparsegcn.allocator import keeps_freed_memory
 from sparsegcn.backends import propagate
 from sparsegcn.bench.graphs import (
     ALL_VARIANTS,
+    ATTENTION_VARIANTS,
     GRAPH_KINDS,
     PACKED_VARIANTS,
     VARIANTS,
@@ -48,6 +49,7 @@ from sparsegcn.bench.graphs import (
     propagation_graph,
 )
 from sparsegcn.bench.timing import measure, stream_bandwidth
+from sparsegcn.message_passing import edge_scores, edge_softmax
 
 PASSES = ("fwd", "fwd_bwd")
 REORDERS = (None, "rcm", "degree", "community")
@@ -215,15 +217,28 @@ def min_bytes(num_nodes: int, num_edges: int, features: int, itemsize: int = 4) 
     return 2 * num_nodes * features * itemsize + 4 * num_edges + 4 * (num_nodes + 1)
 
 
+def attention(graph, x: jax.Array) -> jax.Array:
+    """GAT's sparse path with one head: scores ``LeakyReLU(x_j[0] + x_i[1])``,
+    a softmax over each receiver's edges, then ``sum_j alpha_ji x_j`` on the
+    graph's own layout."""
+    scores = jax.nn.leaky_relu(edge_scores(graph, x[:, 0], x[:, 1]), 0.2)
+    return graph.product(x, edge_softmax(graph, scores))
+
+
 def pass_function(pass_: str, backend) -> Callable:
-    """``fn(graph, x, cotangent)`` computing the pass with ``backend``."""
+    """``fn(graph, x, cotangent)`` computing the pass with ``backend``
+    (``"attention"``: :func:`attention` on the graph's layout)."""
+
+    def forward(graph, x):
+        if backend == "attention":
+            return attention(graph, x)
+        return propagate(graph, x, backend=backend)
+
     if pass_ == "fwd":
-        return lambda graph, x, cotangent: propagate(graph, x, backend=backend)
+        return lambda graph, x, cotangent: forward(graph, x)
 
     def fwd_bwd(graph, x, cotangent):
-        return jax.value_and_grad(
-            lambda x: jnp.vdot(propagate(graph, x, backend=backend), cotangent)
-        )(x)
+        return jax.value_and_grad(lambda x: jnp.vdot(forward(graph, x), cotangent))(x)
 
     return fwd_bwd
 
@@ -353,6 +368,7 @@ def run_matrix(
         "results": results,
         "skipped": skipped,
         "crossovers": crossovers(results, skipped),
+        "attention": attention_fractions(results),
         "machine": {**machine_info(), "stream_gbps": stream_gbps},
         "matrix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(matrix).items()},
         "wall_s": time.perf_counter() - start,
@@ -396,6 +412,39 @@ def _record(case: Case, num_edges: int, timing, stream_gbps: float) -> dict:
         "gbps": moved / median / 1e9 if median > 0 else math.inf,
         "bound_fraction": moved / median / 1e9 / stream_gbps if median > 0 else math.inf,
     }
+
+
+def attention_fractions(results: list[dict]) -> list[dict]:
+    """Each attention row against the gather + segment_sum of the same shape.
+
+    ``gather_scatter_fraction`` is ``segment-unpacked`` time over attention
+    time: 1.0 would mean scores, softmax and the weighted product together
+    cost one plain gather + ``segment_sum``, the floor of any edge-wise path.
+    """
+    plain = {
+        (*_group_key(r), r["num_nodes"], r["reorder"]): r["median_ms"]
+        for r in results
+        if r["backend"] == "segment-unpacked"
+    }
+    rows = []
+    for r in results:
+        if r["backend"] not in ATTENTION_VARIANTS:
+            continue
+        base = plain.get((*_group_key(r), r["num_nodes"], r["reorder"]))
+        if base is not None:
+            rows.append(
+                {
+                    "backend": r["backend"],
+                    "graph": r["graph"],
+                    "pass": r["pass"],
+                    "features": r["features"],
+                    "num_nodes": r["num_nodes"],
+                    "median_ms": r["median_ms"],
+                    "gather_scatter_ms": base,
+                    "gather_scatter_fraction": base / r["median_ms"],
+                }
+            )
+    return rows
 
 
 def _group_key(record: dict) -> tuple:
@@ -543,6 +592,12 @@ def format_table(report: dict) -> str:
         )
         lines.append(
             f"crossover {c['graph']} {c['pass']} F={c['features']} deg={c['avg_degree']:g}: {where}"
+        )
+    for a in report.get("attention", []):
+        lines.append(
+            f"attention {a['graph']} {a['pass']} F={a['features']} N={a['num_nodes']}: "
+            f"{a['backend']} {a['median_ms']:.3f} ms, {100 * a['gather_scatter_fraction']:.0f}% "
+            f"of the speed of one gather + segment_sum ({a['gather_scatter_ms']:.3f} ms)"
         )
     if report["skipped"]:
         lines.append(f"skipped {len(report['skipped'])} case(s):")

@@ -11,6 +11,8 @@ def add_dataclass_options(parser: argparse.ArgumentParser, cls) -> None:
     """Adds ``--field-name`` for every field of ``cls``, typed by its annotation."""
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
+        if not field.metadata.get("cli", True):
+            continue
         flag = "--" + field.name.replace("_", "-")
         kind = hints[field.name]
         help_text = field.metadata.get("help", "")
@@ -32,6 +34,42 @@ def add_dataclass_options(parser: argparse.ArgumentParser, cls) -> None:
         )
 
 
-def dataclass_from_args(cls, args: argparse.Namespace):
-    """Builds ``cls`` from the parsed options :func:`add_dataclass_options` added."""
-    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+def dataclass_from_args(cls, args: argparse.Namespace, **extra):
+    """Builds ``cls`` from the parsed options :func:`add_dataclass_options` added
+    (and ``extra`` for fields without a flag of their own)."""
+    fields = dataclasses.fields(cls)
+    values = {f.name: getattr(args, f.name) for f in fields if f.metadata.get("cli", True)}
+    return cls(**values, **extra)
+
+
+def add_model_options(parser: argparse.ArgumentParser, models) -> None:
+    """One ``--name`` flag per model option of the registry ``models``
+    (:class:`~sparsegcn.nn.registry.Option`); unset flags stay ``None``."""
+    group = parser.add_argument_group("model options (each applies to the models named)")
+    seen: dict[str, list[str]] = {}
+    options: dict = {}
+    for model, spec in models.items():
+        for name, option in spec.options.items():
+            seen.setdefault(name, []).append(model)
+            options.setdefault(name, option)
+    for name, option in options.items():
+        flag = "--" + name.replace("_", "-")
+        help_text = f"{option.help} ({', '.join(seen[name])}; default: {option.default})"
+        if isinstance(option.default, bool):
+            group.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
+        else:
+            group.add_argument(
+                flag,
+                type=type(option.default),
+                default=None,
+                choices=option.choices,
+                help=help_text,
+            )
+
+
+def model_options_from_args(args: argparse.Namespace, models) -> tuple:
+    """The model-option flags that were given, as ``(name, value)`` pairs."""
+    names = {name for spec in models.values() for name in spec.options}
+    return tuple(sorted((n, getattr(args, n)) for n in names if getattr(args, n) is not None))

@@ -6,10 +6,16 @@ import argparse
 
 from sparsegcn import parallel
 from sparsegcn.bench.plot import require_matplotlib
-from sparsegcn.cli.options import add_dataclass_options, dataclass_from_args
+from sparsegcn.cli.options import (
+    add_dataclass_options,
+    add_model_options,
+    dataclass_from_args,
+    model_options_from_args,
+)
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_sweep
 from sparsegcn.experiment.lifecycle import Lifecycle
 from sparsegcn.files import check_writable, write_json_atomic
+from sparsegcn.nn.registry import MODELS
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 # Experiment fields that place a run on devices and processes.
@@ -23,6 +29,7 @@ def add_parser(subparsers) -> None:
         description="Train a model; with no --dataset, on an in-process synthetic graph.",
     )
     add_dataclass_options(parser, Experiment)
+    add_model_options(parser, MODELS)
     parser.add_argument("--json", metavar="PATH", help="write the report as JSON")
     parser.add_argument(
         "--sweep",
@@ -70,7 +77,9 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    experiment = dataclass_from_args(Experiment, args)
+    experiment = dataclass_from_args(
+        Experiment, args, model_options=model_options_from_args(args, MODELS)
+    )
     check_outputs(experiment, args.json)
     if experiment.coordinator is not None:
         # Before anything starts JAX's backend: it then sees every process's devices.

@@ -139,5 +139,6 @@ def build_model(exp: Experiment, dataset: Dataset) -> Model:
         hidden=exp.hidden,
         layers=exp.layers,
         dropout=exp.dropout,
-        **exp.model_options(),
+        residual=exp.residual,
+        **exp.options(),
     )

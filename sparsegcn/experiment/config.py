@@ -31,8 +31,6 @@ MODEL_DEFAULTS = (
     "lr",
     "weight_decay",
     "decay_layers",
-    "heads",
-    "aggregator",
     "fanouts",
 )
 
@@ -62,13 +60,13 @@ class Experiment:
     hidden: int | None = _field(None, "hidden width (per head for gat) [model default]")
     layers: int | None = _field(None, "number of layers [model default]")
     dropout: float | None = _field(None, "dropout rate [model default]")
-    heads: int | None = _field(None, "gat, gatv2: attention heads of hidden layers [model default]")
-    aggregator: str | None = _field(
-        None,
-        "sage: neighbourhood aggregation [model default: mean]",
-        choices=("mean", "max", "sum"),
-    )
     residual: bool = _field(False, "skip connections between equal-width hidden layers")
+    model_options: tuple | None = _field(
+        None,
+        "the chosen model's own hyperparameters as (name, value) pairs; the CLI sets them "
+        "with one flag each (see the model options of `sparsegcn train --help`) [model defaults]",
+        cli=False,
+    )
     lr: float | None = _field(None, "Adam learning rate [model default]")
     weight_decay: float | None = _field(None, "L2 weight decay [model default]")
     decay_layers: str | None = _field(
@@ -133,11 +131,11 @@ class Experiment:
         for name in MODEL_DEFAULTS:
             if getattr(self, name) is None and name in spec.defaults:
                 object.__setattr__(self, name, spec.defaults[name])
-        for name in ("heads", "aggregator"):
-            value = getattr(self, name)
-            if value is not None and name not in spec.options:
-                users = ", ".join(m for m in MODELS if name in REGISTRY[m].options)
-                raise ValueError(f"{name}={value!r} applies to {users}, not {self.model}")
+        given = dict(self.model_options or ())
+        resolved = spec.resolve_options(self.model, given)
+        object.__setattr__(self, "model_options", tuple(sorted(resolved.items())))
+        if self.residual and not spec.residual:
+            raise ValueError(f"--residual: {self.model} has no skip connections")
         if self.fanouts is not None and self.fanouts != "none" and not spec.sampled:
             raise ValueError(
                 f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "
@@ -147,7 +145,6 @@ class Experiment:
         # (sparsegcn._checks.HYPERPARAMETERS), so a bad value is named before
         # any data is read.
         numbers = {
-            "heads": self.heads,
             "hidden": self.hidden,
             "layers": self.layers,
             "dropout": self.dropout,
@@ -173,11 +170,7 @@ class Experiment:
             flags={k: "--" + option.get(k, k).replace("_", "-") for k in numbers},
             # 0 switches these options off (see their help).
             off={
-                **{
-                    k: (0,)
-                    for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
-                },
-                "heads": (None,),
+                k: (0,) for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
             },
         )
         check_hyperparameter(
@@ -213,10 +206,9 @@ class Experiment:
         """Whether this run trains on sampled mini-batches (``fanouts`` set)."""
         return self.fanouts is not None and self.fanouts != "none"
 
-    def model_options(self) -> dict:
-        """The registered model's extra builder options, from this experiment."""
-        spec = get_model_spec(self.model)
-        return {field: getattr(self, field) for field in spec.options}
+    def options(self) -> dict:
+        """The model's own hyperparameters, every one resolved (``{name: value}``)."""
+        return dict(self.model_options)
 
     def minibatch_config(self) -> MinibatchConfig:
         """Sampling settings of mini-batch training."""

@@ -26,6 +26,7 @@ NOT_SWEEPABLE = (
     "keep",
     "resume",
     "plot",
+    "model_options",
 )
 # Experiment fields trained as data in one program: field -> injected optimizer value.
 SWEEP_AS_DATA = {"lr": "learning_rate", "weight_decay": "weight_decay"}

@@ -31,6 +31,31 @@ def propagate_view(graph, h: jax.Array, backend: str | Backend | None = None) ->
     return propagate(graph, h, backend=backend)
 
 
+def gcn_project(params: dict, x: Features):
+    """The row-wise part of a GCN layer: ``x W`` when that narrows (see
+    :func:`transform_first`), else ``x`` itself (propagated first)."""
+    w = params["w"]
+    if transform_first(w.shape[0], w.shape[1], x):
+        if isinstance(x, SparseFeatures):
+            # X W gathers rows of W per stored value: without the fence XLA
+            # fuses the values' producer (dropout's hash) into that gather
+            # and hashes each value once per output feature (measured 2x
+            # slower on Cora).
+            x = x.with_values(fence(x.values, x.rows))
+        return matmul(x, w)
+    return x
+
+
+def gcn_propagate(
+    params: dict, graph, z: jax.Array, *, backend: str | Backend | None = None
+) -> jax.Array:
+    """The neighbourhood part of a GCN layer, on any view: ``Â z (+ W) + b``."""
+    h = propagate_view(graph, z, backend)
+    if z.shape[-1] != params["w"].shape[1]:  # not projected first: (Â X) W
+        h = h @ params["w"]
+    return h + params["b"][None, :] if "b" in params else h
+
+
 def gcn_conv(
     params: dict, graph: Graph, x: Features, *, backend: str | Backend | None = None
 ) -> jax.Array:
@@ -39,6 +64,8 @@ def gcn_conv(
     .. math:: H' = \\hat A \\, X W + b
 
     with ``Â`` the edge weights of ``graph`` (pass ``gcn_norm(graph)``).
+    Both ``Â (X W)`` and ``(Â X) W`` are equal; the narrower one is
+    propagated (:func:`transform_first`).
 
     Args:
       params: ``{"w": [F, F'], "b": [F']}`` (``b`` optional).
@@ -58,14 +85,4 @@ def gcn_conv(
       Kipf & Welling, *Semi-Supervised Classification with Graph
       Convolutional Networks*, ICLR 2017. https://arxiv.org/abs/1609.02907
     """
-    w = params["w"]
-    if isinstance(x, SparseFeatures):
-        # X W gathers rows of W per stored value: without the fence XLA fuses
-        # the values' producer (dropout's hash) into that gather and hashes
-        # each value once per output feature (measured 2x slower on Cora).
-        x = x.with_values(fence(x.values, x.rows))
-    if transform_first(w.shape[0], w.shape[1], x):
-        h = propagate_view(graph, matmul(x, w), backend)
-    else:
-        h = propagate_view(graph, x, backend) @ w
-    return h + params["b"][None, :] if "b" in params else h
+    return gcn_propagate(params, graph, gcn_project(params, x), backend=backend)

@@ -8,8 +8,9 @@ import jax.numpy as jnp
 from sparsegcn.backends import Backend, get_backend
 from sparsegcn.features import Features
 from sparsegcn.graph import Graph
-from sparsegcn.nn.conv import gcn_conv
-from sparsegcn.nn.model import Model, init_linear_stack, layer_sizes, stack_layers
+from sparsegcn.nn.conv import gcn_project, gcn_propagate
+from sparsegcn.nn.model import Model, init_linear_stack, layer_sizes
+from sparsegcn.nn.stack import run_layers
 
 
 def gcn(
@@ -70,11 +71,19 @@ def gcn(
     def init(key: jax.Array) -> dict:
         return init_linear_stack(key, sizes)
 
-    def forward(params, graph: Graph, x: Features, key, training: bool, stop_before_last: bool):
-        return stack_layers(
+    def project(layer, h, i):
+        return gcn_project(layer, h)
+
+    def propagate(layer, view, z, key, i):
+        return gcn_propagate(layer, view, z, backend=resolved)
+
+    def forward(params, graph, x: Features, key, training: bool, stop_before_last: bool):
+        return run_layers(
             params["layers"],
+            graph,
             x,
-            lambda layer, h: gcn_conv(layer, graph, h, backend=resolved),
+            project=project,
+            propagate=propagate,
             key=key,
             training=training,
             dropout_rate=dropout_rate,

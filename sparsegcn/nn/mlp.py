@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 
 from sparsegcn.features import Features, matmul
-from sparsegcn.nn.model import Model, init_linear_stack, layer_sizes, stack_layers
+from sparsegcn.nn.model import Model, init_linear_stack, layer_sizes
+from sparsegcn.nn.stack import run_layers
 
 
 def mlp(
@@ -38,10 +39,12 @@ def mlp(
         return init_linear_stack(key, sizes)
 
     def forward(params, x: Features, key, training: bool, stop_before_last: bool):
-        return stack_layers(
+        return run_layers(
             params["layers"],
+            None,  # no graph: every layer is row-wise
             x,
-            lambda layer, h: matmul(h, layer["w"]) + layer["b"][None, :],
+            project=lambda layer, h, i: matmul(h, layer["w"]),
+            propagate=lambda layer, view, z, key, i: z + layer["b"][None, :],
             key=key,
             training=training,
             dropout_rate=dropout_rate,

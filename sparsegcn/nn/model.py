@@ -7,7 +7,6 @@ from typing import Any, NamedTuple
 
 import jax
 
-from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import linear_params
 
 Params = Any  # a pytree of jax.Array
@@ -42,51 +41,6 @@ def split_dropout_keys(key: jax.Array | None, count: int, training: bool, rate: 
     if key is None:
         raise ValueError("training with dropout needs an explicit PRNG key: apply(..., key=key)")
     return list(jax.random.split(key, count))
-
-
-def stack_layers(
-    layers: list,
-    x,
-    layer_fn: Callable,
-    *,
-    key: jax.Array | None,
-    training: bool,
-    dropout_rate: float,
-    dropout_impl: str = "hash",
-    residual: bool = False,
-    stop_before_last: bool = False,
-):
-    """Runs ``dropout -> layer_fn -> ReLU [+ skip]`` over ``layers``, logits last.
-
-    Args:
-      layers: per-layer params.
-      x: ``[N, F]`` input, dense or sparse.
-      layer_fn: ``layer_fn(layer_params, h) -> [N, F']``.
-      key: dropout key (required when training with ``dropout_rate > 0``).
-      training: apply dropout.
-      dropout_rate: drop probability before every layer.
-      dropout_impl: see :func:`sparsegcn.nn.dropout`.
-      residual: add ``h`` back after hidden layers whose width is unchanged.
-      stop_before_last: return the input of the last layer (embeddings).
-
-    Returns:
-      ``[N, C]`` logits, or ``[N, H]`` embeddings with ``stop_before_last``.
-    """
-    keys = split_dropout_keys(key, len(layers), training, dropout_rate)
-    h = x
-    for i, (layer, layer_key) in enumerate(zip(layers, keys, strict=True)):
-        last = i == len(layers) - 1
-        if last and stop_before_last:
-            return h
-        skip = h
-        if layer_key is not None:
-            h = dropout(h, dropout_rate, key=layer_key, impl=dropout_impl)
-        h = layer_fn(layer, h)
-        if not last:
-            h = jax.nn.relu(h)
-            if residual and isinstance(skip, jax.Array) and skip.shape == h.shape:
-                h = h + skip
-    return h
 
 
 def layer_sizes(in_features: int, hidden: int, num_classes: int, num_layers: int) -> list[int]:

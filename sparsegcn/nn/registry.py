@@ -7,8 +7,11 @@ hyperparameters, which the CLI uses as defaults. The CLI choices,
 table; adding a model is one file with its builder plus one line here.
 
 A builder is ``build(in_features, num_classes, **hyper) -> Model`` and
-takes ``hidden``, ``num_layers`` and ``dropout_rate`` at least; it names any
-other hyperparameter it reads from the CLI in :attr:`ModelSpec.options`.
+takes ``hidden``, ``num_layers`` and ``dropout_rate`` at least. A model's
+own hyperparameters are declared here as :class:`Option` entries: each one
+becomes a ``sparsegcn train`` flag and an entry of
+``Experiment.model_options``, checked before any data is read, so a new
+model needs no edit anywhere else.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from sparsegcn import transforms
+from sparsegcn._checks import Bound, check_bound
 from sparsegcn.graph import Graph
 from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
@@ -48,6 +53,36 @@ PREPARATIONS: Mapping[str, Callable[[Graph], Graph]] = MappingProxyType(
 """Host-side graph preparations by name: what a model's ``apply`` expects."""
 
 
+class Option(NamedTuple):
+    """One model-specific hyperparameter: a CLI flag and a builder keyword.
+
+    Attributes:
+      default: the paper's value; its type (``int``, ``float``, ``str``,
+        ``bool``) is the option's.
+      help: one line for ``--help``.
+      choices: the allowed values of a string option.
+      bound: the allowed range of a number.
+      keyword: the builder's keyword (default: the option's name).
+    """
+
+    default: Any
+    help: str
+    choices: tuple | None = None
+    bound: Bound | None = None
+    keyword: str | None = None
+
+    def check(self, name: str, value):
+        """``value`` if allowed, else ``ValueError``/``TypeError`` naming it."""
+        kind = type(self.default)
+        if kind is bool or kind is str:
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, got {value!r}")
+            if self.choices is not None and value not in self.choices:
+                raise ValueError(f"{name} must be one of {list(self.choices)}, got {value!r}")
+            return value
+        return check_bound(name, value, self.bound or Bound(kind))
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     """How to build, feed and train one model.
@@ -73,7 +108,8 @@ class ModelSpec:
     sampled: bool
     sampled_by_default: bool = False
     defaults: Mapping = dataclasses.field(default_factory=dict)
-    options: Mapping = dataclasses.field(default_factory=dict)
+    options: Mapping[str, Option] = dataclasses.field(default_factory=dict)
+    residual: bool = False
     uses_graph: bool = True
     reference: str = ""
 
@@ -81,15 +117,31 @@ class ModelSpec:
         if self.prepare not in PREPARATIONS:
             raise ValueError(f"prepare must be one of {sorted(PREPARATIONS)}, got {self.prepare!r}")
 
+    def resolve_options(self, name: str, given: Mapping) -> dict:
+        """Every option of this model: ``given`` values checked, defaults for the rest.
+
+        Raises:
+          ValueError: an option this model does not take (the message names
+            the models that do), or a value out of its range.
+        """
+        for option, value in given.items():
+            if option not in self.options:
+                users = [m for m, spec in MODELS.items() if option in spec.options]
+                where = f"applies to {', '.join(users)}" if users else "is no model's option"
+                raise ValueError(f"{option}={value!r} {where}, not {name}")
+        return {
+            option: spec.check(option, given.get(option, spec.default))
+            for option, spec in self.options.items()
+        }
+
     def prepare_graph(self, graph: Graph) -> Graph:
         """The graph this model's ``apply`` reads, computed once on the host."""
         return PREPARATIONS[self.prepare](graph)
 
 
 # Veličković et al.: L2 on every weight; the first-layer-only decay is Kipf & Welling's.
-_GAT = dict(
-    hidden=8, heads=8, layers=2, dropout=0.6, lr=0.005, weight_decay=5e-4, decay_layers="all"
-)
+_GAT = dict(hidden=8, layers=2, dropout=0.6, lr=0.005, weight_decay=5e-4, decay_layers="all")
+_HEADS = Option(8, "attention heads of the hidden layers", bound=Bound(int, low=1))
 _KIPF = dict(hidden=16, layers=2, dropout=0.5, lr=0.01, weight_decay=5e-4, decay_layers="first")
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType(
@@ -99,7 +151,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "gcn_norm",
             sampled=False,
             defaults=_KIPF,
-            options={"residual": "residual"},
+            residual=True,
             reference="Kipf & Welling, ICLR 2017",
         ),
         "sage": ModelSpec(
@@ -107,8 +159,13 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "unweighted",
             sampled=True,
             sampled_by_default=True,
-            defaults=dict(_KIPF, fanouts="25,10", aggregator="mean"),
-            options={"residual": "residual", "aggregator": "aggregator"},
+            defaults=dict(_KIPF, fanouts="25,10"),
+            options={
+                "aggregator": Option(
+                    "mean", "neighbourhood aggregation", choices=("mean", "max", "sum")
+                )
+            },
+            residual=True,
             reference="Hamilton, Ying & Leskovec, NeurIPS 2017",
         ),
         "gat": ModelSpec(
@@ -116,7 +173,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "self_loops",
             sampled=True,
             defaults=_GAT,
-            options={"heads": "heads"},
+            options={"heads": _HEADS},
             reference="Veličković et al., ICLR 2018",
         ),
         "gatv2": ModelSpec(
@@ -124,7 +181,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "self_loops",
             sampled=True,
             defaults=_GAT,
-            options={"heads": "heads"},
+            options={"heads": _HEADS},
             reference="Brody, Alon & Yahav, ICLR 2022",
         ),
         "mlp": ModelSpec(
@@ -159,14 +216,30 @@ def create_model(
     hidden: int,
     layers: int,
     dropout: float,
+    residual: bool = False,
     **options,
 ) -> Model:
-    """Builds the registered model ``name`` (see :attr:`ModelSpec.options` for ``options``)."""
+    """Builds the registered model ``name``.
+
+    Args:
+      name: a key of :data:`MODELS`.
+      in_features, num_classes: the data's widths.
+      hidden, layers, dropout: the shared hyperparameters.
+      residual: skip connections (models whose spec takes them).
+      options: the model's own options (:attr:`ModelSpec.options`);
+        missing ones take their defaults.
+
+    Raises:
+      ValueError: an unknown model, an option it does not take, a value out
+        of range, or ``residual`` for a model without skip connections.
+    """
     spec = get_model_spec(name)
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        raise ValueError(f"model {name!r} takes no option(s) {unknown}")
-    kwargs = {spec.options[field]: value for field, value in options.items()}
+    resolved = spec.resolve_options(name, options)
+    kwargs = {spec.options[k].keyword or k: v for k, v in resolved.items()}
+    if residual and not spec.residual:
+        raise ValueError(f"residual=True: {name} has no skip connections")
+    if spec.residual:
+        kwargs["residual"] = residual
     return spec.build(
         in_features, num_classes, hidden=hidden, num_layers=layers, dropout_rate=dropout, **kwargs
     )

@@ -15,7 +15,8 @@ given, in one place:
 graph                                         each layer runs on
 ============================================  =================================
 :class:`~sparsegcn.Graph` (any layout),       the graph itself
-an edge shard inside ``shard_map``
+an edge shard inside ``shard_map``,
+or ``None`` (graph-free models: the MLP)
 :class:`~sparsegcn.sampling.ChunkedGraph`     each chunk's bipartite view, in a
                                               loop (bounded memory; inference)
 :class:`~sparsegcn.sampling.NeighborSample`   the tree's block for that layer

@@ -1,0 +1,75 @@
+"""The model registry: one table that the CLI, builders and checks read (sparsegcn/nn/registry.py)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import sparsegcn as sg
+from sparsegcn.cli import main
+from sparsegcn.experiment import Experiment
+from sparsegcn.nn.registry import MODELS, PREPARATIONS, create_model, get_model_spec
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_registered_model_builds_trains_a_step_and_reports_its_name(name):
+    spec = get_model_spec(name)
+    graph = spec.prepare_graph(sg.Graph(np.array([0, 1, 2]), np.array([1, 2, 0]), None, 4))
+    model = create_model(name, 5, 3, hidden=4, layers=2, dropout=0.0)
+    assert model.name == name
+    params = model.init(jax.random.key(0))
+    logits = model.apply(params, graph, jax.numpy.ones((4, 5)))
+    assert logits.shape == (4, 3) and np.isfinite(np.asarray(logits)).all()
+
+
+def test_preparations_give_each_model_its_graph():
+    g = sg.Graph(np.array([0, 1, 1, 1]), np.array([1, 0, 1, 1]), np.array([2.0, 2, 3, 3]), 3)
+    looped = PREPARATIONS["self_loops"](g)  # one unweighted loop per node, no other loop
+    senders, receivers = np.asarray(looped.senders), np.asarray(looped.receivers)
+    pairs = sorted(zip(senders.tolist(), receivers.tolist(), strict=True))
+    assert pairs == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 2)] and looped.weights is None
+    np.testing.assert_allclose(
+        PREPARATIONS["gcn_norm"](g).to_dense(), sg.gcn_norm(g).to_dense(), rtol=1e-6
+    )
+    assert PREPARATIONS["unweighted"](g).weights is None
+
+
+def test_experiment_takes_the_models_paper_settings_unless_told():
+    gat = Experiment(model="gat")
+    assert (gat.hidden, gat.dropout, gat.lr, gat.decay_layers) == (8, 0.6, 0.005, "all")
+    assert dict(gat.model_options) == {"heads": 8}
+    assert Experiment(model="gat", hidden=16, model_options=(("heads", 4),)).options() == {
+        "heads": 4
+    }
+    gcn = Experiment()
+    assert (gcn.hidden, gcn.dropout, gcn.lr, gcn.decay_layers) == (16, 0.5, 0.01, "first")
+    assert gcn.fanouts is None and not gcn.sampled
+    assert Experiment(model="sage").sampled and Experiment(model="sage").fanouts == "25,10"
+    assert Experiment(model="gat", fanouts="10,5").sampled
+
+
+def test_bad_model_settings_are_refused_with_the_value(capsys):
+    with pytest.raises(ValueError, match=r"heads=4 applies to gat, gatv2, not gcn"):
+        Experiment(model="gcn", model_options=(("heads", 4),))
+    with pytest.raises(ValueError, match="heads must be >= 1, got 0"):
+        Experiment(model="gat", model_options=(("heads", 0),))
+    with pytest.raises(ValueError, match=r"aggregator must be one of \['mean', 'max', 'sum'\]"):
+        Experiment(model="sage", model_options=(("aggregator", "median"),))
+    with pytest.raises(ValueError, match="gcn trains full batch only"):
+        Experiment(model="gcn", fanouts="10,5")
+    with pytest.raises(ValueError, match="unknown model 'gin2'"):
+        get_model_spec("gin2")
+    assert main(["train", "--model", "mlp", "--heads", "2"]) == 2
+    assert "heads=2 applies to gat, gatv2, not mlp" in capsys.readouterr().err
+
+
+def test_cli_model_choices_are_the_registry():
+    import argparse
+
+    from sparsegcn.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    model = next(a for a in sub.choices["train"]._actions if a.dest == "model")
+    assert tuple(model.choices) == tuple(MODELS)
