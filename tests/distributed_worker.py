@@ -21,7 +21,7 @@ import numpy as np
 def train(devices) -> dict[str, np.ndarray]:
     """Trains both models on ``devices`` (count or mesh); returns their params by name."""
     import jax
-    from test_minibatch import two_communities
+    from helpers import two_communities
 
     import sparsegcn as sg
     from sparsegcn.parallel import fit_data_parallel, fit_edge_sharded

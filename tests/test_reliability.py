@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_planetoid import write_mini
+from helpers import write_mini
 
 from sparsegcn.cli import main
 from sparsegcn.cli import train as train_cli

@@ -17,11 +17,18 @@ def add_parser(subparsers) -> None:
         help="print a dataset's size, splits, degrees, homophily and memory",
         description="Load a dataset and print its statistics.",
     )
-    parser.add_argument("--dataset", default=DEFAULT_DATASET, help="dataset name")
+    parser.add_argument(
+        "--dataset", default=DEFAULT_DATASET, help="dataset name, or an on-disk dataset folder"
+    )
     parser.add_argument("--root", default=None, help="data root")
     parser.add_argument("--scale", type=float, default=1.0, help="synthetic shrink factor")
     parser.add_argument("--seed", type=int, default=0, help="synthetic generator seed")
     parser.add_argument("--json", metavar="PATH", help="write the statistics as JSON")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="for an on-disk folder, also check every file's sha256 (reads every byte)",
+    )
     parser.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bars"
     )
@@ -64,7 +71,12 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.json, what="--json")
     start = time.perf_counter()
     dataset = load(
-        args.dataset, args.root, scale=args.scale, seed=args.seed, progress=args.progress
+        args.dataset,
+        args.root,
+        scale=args.scale,
+        seed=args.seed,
+        progress=args.progress,
+        verify=args.verify,
     )
     stats = describe(dataset)
     stats["load_s"] = time.perf_counter() - start

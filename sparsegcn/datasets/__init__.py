@@ -7,11 +7,18 @@ name                                source
 ``ogbn-arxiv``, ``ogbn-products``,  the ``ogb`` package (optional extra
 ``ogbn-papers100M``                 ``sparsegcn[ogb]``) with its official splits
 ``synthetic:<preset>``              degree-corrected SBM generated locally
+a folder path                       the on-disk format (:mod:`.ondisk`),
+                                    memory-mapped
 ==================================  =============================================
+
+:func:`save` writes any dataset in the on-disk format; :mod:`.convert`
+streams OGB's raw files into it, and :mod:`.synthetic_disk` generates the
+synthetic presets straight into it.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from sparsegcn.datasets.base import DATA_ROOT_ENV, SPLITS, Dataset, default_root
@@ -36,11 +43,14 @@ def load(
     seed: int = 0,
     download: bool = True,
     progress: bool = False,
+    verify: bool = False,
 ) -> Dataset:
-    """Loads a dataset by name.
+    """Loads a dataset by name, or from an on-disk dataset folder.
 
     Args:
-      name: see the module table; ``synthetic:<preset>`` for generated graphs.
+      name: see the module table; ``synthetic:<preset>`` for generated graphs;
+        a folder holding a ``manifest.json`` for the on-disk format (a name
+        containing a path separator is always read as a folder).
       root: data root; defaults to ``$SPARSEGCN_DATA`` or ``./datasets``.
         Planetoid files live in ``<root>/planetoid/``, OGB datasets in
         ``<root>/ogbn_arxiv/`` etc. exactly as ``ogb`` lays them out, and
@@ -49,10 +59,17 @@ def load(
       seed: generator seed for synthetic presets.
       download: fetch missing files from the canonical source (Planetoid, OGB).
       progress: show progress bars for downloads and generation.
+      verify: for an on-disk folder, check every file's sha256 too
+        (:func:`~sparsegcn.datasets.ondisk.load_ondisk`).
 
     Raises:
-      ValueError: unknown name, or a bad ``root``/``scale``.
+      ValueError: unknown name, or a bad ``root``/``scale``;
+        :class:`~sparsegcn.datasets.ondisk.FormatError` for a bad on-disk folder.
     """
+    from sparsegcn.datasets.ondisk import is_ondisk, load_ondisk
+
+    if is_ondisk(name) or (os.sep in name and not name.startswith(SYNTHETIC_PREFIX)):
+        return load_ondisk(name, verify=verify, progress=progress)
     root = default_root() if root is None else Path(root)
     if root.exists() and not root.is_dir():
         raise ValueError(f"root {str(root)!r} exists but is not a directory")
@@ -71,7 +88,17 @@ def load(
 
         preset = name[len(SYNTHETIC_PREFIX) :]
         return load_synthetic(preset, root, scale=scale, seed=seed, progress=progress)
-    raise ValueError(f"unknown dataset {name!r}; choose one of {names()}")
+    raise ValueError(
+        f"unknown dataset {name!r}; choose one of {names()} or an on-disk dataset folder"
+    )
+
+
+def save(dataset: Dataset, path, **kwargs):
+    """Writes ``dataset`` to folder ``path`` in the on-disk format; see
+    :func:`sparsegcn.datasets.ondisk.save` for the keywords."""
+    from sparsegcn.datasets.ondisk import save as save_ondisk
+
+    return save_ondisk(dataset, path, **kwargs)
 
 
 __all__ = [
@@ -83,4 +110,5 @@ __all__ = [
     "default_root",
     "load",
     "names",
+    "save",
 ]

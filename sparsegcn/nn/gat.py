@@ -45,6 +45,7 @@ def gat_conv(
     concat: bool = True,
     negative_slope: float = 0.2,
     attention_dropout: float = 0.0,
+    value_dropout: float = 0.0,
     key: jax.Array | None = None,
 ) -> jax.Array:
     """One GAT or GATv2 layer on any view, from the projected rows ``z``.
@@ -73,7 +74,10 @@ def gat_conv(
       negative_slope: of the LeakyReLU (0.2 in both papers).
       attention_dropout: drop probability of each coefficient ``α`` (0.6 in
         Veličković et al.); needs ``key``.
-      key: PRNG key for attention dropout, ``None`` for none.
+      value_dropout: drop probability of the projected rows ``W x_j`` that
+        are summed (the authors' code applies its input dropout there too;
+        PyG's ``GATConv`` does not); needs ``key``.
+      key: PRNG key for both dropouts, ``None`` for none.
 
     Returns:
       ``[num_dst, H F']`` or ``[num_dst, F']``.
@@ -96,8 +100,12 @@ def gat_conv(
         score_dst = jnp.sum(z_dst * params["att_dst"][None], axis=-1)
         scores = jax.nn.leaky_relu(edge_scores(graph, score_src, score_dst), negative_slope)
     alpha = edge_softmax(graph, scores)
-    if key is not None and attention_dropout > 0.0:
-        alpha = dropout(alpha, attention_dropout, key=key)
+    if key is not None:
+        attention_key, value_key = jax.random.split(key)
+        if attention_dropout > 0.0:
+            alpha = dropout(alpha, attention_dropout, key=attention_key)
+        if value_dropout > 0.0:
+            z_src = dropout(z_src, value_dropout, key=value_key)
     out = message_passing(graph, z_src, edge_weight=alpha)
     out = out.reshape(out.shape[0], -1) if concat else jnp.mean(out, axis=1)
     return out + params["b"][None, :]
@@ -137,6 +145,7 @@ def gat(
     num_layers: int = 2,
     dropout_rate: float = 0.6,
     attention_dropout: float | None = None,
+    value_dropout: float = 0.0,
     negative_slope: float = 0.2,
     v2: bool = False,
     dropout_impl: str = "hash",
@@ -169,6 +178,8 @@ def gat(
       dropout_rate: dropout of every layer's input (0.6).
       attention_dropout: dropout of the attention coefficients (default:
         ``dropout_rate``).
+      value_dropout: dropout of the projected rows that are summed (see
+        :func:`gat_conv`; 0 as in PyG).
       negative_slope: the LeakyReLU's (0.2).
       v2: GATv2's scoring (Brody et al.) instead of GAT's.
       dropout_impl: ``"hash"`` (fast) or ``"threefry"``.
@@ -192,8 +203,9 @@ def gat(
     if not 0.0 <= dropout_rate < 1.0:
         raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate}")
     attention_dropout = dropout_rate if attention_dropout is None else attention_dropout
-    if not 0.0 <= attention_dropout < 1.0:
-        raise ValueError(f"attention_dropout must be in [0, 1), got {attention_dropout}")
+    for name, rate in (("attention_dropout", attention_dropout), ("value_dropout", value_dropout)):
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {rate}")
     shapes = []  # (fan_in, heads, width, concat) per layer
     fan_in = in_features
     for i in range(num_layers):
@@ -210,6 +222,7 @@ def gat(
         num_layers=num_layers,
         dropout_rate=dropout_rate,
         attention_dropout=attention_dropout,
+        value_dropout=value_dropout,
         negative_slope=negative_slope,
         v2=v2,
     )
@@ -235,6 +248,7 @@ def gat(
             concat=shapes[i][3],
             negative_slope=negative_slope,
             attention_dropout=attention_dropout,
+            value_dropout=value_dropout,
             key=key,
         )
 

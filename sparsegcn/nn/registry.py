@@ -142,6 +142,11 @@ class ModelSpec:
 # Veličković et al.: L2 on every weight; the first-layer-only decay is Kipf & Welling's.
 _GAT = dict(hidden=8, layers=2, dropout=0.6, lr=0.005, weight_decay=5e-4, decay_layers="all")
 _HEADS = Option(8, "attention heads of the hidden layers", bound=Bound(int, low=1))
+_VALUE_DROPOUT = Option(
+    0.0,
+    "dropout of the projected rows summed by attention (the GAT authors' code: 0.6)",
+    bound=Bound(float, low=0.0, high=1.0, high_open=True),
+)
 _KIPF = dict(hidden=16, layers=2, dropout=0.5, lr=0.01, weight_decay=5e-4, decay_layers="first")
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType(
@@ -173,7 +178,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "self_loops",
             sampled=True,
             defaults=_GAT,
-            options={"heads": _HEADS},
+            options={"heads": _HEADS, "value_dropout": _VALUE_DROPOUT},
             reference="Veličković et al., ICLR 2018",
         ),
         "gatv2": ModelSpec(
@@ -181,7 +186,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "self_loops",
             sampled=True,
             defaults=_GAT,
-            options={"heads": _HEADS},
+            options={"heads": _HEADS, "value_dropout": _VALUE_DROPOUT},
             reference="Brody, Alon & Yahav, ICLR 2022",
         ),
         "mlp": ModelSpec(

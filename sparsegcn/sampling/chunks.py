@@ -33,6 +33,7 @@ from sparsegcn.backends.base import check_propagate_inputs
 from sparsegcn.backends.segment import gather_scatter
 from sparsegcn.graph import Graph
 from sparsegcn.ops.csr import indptr_from_sorted
+from sparsegcn.sampling.neighbor import rebase_offsets
 from sparsegcn.views import Bipartite
 
 Array = Any
@@ -52,8 +53,10 @@ class ChunkedGraph:
 
     Attributes:
       graph: :class:`~sparsegcn.Graph` with ``edges_sorted=True``.
-      indptr: ``[N + 1]`` offsets of each receiver's edges; int32, or int64
-        once ``E >= 2**31`` (which needs ``jax_enable_x64``).
+      indptr: ``[N + 1]`` offsets of each receiver's edges, in
+        :func:`~sparsegcn.sampling.neighbor.device_offset_dtype`: int32, or
+        once ``E >= 2**31`` uint32 (int64 if ``jax_enable_x64`` is on), so
+        graphs of up to ``2**32 - 1`` stored edges need no 64-bit types.
       chunk_size: static ``R``, output rows per chunk.
       max_chunk_edges: static, the most edges any chunk receives: the
         length of every chunk's edge slice.
@@ -91,7 +94,9 @@ class ChunkedGraph:
             chunk_size = _checks.check_static_int("chunk_size", chunk_size, minimum=1)
         graph = transforms.sort_edges(graph)
         receivers = _checks.as_host("graph.receivers", graph.receivers)
-        indptr = indptr_from_sorted(receivers, n)
+        # int64 on the host once E >= 2**31; on the device int32, or uint32
+        # without jax_enable_x64 (device_offset_dtype), never silently truncated.
+        indptr = rebase_offsets(indptr_from_sorted(receivers, n))
         rows = max(min(chunk_size, n), 1)
         starts = np.minimum(np.arange(0, n, rows), n - rows)
         max_edges = int((indptr[starts + rows].astype(np.int64) - indptr[starts]).max())

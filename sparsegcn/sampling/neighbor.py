@@ -123,63 +123,116 @@ def check_fanouts(fanouts) -> tuple[int, ...]:
     return tuple(result)
 
 
+_UINT32_LIMIT = 1 << 32
+_CHECK_CHUNK = 1 << 24  # entries per step of the host checks: bounded temporaries
+
+
+def device_offset_dtype(span: int) -> np.dtype:
+    """The dtype CSR offsets take on the device for ``span`` entries.
+
+    int32 below ``2**31`` entries. From there int64 when ``jax_enable_x64``
+    is on; with it off (the default) uint32, which addresses up to
+    ``2**32 - 1`` entries (ogbn-papers100M stores 3.2e9 directed edges),
+    so nobody has to turn on 64-bit types for the whole program. Node ids
+    and degrees stay int32 either way.
+
+    Raises:
+      ValueError: ``span >= 2**32`` with 64-bit types disabled.
+    """
+    if span <= _INT32_MAX:
+        return np.dtype(np.int32)
+    if jax.config.jax_enable_x64:
+        return np.dtype(np.int64)
+    if span < _UINT32_LIMIT:
+        return np.dtype(np.uint32)
+    raise ValueError(
+        f"the CSR spans {span} >= 2**32 entries, beyond 32-bit offsets: enable 64-bit types "
+        "with jax.config.update('jax_enable_x64', True) before building arrays"
+    )
+
+
+def rebase_offsets(indptr, *, chunk: int = _CHECK_CHUNK) -> np.ndarray:
+    """Host offsets (any integer dtype, int64 included) as device-ready offsets from 0.
+
+    ``indptr - indptr[0]`` in :func:`device_offset_dtype` of its span,
+    converted ``chunk`` entries at a time (no full-length int64 temporary,
+    so a memory-mapped ``indptr`` of 10^8 rows stays cheap).
+    """
+    ptr = np.asarray(indptr)
+    base = int(ptr[0])
+    dtype = device_offset_dtype(int(ptr[-1]) - base)
+    out = np.empty(ptr.shape, dtype)
+    for start in range(0, ptr.shape[0], chunk):
+        out[start : start + chunk] = np.asarray(ptr[start : start + chunk], np.int64) - base
+    return out
+
+
 def check_csr(indptr, indices) -> tuple[jax.Array, jax.Array]:
     """Validates a concrete CSR pair once, on the host, and moves it to the device.
 
-    ``indptr`` keeps int64 only when it must (``E >= 2**31``), which needs
-    ``jax_enable_x64``; otherwise it becomes int32. Tracers pass unchecked.
+    ``indptr`` may be int64 and hold values of ``2**31`` and more without
+    ``jax_enable_x64``: it is rebased to start at 0 and stored on the device
+    in :func:`device_offset_dtype` (int32 below ``2**31`` entries, uint32
+    below ``2**32``, int64 with 64-bit types on). A CSR need not start at 0:
+    ``indptr[0] = b`` makes it a window of a larger CSR whose entries
+    ``[b, b + len(indices))`` are ``indices`` (the rows of a memory-mapped
+    graph, say). The checks run in chunks of ``2**24`` entries. Tracers pass
+    unchecked.
 
     Args:
-      indptr: ``[N + 1]`` non-decreasing row offsets, ``indptr[0] == 0`` and
-        ``indptr[N] == E``.
+      indptr: ``[N + 1]`` non-decreasing row offsets, ``indptr[0] >= 0`` and
+        ``indptr[N] == indptr[0] + E``.
       indices: ``[E]`` neighbour ids in ``[0, N)``.
 
     Returns:
-      ``(indptr, indices)`` as device arrays (``indices`` int32).
+      ``(indptr, indices)`` as device arrays (``indptr`` rebased to 0,
+      ``indices`` int32).
 
     Raises:
-      ValueError: a malformed CSR, naming the first bad entry, or ``E >= 2**31``
-        with 64-bit types disabled.
+      ValueError: a malformed CSR, naming the first bad entry, or a span of
+        ``2**32`` entries or more with 64-bit types disabled.
     """
     if _checks.is_traced(indptr, indices):
         return indptr, indices
-    ptr = np.asarray(indptr)
-    idx = np.asarray(indices)
+    ptr = indptr if isinstance(indptr, np.ndarray) else np.asarray(indptr)
+    idx = indices if isinstance(indices, np.ndarray) else np.asarray(indices)
     _checks.check_integer_array("indptr", ptr, ndim=1)
     _checks.check_integer_array("indices", idx, ndim=1)
     if ptr.shape[0] < 1:
         raise ValueError("indptr must have N + 1 >= 1 entries, got an empty array")
     n, e = ptr.shape[0] - 1, idx.shape[0]
-    if int(ptr[0]) != 0 or int(ptr[-1]) != e:
+    base, last = int(ptr[0]), int(ptr[-1])
+    if base < 0 or last - base != e:
         raise ValueError(
-            f"indptr must start at 0 and end at len(indices) = {e}, got indptr[0] = "
-            f"{int(ptr[0])} and indptr[{n}] = {int(ptr[-1])}"
+            f"indptr must start at a non-negative offset and end at len(indices) = {e} past "
+            f"it, got indptr[0] = {base} and indptr[{n}] = {last}"
         )
-    steps = np.diff(ptr.astype(np.int64))
-    if (steps < 0).any():
-        pos = int(np.flatnonzero(steps < 0)[0])
-        raise ValueError(
-            f"indptr must be non-decreasing, but indptr[{pos + 1}] = {int(ptr[pos + 1])} < "
-            f"indptr[{pos}] = {int(ptr[pos])}"
-        )
-    if n and int(steps.max(initial=0)) > _INT32_MAX:
-        raise ValueError(
-            f"a node has {int(steps.max())} >= 2**31 neighbours; degrees must fit int32"
-        )
-    _checks.check_ids_in_range("indices", idx, n)
-    if e > _INT32_MAX:
-        if not jax.config.jax_enable_x64:
+    largest = 0
+    for start in range(0, n, _CHECK_CHUNK):
+        steps = np.diff(np.asarray(ptr[start : start + _CHECK_CHUNK + 1], np.int64))
+        if (steps < 0).any():
+            pos = start + int(np.flatnonzero(steps < 0)[0])
             raise ValueError(
-                f"the graph has E = {e} >= 2**31 edges, so indptr needs int64: enable 64-bit "
-                "types with jax.config.update('jax_enable_x64', True) before building arrays"
+                f"indptr must be non-decreasing, but indptr[{pos + 1}] = {int(ptr[pos + 1])} < "
+                f"indptr[{pos}] = {int(ptr[pos])}"
             )
-        ptr_dtype = jnp.int64
-    else:
-        ptr_dtype = jnp.int32
-    if isinstance(indptr, jax.Array) and indptr.dtype == ptr_dtype:
+        largest = max(largest, int(steps.max(initial=0)))
+    if largest > _INT32_MAX:
+        raise ValueError(f"a node has {largest} >= 2**31 neighbours; degrees must fit int32")
+    for start in range(0, e, _CHECK_CHUNK):
+        part = np.asarray(idx[start : start + _CHECK_CHUNK])
+        bad = (part < 0) | (part >= n)
+        if bad.any():
+            pos = start + int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"indices[{pos}] = {int(idx[pos])} is out of range: node ids must lie in "
+                f"[0, {n}) for num_nodes={n}"
+            )
+    ptr_dtype = device_offset_dtype(e)
+    if isinstance(indptr, jax.Array) and indptr.dtype == ptr_dtype and base == 0:
         device_ptr = indptr
     else:
-        device_ptr = jnp.asarray(ptr.astype(ptr_dtype, copy=False))
+        device_ptr = jnp.asarray(rebase_offsets(ptr))
     if isinstance(indices, jax.Array) and indices.dtype == jnp.int32:
         device_idx = indices
     else:
@@ -246,8 +299,9 @@ def sample_neighbors(
     """Samples up to ``fanout`` distinct in-neighbours of each node, uniformly.
 
     Args:
-      indptr: ``[N + 1]`` CSR row offsets (``Graph.to_csr().indptr``), int32,
-        or int64 when ``E >= 2**31``.
+      indptr: ``[N + 1]`` CSR row offsets (``Graph.to_csr().indptr``), any
+        integer dtype on the host (see :func:`check_csr`); traced: int32, or
+        uint32/int64 from :func:`check_csr` when ``E >= 2**31``.
       indices: int32 ``[E]`` CSR neighbour ids (``Graph.to_csr().indices``).
       nodes: int32 ``[...]`` node ids in ``[0, N)`` (any shape).
       fanout: static ``k >= 1``.

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import compiled_programs, two_communities
 
 import sparsegcn as sg
 from sparsegcn.cli import main
@@ -13,60 +14,17 @@ from sparsegcn.experiment import Experiment
 from sparsegcn.train import (
     DivergenceError,
     MinibatchConfig,
-    NodeData,
     TrainConfig,
-    index_mask,
     make_batches,
     make_grad_fn,
     minibatch_data,
 )
 from sparsegcn.train.minibatch import effective_batch_size, steps_per_epoch
 
-COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-
-
-def two_communities(n=120, seed=0, train=40) -> NodeData:
-    """Two dense communities and weak noisy features: the graph carries the signal."""
-    rng = np.random.default_rng(seed)
-    labels = (np.arange(n) >= n // 2).astype(np.int32)
-    s = rng.integers(0, n, 6 * n)
-    r = np.where(
-        rng.random(6 * n) < 0.9,
-        (s + rng.integers(1, n // 2, 6 * n)) % (n // 2) + labels[s] * (n // 2),
-        rng.integers(0, n, 6 * n),
-    )
-    g = sg.remove_self_loops(sg.to_undirected(sg.Graph(s, r, None, n)))
-    x = rng.normal(size=(n, 8)).astype(np.float32) + 0.3 * labels[:, None]
-    perm = rng.permutation(n)
-    return NodeData(
-        graph=g,
-        features=sg.as_features(x, n),
-        labels=labels,
-        train_mask=index_mask(perm[:train], n),
-        val_mask=index_mask(perm[train : train + 30], n),
-        test_mask=index_mask(perm[train + 30 :], n),
-    )
-
 
 @pytest.fixture(scope="module")
 def data():
     return minibatch_data(two_communities())
-
-
-def compiled_programs(fn) -> list[str]:
-    """Names of the programs XLA compiled while ``fn`` ran, one entry per compilation."""
-    names = []
-
-    def listener(event, duration, **kwargs):
-        if event == COMPILE_EVENT:
-            names.append(kwargs.get("fun_name", "?"))
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        fn()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
-    return names
 
 
 def test_batches_cover_every_train_node_once_and_pad_the_last():

@@ -19,6 +19,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers import write_mini
 from http_server import serve
 
 from sparsegcn.datasets import load
@@ -390,30 +391,6 @@ def test_unknown_name_is_refused(tmp_path):
 
 
 # -- CiteSeer-style test-index gaps, on a hand-made miniature -----------------------------
-
-
-def write_mini(folder, name, *, test_index, graph, num_valid):
-    """A 2-class, 3-feature Planetoid dataset: 2 labelled + num_valid more allx nodes."""
-    num_all = 2 + num_valid
-    rng = np.random.default_rng(0)
-    allx = sp.csr_matrix(rng.integers(0, 2, (num_all, 3)).astype(np.float32))
-    ally = np.eye(2, dtype=np.int32)[np.arange(num_all) % 2]
-    tx = sp.csr_matrix(np.arange(1, 1 + 3 * len(test_index), dtype=np.float32).reshape(-1, 3))
-    ty = np.eye(2, dtype=np.int32)[np.arange(len(test_index)) % 2]
-    objects = {
-        "x": allx[:2],
-        "y": ally[:2],
-        "tx": tx,
-        "ty": ty,
-        "allx": allx,
-        "ally": ally,
-        "graph": graph,
-    }
-    folder.mkdir(parents=True, exist_ok=True)
-    for part, obj in objects.items():
-        (folder / f"ind.{name}.{part}").write_bytes(pickle.dumps(obj, protocol=4))
-    (folder / f"ind.{name}.test.index").write_text("".join(f"{i}\n" for i in test_index))
-    return {f"ind.{name}.{part}": sha256_file(folder / f"ind.{name}.{part}") for part in PARTS}
 
 
 def test_citeseer_gaps_get_zero_features_and_no_label(tmp_path, monkeypatch):

@@ -41,7 +41,7 @@ from sparsegcn.train import NodeData, index_mask
 
 pytestmark = pytest.mark.ogb
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- the fake datasets ---------------------------------------------------------

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from graphs import GRAPH_CASES, random_graph
+from helpers import compiled_programs, two_communities
 from jax.sharding import PartitionSpec as P
-from test_minibatch import compiled_programs, two_communities
 
 import sparsegcn as sg
 from sparsegcn.cli import main

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_minibatch import compiled_programs, two_communities
+from helpers import compiled_programs, two_communities
 
 import sparsegcn as sg
 from sparsegcn.cli import main
@@ -63,15 +63,16 @@ def test_slices_partition_the_batch_and_pad_with_weight_zero(batch):
     np.testing.assert_array_equal(weights, np.r_[np.full(11, 1 / 11, np.float32), 0.0])
 
 
-@pytest.fixture(scope="module")
-def exact_step(data, batch):
+@pytest.fixture(scope="module", params=["sage", "gat"])
+def exact_step(data, batch, request):
     """A model, its states and the single-device step on ``batch``, with an exact sample.
 
     Fanout >= max degree and no dropout: the sample is the full neighbourhood
-    whatever the key, so D devices must reproduce one device's step.
+    whatever the key, so D devices must reproduce one device's step. Every
+    registered sampled model runs the same trainer; GAT is checked beside SAGE.
     """
     fanout = int(np.diff(np.asarray(data.graph.indptr)).max())
-    model = sg.sage(8, 2, hidden=8, dropout_rate=0.0)
+    model = sg.create_model(request.param, 8, 2, hidden=8, layers=2, dropout=0.0)
     tx = make_optimizer(TrainConfig())
     states = initial_states(model, tx)
     want = jax.jit(make_step_fn(model, tx, (fanout, fanout)))(states, data, batch)

@@ -15,7 +15,7 @@ from distributed_worker import train
 from sparsegcn.experiment import Experiment
 from sparsegcn.parallel import check_processes, parse_coordinator
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120  # for both processes together; a run takes ~20 s on 2 cores
 
 

@@ -1,0 +1,719 @@
+"""The on-disk graph format: a folder of ``.npy`` files that loads memory-mapped.
+
+A dataset too large to build in RAM (ogbn-papers100M: 3.2 billion stored
+edges, 57 GB of float32 features) is written once, chunk by chunk, into a
+folder that later runs memory-map instead of reading. Anyone can write one
+with NumPy alone; :func:`save` writes one from a :class:`Dataset`,
+:class:`DatasetWriter` streams one, and ``sparsegcn.datasets.load(PATH)``
+(so ``sparsegcn train --dataset PATH`` and ``sparsegcn info --dataset PATH``)
+reads it.
+
+Format (version 1)
+------------------
+
+A folder holding exactly these files (``N`` nodes, ``E`` stored directed
+edges, ``F`` features, ``C`` classes):
+
+================  =====================  ==============================================
+file              dtype, shape           content
+================  =====================  ==============================================
+``indptr.npy``    int64 ``[N + 1]``      CSR row offsets by *receiver*: node ``r``'s
+                                         in-neighbours are ``indices[indptr[r]:indptr[r+1]]``;
+                                         ``indptr[0] == 0``, non-decreasing,
+                                         ``indptr[N] == E``
+``indices.npy``   int32 ``[E]``          sender ids in ``[0, N)``, ascending within each
+                                         row (repeats allowed: a multigraph)
+``features.npy``  float32 or float16     node features, row ``i`` for node ``i``
+                  ``[N, F]``
+``labels.npy``    int64 ``[N]``          class ids in ``[0, C)``, ``-1`` for unlabelled
+``train.npy``,    int64 ``[n_split]``    node ids of each split, labelled, in ``[0, N)``
+``valid.npy``,
+``test.npy``
+``manifest.json`` JSON                   see below
+================  =====================  ==============================================
+
+Writing one by hand takes NumPy alone (``sha256`` from :func:`sha256_file`
+or ``hashlib``), e.g. for a 3-node path graph ``0 - 1 - 2``::
+
+    np.save("g/indptr.npy", np.array([0, 1, 3, 4], np.int64))   # in-edges per node
+    np.save("g/indices.npy", np.array([1, 0, 2, 1], np.int32))  # their senders
+    np.save("g/features.npy", np.eye(3, dtype=np.float32))
+    np.save("g/labels.npy", np.array([0, 1, -1]))
+    for split, ids in {"train": [0], "valid": [1], "test": [1]}.items():
+        np.save(f"g/{split}.npy", np.array(ids, np.int64))
+    # then g/manifest.json as below
+
+The manifest is a JSON object with keys ``format`` (``"sparsegcn-graph"``),
+``version`` (``1``), ``name`` (the dataset's name, e.g. ``"ogbn-arxiv"``:
+``ogbn-*`` names get ``ogb``'s official metric in reports), ``num_nodes``,
+``num_stored_edges`` (``E``), ``num_edges`` (as the publisher counts them),
+``num_features``, ``num_classes``, ``metric``, ``info`` (free-form
+provenance) and ``files``: for each of the seven arrays above,
+``{"file": "indptr.npy", "dtype": "int64", "shape": [N + 1], "sha256": "..."}``.
+The graph is stored as models consume it (the publisher's undirected
+graphs with both directions of every edge), without added self-loops.
+
+Checks
+------
+
+:func:`load_ondisk` checks everything that can be checked in bounded memory
+(chunks of :data:`CHECK_CHUNK` entries, never a full-length temporary):
+the manifest's keys and counts, every file's dtype and shape against the
+manifest, ``indptr`` (starts at 0, non-decreasing, ends at ``E``), every
+``indices`` entry in range and ascending within its row, labels in
+``[-1, C)``, split ids in range and labelled. The first problem raises one
+:class:`FormatError` naming the file and the field.
+
+The sha256 checksums are written always but verified only on request
+(``verify=True``, :func:`verify_checksums`, ``sparsegcn info --verify``):
+hashing reads every byte, about 45 GB at papers100M size, minutes of disk
+reading at every start, while a memory-mapped run reads only what it
+touches. The structural checks catch truncation and most corruption
+anyway; a flipped bit inside the features is caught only by the checksum.
+
+The :class:`~sparsegcn.Graph` of the loaded :class:`Dataset` is an edge
+list: its ``senders`` are the memory-mapped ``indices``, its ``receivers``
+are expanded from ``indptr`` into RAM (4 bytes per stored edge), since no
+receiver array is stored (it would add 13 GB on disk at papers100M size).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import numbers
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparsegcn.datasets.base import SPLITS, Dataset
+from sparsegcn.graph import Graph
+
+FORMAT = "sparsegcn-graph"
+VERSION = 1
+MANIFEST = "manifest.json"
+FEATURE_DTYPES = ("float32", "float16")
+CHECK_CHUNK = 1 << 24
+"""Entries per chunk of the load-time checks: the temporaries stay at a few
+hundred MB whatever the graph's size."""
+
+_FILES = ("indptr", "indices", "features", "labels", *SPLITS)
+_COUNTS = ("num_nodes", "num_stored_edges", "num_edges", "num_features", "num_classes")
+_HASH_BLOCK = 1 << 24
+
+
+class FormatError(ValueError):
+    """A file of an on-disk dataset is missing, malformed or inconsistent.
+
+    Attributes:
+      file: the offending file's path.
+      field: what is wrong in it (``"shape"``, ``"dtype"``, ``"sha256"``,
+        ``"indptr[7]"``, a manifest key, ...).
+    """
+
+    def __init__(self, file, field: str, message: str):
+        self.file, self.field = Path(file), field
+        super().__init__(f"{file}: {field}: {message}")
+
+
+def is_ondisk(path) -> bool:
+    """Whether ``path`` is a folder holding a :data:`MANIFEST` (an on-disk dataset)."""
+    try:
+        return (Path(path) / MANIFEST).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def sha256_file(path, *, block: int = _HASH_BLOCK) -> str:
+    """The sha256 hex digest of a file, read in ``block``-byte pieces."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while piece := f.read(block):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def _fsync_dir(folder: Path) -> None:
+    if os.name == "posix":  # directories cannot be opened on Windows
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _count(name: str, value, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_target(path: Path, overwrite: bool) -> None:
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} exists and is not a folder")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise ValueError(
+            f"{path} exists and is not empty; pass overwrite=True (--overwrite) to replace it"
+        )
+
+
+class DatasetWriter:
+    """Streams an on-disk dataset into a temporary folder, renamed into place at the end.
+
+    The arrays are ``.npy`` files opened as writable memory maps
+    (``numpy.lib.format.open_memmap``): fill ``writer.indptr``,
+    ``writer.indices``, ``writer.features`` and ``writer.labels`` slice by
+    slice, write the splits with :meth:`write_split`, then call
+    :meth:`finish`, which hashes the files, writes the manifest and renames
+    the folder to ``path``. Used as a context manager, an exception (or a
+    missing :meth:`finish`) removes the temporary folder and leaves ``path``
+    untouched.
+
+    Args:
+      path: the folder to create. An existing empty folder is replaced; a
+        non-empty one only with ``overwrite=True``, once the new one is
+        complete.
+      num_nodes, num_stored_edges, num_features: ``N``, ``E``, ``F``.
+      features_dtype: ``"float32"`` or ``"float16"``.
+      overwrite: replace an existing non-empty ``path``.
+    """
+
+    def __init__(
+        self,
+        path,
+        *,
+        num_nodes: int,
+        num_stored_edges: int,
+        num_features: int,
+        features_dtype: str = "float32",
+        overwrite: bool = False,
+    ):
+        self.path = Path(path)
+        self.num_nodes = _count("num_nodes", num_nodes)
+        self.num_stored_edges = _count("num_stored_edges", num_stored_edges)
+        self.num_features = _count("num_features", num_features, 1)
+        if self.num_nodes >= 2**31:
+            raise ValueError(f"num_nodes={self.num_nodes} does not fit int32 node ids")
+        if str(features_dtype) not in FEATURE_DTYPES:
+            raise ValueError(
+                f"features_dtype must be one of {FEATURE_DTYPES}, got {features_dtype!r}"
+            )
+        self.overwrite = bool(overwrite)
+        _check_target(self.path, self.overwrite)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", dir=self.path.parent))
+        n, e = self.num_nodes, self.num_stored_edges
+        self.indptr = self._open("indptr", np.int64, (n + 1,))
+        self.indices = self._open("indices", np.int32, (e,))
+        self.features = self._open("features", np.dtype(features_dtype), (n, self.num_features))
+        self.labels = self._open("labels", np.int64, (n,))
+        self._splits: dict = {}
+
+    def _open(self, name: str, dtype, shape):
+        return np.lib.format.open_memmap(self.tmp / f"{name}.npy", "w+", dtype, shape)
+
+    def write_split(self, name: str, ids) -> None:
+        """Writes split ``name`` (``train``/``valid``/``test``) as int64 node ids."""
+        if name not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
+        np.save(self.tmp / f"{name}.npy", np.asarray(ids, np.int64), allow_pickle=False)
+        self._splits[name] = True
+
+    def finish(
+        self,
+        *,
+        name: str,
+        num_edges: int,
+        num_classes: int,
+        metric: str = "acc",
+        info: dict | None = None,
+        progress: bool = False,
+    ) -> Path:
+        """Hashes the files, writes the manifest and renames the folder into place.
+
+        Returns:
+          ``path``.
+        """
+        missing = [s for s in SPLITS if s not in self._splits]
+        if missing:
+            raise ValueError(f"splits {missing} were not written (write_split)")
+        arrays = {"indptr": self.indptr, "indices": self.indices}
+        arrays.update(features=self.features, labels=self.labels)
+        for array in arrays.values():
+            array.flush()
+        del arrays
+        self.indptr = self.indices = self.features = self.labels = None
+        files = {}
+        from tqdm.auto import tqdm
+
+        for key in tqdm(_FILES, disable=not progress, desc="sha256", leave=False):
+            file = self.tmp / f"{key}.npy"
+            header = np.load(file, mmap_mode="r", allow_pickle=False)
+            files[key] = {
+                "file": file.name,
+                "dtype": str(header.dtype),
+                "shape": list(header.shape),
+                "sha256": sha256_file(file),
+            }
+            del header
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "name": str(name),
+            "num_nodes": self.num_nodes,
+            "num_stored_edges": self.num_stored_edges,
+            "num_edges": _count("num_edges", num_edges),
+            "num_features": self.num_features,
+            "num_classes": _count("num_classes", num_classes, 1),
+            "metric": str(metric),
+            "info": info or {},
+            "files": files,
+        }
+        with open(self.tmp / MANIFEST, "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        for key in _FILES:
+            with open(self.tmp / f"{key}.npy", "rb+") as f:
+                os.fsync(f.fileno())
+        _fsync_dir(self.tmp)
+        _check_target(self.path, self.overwrite)
+        old = None
+        if self.path.is_dir() and any(self.path.iterdir()):
+            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old.", dir=self.path.parent))
+            os.replace(self.path, old / "data")
+        os.replace(self.tmp, self.path)  # an empty target folder is replaced too
+        _fsync_dir(self.path.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        self.tmp = None
+        return self.path
+
+    def abort(self) -> None:
+        """Removes the temporary folder (nothing is left behind)."""
+        self.indptr = self.indices = self.features = self.labels = None
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.abort()
+
+
+def _host_csr(graph: Graph, chunk: int = CHECK_CHUNK):
+    """``(indptr int64 [N + 1], senders in (receiver, sender) order)`` of a host graph."""
+    n = graph.num_nodes
+    receivers = np.asarray(graph.receivers)
+    senders = np.asarray(graph.senders)
+    if not graph.edges_sorted:
+        order = np.lexsort((senders, receivers))
+        senders, receivers = senders[order], receivers[order]
+    counts = np.zeros(n, np.int64)
+    for start in range(0, receivers.shape[0], chunk):
+        counts += np.bincount(receivers[start : start + chunk], minlength=n)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return indptr, senders
+
+
+def save(
+    dataset: Dataset,
+    path,
+    *,
+    features_dtype: str | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+    chunk: int = CHECK_CHUNK,
+) -> Path:
+    """Writes ``dataset`` to the folder ``path`` in the on-disk format (module docstring).
+
+    Written into a temporary folder beside ``path`` and renamed into place
+    once complete, so ``path`` never holds a partial dataset. Edges are
+    sorted by (receiver, sender) first unless the graph says they are.
+    Edge weights are not stored (the format has none): a weighted graph is
+    refused.
+
+    Args:
+      dataset: any :class:`Dataset` (dense or scipy-sparse features).
+      path: the folder to write.
+      features_dtype: ``"float32"`` or ``"float16"``; default: float16 if the
+        features are float16, else float32.
+      overwrite: replace an existing non-empty folder.
+      progress: progress bars.
+      chunk: rows and edges copied at a time.
+
+    Returns:
+      ``Path(path)``.
+
+    Raises:
+      ValueError: ``path`` is a non-empty folder (without ``overwrite``) or
+        a file, the graph has weights, or a bad ``features_dtype``.
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"dataset must be a Dataset, got {type(dataset).__name__}")
+    if dataset.graph.weights is not None:
+        raise ValueError(
+            "the on-disk format stores no edge weights, but the dataset's graph has them"
+        )
+    if features_dtype is None:
+        features_dtype = "float16" if dataset.features.dtype == np.float16 else "float32"
+    indptr, senders = _host_csr(dataset.graph)
+    writer = DatasetWriter(
+        path,
+        num_nodes=dataset.num_nodes,
+        num_stored_edges=int(senders.shape[0]),
+        num_features=dataset.num_features,
+        features_dtype=features_dtype,
+        overwrite=overwrite,
+    )
+    with writer:
+        writer.indptr[:] = indptr
+        for start in range(0, senders.shape[0], chunk):
+            writer.indices[start : start + chunk] = senders[start : start + chunk]
+        features = dataset.features
+        for start in range(0, dataset.num_nodes, chunk):
+            rows = features[start : start + chunk]
+            rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows)
+            writer.features[start : start + chunk] = rows.astype(features_dtype)
+        writer.labels[:] = dataset.labels
+        for key in SPLITS:
+            writer.write_split(key, dataset.split[key])
+        return writer.finish(
+            name=dataset.name,
+            num_edges=dataset.num_edges,
+            num_classes=dataset.num_classes,
+            metric=dataset.metric,
+            info=_jsonable(dataset.info),
+            progress=progress,
+        )
+
+
+def _jsonable(info: dict) -> dict:
+    return json.loads(json.dumps(info, default=str))
+
+
+def read_manifest(path) -> dict:
+    """The validated manifest of the on-disk dataset in folder ``path``.
+
+    Raises:
+      FormatError: a missing or unreadable manifest, a wrong format or
+        version, or a missing or ill-typed key (naming it).
+    """
+    file = Path(path) / MANIFEST
+    try:
+        manifest = json.loads(file.read_text())
+    except FileNotFoundError as err:
+        raise FormatError(file, "file", "missing: not an on-disk dataset folder") from err
+    except (OSError, ValueError) as err:
+        raise FormatError(file, "json", f"unreadable ({err})") from err
+    if not isinstance(manifest, dict):
+        raise FormatError(file, "json", f"must hold an object, got {type(manifest).__name__}")
+    if manifest.get("format") != FORMAT:
+        raise FormatError(file, "format", f"must be {FORMAT!r}, got {manifest.get('format')!r}")
+    if manifest.get("version") != VERSION:
+        raise FormatError(
+            file,
+            "version",
+            f"this sparsegcn reads version {VERSION}, got {manifest.get('version')!r}",
+        )
+    for key in _COUNTS:
+        value = manifest.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise FormatError(file, key, f"must be a non-negative integer, got {value!r}")
+    for key in ("name", "metric"):
+        if not isinstance(manifest.get(key), str):
+            raise FormatError(file, key, f"must be a string, got {manifest.get(key)!r}")
+    if not isinstance(manifest.get("info", {}), dict):
+        raise FormatError(file, "info", "must be an object")
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise FormatError(file, "files", f"must be an object, got {files!r}")
+    for key in _FILES:
+        entry = files.get(key)
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("file"), str)
+            and isinstance(entry.get("dtype"), str)
+            and isinstance(entry.get("shape"), list)
+            and isinstance(entry.get("sha256"), str)
+        ):
+            raise FormatError(
+                file, f"files.{key}", f"must be {{file, dtype, shape, sha256}}, got {entry!r}"
+            )
+        if Path(entry["file"]).name != entry["file"]:
+            raise FormatError(
+                file, f"files.{key}.file", f"must be a file name, got {entry['file']!r}"
+            )
+    return manifest
+
+
+def _expected(manifest: dict) -> dict:
+    """``{file key: (allowed dtypes, shape or None for any 1-D length)}`` from the counts."""
+    n, e, f = manifest["num_nodes"], manifest["num_stored_edges"], manifest["num_features"]
+    return {
+        "indptr": (("int64",), (n + 1,)),
+        "indices": (("int32",), (e,)),
+        "features": (FEATURE_DTYPES, (n, f)),
+        "labels": (("int64",), (n,)),
+        **{key: (("int64",), None) for key in SPLITS},
+    }
+
+
+def _open_arrays(folder: Path, manifest: dict) -> dict:
+    arrays = {}
+    for key, (dtypes, shape) in _expected(manifest).items():
+        entry = manifest["files"][key]
+        file = folder / entry["file"]
+        try:
+            array = np.load(file, mmap_mode="r", allow_pickle=False)
+        except FileNotFoundError as err:
+            raise FormatError(file, key, "missing") from err
+        except (OSError, ValueError, EOFError) as err:
+            raise FormatError(file, key, f"not a readable .npy file or truncated ({err})") from err
+        if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
+            raise FormatError(
+                file,
+                "dtype" if str(array.dtype) != entry["dtype"] else "shape",
+                f"holds {array.dtype} {list(array.shape)} but the manifest says "
+                f"{entry['dtype']} {entry['shape']}",
+            )
+        if str(array.dtype) not in dtypes:
+            raise FormatError(file, "dtype", f"must be one of {dtypes}, got {array.dtype}")
+        if shape is None and array.ndim != 1:
+            raise FormatError(file, "shape", f"must be 1-D, got {list(array.shape)}")
+        if shape is not None and array.shape != shape:
+            raise FormatError(
+                file,
+                "shape",
+                f"must be {list(shape)} for num_nodes={manifest['num_nodes']}, num_stored_edges="
+                f"{manifest['num_stored_edges']}, num_features={manifest['num_features']}, "
+                f"got {list(array.shape)}",
+            )
+        arrays[key] = array
+    return arrays
+
+
+def check_csr_chunked(
+    indptr, indices, num_nodes: int, *, files=("indptr", "indices"), chunk=CHECK_CHUNK
+):
+    """Checks a (possibly memory-mapped) CSR pair in bounded memory.
+
+    ``indptr`` must start at 0, never decrease and end at ``len(indices)``;
+    every entry of ``indices`` must lie in ``[0, num_nodes)`` and the
+    entries of a row must be ascending. Temporaries are ``O(chunk)``.
+
+    Args:
+      indptr: integer ``[N + 1]``.
+      indices: integer ``[E]``.
+      num_nodes: ``N``.
+      files: the names the errors give for ``indptr`` and ``indices``.
+      chunk: entries per step.
+
+    Raises:
+      FormatError: the first violation, naming the file and the entry.
+    """
+    ptr_file, idx_file = files
+    e = int(indices.shape[0])
+    if int(indptr[0]) != 0:
+        raise FormatError(ptr_file, "indptr[0]", f"must be 0, got {int(indptr[0])}")
+    if int(indptr[-1]) != e:
+        raise FormatError(
+            ptr_file,
+            f"indptr[{num_nodes}]",
+            f"must equal the number of stored edges {e}, got {int(indptr[-1])}",
+        )
+    for start in range(0, indptr.shape[0] - 1, chunk):
+        part = np.asarray(indptr[start : start + chunk + 1])
+        steps = np.diff(part)
+        if (steps < 0).any():
+            pos = start + int(np.flatnonzero(steps < 0)[0]) + 1
+            raise FormatError(
+                ptr_file,
+                f"indptr[{pos}]",
+                f"indptr is not monotone: indptr[{pos}] = {int(indptr[pos])} < indptr[{pos - 1}]"
+                f" = {int(indptr[pos - 1])}",
+            )
+    for start in range(0, e, chunk):
+        part = np.asarray(indices[start : start + chunk])
+        bad = (part < 0) | (part >= num_nodes)
+        if bad.any():
+            pos = start + int(np.flatnonzero(bad)[0])
+            raise FormatError(
+                idx_file,
+                f"indices[{pos}]",
+                f"node id {int(indices[pos])} is out of range [0, {num_nodes})",
+            )
+        lo = max(start - 1, 0)
+        steps = np.diff(np.asarray(indices[lo : start + chunk], np.int64))
+        # A decrease is allowed only where a new row starts.
+        falls = np.flatnonzero(steps < 0) + lo + 1
+        if falls.size:
+            row = np.searchsorted(indptr, falls, side="left")
+            ok = (row < indptr.shape[0]) & (np.asarray(indptr[np.minimum(row, num_nodes)]) == falls)
+            if not ok.all():
+                pos = int(falls[np.flatnonzero(~ok)[0]])
+                raise FormatError(
+                    idx_file,
+                    f"indices[{pos}]",
+                    f"a row's senders must be ascending, but indices[{pos}] = "
+                    f"{int(indices[pos])} < indices[{pos - 1}] = {int(indices[pos - 1])} in row "
+                    f"{int(np.searchsorted(indptr, pos, side='right')) - 1}",
+                )
+
+
+def _check_labels(file: Path, labels, num_classes: int, chunk: int) -> None:
+    for start in range(0, labels.shape[0], chunk):
+        part = np.asarray(labels[start : start + chunk])
+        bad = (part < -1) | (part >= num_classes)
+        if bad.any():
+            pos = start + int(np.flatnonzero(bad)[0])
+            raise FormatError(
+                file,
+                f"labels[{pos}]",
+                f"{int(labels[pos])} is outside [0, {num_classes}) (-1 marks unlabelled nodes)",
+            )
+
+
+def _check_split(file: Path, key: str, ids, labels, num_nodes: int) -> None:
+    ids = np.asarray(ids)
+    bad = (ids < 0) | (ids >= num_nodes)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise FormatError(
+            file, f"{key}[{pos}]", f"node id {int(ids[pos])} is out of range [0, {num_nodes})"
+        )
+    unlabelled = np.asarray(labels[ids]) < 0
+    if unlabelled.any():
+        pos = int(np.flatnonzero(unlabelled)[0])
+        raise FormatError(file, f"{key}[{pos}]", f"node {int(ids[pos])} has no label (-1)")
+
+
+def verify_checksums(path, *, progress: bool = False) -> None:
+    """Hashes every file of the dataset in ``path`` and compares with the manifest.
+
+    Raises:
+      FormatError: the first file whose sha256 differs (field ``"sha256"``).
+    """
+    from tqdm.auto import tqdm
+
+    folder = Path(path)
+    manifest = read_manifest(folder)
+    for key in tqdm(_FILES, disable=not progress, desc="sha256", leave=False):
+        entry = manifest["files"][key]
+        file = folder / entry["file"]
+        if not file.is_file():
+            raise FormatError(file, key, "missing")
+        digest = sha256_file(file)
+        if digest != entry["sha256"]:
+            raise FormatError(
+                file,
+                "sha256",
+                f"checksum mismatch: the file hashes to {digest}, the manifest says "
+                f"{entry['sha256']} (corrupt or modified)",
+            )
+
+
+def load_csr(path) -> tuple[np.ndarray, np.ndarray]:
+    """The memory-mapped ``(indptr int64 [N + 1], indices int32 [E])`` of a dataset folder,
+    with dtypes and shapes checked against the manifest (not the contents)."""
+    folder = Path(path)
+    manifest = read_manifest(folder)
+    arrays = _open_arrays(folder, manifest)
+    return arrays["indptr"], arrays["indices"]
+
+
+def expand_rows(indptr, num_edges: int, chunk: int = CHECK_CHUNK) -> np.ndarray:
+    """int32 ``[E]`` row id of every CSR entry (the receivers), filled row chunk by row chunk."""
+    n = int(indptr.shape[0]) - 1
+    rows = np.empty(num_edges, np.int32)
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        bounds = np.asarray(indptr[start : stop + 1])
+        rows[bounds[0] : bounds[-1]] = np.repeat(
+            np.arange(start, stop, dtype=np.int32), np.diff(bounds)
+        )
+    return rows
+
+
+def load_ondisk(path, *, verify: bool = False, progress: bool = False) -> Dataset:
+    """Memory-maps the on-disk dataset in folder ``path`` (format: module docstring).
+
+    Args:
+      path: the dataset folder.
+      verify: also hash every file against the manifest's sha256 (reads
+        every byte; see the module docstring for why it is optional).
+      progress: progress bar while verifying.
+
+    Returns:
+      A :class:`Dataset` whose features, labels, splits and graph senders
+      are read-only memory maps (receivers are expanded into RAM).
+
+    Raises:
+      FormatError: (a ``ValueError``) the first missing, malformed or
+        inconsistent file, naming the file and the field.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FormatError(folder, "folder", "does not exist or is not a folder")
+    manifest = read_manifest(folder)
+    if verify:
+        verify_checksums(folder, progress=progress)
+    arrays = _open_arrays(folder, manifest)
+    files = {key: folder / manifest["files"][key]["file"] for key in _FILES}
+    n, num_classes = manifest["num_nodes"], manifest["num_classes"]
+    if n >= 2**31:
+        raise FormatError(folder / MANIFEST, "num_nodes", f"{n} does not fit int32 node ids")
+    if num_classes < 1:
+        raise FormatError(folder / MANIFEST, "num_classes", f"must be >= 1, got {num_classes}")
+    check_csr_chunked(
+        arrays["indptr"], arrays["indices"], n, files=(files["indptr"], files["indices"])
+    )
+    _check_labels(files["labels"], arrays["labels"], num_classes, CHECK_CHUNK)
+    for key in SPLITS:
+        _check_split(files[key], key, arrays[key], arrays["labels"], n)
+    receivers = expand_rows(arrays["indptr"], manifest["num_stored_edges"])
+    # The chunked checks above are the Graph's (ids in range, edges sorted by
+    # (receiver, sender)); its constructor would repeat them with full-length
+    # temporaries (three bool arrays of E), so the checked leaves are unflattened.
+    graph = Graph.tree_unflatten((n, True), (arrays["indices"], receivers, None))
+    info = dict(manifest.get("info", {}), folder=str(folder))
+    return Dataset(
+        name=manifest["name"],
+        graph=graph,
+        features=arrays["features"],
+        labels=arrays["labels"],
+        split={key: arrays[key] for key in SPLITS},
+        num_classes=num_classes,
+        metric=manifest["metric"],
+        num_edges=manifest["num_edges"],
+        info=info,
+    )
+
+
+__all__ = [
+    "CHECK_CHUNK",
+    "FEATURE_DTYPES",
+    "FORMAT",
+    "MANIFEST",
+    "VERSION",
+    "DatasetWriter",
+    "FormatError",
+    "check_csr_chunked",
+    "expand_rows",
+    "is_ondisk",
+    "load_csr",
+    "load_ondisk",
+    "read_manifest",
+    "save",
+    "sha256_file",
+    "verify_checksums",
+]

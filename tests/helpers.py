@@ -1,0 +1,79 @@
+"""Builders shared by several test modules: small datasets and compile counting."""
+
+from __future__ import annotations
+
+import pickle
+
+import jax
+import numpy as np
+import scipy.sparse as sp
+
+import sparsegcn as sg
+from sparsegcn.datasets.download import sha256_file
+from sparsegcn.datasets.planetoid import PARTS
+from sparsegcn.train import NodeData, index_mask
+
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+def two_communities(n=120, seed=0, train=40) -> NodeData:
+    """Two dense communities and weak noisy features: the graph carries the signal."""
+    rng = np.random.default_rng(seed)
+    labels = (np.arange(n) >= n // 2).astype(np.int32)
+    s = rng.integers(0, n, 6 * n)
+    r = np.where(
+        rng.random(6 * n) < 0.9,
+        (s + rng.integers(1, n // 2, 6 * n)) % (n // 2) + labels[s] * (n // 2),
+        rng.integers(0, n, 6 * n),
+    )
+    g = sg.remove_self_loops(sg.to_undirected(sg.Graph(s, r, None, n)))
+    x = rng.normal(size=(n, 8)).astype(np.float32) + 0.3 * labels[:, None]
+    perm = rng.permutation(n)
+    return NodeData(
+        graph=g,
+        features=sg.as_features(x, n),
+        labels=labels,
+        train_mask=index_mask(perm[:train], n),
+        val_mask=index_mask(perm[train : train + 30], n),
+        test_mask=index_mask(perm[train + 30 :], n),
+    )
+
+
+def compiled_programs(fn) -> list[str]:
+    """Names of the programs XLA compiled while ``fn`` ran, one entry per compilation."""
+    names = []
+
+    def listener(event, duration, **kwargs):
+        if event == COMPILE_EVENT:
+            names.append(kwargs.get("fun_name", "?"))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        fn()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    return names
+
+
+def write_mini(folder, name, *, test_index, graph, num_valid):
+    """A 2-class, 3-feature Planetoid dataset: 2 labelled + num_valid more allx nodes."""
+    num_all = 2 + num_valid
+    rng = np.random.default_rng(0)
+    allx = sp.csr_matrix(rng.integers(0, 2, (num_all, 3)).astype(np.float32))
+    ally = np.eye(2, dtype=np.int32)[np.arange(num_all) % 2]
+    tx = sp.csr_matrix(np.arange(1, 1 + 3 * len(test_index), dtype=np.float32).reshape(-1, 3))
+    ty = np.eye(2, dtype=np.int32)[np.arange(len(test_index)) % 2]
+    objects = {
+        "x": allx[:2],
+        "y": ally[:2],
+        "tx": tx,
+        "ty": ty,
+        "allx": allx,
+        "ally": ally,
+        "graph": graph,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    for part, obj in objects.items():
+        (folder / f"ind.{name}.{part}").write_bytes(pickle.dumps(obj, protocol=4))
+    (folder / f"ind.{name}.test.index").write_text("".join(f"{i}\n" for i in test_index))
+    return {f"ind.{name}.{part}": sha256_file(folder / f"ind.{name}.{part}") for part in PARTS}
