@@ -4,12 +4,10 @@ On CPU, XLA allocates every large buffer of a compiled call (``[N, F]``
 activations, gathered messages) with ``malloc``, and frees it when the call
 returns. glibc serves allocations above its mmap threshold (at most 32 MiB)
 with fresh ``mmap`` s and hands them back with ``munmap`` on free. The next
-call then faults every page in again, and the kernel zeroes each one: on the
-2-core machine the benchmarks run on, a propagation over a 200,000-node
-graph with 64 features took 146 ms with the default allocator and 98 ms
-with :func:`keep_freed_memory` (250,000 page faults per 10 calls against
-31,000; ``benchmarks/peers/compare.py`` measures it side by side with
-torch.sparse, which gains too).
+call then faults every page in again, and the kernel zeroes each one, a
+cost proportional to the bytes allocated per call; keeping the memory makes
+large propagations markedly faster on CPU (figures, and the command that
+measures them, on the documentation's performance page).
 
 :func:`keep_freed_memory` tells glibc to serve every allocation from its
 heap (``M_MMAP_MAX = 0``) and never to trim the heap (``M_TRIM_THRESHOLD``

@@ -37,7 +37,7 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
+def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
     """Writes a file through ``write(file)`` so that it appears complete or not at all.
 
     The bytes go to a temporary file in the same folder, which is fsynced,
@@ -68,7 +68,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
     return path
 
 
-def _naming(err: OSError, path: Path) -> OSError:
+def _naming(err: OSError, path: str | os.PathLike) -> OSError:
     """``err`` (same type) with a message that names ``path``."""
     return type(err)(f"cannot write {path}: {err.strerror or err}")
 
@@ -129,7 +129,7 @@ def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) 
     return path
 
 
-def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], None]]) -> None:
+def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], object]]) -> None:
     """Writes several files so that all of them appear or none does.
 
     Every file is first written in full to a temporary file beside it and
@@ -165,7 +165,7 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], No
         fsync_directory(folder)
 
 
-def npy_writer(array: np.ndarray) -> Callable[[BinaryIO], None]:
+def npy_writer(array: np.ndarray) -> Callable[[BinaryIO], object]:
     """A ``write(file)`` for :func:`write_all_atomic` that saves ``array`` as ``.npy`` (no pickle)."""
     array = np.asarray(array)
     if array.dtype == object:
@@ -173,7 +173,7 @@ def npy_writer(array: np.ndarray) -> Callable[[BinaryIO], None]:
     return lambda f: np.save(f, array, allow_pickle=False)
 
 
-def json_writer(payload: dict) -> Callable[[BinaryIO], None]:
+def json_writer(payload: dict) -> Callable[[BinaryIO], object]:
     """A ``write(file)`` for :func:`write_all_atomic` writing indented, key-sorted JSON."""
     text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
     return lambda f: f.write(text.encode())

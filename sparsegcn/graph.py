@@ -338,6 +338,7 @@ class CSR:
 
     @classmethod
     def from_graph(cls, graph: Graph) -> CSR:
+        """Groups ``graph``'s edges by receiver (stable); host-side, O(E + N)."""
         receivers = _checks.as_host("receivers", graph.receivers)
         senders = _checks.as_host("senders", graph.senders)
         n = graph.num_nodes

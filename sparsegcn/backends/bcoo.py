@@ -36,10 +36,9 @@ def enable_cusparse_if_gpu() -> None:
     """Turns on ``jax_bcoo_cusparse_lowering`` when JAX runs on a GPU.
 
     The flag is process-wide and read when a function is lowered; it routes
-    both BCOO and BCSR products to cuSPARSE. Measured on one H200 (``Â x``,
-    1M nodes, 11M edges, F = 64, ``benchmarks/bcoo_lowering.py``): BCSR
-    1.67 ms with it against 2.0 ms without, BCOO 6.6 ms with it against
-    1.85 ms without. :func:`~sparsegcn.backends.pack` calls this for the
+    both BCOO and BCSR products to cuSPARSE, which speeds up BCSR and slows
+    down BCOO on a GPU (``benchmarks/bcoo_lowering.py``; figures on the
+    documentation's performance page). :func:`~sparsegcn.backends.pack` calls this for the
     CSR format; the :class:`BCOO` backend leaves the flag as it finds it.
     """
     if jax.default_backend() == "gpu" and not jax.config.jax_bcoo_cusparse_lowering:
@@ -52,8 +51,8 @@ class BCOO(Backend):
 
     It lowers to gather and scatter-add, on every platform, unless
     ``jax_bcoo_cusparse_lowering`` is set: then, on GPU, with the sorted
-    indices given here, to cuSPARSE's COO SpMM, which measured 3.6x slower
-    than gather and scatter on an H200 (see :func:`enable_cusparse_if_gpu`).
+    indices given here, to cuSPARSE's COO SpMM, which is slower than gather
+    and scatter on a GPU (see :func:`enable_cusparse_if_gpu`).
     The backend does not change the flag; packing a graph in the CSR format
     on GPU sets it, process-wide.
     """

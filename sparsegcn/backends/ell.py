@@ -75,12 +75,13 @@ class EllLayout(NamedTuple):
 
     slots: tuple
     edge_ids: tuple
-    first: jax.Array
-    extra_slots: jax.Array
-    extra_edge_ids: jax.Array
-    extra_hub: jax.Array
-    hubs: jax.Array
-    hub_of: jax.Array
+    # NumPy as built on the host (build_ell), jax.Array once put on a device.
+    first: jax.Array | np.ndarray
+    extra_slots: jax.Array | np.ndarray
+    extra_edge_ids: jax.Array | np.ndarray
+    extra_hub: jax.Array | np.ndarray
+    hubs: jax.Array | np.ndarray
+    hub_of: jax.Array | np.ndarray
 
 
 def _padded_rows(begin, length, width, sorted_cols, order, num_nodes, num_edges):

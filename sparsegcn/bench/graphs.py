@@ -18,19 +18,19 @@ from sparsegcn.graph import Graph
 from sparsegcn.transforms import gcn_norm, sort_edges
 
 GRAPH_KINDS = ("random", "sbm")
-# Propagation variants the benchmark compares: a backend name, and for the
-# default backend how the graph is stored: packed in sliced ELL (D^-1/2
-# folded; "segment"), packed in CSR ("segment-csr", what the sparsegcn
-# command trains on), or the plain edge list ("segment-unpacked").
-# "attention" is GAT's sparse path on the edge list: per-edge scores from
-# both endpoints, a softmax per receiver, then the weighted product; it is
-# set against "segment-unpacked", the gather + segment_sum of the same shape.
+#: Propagation variants the benchmark compares: a backend name, and for the
+#: default backend how the graph is stored: packed in sliced ELL (D^-1/2
+#: folded; "segment"), packed in CSR ("segment-csr", what the sparsegcn
+#: command trains on), or the plain edge list ("segment-unpacked").
+#: "attention" is GAT's sparse path on the edge list: per-edge scores from
+#: both endpoints, a softmax per receiver, then the weighted product; it is
+#: set against "segment-unpacked", the gather + segment_sum of the same shape.
 VARIANTS = ("dense", "segment", "segment-csr", "segment-unpacked", "bcoo", "attention")
-# Opt-in variants (``--backends``), for the performance options: rows
-# gathered in bfloat16 and summed in float32 on the ELL-packed graph, and
-# the edge list's ``segment_sum`` told that receivers are sorted.
-# "attention-csr" runs the attention path with the weighted product on the
-# packed CSR layout (run-time weights through its edge ids).
+#: Opt-in variants (``--backends``), for the performance options: rows
+#: gathered in bfloat16 and summed in float32 on the ELL-packed graph, and
+#: the edge list's ``segment_sum`` told that receivers are sorted.
+#: "attention-csr" runs the attention path with the weighted product on the
+#: packed CSR layout (run-time weights through its edge ids).
 EXTRA_VARIANTS = ("segment-bf16", "segment-sorted", "attention-csr")
 # Variants that propagate on a packed graph.
 PACKED_VARIANTS = ("segment", "segment-bf16", "segment-csr", "attention-csr")

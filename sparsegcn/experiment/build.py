@@ -19,22 +19,20 @@ from sparsegcn.train import NodeData, index_mask
 PACK_MIN_EDGES = 1 << 20
 """Stored edges from which :func:`prepare_graph` packs GCN's graph by default.
 
-Packing pays off on large graphs (2-4x faster propagation at ogbn-arxiv
-size) but its compiled products unroll many gathers: on small graphs such
-as Cora the edge list compiles in a quarter of the time and steps about as
-fast.
+Packing pays off on large graphs (several times faster propagation at
+ogbn-arxiv size) but its compiled products unroll many gathers: on small
+graphs such as Cora the edge list compiles faster and steps about as fast
+(figures on the documentation's performance page).
 """
 
 PACK_FORMAT = "csr"
 """Layout :func:`prepare_graph` packs in (see :func:`~sparsegcn.backends.pack`).
 
-CSR, measured against sliced ELL. On this project's 2-core CPU: the
-``sparsegcn train`` GCN step on ``synthetic:arxiv`` (hidden 16) 496-558 ms
-against 479-483 ms, compiled in 5 s against 21 s; forward + backward at
-F = 64 1.3-1.5x faster (200k nodes, 2.2M edges); 1.2x faster again after
-reordering a community graph; less memory. On one H200 (cuSPARSE): the
-arxiv-sized GCN step 4.49 ms against 6.24 ms (ELL) and 5.50 ms (sorted
-edge list); Cora 0.37 ms against 0.64 and 0.49 ms.
+CSR, chosen by measurement against sliced ELL: on CPU a GCN step runs
+about as fast, compiles several times faster and uses less memory; on a
+GPU (cuSPARSE) it is the fastest layout. Both cost ``O(E F)`` per product.
+The figures and their commands are on the documentation's performance page
+(Packed layouts).
 """
 
 

@@ -11,18 +11,18 @@ A layer written against :mod:`sparsegcn.views` is two pure functions:
 activation after each hidden one, and picks the views from the graph it is
 given, in one place:
 
-==========================================  =================================
-graph                                       each layer runs on
-==========================================  =================================
-:class:`~sparsegcn.Graph` (any layout),     the graph itself
+============================================  =================================
+graph                                         each layer runs on
+============================================  =================================
+:class:`~sparsegcn.Graph` (any layout),       the graph itself
 an edge shard inside ``shard_map``,
 or ``None`` (graph-free models: the MLP)
-:class:`~sparsegcn.sampling.ChunkedGraph`   each chunk's bipartite view, in a
-                                            loop (bounded memory; inference)
-:class:`~sparsegcn.sampling.NeighborSample` the tree's block for that layer
-                                            (:class:`~sparsegcn.sampling.blocks.TreeBlock`);
-                                            the output is the seeds' rows
-==========================================  =================================
+:class:`~sparsegcn.sampling.ChunkedGraph`     each chunk's bipartite view, in a
+                                              loop (bounded memory; inference)
+:class:`~sparsegcn.sampling.NeighborSample`   the tree's block for that layer
+                                              (:class:`~sparsegcn.sampling.blocks.TreeBlock`);
+                                              the output is the seeds' rows
+============================================  =================================
 """
 
 from __future__ import annotations

@@ -176,8 +176,7 @@ def fit_data_parallel(
       devices: local devices per process ``D`` (the mesh spans ``D`` devices
         of every process of a multi-process run), or a mesh from
         :func:`~sparsegcn.parallel.make_mesh`.
-      model, data, config, minibatch, seeds, progress, state, history,
-        on_chunk: as :func:`~sparsegcn.train.fit_minibatch`.
+      model, data, config, minibatch, seeds, progress, state, history, on_chunk: as :func:`~sparsegcn.train.fit_minibatch`.
 
     Returns:
       A :class:`~sparsegcn.train.MinibatchFitResult`; its state is

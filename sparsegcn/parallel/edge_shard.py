@@ -22,7 +22,7 @@ reports ``D S / E`` (1.0 is a perfect split; power-law graphs whose hubs
 share a range do worse; reordering nodes first helps).
 
 Everything here runs inside ``jax.shard_map`` over mesh axis
-:data:`~sparsegcn.parallel.AXIS`; :func:`edge_sharded_propagate` wraps one
+:data:`~sparsegcn.parallel.mesh.AXIS`; :func:`edge_sharded_propagate` wraps one
 product for use outside, and :func:`edge_sharded_model` a whole model.
 """
 

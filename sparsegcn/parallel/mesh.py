@@ -20,6 +20,7 @@ from jax.sharding import PartitionSpec as P
 
 from sparsegcn import _checks
 
+#: The name of the one mesh axis every sharded program maps over.
 AXIS = "devices"
 """The name of the one mesh axis, as collectives (``psum``, ``all_gather``) see it."""
 

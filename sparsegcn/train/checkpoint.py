@@ -29,8 +29,8 @@ Every file is written atomically (temporary file in the same folder, fsync,
 ``os.replace``, fsync of the folder), so a crash leaves either the previous
 checkpoints or the new one, never a partial file. Loading reads the arrays
 file once, checks its size and sha256 against the manifest, then checks every
-leaf's path, shape and dtype against a template state (and ``expect``ed
-metadata against the manifest's); any mismatch raises
+leaf's path, shape and dtype against a template state (and the
+``expect`` metadata against the manifest's); any mismatch raises
 :class:`CheckpointError` naming it, before anything is returned.
 
 orbax-checkpoint was considered and not used: it pulls in tensorstore,

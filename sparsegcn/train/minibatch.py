@@ -93,11 +93,12 @@ class MinibatchData(NamedTuple):
 
     graph: ChunkedGraph
     features: Features
-    labels: jax.Array
-    train_nodes: jax.Array
-    train_mask: jax.Array
-    val_mask: jax.Array
-    test_mask: jax.Array
+    # NumPy on the host until the trainer puts them on the device.
+    labels: jax.Array | np.ndarray
+    train_nodes: jax.Array | np.ndarray
+    train_mask: jax.Array | np.ndarray
+    val_mask: jax.Array | np.ndarray
+    test_mask: jax.Array | np.ndarray
 
 
 def sampling_graph(graph, chunk_size: int | None = None) -> ChunkedGraph:

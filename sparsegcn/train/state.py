@@ -14,13 +14,13 @@ import optax
 
 from sparsegcn._checks import check_hyperparameters
 from sparsegcn.features import Features
-from sparsegcn.graph import Graph
 from sparsegcn.nn.model import Model
 
 Params = Any
 
-# Defaults of the finite divergence guard; see TrainConfig and sparsegcn.train.guard.
+#: Default factor of the finite divergence guard (see TrainConfig and sparsegcn.train.guard).
 DIVERGENCE_FACTOR = 100.0
+#: Default number of epochs in a row above the factor before the guard stops a run.
 DIVERGENCE_EPOCHS = 10
 
 
@@ -112,12 +112,14 @@ class NodeData(NamedTuple):
       train_mask, val_mask, test_mask: bool ``[N]``.
     """
 
-    graph: Graph
+    # Any view (sparsegcn.views): a Graph in any layout, or an EdgeShardedGraph.
+    graph: Any
     features: Features
-    labels: jax.Array
-    train_mask: jax.Array
-    val_mask: jax.Array
-    test_mask: jax.Array
+    # NumPy on the host until the trainer puts them on the device.
+    labels: jax.Array | np.ndarray
+    train_mask: jax.Array | np.ndarray
+    val_mask: jax.Array | np.ndarray
+    test_mask: jax.Array | np.ndarray
 
 
 def index_mask(indices, num_nodes: int) -> np.ndarray:
