@@ -180,9 +180,9 @@ class Experiment:
         check_hyperparameter(
             "seed", self.seed + self.seeds - 1, label="the last seed", flag="--seed + --seeds - 1"
         )
-        for name in ("dataset", "fanouts", "decay_layers", "jk"):
+        for name in ("dataset", "fanouts", "decay_layers"):
             value = getattr(self, name)
-            if not isinstance(value, str) and not (name in ("fanouts", "jk") and value is None):
+            if not isinstance(value, str) and not (name == "fanouts" and value is None):
                 raise TypeError(f"{name} must be a string, got {value!r}")
         get_backend(self.backend)
         check_static_int("devices", self.devices, minimum=1)
