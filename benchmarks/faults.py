@@ -1291,7 +1291,7 @@ def _(tmp):
         [
             sys.executable,
             "-c",
-            "import sys, time; from sparsegcn.train.checkpoint import FolderLock; FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+            "import sys, time; from sparsegcn.train.checkpoint import FolderLock; lock = FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
             str(folder),
         ],
         env=env(),
@@ -1313,7 +1313,7 @@ def _(tmp):
         [
             sys.executable,
             "-c",
-            "import sys, time; from sparsegcn.train.checkpoint import FolderLock; FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+            "import sys, time; from sparsegcn.train.checkpoint import FolderLock; lock = FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
             str(folder),
         ],
         env=env(),
@@ -1362,21 +1362,28 @@ def _final_arrays(folder: Path) -> dict:
 def kill_trial(trial: int):
     def run(tmp):
         if "arrays" not in _REFERENCE:
-            start = time.perf_counter()
             rc, _, err = sub([*KILL_ARGV, "--checkpoint", str(tmp / "reference")])
             if rc != 0:
                 return Result("false_error", err[-200:])
-            _REFERENCE["seconds"] = time.perf_counter() - start
             _REFERENCE["arrays"] = _final_arrays(tmp / "reference")
         folder = tmp / "ck"
-        delay = random.Random(trial).uniform(0.45, 0.95) * _REFERENCE["seconds"]
+        # Kill right after a random epoch's checkpoint lands, plus up to 50 ms, so the
+        # kill falls mid-run: inside the next compiled call or checkpoint write.
+        rng = random.Random(trial)
+        target, extra = rng.randint(1, 38), rng.uniform(0.0, 0.05)
         proc = subprocess.Popen(
             [sys.executable, "-m", "sparsegcn", *KILL_ARGV, "--checkpoint", str(folder)],
             env=env(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(delay)
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:
+            found = list_checkpoints(folder)
+            if found and int(found[-1].name[5:-5]) >= target:
+                break
+            time.sleep(0.005)
+        time.sleep(extra)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         resume = ["--resume", str(folder)] if list_checkpoints(folder) else []
@@ -1391,7 +1398,7 @@ def kill_trial(trial: int):
             and got.keys() == want.keys()
             and all(np.array_equal(got[k], want[k]) for k in want)
         )
-        where = f"killed after {delay:.1f}s, resumed from epoch {resumed_epoch}"
+        where = f"killed {extra * 1e3:.0f} ms after epoch {target}'s checkpoint, resumed from epoch {resumed_epoch}"
         return Result("correct" if same else "lost", where)
 
     return run

@@ -124,6 +124,10 @@ class Bound:
 HYPERPARAMETERS: dict[str, Bound] = {
     "hidden": Bound(int, low=1),
     "layers": Bound(int, low=1),
+    "heads": Bound(int, low=1),
+    "hops": Bound(int, low=1),
+    "alpha": Bound(float, low=0.0, high=1.0),
+    "lam": Bound(float, low=0.0, low_open=True),
     "dropout": Bound(float, low=0.0, high=1.0, high_open=True),
     "learning_rate": Bound(float, low=0.0, low_open=True),
     "weight_decay": Bound(float, low=0.0),

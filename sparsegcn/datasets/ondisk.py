@@ -207,7 +207,9 @@ class DatasetWriter:
         self.overwrite = bool(overwrite)
         _check_target(self.path, self.overwrite)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", dir=self.path.parent))
+        self._tmp: Path | None = Path(
+            tempfile.mkdtemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        )
         n, e = self.num_nodes, self.num_stored_edges
         self.indptr = self._open("indptr", np.int64, (n + 1,))
         self.indices = self._open("indices", np.int32, (e,))
@@ -292,15 +294,22 @@ class DatasetWriter:
         _fsync_dir(self.path.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-        self.tmp = None
+        self._tmp = None
         return self.path
+
+    @property
+    def tmp(self) -> Path:
+        """The temporary folder being written (until :meth:`commit` or :meth:`abort`)."""
+        if self._tmp is None:
+            raise ValueError(f"the dataset writer for {self.path} is closed")
+        return self._tmp
 
     def abort(self) -> None:
         """Removes the temporary folder (nothing is left behind)."""
         self.indptr = self.indices = self.features = self.labels = None
-        if self.tmp is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            self.tmp = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
     def __enter__(self) -> DatasetWriter:
         return self

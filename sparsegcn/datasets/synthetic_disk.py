@@ -195,19 +195,19 @@ def _trim(files: _PairFiles, kind: str, sizes: np.ndarray, surplus: int, seed: i
     salt = int(sbm.stream(seed, sbm.TRIM_STREAM, int(same)).integers(0, 2**63))
     shift = np.uint64(64 - _HASH_BITS)
     histogram = np.zeros(1 << _HASH_BITS, np.int64)
-    for b in np.flatnonzero(sizes):
+    for b in np.flatnonzero(sizes).tolist():
         top = _splitmix(files.read(kind, b), salt) >> shift
         histogram += np.bincount(top.astype(np.int64), minlength=histogram.shape[0])
     cumulative = np.cumsum(histogram)
     cut = int(np.searchsorted(cumulative, surplus))  # the bin holding the surplus-th hash
     below = int(cumulative[cut - 1]) if cut else 0
     candidates = []
-    for b in np.flatnonzero(sizes):
+    for b in np.flatnonzero(sizes).tolist():
         h = _splitmix(files.read(kind, b), salt)
         candidates.append(h[(h >> shift) == np.uint64(cut)])
     in_bin = np.sort(np.concatenate(candidates))
     threshold = in_bin[surplus - below - 1]  # hashes are distinct with overwhelming odds
-    for b in np.flatnonzero(sizes):
+    for b in np.flatnonzero(sizes).tolist():
         keys = files.read(kind, b)
         keys[_splitmix(keys, salt) > threshold].tofile(files.path(kind, b))
 

@@ -170,15 +170,19 @@ class Experiment:
             flags={k: "--" + option.get(k, k).replace("_", "-") for k in numbers},
             # 0 switches these options off (see their help).
             off={
-                k: (0,) for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
+                **{
+                    k: (0,)
+                    for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
+                },
+                "hidden": (None,),  # unset: the model has no hidden layer (sgc)
             },
         )
         check_hyperparameter(
             "seed", self.seed + self.seeds - 1, label="the last seed", flag="--seed + --seeds - 1"
         )
-        for name in ("dataset", "fanouts", "decay_layers"):
+        for name in ("dataset", "fanouts", "decay_layers", "jk"):
             value = getattr(self, name)
-            if not isinstance(value, str) and not (name == "fanouts" and value is None):
+            if not isinstance(value, str) and not (name in ("fanouts", "jk") and value is None):
                 raise TypeError(f"{name} must be a string, got {value!r}")
         get_backend(self.backend)
         check_static_int("devices", self.devices, minimum=1)

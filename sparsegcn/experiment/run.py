@@ -126,7 +126,7 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     lifecycle = Lifecycle.start(writer, dataset, model)
     # What sampled training steps on and evaluates with (layer-wise, over node chunks).
     batches = minibatch_data(data) if exp.sampled else None
-    if mesh is not None and exp.sampled:
+    if mesh is not None and batches is not None:
         result = parallel.fit_data_parallel(
             model,
             batches,
@@ -147,7 +147,7 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             progress=progress,
             **lifecycle.fit_kwargs(),
         )
-    elif exp.sampled:  # sampled mini-batches; layer-wise full-neighbourhood evaluation
+    elif batches is not None:  # sampled mini-batches; layer-wise full-neighbourhood evaluation
         result = fit_minibatch(
             model,
             batches,

@@ -18,7 +18,7 @@ from sparsegcn.features import Features, matmul
 from sparsegcn.message_passing import edge_scores, edge_softmax, message_passing
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import glorot_uniform
-from sparsegcn.nn.model import Model
+from sparsegcn.nn.model import Model, check_model_settings
 from sparsegcn.nn.stack import run_layers
 
 
@@ -197,11 +197,9 @@ def gat(
       Brody, Alon & Yahav, *How Attentive are Graph Attention Networks?*,
       ICLR 2022. https://arxiv.org/abs/2105.14491
     """
-    for name, value in (("hidden", hidden), ("heads", heads), ("output_heads", output_heads)):
+    check_model_settings(hidden, num_layers, dropout_rate)
+    for name, value in (("heads", heads), ("output_heads", output_heads)):
         _checks.check_static_int(name, value, minimum=1)
-    _checks.check_static_int("num_layers", num_layers, minimum=1)
-    if not 0.0 <= dropout_rate < 1.0:
-        raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate}")
     attention_dropout = dropout_rate if attention_dropout is None else attention_dropout
     for name, rate in (("attention_dropout", attention_dropout), ("value_dropout", value_dropout)):
         if not 0.0 <= rate < 1.0:

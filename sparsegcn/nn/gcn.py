@@ -9,7 +9,7 @@ from sparsegcn.backends import Backend, get_backend
 from sparsegcn.features import Features
 from sparsegcn.graph import Graph
 from sparsegcn.nn.conv import gcn_project, gcn_propagate
-from sparsegcn.nn.model import Model, init_linear_stack, layer_sizes
+from sparsegcn.nn.model import Model, check_model_settings, init_linear_stack, layer_sizes
 from sparsegcn.nn.stack import run_layers
 
 
@@ -56,6 +56,7 @@ def gcn(
       Kipf & Welling, *Semi-Supervised Classification with Graph
       Convolutional Networks*, ICLR 2017. https://arxiv.org/abs/1609.02907
     """
+    check_model_settings(hidden, num_layers, dropout_rate)
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
     resolved = None if backend is None else get_backend(backend)
     config = dict(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 
 from sparsegcn.features import Features, matmul
-from sparsegcn.nn.model import Model, init_linear_stack, layer_sizes
+from sparsegcn.nn.model import Model, check_model_settings, init_linear_stack, layer_sizes
 from sparsegcn.nn.stack import run_layers
 
 
@@ -26,6 +26,7 @@ def mlp(
     Shapes:
       ``apply(params, graph, x [N, F]) -> [N, C]``.
     """
+    check_model_settings(hidden, num_layers, dropout_rate)
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
     config = dict(
         in_features=in_features,

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from sparsegcn._checks import check_hyperparameters
 from sparsegcn.nn.initializers import linear_params
 
 Params = Any  # a pytree of jax.Array
@@ -41,6 +42,15 @@ def split_dropout_keys(key: jax.Array | None, count: int, training: bool, rate: 
     if key is None:
         raise ValueError("training with dropout needs an explicit PRNG key: apply(..., key=key)")
     return list(jax.random.split(key, count))
+
+
+def check_model_settings(hidden: int, num_layers: int, dropout_rate: float) -> None:
+    """Every builder's shared settings, through the table the CLI and trainers use
+    (:data:`sparsegcn._checks.HYPERPARAMETERS`): refused with the value named."""
+    check_hyperparameters(
+        {"hidden": hidden, "layers": num_layers, "dropout": dropout_rate},
+        labels={"layers": "num_layers", "dropout": "dropout_rate"},
+    )
 
 
 def layer_sizes(in_features: int, hidden: int, num_classes: int, num_layers: int) -> list[int]:

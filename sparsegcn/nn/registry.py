@@ -22,13 +22,18 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from sparsegcn import transforms
-from sparsegcn._checks import Bound, check_bound
+from sparsegcn._checks import HYPERPARAMETERS, Bound, check_bound
 from sparsegcn.graph import Graph
+from sparsegcn.nn.appnp import appnp
 from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
+from sparsegcn.nn.gcnii import gcnii
+from sparsegcn.nn.gin import gin
+from sparsegcn.nn.jk import jk
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model
 from sparsegcn.nn.sage import sage
+from sparsegcn.nn.sgc import sgc
 
 
 def _self_loops(graph: Graph) -> Graph:
@@ -141,7 +146,11 @@ class ModelSpec:
 
 # Veličković et al.: L2 on every weight; the first-layer-only decay is Kipf & Welling's.
 _GAT = dict(hidden=8, layers=2, dropout=0.6, lr=0.005, weight_decay=5e-4, decay_layers="all")
-_HEADS = Option(8, "attention heads of the hidden layers", bound=Bound(int, low=1))
+_HEADS = Option(8, "attention heads of the hidden layers", bound=HYPERPARAMETERS["heads"])
+_HOPS = Option(
+    10, "propagation steps K of the parameter-free propagation", bound=HYPERPARAMETERS["hops"]
+)
+_ALPHA = Option(0.1, "teleport (initial residual) weight alpha", bound=HYPERPARAMETERS["alpha"])
 _VALUE_DROPOUT = Option(
     0.0,
     "dropout of the projected rows summed by attention (the GAT authors' code: 0.6)",
@@ -188,6 +197,74 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             defaults=_GAT,
             options={"heads": _HEADS, "value_dropout": _VALUE_DROPOUT},
             reference="Brody, Alon & Yahav, ICLR 2022",
+        ),
+        "gin": ModelSpec(
+            gin,
+            "unweighted",
+            sampled=True,
+            defaults=dict(_KIPF, hidden=64, decay_layers="all"),
+            reference="Xu, Hu, Leskovec & Jegelka, ICLR 2019",
+        ),
+        "sgc": ModelSpec(
+            sgc,
+            "gcn_norm",
+            sampled=False,
+            # Wu et al.: lr 0.2, no dropout, L2 tuned per dataset (5e-6 here on Cora;
+            # PyG's example's 5e-3 gives 0.779).
+            defaults=dict(layers=1, dropout=0.0, lr=0.2, weight_decay=5e-6, decay_layers="all"),
+            options={"hops": _HOPS._replace(default=2)},
+            reference="Wu et al., ICML 2019",
+        ),
+        "appnp": ModelSpec(
+            appnp,
+            "gcn_norm",
+            sampled=False,
+            # Gasteiger et al.: L2 5e-3 on the first layer's weights only.
+            defaults=dict(_KIPF, hidden=64, weight_decay=5e-3, decay_layers="first"),
+            options={"hops": _HOPS, "alpha": _ALPHA},
+            reference="Gasteiger, Bojchevski & Günnemann, ICLR 2019",
+        ),
+        "gcnii": ModelSpec(
+            gcnii,
+            "gcn_norm",
+            sampled=False,
+            # Chen et al. on Cora decay the convolutions by 0.01 and the linear maps
+            # by 5e-4; the trainer has one value. Measured (1 seed, Cora): 5e-4 on
+            # all 0.842 test; 0.01 on the convolutions alone (decay_layers=first,
+            # they lead gcnii's params) 0.832, the linear maps overfit; 0.01 on
+            # all 0.313.
+            defaults=dict(
+                hidden=64,
+                layers=64,
+                dropout=0.6,
+                lr=0.01,
+                weight_decay=5e-4,
+                decay_layers="all",
+            ),
+            options={
+                "alpha": _ALPHA,
+                "lam": Option(
+                    0.5,
+                    "lambda of the identity mapping, beta_l = log(lambda / l + 1)",
+                    bound=HYPERPARAMETERS["lam"],
+                ),
+            },
+            reference="Chen, Wei, Huang, Ding & Li, ICML 2020",
+        ),
+        "jk": ModelSpec(
+            jk,
+            "gcn_norm",
+            sampled=False,
+            defaults=dict(_KIPF, hidden=64, layers=3, decay_layers="all"),
+            options={
+                "jk": Option(
+                    "cat",
+                    "how the layers' outputs combine: concatenated or element-wise max",
+                    choices=("cat", "max"),
+                    keyword="mode",
+                )
+            },
+            reference="Xu et al., ICML 2018",
         ),
         "mlp": ModelSpec(
             mlp,

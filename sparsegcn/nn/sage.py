@@ -32,7 +32,7 @@ from sparsegcn.backends import Backend, get_backend
 from sparsegcn.features import Features, matmul
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.initializers import glorot_uniform
-from sparsegcn.nn.model import Model, layer_sizes
+from sparsegcn.nn.model import Model, check_model_settings, layer_sizes
 from sparsegcn.nn.stack import run_layers
 
 _EPS = 1e-12
@@ -182,6 +182,7 @@ def sage(
       Hamilton, Ying & Leskovec, *Inductive Representation Learning on Large
       Graphs*, NeurIPS 2017. https://arxiv.org/abs/1706.02216
     """
+    check_model_settings(hidden, num_layers, dropout_rate)
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
     if not 0.0 <= dropout_rate < 1.0:
         raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate}")
