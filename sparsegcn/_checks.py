@@ -118,9 +118,9 @@ class Bound:
         return " and ".join(parts)
 
 
-# One table for every entry point: Experiment (the CLI), TrainConfig, the
-# mini-batch settings and the model builders all check through it, so a value
-# refused by one is refused by all, with the same words.
+#: One table for every entry point: Experiment (the CLI), TrainConfig, the
+#: mini-batch settings and the model builders all check through it, so a value
+#: refused by one is refused by all, with the same words.
 HYPERPARAMETERS: dict[str, Bound] = {
     "hidden": Bound(int, low=1),
     "layers": Bound(int, low=1),

@@ -316,7 +316,7 @@ def convert_ogb(
       features_dtype: ``"float32"`` or ``"float16"``.
       overwrite: replace a non-empty ``out``.
       download: fetch a missing dataset folder first
-        (:func:`~sparsegcn.datasets.ogb.download_verified`: sha256-checked;
+        (``sparsegcn.datasets.ogb.download_verified``: sha256-checked;
         papers100M has no published checksum and is refused).
       progress: tqdm progress bars.
       chunk_rows: raw edges, feature rows or labels read at a time.

@@ -14,23 +14,23 @@ Format (version 1)
 A folder holding exactly these files (``N`` nodes, ``E`` stored directed
 edges, ``F`` features, ``C`` classes):
 
-================  =====================  ==============================================
-file              dtype, shape           content
-================  =====================  ==============================================
-``indptr.npy``    int64 ``[N + 1]``      CSR row offsets by *receiver*: node ``r``'s
-                                         in-neighbours are ``indices[indptr[r]:indptr[r+1]]``;
-                                         ``indptr[0] == 0``, non-decreasing,
-                                         ``indptr[N] == E``
-``indices.npy``   int32 ``[E]``          sender ids in ``[0, N)``, ascending within each
-                                         row (repeats allowed: a multigraph)
-``features.npy``  float32 or float16     node features, row ``i`` for node ``i``
-                  ``[N, F]``
-``labels.npy``    int64 ``[N]``          class ids in ``[0, C)``, ``-1`` for unlabelled
-``train.npy``,    int64 ``[n_split]``    node ids of each split, labelled, in ``[0, N)``
+==================  =====================  ==============================================
+file                dtype, shape           content
+==================  =====================  ==============================================
+``indptr.npy``      int64 ``[N + 1]``      CSR row offsets by *receiver*: node ``r``'s
+                                           in-neighbours are ``indices[indptr[r]:indptr[r+1]]``;
+                                           ``indptr[0] == 0``, non-decreasing,
+                                           ``indptr[N] == E``
+``indices.npy``     int32 ``[E]``          sender ids in ``[0, N)``, ascending within each
+                                           row (repeats allowed: a multigraph)
+``features.npy``    float32 or float16     node features, row ``i`` for node ``i``
+                    ``[N, F]``
+``labels.npy``      int64 ``[N]``          class ids in ``[0, C)``, ``-1`` for unlabelled
+``train.npy``,      int64 ``[n_split]``    node ids of each split, labelled, in ``[0, N)``
 ``valid.npy``,
 ``test.npy``
-``manifest.json`` JSON                   see below
-================  =====================  ==============================================
+``manifest.json``   JSON                   see below
+==================  =====================  ==============================================
 
 Writing one by hand takes NumPy alone (``sha256`` from :func:`sha256_file`
 or ``hashlib``), e.g. for a 3-node path graph ``0 - 1 - 2``::

@@ -124,7 +124,7 @@ class _PairFiles:
         self.width = -(-num_nodes // count)
         self.count = -(-num_nodes // self.width)
 
-    def path(self, kind: str, b: int) -> Path:
+    def path(self, kind: str, b: int | np.integer) -> Path:
         return self.folder / f"{kind}{b:05d}.bin"
 
     def append(self, keys: np.ndarray, rows: np.ndarray, handles) -> None:
@@ -137,7 +137,7 @@ class _PairFiles:
         for b in np.flatnonzero(counts):
             keys[bounds[b] : bounds[b + 1]].tofile(handles[b])
 
-    def read(self, kind: str, b: int) -> np.ndarray:
+    def read(self, kind: str, b: int | np.integer) -> np.ndarray:
         path = self.path(kind, b)
         return np.fromfile(path, np.int64) if path.exists() else np.zeros(0, np.int64)
 
@@ -227,7 +227,7 @@ def generate_to_disk(
     """Generates a synthetic preset straight into an on-disk dataset folder.
 
     Args:
-      spec: a :data:`~sparsegcn.datasets.synthetic.PRESETS` name or a spec.
+      spec: a ``sparsegcn.datasets.synthetic.PRESETS`` name or a spec.
       out: the folder to write (refused if non-empty, unless ``overwrite``).
       scale: in ``(0, 1]``, applied to ``spec`` (nodes, edges, splits).
       seed: non-negative int; a seed defines the output bit for bit,
