@@ -144,7 +144,7 @@ def dense_model(params, graph, x):
 def test_builder_refuses_bad_settings_with_the_value():
     with pytest.raises(ValueError, match="hidden must be >= 1, got 0"):
         gin(4, 2, hidden=0)
-    with pytest.raises(ValueError, match=r"dropout_rate must be in \[0, 1\), got 1.0"):
+    with pytest.raises(ValueError, match=r"dropout_rate must be >= 0.0 and < 1.0, got 1.0"):
         gin(4, 2, dropout_rate=1.0)
 
 

@@ -16,7 +16,10 @@ from sparsegcn.nn.registry import MODELS, PREPARATIONS, create_model, get_model_
 def test_every_registered_model_builds_trains_a_step_and_reports_its_name(name):
     spec = get_model_spec(name)
     graph = spec.prepare_graph(sg.Graph(np.array([0, 1, 2]), np.array([1, 2, 0]), None, 4))
-    model = create_model(name, 5, 3, hidden=4, layers=2, dropout=0.0)
+    # The model's own layer count and width where it has no choice (sgc: one layer, no hidden).
+    layers = spec.defaults.get("layers", 2) if name == "sgc" else 2
+    hidden = None if name == "sgc" else 4
+    model = create_model(name, 5, 3, hidden=hidden, layers=layers, dropout=0.0)
     assert model.name == name
     params = model.init(jax.random.key(0))
     logits = model.apply(params, graph, jax.numpy.ones((4, 5)))
@@ -38,9 +41,10 @@ def test_preparations_give_each_model_its_graph():
 def test_experiment_takes_the_models_paper_settings_unless_told():
     gat = Experiment(model="gat")
     assert (gat.hidden, gat.dropout, gat.lr, gat.decay_layers) == (8, 0.6, 0.005, "all")
-    assert dict(gat.model_options) == {"heads": 8}
+    assert gat.options() == {"heads": 8, "value_dropout": 0.0}
     assert Experiment(model="gat", hidden=16, model_options=(("heads", 4),)).options() == {
-        "heads": 4
+        "heads": 4,
+        "value_dropout": 0.0,
     }
     gcn = Experiment()
     assert (gcn.hidden, gcn.dropout, gcn.lr, gcn.decay_layers) == (16, 0.5, 0.01, "first")
