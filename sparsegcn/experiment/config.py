@@ -145,7 +145,8 @@ class Experiment:
         # (sparsegcn._checks.HYPERPARAMETERS), so a bad value is named before
         # any data is read.
         numbers = {
-            "hidden": self.hidden,
+            # Unset only for a model without hidden layers (sgc: no default).
+            **({} if self.hidden is None else {"hidden": self.hidden}),
             "layers": self.layers,
             "dropout": self.dropout,
             "learning_rate": self.lr,
@@ -170,11 +171,7 @@ class Experiment:
             flags={k: "--" + option.get(k, k).replace("_", "-") for k in numbers},
             # 0 switches these options off (see their help).
             off={
-                **{
-                    k: (0,)
-                    for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
-                },
-                "hidden": (None,),  # unset: the model has no hidden layer (sgc)
+                k: (0,) for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
             },
         )
         check_hyperparameter(
