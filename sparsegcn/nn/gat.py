@@ -19,7 +19,7 @@ from sparsegcn.message_passing import edge_scores, edge_softmax, message_passing
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import glorot_uniform
 from sparsegcn.nn.model import Model, check_model_settings
-from sparsegcn.nn.stack import run_layers
+from sparsegcn.nn.stack import layered_model
 
 
 def gat_project(params: dict, x: Features) -> jax.Array:
@@ -250,28 +250,16 @@ def gat(
             key=key,
         )
 
-    def forward(params, graph, x, key, training, stop_before_last):
-        return run_layers(
-            params["layers"],
-            graph,
-            x,
-            project=project,
-            propagate=propagate,
-            key=key,
-            training=training,
-            dropout_rate=dropout_rate,
-            dropout_impl=dropout_impl,
-            activation=jax.nn.elu,
-            stop_before_last=stop_before_last,
-        )
-
-    def apply(params, graph, x: Features, *, key=None, training: bool = False):
-        return forward(params, graph, x, key, training, stop_before_last=False)
-
-    def embed(params, graph, x: Features) -> jax.Array:
-        return forward(params, graph, x, None, False, stop_before_last=True)
-
-    return Model(init=init, apply=apply, embed=embed, name="gatv2" if v2 else "gat", config=config)
+    return layered_model(
+        init,
+        "gatv2" if v2 else "gat",
+        config,
+        project=project,
+        propagate=propagate,
+        dropout_rate=dropout_rate,
+        dropout_impl=dropout_impl,
+        activation=jax.nn.elu,
+    )
 
 
 def gatv2(in_features: int, num_classes: int, **kwargs) -> Model:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from sparsegcn.backends import Backend, get_backend
-from sparsegcn.features import Features
-from sparsegcn.graph import Graph
 from sparsegcn.nn.conv import gcn_project, gcn_propagate
 from sparsegcn.nn.model import Model, check_model_settings, init_linear_stack, layer_sizes
-from sparsegcn.nn.stack import run_layers
+from sparsegcn.nn.stack import layered_model
 
 
 def gcn(
@@ -78,25 +75,13 @@ def gcn(
     def propagate(layer, view, z, key, i):
         return gcn_propagate(layer, view, z, backend=resolved)
 
-    def forward(params, graph, x: Features, key, training: bool, stop_before_last: bool):
-        return run_layers(
-            params["layers"],
-            graph,
-            x,
-            project=project,
-            propagate=propagate,
-            key=key,
-            training=training,
-            dropout_rate=dropout_rate,
-            dropout_impl=dropout_impl,
-            residual=residual,
-            stop_before_last=stop_before_last,
-        )
-
-    def apply(params, graph: Graph, x: Features, *, key=None, training: bool = False):
-        return forward(params, graph, x, key, training, stop_before_last=False)
-
-    def embed(params, graph: Graph, x: Features) -> jnp.ndarray:
-        return forward(params, graph, x, None, False, stop_before_last=True)
-
-    return Model(init=init, apply=apply, embed=embed, name="gcn", config=config)
+    return layered_model(
+        init,
+        "gcn",
+        config,
+        project=project,
+        propagate=propagate,
+        dropout_rate=dropout_rate,
+        dropout_impl=dropout_impl,
+        residual=residual,
+    )

@@ -22,7 +22,7 @@ from sparsegcn.features import Features, matmul
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.initializers import glorot_uniform
 from sparsegcn.nn.model import Model, check_model_settings
-from sparsegcn.nn.stack import run_layers
+from sparsegcn.nn.stack import layered_model
 
 
 def gin_layer_params(
@@ -209,25 +209,13 @@ def gin(
     def propagate(layer, view, z, key, i):
         return gin_conv(layer, view, z)
 
-    def forward(params, graph, x, key, training, stop_before_last):
-        return run_layers(
-            params["layers"],
-            graph,
-            x,
-            project=project,
-            propagate=propagate,
-            key=key,
-            training=training,
-            dropout_rate=dropout_rate,
-            dropout_impl=dropout_impl,
-            activation=jax.nn.relu,
-            stop_before_last=stop_before_last,
-        )
-
-    def apply(params, graph, x: Features, *, key=None, training: bool = False):
-        return forward(params, graph, x, key, training, stop_before_last=False)
-
-    def embed(params, graph, x: Features) -> jax.Array:
-        return forward(params, graph, x, None, False, stop_before_last=True)
-
-    return Model(init=init, apply=apply, embed=embed, name="gin", config=config)
+    return layered_model(
+        init,
+        "gin",
+        config,
+        project=project,
+        propagate=propagate,
+        dropout_rate=dropout_rate,
+        dropout_impl=dropout_impl,
+        activation=jax.nn.relu,
+    )

@@ -33,7 +33,7 @@ from sparsegcn.features import Features, matmul
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.initializers import glorot_uniform
 from sparsegcn.nn.model import Model, check_model_settings, layer_sizes
-from sparsegcn.nn.stack import run_layers
+from sparsegcn.nn.stack import layered_model
 
 _EPS = 1e-12
 
@@ -222,26 +222,14 @@ def sage(
         hidden_norm = normalize and i < num_layers - 1
         return sage_propagate(layer, view, z, aggregator=aggregator, normalize=hidden_norm)
 
-    def forward(params, graph, x, key, training, stop_before_last):
-        return run_layers(
-            params["layers"],
-            graph,
-            x,
-            project=project,
-            propagate=propagate,
-            key=key,
-            training=training,
-            dropout_rate=dropout_rate,
-            dropout_impl=dropout_impl,
-            residual=residual,
-            gather_first=None if project_first is None else not project_first,
-            stop_before_last=stop_before_last,
-        )
-
-    def apply(params, graph, x: Features, *, key=None, training: bool = False):
-        return forward(params, graph, x, key, training, stop_before_last=False)
-
-    def embed(params, graph, x: Features) -> jax.Array:
-        return forward(params, graph, x, None, False, stop_before_last=True)
-
-    return Model(init=init, apply=apply, embed=embed, name="sage", config=config)
+    return layered_model(
+        init,
+        "sage",
+        config,
+        project=project,
+        propagate=propagate,
+        dropout_rate=dropout_rate,
+        dropout_impl=dropout_impl,
+        residual=residual,
+        gather_first=None if project_first is None else not project_first,
+    )

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 
 from sparsegcn.features import SparseFeatures
 from sparsegcn.nn.dropout import dropout
-from sparsegcn.nn.model import split_dropout_keys
+from sparsegcn.nn.model import Model, split_dropout_keys
 from sparsegcn.sampling.blocks import TreeBlock, tree_entries
 from sparsegcn.sampling.chunks import ChunkedGraph, map_chunks
 from sparsegcn.sampling.neighbor import NeighborSample
@@ -167,6 +167,32 @@ def run_layers(
         else:
             h = finish(propagate(layers[i], graph, z, _key(inner_keys, i), i), i, graph, h)
     return h
+
+
+def layered_model(init: Callable, name: str, config: dict, **run_kwargs) -> Model:
+    """The :class:`~sparsegcn.nn.Model` whose ``apply`` and ``embed`` are
+    :func:`run_layers` over ``params["layers"]`` with ``run_kwargs``
+    (``project``, ``propagate``, ``dropout_rate``, ...): what every layered
+    model's builder returns, so a builder only supplies its layer."""
+
+    def forward(params, graph, x, key, training, stop_before_last):
+        return run_layers(
+            params["layers"],
+            graph,
+            x,
+            key=key,
+            training=training,
+            stop_before_last=stop_before_last,
+            **run_kwargs,
+        )
+
+    def apply(params, graph, x, *, key=None, training: bool = False):
+        return forward(params, graph, x, key, training, stop_before_last=False)
+
+    def embed(params, graph, x) -> jax.Array:
+        return forward(params, graph, x, None, False, stop_before_last=True)
+
+    return Model(init=init, apply=apply, embed=embed, name=name, config=config)
 
 
 def _key(keys: list, i: int):
