@@ -62,6 +62,11 @@ from sparsegcn.transforms import (
     to_undirected,
 )
 from sparsegcn.views import Bipartite, EdgeListView
+from sparsegcn.xla_tuning import tune_xla_flags
+
+# Importing the modules above runs no JAX computation, so JAX's backends have
+# not started yet unless the caller started them: XLA reads $XLA_FLAGS then.
+tune_xla_flags()
 
 __version__ = "0.1.0"
 

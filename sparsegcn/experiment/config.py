@@ -18,7 +18,7 @@ from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import check_fanouts
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
-from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR
+from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, MONITORS
 from sparsegcn.transforms import REORDER_METHODS
 
 DEFAULT_DATASET = "synthetic:tiny"
@@ -32,7 +32,13 @@ MODEL_DEFAULTS = (
     "weight_decay",
     "decay_layers",
     "fanouts",
+    "epochs",
+    "patience",
+    "monitor",
 )
+
+FALLBACK_DEFAULTS = {"epochs": 200, "patience": 100, "monitor": "val_acc"}
+"""Values of the fields in :data:`MODEL_DEFAULTS` a model does not set."""
 
 
 def _field(default, help: str, **metadata):
@@ -72,8 +78,16 @@ class Experiment:
     decay_layers: str | None = _field(
         None, "layers to decay [model default]", choices=("first", "all", "none")
     )
-    epochs: int = _field(200, "maximum epochs")
-    patience: int = _field(100, "early-stopping patience in epochs (0: never stop early)")
+    epochs: int | None = _field(None, "maximum epochs [model default, else 200]")
+    patience: int | None = _field(
+        None, "early-stopping patience in epochs (0: never stop early) [model default, else 100]"
+    )
+    monitor: str | None = _field(
+        None,
+        "what early stopping and model selection watch: val_acc (then val_loss on ties) or "
+        "val_loss [model default, else val_acc]",
+        choices=MONITORS,
+    )
     seeds: int = _field(1, "number of seeds, trained together as one compiled program")
     seed: int = _field(0, "first seed; seeds are seed, seed+1, ...")
     reorder: str = _field(
@@ -131,6 +145,8 @@ class Experiment:
         for name in MODEL_DEFAULTS:
             if getattr(self, name) is None and name in spec.defaults:
                 object.__setattr__(self, name, spec.defaults[name])
+            if getattr(self, name) is None and name in FALLBACK_DEFAULTS:
+                object.__setattr__(self, name, FALLBACK_DEFAULTS[name])
         given = dict(self.model_options or ())
         resolved = spec.resolve_options(self.model, given)
         object.__setattr__(self, "model_options", tuple(sorted(resolved.items())))
@@ -177,6 +193,8 @@ class Experiment:
         check_hyperparameter(
             "seed", self.seed + self.seeds - 1, label="the last seed", flag="--seed + --seeds - 1"
         )
+        if self.monitor not in MONITORS:
+            raise ValueError(f"monitor must be one of {list(MONITORS)}, got {self.monitor!r}")
         for name in ("dataset", "fanouts", "decay_layers"):
             value = getattr(self, name)
             if not isinstance(value, str) and not (name == "fanouts" and value is None):
@@ -228,6 +246,7 @@ class Experiment:
             weight_decay=self.weight_decay,
             decay_layers=self.decay_layers,
             patience=self.patience or None,
+            monitor=self.monitor,
             epochs_per_call=per_call,
             clip_norm=self.clip_norm or None,
             # The report carries train_step_ms_median: opt in to timing 20 steps.

@@ -135,7 +135,7 @@ def end_epoch(
 ):
     """The bookkeeping every trainer does after an epoch's updates (one seed).
 
-    Tracks the best epoch (by validation accuracy, then loss), patience and
+    Tracks the best epoch (by ``config.monitor``), patience and
     the stop flag, and applies the divergence guard: when ``finite`` is
     false the epoch's updates are discarded and the seed is frozen at
     ``state``. A seed already ``done`` is left unchanged.
@@ -153,9 +153,12 @@ def end_epoch(
       ``grad_norm``, ``active``, ``diverged`` and ``epoch``.
     """
     best = state.best
-    improved = (metrics["val_acc"] > best.val_acc) | (
-        (metrics["val_acc"] == best.val_acc) & (metrics["val_loss"] < best.val_loss)
-    )
+    if config.monitor == "val_loss":
+        improved = metrics["val_loss"] < best.val_loss
+    else:
+        improved = (metrics["val_acc"] > best.val_acc) | (
+            (metrics["val_acc"] == best.val_acc) & (metrics["val_loss"] < best.val_loss)
+        )
     epoch = state.epoch + 1
     candidate = Best(
         params=params,

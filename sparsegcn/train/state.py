@@ -22,6 +22,8 @@ Params = Any
 DIVERGENCE_FACTOR = 100.0
 #: Default number of epochs in a row above the factor before the guard stops a run.
 DIVERGENCE_EPOCHS = 10
+#: What early stopping and model selection watch (see TrainConfig.monitor).
+MONITORS = ("val_acc", "val_loss")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,8 +38,12 @@ class TrainConfig:
       decay_layers: ``"first"`` (Kipf & Welling: first layer only), ``"all"``
         or ``"none"``.
       patience: stop a seed after this many epochs without a better
-        validation accuracy; ``None`` never stops early. The best params
-        (by validation accuracy, then loss) are restored either way.
+        validation score (``monitor``); ``None`` never stops early. The
+        best params (by ``monitor``) are restored either way.
+      monitor: what "better" means, per epoch: ``"val_acc"`` (a higher
+        validation accuracy, or an equal one with a lower loss) or
+        ``"val_loss"`` (a lower validation loss; smoother on small
+        validation sets, where accuracy moves in steps of ``1 / |val|``).
       epochs_per_call: epochs run per compiled call (a ``lax.scan``); the
         progress bar and checkpoints advance between calls. ``None`` picks
         about 20 calls per run.
@@ -60,6 +66,7 @@ class TrainConfig:
     weight_decay: float = 5e-4
     decay_layers: str = "first"
     patience: int | None = 100
+    monitor: str = "val_acc"
     epochs_per_call: int | None = None
     clip_norm: float | None = None
     timing_steps: int = 0
@@ -88,6 +95,8 @@ class TrainConfig:
                 "divergence_factor": (None,),
             },
         )
+        if self.monitor not in MONITORS:
+            raise ValueError(f"monitor must be one of {MONITORS}, got {self.monitor!r}")
         if self.decay_layers not in ("first", "all", "none"):
             raise ValueError(
                 f"decay_layers must be 'first', 'all' or 'none', got {self.decay_layers!r}"
@@ -130,7 +139,7 @@ def index_mask(indices, num_nodes: int) -> np.ndarray:
 
 
 class Best(NamedTuple):
-    """The best epoch so far, by validation accuracy then loss (per seed)."""
+    """The best epoch so far by the run's ``monitor`` (per seed)."""
 
     params: Params
     epoch: jax.Array  # int32 []

@@ -172,3 +172,29 @@ def test_the_three_backends_train_cora_to_the_same_result(cora):
         np.testing.assert_allclose(got.history["loss"], reference.history["loss"], rtol=1e-3)
         np.testing.assert_allclose(got.test_acc, reference.test_acc, atol=0.004)
         np.testing.assert_allclose(got.val_acc, reference.val_acc, atol=0.004)
+
+
+@pytest.mark.parametrize("monitor", ["val_acc", "val_loss"])
+def test_monitor_selects_the_best_epoch_from_the_history(data, monitor):
+    """The selected epoch is the history's best by ``monitor`` (first on ties),
+    and patience counts epochs since it."""
+    config = TrainConfig(epochs=150, patience=15, monitor=monitor, timing_steps=0)
+    result = sg.fit(sg.gcn(8, 2), data, config, seeds=[0, 1])
+    for k in range(2):
+        active = result.history["active"][:, k].astype(bool)
+        val_acc = result.history["val_acc"][active, k]
+        val_loss = result.history["val_loss"][active, k]
+        if monitor == "val_loss":
+            expected = int(np.argmin(val_loss))  # argmin: the first of equal minima
+        else:
+            # Highest accuracy, then lowest loss among those epochs.
+            top = np.flatnonzero(val_acc == val_acc.max())
+            expected = int(top[np.argmin(val_loss[top])])
+        assert int(result.best_epoch[k]) == expected + 1
+        assert active.sum() == expected + 1 + 15 or active.sum() == 150
+        np.testing.assert_allclose(result.test_acc[k], result.history["test_acc"][expected, k])
+
+
+def test_monitor_is_checked():
+    with pytest.raises(ValueError, match=r"monitor must be one of .* got 'loss'"):
+        TrainConfig(monitor="loss")
