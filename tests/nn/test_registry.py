@@ -41,6 +41,11 @@ def test_preparations_give_each_model_its_graph():
 def test_experiment_takes_the_models_paper_settings_unless_told():
     gat = Experiment(model="gat")
     assert (gat.hidden, gat.dropout, gat.lr, gat.decay_layers) == (8, 0.6, 0.005, "all")
+    assert (gat.epochs, gat.patience, gat.monitor) == (1000, 100, "val_loss")
+    assert gat.train_config().monitor == "val_loss" and gat.train_config().epochs == 1000
+    told = Experiment(model="gat", epochs=50, patience=0, monitor="val_acc")
+    assert (told.epochs, told.patience, told.monitor) == (50, 0, "val_acc")
+    assert told.train_config().patience is None
     assert gat.options() == {"heads": 8, "value_dropout": 0.0}
     assert Experiment(model="gat", hidden=16, model_options=(("heads", 4),)).options() == {
         "heads": 4,
@@ -48,6 +53,7 @@ def test_experiment_takes_the_models_paper_settings_unless_told():
     }
     gcn = Experiment()
     assert (gcn.hidden, gcn.dropout, gcn.lr, gcn.decay_layers) == (16, 0.5, 0.01, "first")
+    assert (gcn.epochs, gcn.patience, gcn.monitor) == (200, 100, "val_acc")  # the fallbacks
     assert gcn.fanouts is None and not gcn.sampled
     assert Experiment(model="sage").sampled and Experiment(model="sage").fanouts == "25,10"
     assert Experiment(model="gat", fanouts="10,5").sampled
@@ -66,6 +72,8 @@ def test_bad_model_settings_are_refused_with_the_value(capsys):
         get_model_spec("gin2")
     assert main(["train", "--model", "mlp", "--heads", "2"]) == 2
     assert "heads=2 applies to gat, gatv2, not mlp" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"monitor must be one of \['val_acc', 'val_loss'\]"):
+        Experiment(model="gat", monitor="test_acc")
 
 
 def test_cli_model_choices_are_the_registry():
