@@ -8,7 +8,7 @@ dropout touch only those values (see :func:`sparsegcn.nn.dropout`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,9 +16,46 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsegcn import _checks
+from sparsegcn.backends.csr import _csr_product
 from sparsegcn.backends.segment import gather_scatter
 
 Array = Any
+
+
+class FeatureLayout(NamedTuple):
+    """Host-built index arrays that let ``X @ W`` and its gradient run on the
+    native CSR kernel (:mod:`sparsegcn.backends.csr`) instead of a gather
+    and a scatter; a pytree.
+
+    Attributes:
+      indptr: int32 ``[N + 1]``, row ``i``'s stored values are
+        ``indptr[i]:indptr[i + 1]`` (the values are row-sorted).
+      t_indptr: int32 ``[F + 1]``, the same for ``X^T`` (by column).
+      t_rows: int32 ``[nnz]``, the row of each stored value in column order.
+      t_order: int32 ``[nnz]``, the position of each column-ordered value in
+        ``values``, so ``X^T``'s values are ``values[t_order]``.
+    """
+
+    indptr: Array
+    t_indptr: Array
+    t_rows: Array
+    t_order: Array
+
+    @classmethod
+    def build(cls, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> FeatureLayout:
+        """From row-sorted host ids; ``O(nnz log nnz)`` once."""
+        n, f = shape
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+        t_order = np.argsort(cols, kind="stable")
+        t_indptr = np.zeros(f + 1, np.int64)
+        np.cumsum(np.bincount(cols, minlength=f), out=t_indptr[1:])
+        return cls(
+            indptr.astype(np.int32),
+            t_indptr.astype(np.int32),
+            rows[t_order].astype(np.int32),
+            t_order.astype(np.int32),
+        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -30,12 +67,17 @@ class SparseFeatures:
       cols: int32 ``[nnz]`` column (feature) of each stored value.
       values: float32 ``[nnz]`` the stored values.
       shape: static ``(N, F)``.
+      layout: the :class:`FeatureLayout` of the ids, built when the
+        features are made on the host (``None`` when made from traced
+        arrays): with it, :meth:`matmul` and its gradient run on the CSR
+        kernel.
     """
 
     rows: Array
     cols: Array
     values: Array
     shape: tuple[int, int]
+    layout: FeatureLayout | None = None
 
     def __post_init__(self):
         n, f = (_checks.check_static_int(f"shape[{i}]", d) for i, d in enumerate(self.shape))
@@ -58,15 +100,20 @@ class SparseFeatures:
         object.__setattr__(self, "rows", convert(rows.astype(np.int32, copy=False)))
         object.__setattr__(self, "cols", convert(cols.astype(np.int32, copy=False)))
         object.__setattr__(self, "values", convert(values.astype(np.float32, copy=False)))
+        if self.layout is None and rows.size:
+            layout = FeatureLayout.build(rows, cols, (n, f))
+            object.__setattr__(self, "layout", FeatureLayout(*(convert(a) for a in layout)))
 
     def tree_flatten_with_keys(self):
-        names = ("rows", "cols", "values")
+        names = ("rows", "cols", "values", "layout")
         return tuple((jax.tree_util.GetAttrKey(k), getattr(self, k)) for k in names), self.shape
 
     @classmethod
     def tree_unflatten(cls, shape, children):
+        """Also takes ``(rows, cols, values)`` alone: features without a layout."""
         features = object.__new__(cls)
-        for name, value in zip(("rows", "cols", "values"), children, strict=True):
+        children = tuple(children) + (None,) * (4 - len(tuple(children)))
+        for name, value in zip(("rows", "cols", "values", "layout"), children, strict=True):
             object.__setattr__(features, name, value)
         object.__setattr__(features, "shape", shape)
         return features
@@ -93,16 +140,31 @@ class SparseFeatures:
         return self.values.dtype
 
     def with_values(self, values: Array) -> SparseFeatures:
-        """Same sparsity pattern, new stored values (e.g. after dropout)."""
-        return SparseFeatures.tree_unflatten(self.shape, (self.rows, self.cols, values))
+        """Same sparsity pattern (and layout), new stored values (e.g. after dropout)."""
+        return SparseFeatures.tree_unflatten(
+            self.shape, (self.rows, self.cols, values, self.layout)
+        )
 
     def matmul(self, w: jax.Array) -> jax.Array:
-        """``X @ W`` for ``W`` of shape ``[F, out]``; returns ``[N, out]``."""
-        if w.shape[0] != self.shape[1]:
+        """``X @ W`` for ``W`` of shape ``[F, out]``; returns ``[N, out]``.
+
+        With a :attr:`layout`, the product is one call of the CSR kernel
+        (``O(nnz out)``, reading each stored value once), and so is the
+        gradient with respect to ``W`` (``X^T ȳ``, on the transposed layout);
+        the gradient with respect to the values is ``<ȳ_row, W_col>`` per
+        value. Without one, it gathers ``W``'s rows per value and sums them
+        by row.
+        """
+        if w.ndim != 2 or w.shape[0] != self.shape[1]:
             raise ValueError(f"X @ W needs W with {self.shape[1]} rows, got shape {w.shape}")
         values = jnp.asarray(self.values).astype(w.dtype)
-        return gather_scatter(
-            self.cols, self.rows, values, w, self.shape[0], indices_are_sorted=True
+        if self.layout is None or values.shape[0] == 0:
+            return gather_scatter(
+                self.cols, self.rows, values, w, self.shape[0], indices_are_sorted=True
+            )
+        layout = FeatureLayout(*(jnp.asarray(a) for a in self.layout))
+        return _csr_features_matmul(
+            layout, jnp.asarray(self.rows), jnp.asarray(self.cols), values, w
         )
 
     def todense(self) -> jax.Array:
@@ -118,6 +180,32 @@ class SparseFeatures:
 
 
 jax.tree_util.register_pytree_with_keys_class(SparseFeatures)
+
+
+@jax.custom_vjp
+def _csr_features_matmul(layout: FeatureLayout, rows, cols, values, w):
+    return _csr_product(layout.indptr, cols, values, w)
+
+
+def _csr_features_fwd(layout, rows, cols, values, w):
+    return _csr_product(layout.indptr, cols, values, w), (layout, rows, cols, values, w)
+
+
+def _csr_features_bwd(residuals, cotangent):
+    layout, rows, cols, values, w = residuals
+    # X^T ȳ on the transposed layout: no scatter into W's rows.
+    w_bar = _csr_product(layout.t_indptr, layout.t_rows, values[layout.t_order], cotangent)
+    # Per stored value <ȳ_row, W_col>; dead code (removed by XLA) unless the
+    # values depend on what is differentiated.
+    values_bar = jnp.sum(
+        cotangent.at[rows].get(mode="promise_in_bounds")
+        * w.at[cols].get(mode="promise_in_bounds"),
+        axis=-1,
+    )
+    return (None, None, None, values_bar.astype(values.dtype), w_bar.astype(w.dtype))
+
+
+_csr_features_matmul.defvjp(_csr_features_fwd, _csr_features_bwd)
 
 Features = Any  # jax.Array [N, F] or SparseFeatures
 

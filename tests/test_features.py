@@ -43,6 +43,53 @@ def test_matmul_gradient_matches_dense():
     np.testing.assert_allclose(g_sparse, g_dense, rtol=1e-5, atol=1e-5)
 
 
+def _without_layout(x: SparseFeatures) -> SparseFeatures:
+    return SparseFeatures.tree_unflatten(x.shape, (x.rows, x.cols, x.values))
+
+
+@pytest.mark.parametrize("layout", [True, False], ids=["csr-kernel", "gather"])
+def test_matmul_and_both_gradients_match_dense_with_empty_rows_and_columns(layout):
+    m = random_sparse(n=40, f=30, density=0.15).tolil()
+    m[3, :] = 0  # an empty row
+    m[:, 7] = 0  # an unused feature
+    x = SparseFeatures.from_scipy(m)
+    assert x.layout is not None
+    x = x if layout else _without_layout(x)
+    w = jax.random.normal(jax.random.key(2), (30, 6), jnp.float32)
+
+    def loss(w, values):
+        return jnp.sum(jnp.sin(x.with_values(values).matmul(w)) * jnp.arange(6.0)[None, :])
+
+    def dense_loss(w, values):
+        dense = jnp.zeros(x.shape).at[x.rows, x.cols].add(values)
+        return jnp.sum(jnp.sin(dense @ w) * jnp.arange(6.0)[None, :])
+
+    got = jax.jit(jax.grad(loss, argnums=(0, 1)))(w, x.values)
+    want = jax.grad(dense_loss, argnums=(0, 1))(w, x.values)
+    for g, d in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, d, rtol=1e-5, atol=1e-5)
+    assert np.all(np.asarray(got[0])[7] == 0)  # the unused feature's row of W gets nothing
+
+
+def test_matmul_under_vmap_of_seeds_equals_each_seed_alone():
+    """Several seeds: per-seed weights and per-seed dropped values (a batched matrix)."""
+    x = SparseFeatures.from_scipy(random_sparse())
+    ws = jax.random.normal(jax.random.key(3), (3, 30, 4), jnp.float32)
+    values = x.values[None] * jnp.asarray([[1.0], [0.0], [2.0]])
+    batched = jax.vmap(jax.grad(lambda w, v: jnp.sum(x.with_values(v).matmul(w) ** 2)))
+    out = batched(ws, values)
+    for k in range(3):
+        alone = jax.grad(lambda w, v=values[k]: jnp.sum(x.with_values(v).matmul(w) ** 2))(ws[k])
+        np.testing.assert_allclose(out[k], alone, rtol=1e-5, atol=1e-6)
+
+
+def test_features_without_stored_values_multiply_to_zero():
+    x = SparseFeatures.from_scipy(sp.csr_array((5, 4), dtype=np.float32))
+    w = jnp.ones((4, 3))
+    np.testing.assert_array_equal(x.matmul(w), np.zeros((5, 3)))
+    np.testing.assert_array_equal(jax.grad(lambda w: x.matmul(w).sum())(w), np.zeros((4, 3)))
+
+
 def test_as_features_validates():
     with pytest.raises(ValueError, match=r"features has 3 rows but the graph has num_nodes=4"):
         sg.as_features(np.ones((3, 2)), 4)
