@@ -198,8 +198,7 @@ def _csr_features_bwd(residuals, cotangent):
     # Per stored value <ȳ_row, W_col>; dead code (removed by XLA) unless the
     # values depend on what is differentiated.
     values_bar = jnp.sum(
-        cotangent.at[rows].get(mode="promise_in_bounds")
-        * w.at[cols].get(mode="promise_in_bounds"),
+        cotangent.at[rows].get(mode="promise_in_bounds") * w.at[cols].get(mode="promise_in_bounds"),
         axis=-1,
     )
     return (None, None, None, values_bar.astype(values.dtype), w_bar.astype(w.dtype))
