@@ -175,8 +175,14 @@ def interleaved_rows(
             start = time.perf_counter()
             jax.block_until_ready(compiled(*args))
             ours_times.append(time.perf_counter() - start)
-        for impl, peer, peer_case, _, times in live:
-            answer = peer.time(peer_case, rounds.per_round)
+        for entry in list(live):
+            impl, peer, peer_case, _, times = entry
+            try:
+                answer = peer.time(peer_case, rounds.per_round)
+            except PeerError as err:  # a peer that fails mid-way is reported, not fatal
+                live.remove(entry)
+                rows_after[impl] = _missing_row(case, impl, f"failed while timed: {err}")
+                continue
             times.extend(answer["times_s"])
             last_stats[impl] = answer["stats"]
     rows = [_row(case, label, ours_times, f"compile {compile_s:.1f} s")]

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 import pytest
 from compare import External, Rounds, interleaved_rows
-from peer_process import PeerProcess, start_peer, write_npz
+from peer_process import PeerError, PeerProcess, start_peer, write_npz
 
 from sparsegcn.backends import propagate
 from sparsegcn.graph import Graph
@@ -71,6 +71,37 @@ def test_interleaved_rows_report_missing_peers(tmp_path):
     assert rows[1]["median_ms"] is None and rows[1]["note"] == "missing: no Python given"
     assert rows[2]["note"] == "missing: jraph not requested"
     assert {r["case"] for r in rows} == {"double | interleaved"}
+
+
+class _DiesOnSecondRound:
+    """A peer whose process goes away after its first timed round."""
+
+    def __init__(self):
+        self.versions = {"fake": "1"}
+        self.calls = 0
+
+    def setup(self, case, **spec):
+        return {"setup_s": 0.0, "first_call_s": 0.0, "stats": {}}
+
+    def time(self, case, repeats):
+        self.calls += 1
+        if self.calls > 1:
+            raise PeerError("fake peer exited (rc -9)")
+        return {"times_s": [0.001] * repeats, "stats": {}}
+
+
+def test_a_peer_failing_mid_way_is_a_row(tmp_path):
+    external = External({"dgl": _DiesOnSecondRound()}, str(tmp_path))
+    rows = interleaved_rows(
+        "negate",
+        ("ours", lambda v: -v, (jax.device_put(np.ones(3, np.float32)),)),
+        [("DGL negate", "dgl", "negate", {})],
+        external,
+        Rounds(rounds=3, per_round=2),
+    )
+    assert rows[0]["repeats"] == 6
+    assert rows[1]["median_ms"] is None
+    assert rows[1]["note"] == "missing: failed while timed: fake peer exited (rc -9)"
 
 
 @pytest.mark.slow
