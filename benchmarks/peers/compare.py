@@ -1,7 +1,9 @@
-"""Ours against PyG, torch.sparse CSR and scipy CSR, in one process, same graphs.
+"""Ours against PyG, torch.sparse CSR, scipy CSR, DGL and Jraph, same graphs.
 
     python benchmarks/peers/compare.py                      # propagation + GCN steps
     python benchmarks/peers/compare.py --only propagation --nodes 200000
+    python benchmarks/peers/compare.py --only propagation,steps,gat,sage \
+        --dgl-python /work/envs/dgl/bin/python --jraph-python /work/envs/jraph/bin/python
     python benchmarks/peers/compare.py --json benchmarks/results/peers.json
     python benchmarks/peers/compare.py --torch-device cuda --nodes 1000000   # on a GPU
 
@@ -15,7 +17,20 @@ steps are Kipf & Welling's Cora setup and a 3-layer, hidden-256 GCN on a
 random graph of ogbn-arxiv's size, against PyG's GCN example. Every time is
 a median after warm-up (ours: compiled, ``block_until_ready``); ratios are
 ``theirs / ours`` from the same run. Peers that are not installed are
-skipped with a note. On a GPU (``--torch-device cuda``, the default when JAX
+skipped with a note.
+
+DGL and Jraph run in their own virtual environments, as child processes
+(``dgl_peer.py``, ``jraph_peer.py``; see :mod:`peer_process`), found by
+``--dgl-python`` / ``--jraph-python`` or ``$SPARSEGCN_DGL_PYTHON`` /
+``$SPARSEGCN_JRAPH_PYTHON``; a peer that is not found or does not import is
+a row saying ``missing: <reason>``. Their cases (``... | interleaved``)
+read the graph from one ``.npz`` this script writes, and are timed in
+alternating rounds with ours (ours, DGL, Jraph, ours, ...), so a noisy
+neighbour hits both sides alike; their ratios refer to ours from the same
+rounds. Compile time (ours, Jraph) and first calls (DGL) are reported apart.
+The ``sage`` part (run only when named) times mini-batch GraphSAGE training
+batches on the ogbn-products-sized synthetic graph, ours against DGL's
+``NeighborSampler`` + ``SAGEConv``, and projects an epoch. On a GPU (``--torch-device cuda``, the default when JAX
 runs on one and torch sees it) the torch peers run on the same GPU, ours
 adds the BCOO backend with its cuSPARSE lowering, and the host-only scipy
 row is left out.
@@ -27,6 +42,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import implementations as peers
 from conftest import shared_data_root
+from peer_process import PeerError, PeerProcess, start_peer, write_npz
 
 from sparsegcn.allocator import keep_freed_memory
 from sparsegcn.backends import pack_gcn_norm, propagate
@@ -75,8 +92,155 @@ def _row(case: str, impl: str, times: list[float], note: str = "") -> dict:
     }
 
 
+def _missing_row(case: str, impl: str, reason: str) -> dict:
+    return {
+        "case": case,
+        "impl": impl,
+        "median_ms": None,
+        "min_ms": None,
+        "repeats": 0,
+        "note": f"missing: {reason}",
+        "load_average": [round(v, 2) for v in os.getloadavg()],
+    }
+
+
+@dataclasses.dataclass
+class Rounds:
+    """How the interleaved cases are timed: ``rounds`` rounds of ``per_round``
+    calls on each side (ours first, then each peer in turn)."""
+
+    rounds: int = 5
+    per_round: int = 3
+
+
+@dataclasses.dataclass
+class External:
+    """The started out-of-process peers (:class:`PeerProcess`), or why each is missing."""
+
+    peers: dict[str, PeerProcess | str]
+    folder: str  # where the shared .npz files go
+
+    def close(self) -> None:
+        for peer in self.peers.values():
+            if isinstance(peer, PeerProcess):
+                peer.close()
+
+
+def interleaved_rows(
+    case: str,
+    ours: tuple,
+    theirs: list[tuple[str, str, str, dict]],
+    external: External,
+    rounds: Rounds,
+) -> list[dict]:
+    """Ours and the out-of-process peers, timed in alternating rounds.
+
+    Args:
+      case: the case name (rows get ``case + " | interleaved"``).
+      ours: ``(label, fn, args)``; ``jax.jit(fn)`` is compiled apart and
+        called with ``block_until_ready``.
+      theirs: ``(label, peer, peer_case, spec)``; ``spec`` goes to the peer's
+        case builder (it names the shared ``.npz``).
+      external: the started peers.
+      rounds: rounds and calls per round.
+
+    Returns:
+      One row for ours, then one per peer case (``missing: ...`` rows for
+      peers that are not there or failed to set up); ``stats`` holds what a
+      peer case reported (sampled block sizes, say).
+    """
+    case = f"{case} | interleaved"
+    label, fn, args = ours
+    tick = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - tick
+    for _ in range(2):
+        jax.block_until_ready(compiled(*args))
+    live, rows_after = [], {}
+    for impl, name, peer_case, spec in theirs:
+        peer = external.peers.get(name, f"{name} not requested")
+        if isinstance(peer, str):
+            rows_after[impl] = _missing_row(case, impl, peer)
+            continue
+        try:
+            info = peer.setup(peer_case, warmup=1, **spec)
+        except PeerError as err:
+            rows_after[impl] = _missing_row(case, impl, str(err))
+            continue
+        live.append((impl, peer, peer_case, info, []))
+    ours_times: list[float] = []
+    last_stats: dict[str, dict] = {}
+    for _ in range(rounds.rounds):
+        for _ in range(rounds.per_round):
+            start = time.perf_counter()
+            jax.block_until_ready(compiled(*args))
+            ours_times.append(time.perf_counter() - start)
+        for entry in list(live):
+            impl, peer, peer_case, _, times = entry
+            try:
+                answer = peer.time(peer_case, rounds.per_round)
+            except PeerError as err:  # a peer that fails mid-way is reported, not fatal
+                live.remove(entry)
+                rows_after[impl] = _missing_row(case, impl, f"failed while timed: {err}")
+                continue
+            times.extend(answer["times_s"])
+            last_stats[impl] = answer["stats"]
+    rows = [_row(case, label, ours_times, f"compile {compile_s:.1f} s")]
+    versions = {}
+    for impl, peer, _, info, times in live:
+        row = _row(
+            case,
+            impl,
+            times,
+            f"setup {info['setup_s']:.1f} s, first call {info['first_call_s']:.2f} s",
+        )
+        row["stats"] = last_stats.get(impl, {})
+        rows_after[impl] = row
+        versions = peer.versions
+        row["versions"] = versions
+    rows += [rows_after[impl] for impl, *_ in theirs]
+    return rows
+
+
+def propagation_peer_rows(case: str, a_hat, x, ours_graph, external: External, rounds: Rounds):
+    """``Â x``: ours (packed CSR) against DGL's two SpMM forms and Jraph's GCN layer."""
+    coo = a_hat.to_scipy().tocoo()
+    data = write_npz(
+        external.folder,
+        "propagate",
+        senders=coo.col.astype(np.int32),
+        receivers=coo.row.astype(np.int32),
+        weights=coo.data.astype(np.float32),
+        num_nodes=np.int64(a_hat.num_nodes),
+        x=x,
+    )
+    spec = {"data": data}
+    return interleaved_rows(
+        case,
+        (
+            "sparsegcn packed CSR",
+            lambda g, x: propagate(g, x, backend="segment"),
+            (jax.device_put(ours_graph), jax.device_put(x)),
+        ),
+        [
+            ("DGL copy_u_sum, D^-1/2 both sides", "dgl", "propagate-copy", spec),
+            ("DGL u_mul_e_sum", "dgl", "propagate-weighted", spec),
+            ("Jraph GraphConvolution", "jraph", "propagate", spec),
+        ],
+        external,
+        rounds,
+    )
+
+
 def propagation_rows(
-    kind: str, nodes: int, degree: float, features: int, repeats: int, device: str = "cpu"
+    kind: str,
+    nodes: int,
+    degree: float,
+    features: int,
+    repeats: int,
+    device: str = "cpu",
+    external: External | None = None,
+    rounds: Rounds | None = None,
 ):
     case = f"propagate {kind} N={nodes} deg={degree:g} F={features}"
     graph = make_graph(kind, nodes, degree)
@@ -136,7 +300,77 @@ def propagation_rows(
                 _on(device),
             )
         )
+    if external is not None:
+        rows += propagation_peer_rows(
+            case, a_hat, x, propagation_graph(graph, "segment-csr"), external, rounds or Rounds()
+        )
     return rows
+
+
+def _training_npz(external: External, stem: str, setup) -> str:
+    """The raw graph (no self-loops), dense features, labels and train mask of a step setup."""
+    data = setup.data
+    return write_npz(
+        external.folder,
+        stem,
+        senders=np.asarray(setup.graph.senders, np.int32),
+        receivers=np.asarray(setup.graph.receivers, np.int32),
+        num_nodes=np.int64(setup.graph.num_nodes),
+        features=np.asarray(setup.dense_features, np.float32),
+        labels=np.asarray(data.labels, np.int32),
+        train_mask=np.asarray(data.train_mask, bool),
+    )
+
+
+def gcn_peer_rows(
+    name: str, setup, external: External, rounds: Rounds, peers_wanted=("dgl", "jraph")
+) -> list[dict]:
+    """The GCN step (``setup``'s sizes), ours against DGL ``GraphConv`` and Jraph."""
+    spec = {
+        "data": _training_npz(external, f"gcn-{name}", setup),
+        "hidden": setup.hidden,
+        "num_layers": setup.num_layers,
+        "dropout": setup.dropout,
+        "num_classes": setup.num_classes,
+        "lr": 0.01,
+        "weight_decay": 5e-4,
+    }
+    step, args = gcn_step(setup)
+    labels = {"dgl": "DGL GraphConv", "jraph": "Jraph GraphConvolution + haiku"}
+    return interleaved_rows(
+        f"gcn step {name}",
+        ("sparsegcn", step, args),
+        [(labels[p], p, "gcn_step", spec) for p in peers_wanted],
+        external,
+        rounds,
+    )
+
+
+def gat_peer_rows(root, external: External, rounds: Rounds) -> list[dict]:
+    """The Cora GAT step, ours against DGL ``GATConv`` and ``jraph.GAT``."""
+    from sparsegcn.datasets import load
+
+    setup = cora_setup(root)
+    spec = {
+        "data": _training_npz(external, "gat-cora", setup),
+        "hidden": 8,
+        "heads": 8,
+        "dropout": 0.6,
+        "num_classes": setup.num_classes,
+        "lr": 0.005,
+        "weight_decay": 5e-4,
+    }
+    step, args = registered_step(load("cora", root, download=False), "gat")
+    return interleaved_rows(
+        "gat step cora",
+        ("sparsegcn", step, args),
+        [
+            ("DGL GATConv", "dgl", "gat_step", spec),
+            ("Jraph GAT + haiku (no attention dropout)", "jraph", "gat_step", spec),
+        ],
+        external,
+        rounds,
+    )
 
 
 STEP_GRAPHS = ("auto", "ell", "csr", "edges")
@@ -217,12 +451,146 @@ def gat_rows(root, repeats: int, device: str = "cpu") -> list[dict]:
     return rows
 
 
+def sage_rows(
+    root: str,
+    external: External,
+    rounds: Rounds,
+    *,
+    scale: float = 1.0,
+    fanouts: tuple[int, ...] = (15, 10, 5),
+    batch_size: int = 1024,
+    hidden: int = 256,
+    dropout: float = 0.5,
+    lr: float = 0.003,
+) -> list[dict]:
+    """Mini-batch GraphSAGE training batches on the ogbn-products-sized graph.
+
+    Ours is one compiled step (sampling inside, forward, backward, Adam;
+    ``benchmarks/sage_products_epoch.py`` runs the same step in a scan over
+    an epoch) on one fixed batch of ``batch_size`` seeds; DGL's draws each
+    batch from its ``DataLoader`` (host-side ``NeighborSampler``, same hop
+    fanouts, seeds' hop first), gathers the input rows and trains 3
+    ``SAGEConv(mean)`` layers. Rows report batches/s and the epoch that
+    ``ceil(train / batch_size)`` batches project; ours counts the tree slots
+    a batch computes on (fixed), DGL the distinct input rows and block edges
+    of the batches it timed (they vary; medians).
+    """
+    import sparsegcn as sg
+    from sparsegcn.datasets import load
+    from sparsegcn.sampling import tree_sizes
+    from sparsegcn.train import (
+        NodeData,
+        TrainConfig,
+        apply_optimizer,
+        index_mask,
+        init_state,
+        make_optimizer,
+    )
+    from sparsegcn.train.minibatch import (
+        effective_batch_size,
+        first_batch,
+        make_grad_fn,
+        minibatch_data,
+        steps_per_epoch,
+    )
+
+    dataset = load("synthetic:products", root, scale=scale)
+    n = dataset.num_nodes
+    labels = np.maximum(dataset.labels, 0).astype(np.int32)
+    train = np.asarray(dataset.split["train"])
+    data = jax.device_put(
+        minibatch_data(
+            NodeData(
+                graph=dataset.graph,
+                features=sg.as_features(dataset.features, n),
+                labels=labels,
+                train_mask=index_mask(train, n),
+                val_mask=index_mask(dataset.split["valid"], n),
+                test_mask=index_mask(dataset.split["test"], n),
+            )
+        )
+    )
+    batch_size = effective_batch_size(len(train), batch_size)
+    steps = steps_per_epoch(len(train), batch_size)
+    model = sg.sage(
+        dataset.num_features,
+        dataset.num_classes,
+        hidden=hidden,
+        num_layers=len(fanouts),
+        dropout_rate=dropout,
+    )
+    tx = make_optimizer(TrainConfig(learning_rate=lr, weight_decay=0.0, decay_layers="none"))
+    state = init_state(model, tx, jax.random.key(0))
+    grad_fn = make_grad_fn(model, fanouts)
+    batch = first_batch(jax.random.key(1), data.train_nodes, batch_size)
+
+    def step(params, opt_state, data, batch, key):
+        loss, grads = grad_fn(params, data, batch, key)
+        params, opt_state = apply_optimizer(tx, grads, opt_state, params)
+        return params, opt_state, loss
+
+    spec = {
+        "data": write_npz(
+            external.folder,
+            "sage-products",
+            senders=np.asarray(dataset.graph.senders, np.int32),
+            receivers=np.asarray(dataset.graph.receivers, np.int32),
+            num_nodes=np.int64(n),
+            features=np.asarray(dataset.features, np.float32),
+            labels=labels,
+            train_nodes=train.astype(np.int64),
+        ),
+        "fanouts": list(fanouts),
+        "batch_size": batch_size,
+        "hidden": hidden,
+        "dropout": dropout,
+        "lr": lr,
+        "num_classes": dataset.num_classes,
+    }
+    case = (
+        f"sage batch products-sized x{scale:g} (N={n}, {dataset.graph.num_edges} stored edges), "
+        f"fanouts {','.join(map(str, fanouts))}, batch {batch_size}, hidden {hidden}"
+    )
+    rows = interleaved_rows(
+        case,
+        ("sparsegcn", step, (state.params, state.opt_state, data, batch, jax.random.key(2))),
+        [("DGL NeighborSampler + SAGEConv(mean)", "dgl", "sage_batch", spec)],
+        external,
+        rounds,
+    )
+    slots = tree_sizes(batch_size, fanouts)
+    for row in rows:
+        if row["median_ms"] is None:
+            continue
+        seconds = row["median_ms"] / 1e3
+        row["batches_per_s"] = 1 / seconds
+        row["projected_epoch_s"] = steps * seconds
+        row["steps_per_epoch"] = steps
+        stats = row.pop("stats", None)
+        if stats:
+            row["per_batch"] = {
+                key: float(np.median(values)) for key, values in stats.items() if values
+            }
+            row["note"] += (
+                f"; median {row['per_batch']['input_rows']:.0f} distinct input rows, "
+                f"{row['per_batch']['block_edges']:.0f} block edges a batch"
+            )
+        else:
+            row["per_batch"] = {"tree_slots": list(slots), "tree_slots_total": sum(slots)}
+            row["note"] += f"; {sum(slots)} tree slots a batch {list(slots)}"
+        row["note"] += f"; {row['batches_per_s']:.2f} batches/s, epoch ~{steps * seconds:.0f} s"
+    return rows
+
+
 def format_rows(rows: list[dict]) -> str:
     reference = {}
     for r in rows:
         reference.setdefault(r["case"], r["median_ms"])  # ours (first) per case
     lines = [f"{'case':44s} {'implementation':34s} {'median ms':>10s} {'vs ours':>8s}"]
     for r in rows:
+        if r["median_ms"] is None:
+            lines.append(f"{r['case']:44s} {r['impl']:34s} {'-':>10s} {'-':>8s} {r['note']}")
+            continue
         ratio = r["median_ms"] / reference[r["case"]]
         lines.append(
             f"{r['case']:44s} {r['impl']:34s} {r['median_ms']:10.2f} {ratio:7.2f}x {r['note']}"
@@ -230,9 +598,54 @@ def format_rows(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+PARTS = ("propagation", "steps", "gat", "sage")
+
+
+def run_parts(parts, args, device, forms, external: External, parser) -> list[dict]:
+    rounds = Rounds(args.rounds, args.per_round)
+    rows = []
+    if "propagation" in parts:
+        for kind in ("random", "sbm"):
+            rows += propagation_rows(
+                kind, args.nodes, args.degree, args.features, args.repeats, device, external, rounds
+            )
+    if "gat" in parts or "steps" in parts:
+        root = shared_data_root()
+        if root is None and "gat" in parts:
+            parser.error("the GAT step needs Cora: set SPARSEGCN_TEST_DATA")
+    if "steps" in parts:
+        if root is not None:
+            setup = cora_setup(root)
+            rows += step_rows("cora", setup, max(args.repeats, 50), device, forms)
+            rows += gcn_peer_rows("cora", setup, external, Rounds(rounds.rounds, 20))
+        else:
+            print("note: Cora files not found; Cora step skipped", file=sys.stderr)
+    if ("gat" in parts or "steps" in parts) and root is not None:
+        rows += gat_rows(root, max(args.repeats, 50), device)
+        rows += gat_peer_rows(root, external, Rounds(rounds.rounds, 20))
+    if "steps" in parts:
+        setup = arxiv_like_setup(scale=args.arxiv_scale)
+        name = f"arxiv-sized x{args.arxiv_scale:g}"
+        rows += step_rows(
+            name,
+            setup,
+            args.repeats if device == "cuda" else min(args.repeats, 3),
+            device,
+            forms,
+        )
+        rows += gcn_peer_rows(name, setup, external, Rounds(rounds.rounds, 1), ("jraph",))
+    if "sage" in parts:
+        rows += sage_rows(args.sage_root, external, rounds, scale=args.sage_scale)
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=("propagation", "steps", "gat"), help="run one part")
+    parser.add_argument(
+        "--only",
+        metavar="A,B",
+        help=f"run these parts of {PARTS} (default: propagation,steps; sage only when named)",
+    )
     add_graph_arguments(parser)
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per measurement")
     parser.add_argument("--arxiv-scale", type=float, default=1.0, help="shrink the arxiv step")
@@ -249,6 +662,23 @@ def main(argv=None) -> int:
         help=f"graph forms our GCN steps run on, side by side, from {STEP_GRAPHS} "
         "(default: auto, the library's choice for this platform)",
     )
+    for name in ("dgl", "jraph"):
+        parser.add_argument(
+            f"--{name}-python",
+            metavar="PATH",
+            help=f"the Python of {name}'s own environment "
+            f"(default: $SPARSEGCN_{name.upper()}_PYTHON; unset: its rows say missing)",
+        )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved rounds (ours, DGL, Jraph) per case"
+    )
+    parser.add_argument("--per-round", type=int, default=3, help="calls per side in each round")
+    parser.add_argument(
+        "--sage-root", default=None, help="data root for the synthetic products cache (sage part)"
+    )
+    parser.add_argument(
+        "--sage-scale", type=float, default=1.0, help="shrink the products-sized graph"
+    )
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     parser.add_argument(
         "--default-malloc",
@@ -257,6 +687,17 @@ def main(argv=None) -> int:
         "sparsegcn command does; see sparsegcn.allocator)",
     )
     args = parser.parse_args(argv)
+    parts = tuple(p.strip() for p in (args.only or "propagation,steps").split(",") if p.strip())
+    for position, part in enumerate(parts):
+        if part not in PARTS:
+            parser.error(f"--only[{position}] = {part!r} is not one of {PARTS}")
+    for name in ("rounds", "per_round"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.sage_scale > 0:
+        parser.error(f"--sage-scale must be > 0, got {args.sage_scale}")
+    if "sage" in parts and args.sage_root is None:
+        parser.error("the sage part needs --sage-root (where the synthetic graph is cached)")
     if not args.default_malloc:
         keep_freed_memory()
     if not peers.have_pyg():
@@ -266,32 +707,15 @@ def main(argv=None) -> int:
     for position, form in enumerate(forms):
         if form not in STEP_GRAPHS:
             parser.error(f"--step-graphs[{position}] = {form!r} is not one of {STEP_GRAPHS}")
-    rows = []
-    if args.only in (None, "propagation"):
-        for kind in ("random", "sbm"):
-            rows += propagation_rows(
-                kind, args.nodes, args.degree, args.features, args.repeats, device
-            )
-    if args.only == "gat":
-        root = shared_data_root()
-        if root is None:
-            parser.error("the GAT step needs Cora: set SPARSEGCN_TEST_DATA")
-        rows += gat_rows(root, max(args.repeats, 50), device)
-    if args.only in (None, "steps"):
-        root = shared_data_root()
-        if root is not None:
-            rows += step_rows("cora", cora_setup(root), max(args.repeats, 50), device, forms)
-            rows += gat_rows(root, max(args.repeats, 50), device)
-        else:
-            print("note: Cora files not found; Cora step skipped", file=sys.stderr)
-        setup = arxiv_like_setup(scale=args.arxiv_scale)
-        rows += step_rows(
-            f"arxiv-sized x{args.arxiv_scale:g}",
-            setup,
-            args.repeats if device == "cuda" else min(args.repeats, 3),
-            device,
-            forms,
+    with tempfile.TemporaryDirectory(prefix="sparsegcn-peers-") as folder:
+        external = External(
+            {name: start_peer(name, getattr(args, f"{name}_python")) for name in ("dgl", "jraph")},
+            folder,
         )
+        try:
+            rows = run_parts(parts, args, device, forms, external, parser)
+        finally:
+            external.close()
     print(format_rows(rows))
     machine = machine_info()
     print(
@@ -300,7 +724,20 @@ def main(argv=None) -> int:
     if args.json:
         from sparsegcn.files import write_json_atomic
 
-        write_json_atomic(args.json, {"rows": rows, "machine": machine, "torch_device": device})
+        versions = {
+            name: peer.versions if isinstance(peer, PeerProcess) else f"missing: {peer}"
+            for name, peer in external.peers.items()
+        }
+        write_json_atomic(
+            args.json,
+            {
+                "command": " ".join(["python", *sys.argv]),
+                "rows": rows,
+                "machine": machine,
+                "torch_device": device,
+                "peers": versions,
+            },
+        )
     return 0
 
 

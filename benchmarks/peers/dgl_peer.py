@@ -1,0 +1,258 @@
+"""DGL's side of ``compare.py``: run under a Python that has DGL and torch.
+
+    /work/envs/dgl/bin/python benchmarks/peers/dgl_peer.py   # speaks peer_protocol
+
+Made for ``dgl==2.1.0`` with ``torch==2.2.1`` (its own virtual environment;
+see benchmarks/README.md), on the CPU with all cores. Cases:
+
+- ``propagate-copy``: ``Â x`` as ``D^-1/2 copy_u_sum(D^-1/2 x)`` on ``Â``'s
+  structure (self-loops included; the scalings are computed once, outside
+  the timed call, as ours are).
+- ``propagate-weighted``: ``u_mul_e_sum`` with ``Â``'s edge weights.
+- ``gcn_step``: Kipf & Welling's GCN with ``GraphConv(norm="both")`` on the
+  graph plus self-loops, dropout before each layer, Adam with L2 weight
+  decay on the first layer (as PyG's example, which the PyG row runs).
+- ``gat_step``: Veličković et al.'s GAT with ``GATConv`` (8 heads of 8,
+  feature and attention dropout 0.6, ELU, one output head), Adam with L2
+  weight decay on every parameter.
+- ``sage_batch``: one mini-batch of GraphSAGE training: ``NeighborSampler``
+  draws the blocks (host side, as DGL does), features and labels are
+  gathered, 3 ``SAGEConv(mean)`` layers, dropout, Adam. ``stats`` collects
+  the distinct input rows and block edges of each batch.
+
+Propagation runs under ``torch.no_grad()``; every training call zeroes the
+gradients first, so nothing accumulates from call to call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+from peer_protocol import serve
+
+
+def versions() -> dict:
+    import dgl
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    return {
+        "dgl": dgl.__version__,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "python": sys.version.split()[0],
+    }
+
+
+def _graph(data, self_loops: bool = False):
+    import dgl
+    import torch
+
+    n = int(data["num_nodes"])
+    g = dgl.graph(
+        (
+            torch.from_numpy(data["senders"].astype(np.int64)),
+            torch.from_numpy(data["receivers"].astype(np.int64)),
+        ),
+        num_nodes=n,
+    )
+    return dgl.add_self_loop(g) if self_loops else g
+
+
+def propagate_copy(spec: dict):
+    import dgl
+    import torch
+
+    data = np.load(spec["data"])
+    g = _graph(data)
+    x = torch.from_numpy(np.asarray(data["x"], np.float32))
+    scale = g.in_degrees().float().clamp(min=1).pow(-0.5)[:, None]
+
+    def run():
+        with torch.no_grad():
+            return dgl.ops.copy_u_sum(g, x * scale) * scale
+
+    return run, {}
+
+
+def propagate_weighted(spec: dict):
+    import dgl
+    import torch
+
+    data = np.load(spec["data"])
+    g = _graph(data)
+    x = torch.from_numpy(np.asarray(data["x"], np.float32))
+    w = torch.from_numpy(np.asarray(data["weights"], np.float32))[:, None]
+
+    def run():
+        with torch.no_grad():
+            return dgl.ops.u_mul_e_sum(g, x, w)
+
+    return run, {}
+
+
+def _train(spec: dict, model, graph, param_groups):
+    import torch
+    import torch.nn.functional as F
+
+    data = np.load(spec["data"])
+    x = torch.from_numpy(np.asarray(data["features"], np.float32))
+    y = torch.from_numpy(data["labels"].astype(np.int64))
+    mask = torch.from_numpy(data["train_mask"].astype(bool))
+    optimizer = torch.optim.Adam(param_groups, lr=spec["lr"])
+
+    def run():
+        model.train()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(graph, x)[mask], y[mask])
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return run, {"params": int(sum(p.numel() for p in model.parameters()))}
+
+
+def gcn_step(spec: dict):
+    import torch
+    import torch.nn.functional as F
+    from dgl.nn import GraphConv
+
+    torch.manual_seed(0)
+    data = np.load(spec["data"])
+    sizes = (
+        [int(data["features"].shape[1])]
+        + [spec["hidden"]] * (spec["num_layers"] - 1)
+        + [spec["num_classes"]]
+    )
+    rate = spec["dropout"]
+
+    class GCN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(
+                GraphConv(a, b, norm="both") for a, b in itertools.pairwise(sizes)
+            )
+
+        def forward(self, g, x):
+            for i, conv in enumerate(self.convs):
+                x = conv(g, F.dropout(x, rate, self.training))
+                if i < len(self.convs) - 1:
+                    x = x.relu()
+            return x
+
+    model = GCN()
+    groups = [
+        dict(params=model.convs[0].parameters(), weight_decay=spec["weight_decay"]),
+        dict(params=[p for c in model.convs[1:] for p in c.parameters()], weight_decay=0.0),
+    ]
+    return _train(spec, model, _graph(data, self_loops=True), groups)
+
+
+def gat_step(spec: dict):
+    import torch
+    import torch.nn.functional as F
+    from dgl.nn import GATConv
+
+    torch.manual_seed(0)
+    data = np.load(spec["data"])
+    hidden, heads, rate = spec["hidden"], spec["heads"], spec["dropout"]
+    features = int(data["features"].shape[1])
+
+    class GAT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = GATConv(features, hidden, heads, feat_drop=rate, attn_drop=rate)
+            self.conv2 = GATConv(
+                hidden * heads, spec["num_classes"], 1, feat_drop=rate, attn_drop=rate
+            )
+
+        def forward(self, g, x):
+            x = F.elu(self.conv1(g, x).flatten(1))
+            return self.conv2(g, x).mean(1)
+
+    model = GAT()
+    groups = [dict(params=model.parameters(), weight_decay=spec["weight_decay"])]
+    return _train(spec, model, _graph(data, self_loops=True), groups)
+
+
+def sage_batch(spec: dict):
+    import dgl
+    import torch
+    import torch.nn.functional as F
+    from dgl.nn import SAGEConv
+
+    torch.manual_seed(0)
+    data = np.load(spec["data"])
+    g = _graph(data)
+    features = torch.from_numpy(np.asarray(data["features"], np.float32))
+    labels = torch.from_numpy(data["labels"].astype(np.int64))
+    train = torch.from_numpy(data["train_nodes"].astype(np.int64))
+    hidden, rate = spec["hidden"], spec["dropout"]
+    # DGL's fanouts run from the input layer to the seeds; ours from the seeds
+    # outwards: reversed, the seeds' hop draws the same number as ours.
+    sampler = dgl.dataloading.NeighborSampler(list(reversed(spec["fanouts"])))
+    loader = dgl.dataloading.DataLoader(
+        g, train, sampler, batch_size=spec["batch_size"], shuffle=True, drop_last=False
+    )
+    sizes = [features.shape[1]] + [hidden] * (len(spec["fanouts"]) - 1) + [spec["num_classes"]]
+
+    class SAGE(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(
+                SAGEConv(a, b, "mean") for a, b in itertools.pairwise(sizes)
+            )
+
+        def forward(self, blocks, x):
+            for i, (conv, block) in enumerate(zip(self.convs, blocks, strict=True)):
+                x = conv(block, x)
+                if i < len(self.convs) - 1:
+                    x = F.dropout(x.relu(), rate, self.training)
+            return x
+
+    model = SAGE()
+    optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
+    stats = {"input_rows": [], "block_edges": [], "seeds": []}
+    batches = iter(loader)
+
+    def run():
+        nonlocal batches
+        try:
+            input_nodes, seeds, blocks = next(batches)
+        except StopIteration:
+            batches = iter(loader)
+            input_nodes, seeds, blocks = next(batches)
+        model.train()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(blocks, features[input_nodes]), labels[seeds])
+        loss.backward()
+        optimizer.step()
+        stats["input_rows"].append(int(input_nodes.numel()))
+        stats["block_edges"].append(int(sum(b.num_edges() for b in blocks)))
+        stats["seeds"].append(int(seeds.numel()))
+        return loss.detach()
+
+    return run, stats
+
+
+if __name__ == "__main__":
+    raise SystemExit(
+        serve(
+            {
+                "propagate-copy": propagate_copy,
+                "propagate-weighted": propagate_weighted,
+                "gcn_step": gcn_step,
+                "gat_step": gat_step,
+                "sage_batch": sage_batch,
+            },
+            versions,
+        )
+    )
