@@ -19,6 +19,7 @@ trainer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +38,9 @@ from sparsegcn.train.state import (
     should_stop,
 )
 
+if TYPE_CHECKING:
+    from sparsegcn.train.minibatch import MinibatchData
+
 
 def train_step(model: Model, tx, state: TrainState, data: NodeData):
     """One optimizer step. Returns ``(params, opt_state, key, loss, grad_norm)``."""
@@ -51,7 +55,7 @@ def train_step(model: Model, tx, state: TrainState, data: NodeData):
     return params, opt_state, key, loss, optax.tree.norm(grads)
 
 
-def evaluate(model: Model, params, data: NodeData) -> dict:
+def evaluate(model: Model, params, data: NodeData | MinibatchData) -> dict:
     """Inference-mode accuracies and validation loss (scalars)."""
     logits = model.apply(params, data.graph, data.features)
     return {
@@ -62,7 +66,7 @@ def evaluate(model: Model, params, data: NodeData) -> dict:
     }
 
 
-def predict(model: Model, params, data: NodeData) -> tuple[jax.Array, jax.Array]:
+def predict(model: Model, params, data: NodeData | MinibatchData) -> tuple[jax.Array, jax.Array]:
     """Inference-mode class predictions and embeddings of every seed, jitted.
 
     Args:
