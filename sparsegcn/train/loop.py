@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -338,10 +338,7 @@ def time_step(fn: Callable, args: tuple, repeats: int) -> tuple[float, float]:
     return 1e3 * median_seconds(compiled, args, repeats)[0], compile_s
 
 
-_Out = TypeVar("_Out")
-
-
-def median_seconds(fn: Callable[..., _Out], args: tuple, repeats: int) -> tuple[float, _Out]:
+def median_seconds(fn: Callable, args: tuple, repeats: int) -> tuple[float, Any]:
     """Median wall time of ``fn(*args)`` over ``repeats`` calls after one warm-up call.
 
     Each call is waited for (``block_until_ready``) before the clock stops.
