@@ -216,6 +216,7 @@ def as_features(x, num_nodes: int | None = None) -> Features:
     float32 ``jax.Array``. Raises ``ValueError`` naming the shape when the
     row count differs from ``num_nodes``, or the first non-finite value.
     """
+    features: jax.Array | SparseFeatures
     if isinstance(x, SparseFeatures):
         features = x
     elif sp.issparse(x):
@@ -268,7 +269,7 @@ def row_normalize(x):
 FEATURE_NORMALIZATIONS = ("auto", "row", "none")
 
 
-def _first_negative(x) -> tuple[int, int] | None:
+def _first_negative(x) -> tuple[int, ...] | None:
     if sp.issparse(x):
         coo = sp.coo_array(x)
         bad = np.flatnonzero(coo.data < 0)

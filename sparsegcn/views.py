@@ -35,7 +35,7 @@ normalizations alike.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -64,11 +64,19 @@ class EdgeListView:
     transient ``[E, F]`` buffer, the price layouts that fuse avoid.
     """
 
-    layout_name: ClassVar[str] = "edges"
     if TYPE_CHECKING:
-        # What the class that mixes this in provides (fields or properties).
-        senders: jax.Array
-        receivers: jax.Array
+        # The name reports print: a class constant, or a property where it
+        # depends on the instance (a packed graph's format).
+        @property
+        def layout_name(self) -> str: ...
+
+        # What the class that mixes this in provides (fields or properties):
+        # declared read-only, so either may implement them.
+        @property
+        def senders(self) -> jax.Array: ...
+        @property
+        def receivers(self) -> jax.Array: ...
+
         weights: jax.Array | None
         edges_sorted: bool
 
@@ -79,6 +87,7 @@ class EdgeListView:
         @property
         def edge_mask(self) -> jax.Array | None: ...
     else:
+        layout_name = "edges"
         edge_mask = None
 
     def sources(self, h):

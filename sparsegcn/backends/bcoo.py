@@ -41,7 +41,9 @@ def enable_cusparse_if_gpu() -> None:
     documentation's performance page). :func:`~sparsegcn.backends.pack` calls this for the
     CSR format; the :class:`BCOO` backend leaves the flag as it finds it.
     """
-    if jax.default_backend() == "gpu" and not jax.config.jax_bcoo_cusparse_lowering:
+    # jax.config's flags are dynamic attributes, absent from its type.
+    lowering = jax.config.jax_bcoo_cusparse_lowering  # type: ignore[attr-defined]
+    if jax.default_backend() == "gpu" and not lowering:
         jax.config.update("jax_bcoo_cusparse_lowering", True)
 
 

@@ -14,7 +14,7 @@ from sparsegcn.graph import Graph
 DEFAULT_MAX_BYTES = 4 * 2**30
 
 
-def _format_bytes(n: int) -> str:
+def _format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"

@@ -361,7 +361,8 @@ def run_matrix(
         )
         record = _record(case, graph.num_edges, timing, stream_gbps)
         # Process-wide, and set by packing in CSR on GPU: which lowering BCOO got.
-        record["cusparse_lowering"] = bool(jax.config.jax_bcoo_cusparse_lowering)
+        lowering = jax.config.jax_bcoo_cusparse_lowering  # type: ignore[attr-defined]  # dynamic flag
+        record["cusparse_lowering"] = bool(lowering)
         results.append(record)
     bar.close()
     return {

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from sparsegcn.bench import PRESETS, format_table, plot_report, run_matrix
 from sparsegcn.bench.plot import require_matplotlib
 from sparsegcn.files import check_writable, write_json_atomic
 
-_LISTS = {
+_LISTS: dict[str, tuple[str, Callable[[str], Any]]] = {
     # option: (Matrix field, element parser)
     "backends": ("variants", str),
     "graphs": ("graphs", str),
@@ -61,7 +63,7 @@ def add_parser(subparsers) -> None:
 
 def matrix_from_args(args: argparse.Namespace):
     """The preset with any list options applied."""
-    changes = {}
+    changes: dict[str, Any] = {}
     for option, (field, parse) in _LISTS.items():
         text = getattr(args, option)
         if text is None:

@@ -35,7 +35,7 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _format_bytes(n: int) -> str:
+def _format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}"

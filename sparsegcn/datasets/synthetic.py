@@ -150,17 +150,19 @@ class SyntheticSpec:
 def _check_range(name: str, value, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}")
-    if not low <= value <= high:
+    number = float(value)
+    if not low <= number <= high:
         raise ValueError(f"{name} must lie in [{low}, {high}], got {value}")
-    return float(value)
+    return number
 
 
 def _check_scale(scale) -> float:
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"scale must be a real number, got {scale!r}")
-    if not 0.0 < scale <= 1.0:
+    number = float(scale)
+    if not 0.0 < number <= 1.0:
         raise ValueError(f"scale must lie in (0, 1], got {scale}")
-    return float(scale)
+    return number
 
 
 # Homophily: the edge homophily commonly quoted for ogbn-arxiv (0.655) and

@@ -24,7 +24,7 @@ import importlib
 import io
 import os
 import pickle
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 
@@ -83,7 +83,7 @@ def _check_allowed(allowed) -> frozenset:
 
 
 def safe_load(
-    path_or_file: str | os.PathLike | BinaryIO,
+    path_or_file: str | os.PathLike | IO[bytes],
     *,
     allowed: frozenset[tuple[str, str]],
     encoding: str = "latin1",

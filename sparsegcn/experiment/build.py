@@ -10,7 +10,7 @@ import numpy as np
 from sparsegcn import transforms
 from sparsegcn.backends import get_backend, pack, pack_gcn_norm
 from sparsegcn.datasets import Dataset
-from sparsegcn.experiment.config import Experiment
+from sparsegcn.experiment.config import Experiment, _resolved
 from sparsegcn.features import as_features, normalize
 from sparsegcn.nn import Model
 from sparsegcn.nn.registry import create_model, get_model_spec
@@ -137,8 +137,8 @@ def build_model(exp: Experiment, dataset: Dataset) -> Model:
         dataset.num_features,
         dataset.num_classes,
         hidden=exp.hidden,
-        layers=exp.layers,
-        dropout=exp.dropout,
+        layers=_resolved("layers", exp.layers, exp.model),
+        dropout=_resolved("dropout", exp.dropout, exp.model),
         residual=exp.residual,
         **exp.options(),
     )

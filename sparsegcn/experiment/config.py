@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TypeVar
 
 from sparsegcn._checks import check_hyperparameter, check_hyperparameters, check_static_int
 from sparsegcn.backends import DEFAULT_BACKEND, get_backend
@@ -39,6 +40,17 @@ MODEL_DEFAULTS = (
 
 FALLBACK_DEFAULTS = {"epochs": 200, "patience": 100, "monitor": "val_acc"}
 """Values of the fields in :data:`MODEL_DEFAULTS` a model does not set."""
+
+
+_T = TypeVar("_T")
+
+
+def _resolved(name: str, value: _T | None, model: str) -> _T:
+    """A :data:`MODEL_DEFAULTS` setting that :class:`Experiment` filled in from
+    the model's defaults; ``ValueError`` naming it if neither gave one."""
+    if value is None:
+        raise ValueError(f"{name} is not set and model {model!r} registers no default for it")
+    return value
 
 
 def _field(default, help: str, **metadata):
@@ -227,7 +239,7 @@ class Experiment:
 
     def options(self) -> dict:
         """The model's own hyperparameters, every one resolved (``{name: value}``)."""
-        return dict(self.model_options)
+        return dict(self.model_options or ())  # a tuple once __post_init__ ran
 
     def minibatch_config(self) -> MinibatchConfig:
         """Sampling settings of mini-batch training."""
@@ -242,9 +254,9 @@ class Experiment:
             per_call = math.gcd(default, self.checkpoint_every)
         return TrainConfig(
             epochs=self.epochs,
-            learning_rate=self.lr,
-            weight_decay=self.weight_decay,
-            decay_layers=self.decay_layers,
+            learning_rate=_resolved("lr", self.lr, self.model),
+            weight_decay=_resolved("weight_decay", self.weight_decay, self.model),
+            decay_layers=_resolved("decay_layers", self.decay_layers, self.model),
             patience=self.patience or None,
             monitor=self.monitor,
             epochs_per_call=per_call,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -11,7 +12,7 @@ from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.nn import Model
 from sparsegcn.plots import plot_curves
-from sparsegcn.train import FitResult, init_state, make_optimizer, predict
+from sparsegcn.train import FitResult, NodeData, init_state, make_optimizer, predict
 from sparsegcn.train.checkpoint import (
     NEW_RUN,
     Checkpoint,
@@ -23,7 +24,7 @@ from sparsegcn.train.checkpoint import (
     read_manifest,
     state_template,
 )
-from sparsegcn.train.minibatch import minibatch_data
+from sparsegcn.train.minibatch import MinibatchData, minibatch_data
 
 # Fields a resumed run may change: where things are read and written, how
 # long it trains, the propagation backend (same parameters, same math) and
@@ -65,6 +66,8 @@ def restore_checkpoint(exp: Experiment, dataset: Dataset, model: Model) -> Check
     every state array must have this model's shape (see
     :func:`~sparsegcn.train.checkpoint.load_checkpoint`).
     """
+    if exp.resume is None:
+        raise ValueError("restore_checkpoint needs exp.resume (a checkpoint path), got None")
     tx = make_optimizer(exp.train_config())
     template = state_template(lambda key: init_state(model, tx, key), exp.seeds)
     settings = {k: v for k, v in dataclasses.asdict(exp).items() if k not in RESUME_MAY_CHANGE}
@@ -97,7 +100,7 @@ class Lifecycle:
         another run's checkpoints (a resumed run owns its own; ``--overwrite``
         allows the rest). :meth:`start` checks again when it takes the folder.
         """
-        run_ids = ()
+        run_ids: tuple[str | None, ...] = ()
         if exp.resume:
             run_ids = (read_manifest(exp.resume).get("run_id"),)
         if exp.checkpoint:
@@ -125,7 +128,7 @@ class Lifecycle:
 
     def fit_kwargs(self) -> dict:
         """``state``, ``history`` and ``on_chunk`` for :func:`fit`."""
-        kwargs = {"on_chunk": self.hook}
+        kwargs: dict[str, Any] = {"on_chunk": self.hook}
         if self.resumed is not None:
             kwargs.update(state=self.resumed.state, history=self.resumed.history)
         return kwargs
@@ -204,9 +207,9 @@ def predict_checkpoint(
     )
     # Trained on relabelled nodes: predict in that order, then restore the dataset's.
     relabelled, reordering = reorder_dataset(data_set, exp.reorder)
-    data = node_data(relabelled, exp.model, normalize_features=exp.normalize_features)
-    if exp.sampled:  # trained on sampled blocks: layer-wise inference over node chunks
-        data = minibatch_data(data)
+    full = node_data(relabelled, exp.model, normalize_features=exp.normalize_features)
+    # Trained on sampled blocks: layer-wise inference over node chunks.
+    data: NodeData | MinibatchData = minibatch_data(full) if exp.sampled else full
     chosen = ckpt.state.best.params if params == "best" else ckpt.state.params
     classes, embeddings = (np.asarray(a) for a in predict(model, chosen, data))
     if reordering is not None:

@@ -17,7 +17,7 @@ from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import Lifecycle
 from sparsegcn.train import FitResult, fit
-from sparsegcn.train.minibatch import fit_minibatch, minibatch_data
+from sparsegcn.train.minibatch import MinibatchFitResult, fit_minibatch, minibatch_data
 
 
 def ogb_test_metric(dataset: Dataset, model, params, graph, features) -> dict | None:
@@ -126,6 +126,7 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     lifecycle = Lifecycle.start(writer, dataset, model)
     # What sampled training steps on and evaluates with (layer-wise, over node chunks).
     batches = minibatch_data(data) if exp.sampled else None
+    result: FitResult
     if mesh is not None and batches is not None:
         result = parallel.fit_data_parallel(
             model,
@@ -179,6 +180,6 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     report["parallelism"] = (
         "none" if mesh is None else "data_parallel" if exp.sampled else "edge_sharded"
     )
-    if exp.sampled:
+    if isinstance(result, MinibatchFitResult):  # exactly the sampled runs
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
     return dict(report, **lifecycle.finish(writer, result))

@@ -310,7 +310,7 @@ def create_model(
     in_features: int,
     num_classes: int,
     *,
-    hidden: int,
+    hidden: int | None,
     layers: int,
     dropout: float,
     residual: bool = False,
@@ -321,7 +321,8 @@ def create_model(
     Args:
       name: a key of :data:`MODELS`.
       in_features, num_classes: the data's widths.
-      hidden, layers, dropout: the shared hyperparameters.
+      hidden, layers, dropout: the shared hyperparameters (``hidden`` is
+        ``None`` for a model without hidden layers that sets no default).
       residual: skip connections (models whose spec takes them).
       options: the model's own options (:attr:`ModelSpec.options`);
         missing ones take their defaults.

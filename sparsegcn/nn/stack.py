@@ -28,6 +28,7 @@ or ``None`` (graph-free models: the MLP)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import jax
 import jax.numpy as jnp
@@ -149,7 +150,8 @@ def run_layers(
                 z = project(layers[i], drop(h, i), i)
             block = TreeBlock.from_sample(graph, count - i)
             h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i, block, h)
-        return h
+        # `h` starts as the optional gathered rows; after a layer it is its output.
+        return cast(jax.Array, h)
 
     h = x
     for i in range(count):

@@ -18,7 +18,9 @@ from sparsegcn.ops.gather import gather_rows
 __all__ = ["edge_dot", "edge_sum"]
 
 
-def _check_edges(senders, receivers, src, dst, *, same_shape: bool):
+def _check_edges(
+    senders: ArrayLike, receivers: ArrayLike, src: ArrayLike, dst: ArrayLike, *, same_shape: bool
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     senders, receivers = jnp.asarray(senders), jnp.asarray(receivers)
     src, dst = jnp.asarray(src), jnp.asarray(dst)
     if senders.ndim != 1 or receivers.shape != senders.shape:

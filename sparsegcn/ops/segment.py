@@ -27,6 +27,7 @@ scatter silently drops ids outside ``[0, num_segments)``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -242,7 +243,7 @@ def segment_softmax(
     num_segments = _check_segments(logits, segment_ids, num_segments)
     if not jnp.issubdtype(logits.dtype, jnp.floating):
         raise TypeError(f"segment_softmax needs floating-point logits, got {logits.dtype}")
-    kw = dict(num_segments=num_segments, indices_are_sorted=indices_are_sorted)
+    kw: dict[str, Any] = dict(num_segments=num_segments, indices_are_sorted=indices_are_sorted)
     if mask is None:
         keep = None
         masked = logits

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import jax
 import jax.numpy as jnp
@@ -218,7 +219,7 @@ def fit_data_parallel(
             batch_size=batch_size,
         ),
     )
-    return loop.run_training(
+    result = loop.run_training(
         trainer,
         model,
         data,
@@ -229,3 +230,5 @@ def fit_data_parallel(
         history=history,
         on_chunk=on_chunk,
     )
+    # trainer.result is the MinibatchFitResult partial above.
+    return cast(MinibatchFitResult, result)

@@ -159,7 +159,8 @@ class EdgeShardedGraph(EdgeListView):
             edge_weight = self.weights
         messages = self.gather_src(jnp.asarray(x_src))
         w = self.edge_factors(edge_weight, messages.dtype)
-        messages = messages * broadcast_edges(w, messages)
+        if w is not None:  # always set: a shard's edge_mask is never None
+            messages = messages * broadcast_edges(w, messages)
         # Receivers are sorted within a shard; the spill row R is dropped.
         return jax.ops.segment_sum(
             messages, self.receivers, self.rows_per_shard, indices_are_sorted=True

@@ -41,9 +41,13 @@ from sparsegcn.train.fullbatch import make_chunk_fn, make_step_fn
 from sparsegcn.train.loop import FitResult
 from sparsegcn.train.state import NodeData, TrainConfig, TrainState
 
+# A NodeData-shaped tree of PartitionSpecs (shard_map's specs mirror the data
+# pytree): its leaves are specs, not the arrays the fields are typed as.
+# fmt: off
 DATA_SPECS = NodeData(
-    graph=P(AXIS), features=P(AXIS), labels=P(), train_mask=P(), val_mask=P(), test_mask=P()
+    graph=P(AXIS), features=P(AXIS), labels=P(), train_mask=P(), val_mask=P(), test_mask=P()  # type: ignore[arg-type]
 )
+# fmt: on
 """How :func:`shard_node_data`'s fields lie on the mesh: graph and features split, the rest replicated."""
 
 

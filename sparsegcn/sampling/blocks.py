@@ -46,7 +46,7 @@ class TreeBlock(EdgeListView):
 
     sizes: tuple
     fanouts: tuple
-    edge_mask: jax.Array = None
+    edge_mask: jax.Array
 
     weights = None
     edges_sorted = False
@@ -101,9 +101,11 @@ class TreeBlock(EdgeListView):
         for d, k in enumerate(self.fanouts):
             n = self.sizes[d]
             children = x[offsets[d + 1] : offsets[d + 2]].reshape(n, k, *rest)
-            wd = w[pos : pos + n * k]
-            wd = wd.reshape(n, k, *wd.shape[1:])
-            out.append(jnp.sum(children * broadcast_edges(wd, children), axis=1))
+            if w is not None:  # always set: edge_mask is
+                wd = w[pos : pos + n * k]
+                wd = wd.reshape(n, k, *wd.shape[1:])
+                children = children * broadcast_edges(wd, children)
+            out.append(jnp.sum(children, axis=1))
             pos += n * k
         return jnp.concatenate(out) if len(out) > 1 else out[0]
 

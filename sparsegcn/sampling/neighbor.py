@@ -98,7 +98,7 @@ class NeighborSample(NamedTuple):
 
     def num_sampled_edges(self) -> jax.Array:
         """int32 ``[]``: unmasked (parent, neighbour) pairs, over all levels."""
-        return sum(jnp.sum(m, dtype=jnp.int32) for m in self.masks[1:])
+        return sum((jnp.sum(m, dtype=jnp.int32) for m in self.masks[1:]), jnp.int32(0))
 
 
 def check_fanouts(fanouts) -> tuple[int, ...]:
@@ -141,7 +141,7 @@ def device_offset_dtype(span: int) -> np.dtype:
     """
     if span <= _INT32_MAX:
         return np.dtype(np.int32)
-    if jax.config.jax_enable_x64:
+    if jax.config.jax_enable_x64:  # type: ignore[attr-defined]  # flags are dynamic attributes
         return np.dtype(np.int64)
     if span < _UINT32_LIMIT:
         return np.dtype(np.uint32)

@@ -339,7 +339,7 @@ def _serialize(state: TrainState, history: dict[str, np.ndarray]) -> tuple[bytes
         if array.dtype == object:
             raise TypeError(f"checkpoint array {name!r} has dtype object; only numbers are saved")
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)  # numeric arrays only (checked above): no pickle inside
+    np.savez(buffer, allow_pickle=False, **arrays)  # numeric arrays only (checked above)
     return buffer.getvalue(), leaves
 
 
@@ -608,7 +608,7 @@ def _read_arrays(folder: Path, manifest: dict) -> dict[str, np.ndarray]:
         raise CheckpointError(f"checkpoint arrays {arrays_path} cannot be decoded: {err}") from None
 
 
-def _check_expected(manifest: dict, expect: Mapping, where: str = "") -> None:
+def _check_expected(manifest: Mapping, expect: Mapping, where: str = "") -> None:
     for key, wanted in expect.items():
         name = f"{where}{key}"
         if key not in manifest:
@@ -662,7 +662,8 @@ def _check_leaves(manifest: dict, template, arrays: dict[str, np.ndarray]) -> li
             )
         if "prng_impl" in entry:
             try:
-                value = jax.random.wrap_key_data(array, impl=entry["prng_impl"])
+                # It takes NumPy key data too; JAX annotates it jax.Array only.
+                value = jax.random.wrap_key_data(array, impl=entry["prng_impl"])  # type: ignore[arg-type]
             except (TypeError, ValueError) as err:
                 raise CheckpointError(
                     f"checkpoint key {want['path']} cannot be restored: {err}"
@@ -794,9 +795,10 @@ class CheckpointHook:
         self.every = every
         self.keep = keep
         self.metadata = dict(metadata or {})
-        self.run_id = new_run_id() if run_id is NEW_RUN else run_id
-        if self.run_id is not None and not isinstance(self.run_id, str):
-            raise TypeError(f"run_id must be a string or None, got {self.run_id!r}")
+        run_id = new_run_id() if run_id is NEW_RUN else run_id
+        if run_id is not None and not isinstance(run_id, str):
+            raise TypeError(f"run_id must be a string or None, got {run_id!r}")
+        self.run_id: str | None = run_id
         self._epoch = start_epoch
         self.saved: list[Path] = []
         check_checkpoint_folder(self.directory, run_ids=(self.run_id,), overwrite=True)

@@ -31,6 +31,7 @@ from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy
 from sparsegcn.train.optim import apply_optimizer
 from sparsegcn.train.state import (
     Best,
+    LabelledNodes,
     NodeData,
     TrainConfig,
     TrainState,
@@ -51,7 +52,7 @@ def train_step(model: Model, tx, state: TrainState, data: NodeData):
     return params, opt_state, key, loss, optax.tree.norm(grads)
 
 
-def evaluate(model: Model, params, data: NodeData) -> dict:
+def evaluate(model: Model, params, data: LabelledNodes) -> dict:
     """Inference-mode accuracies and validation loss (scalars)."""
     logits = model.apply(params, data.graph, data.features)
     return {
@@ -62,7 +63,7 @@ def evaluate(model: Model, params, data: NodeData) -> dict:
     }
 
 
-def predict(model: Model, params, data: NodeData) -> tuple[jax.Array, jax.Array]:
+def predict(model: Model, params, data: LabelledNodes) -> tuple[jax.Array, jax.Array]:
     """Inference-mode class predictions and embeddings of every seed, jitted.
 
     Args:

@@ -176,7 +176,8 @@ def run_training(
         program, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
     )
 
-    step_ms, fields = float("nan"), {}
+    step_ms = float("nan")
+    fields: Mapping[str, Any] = {}
     if config.timing_steps > 0:
         args = trainer.step_args(state, data, seeds)
         step_ms, step_compile_s = time_step(trainer.make_step(tx), args, config.timing_steps)
@@ -337,7 +338,7 @@ def time_step(fn: Callable, args: tuple, repeats: int) -> tuple[float, float]:
     return 1e3 * median_seconds(compiled, args, repeats)[0], compile_s
 
 
-def median_seconds(fn: Callable, args: tuple, repeats: int) -> tuple[float, object]:
+def median_seconds(fn: Callable, args: tuple, repeats: int) -> tuple[float, Any]:
     """Median wall time of ``fn(*args)`` over ``repeats`` calls after one warm-up call.
 
     Each call is waited for (``block_until_ready``) before the clock stops.

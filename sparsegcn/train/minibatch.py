@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -168,7 +168,7 @@ def steps_per_epoch(num_train: int, batch_size: int) -> int:
     return -(-int(num_train) // effective_batch_size(num_train, batch_size))
 
 
-def make_batches(key: jax.Array, train_nodes: jax.Array, batch_size: int) -> Batch:
+def make_batches(key: jax.Array, train_nodes: jax.Array | np.ndarray, batch_size: int) -> Batch:
     """One epoch's batches: a uniform permutation of ``train_nodes``, cut into ``[S, B]``.
 
     Every train node appears exactly once; the last batch is padded to ``B``
@@ -471,7 +471,7 @@ def fit_minibatch(
             MinibatchFitResult, steps_per_epoch=num_steps, batch_size=batch_size
         ),
     )
-    return loop.run_training(
+    result = loop.run_training(
         trainer,
         model,
         data,
@@ -482,3 +482,5 @@ def fit_minibatch(
         history=history,
         on_chunk=on_chunk,
     )
+    # trainer.result is the MinibatchFitResult partial above.
+    return cast(MinibatchFitResult, result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -129,6 +129,24 @@ class NodeData(NamedTuple):
     train_mask: jax.Array | np.ndarray
     val_mask: jax.Array | np.ndarray
     test_mask: jax.Array | np.ndarray
+
+
+class LabelledNodes(Protocol):
+    """What evaluation and prediction read: :class:`NodeData` or
+    :class:`~sparsegcn.train.minibatch.MinibatchData` (same fields, read-only)."""
+
+    @property
+    def graph(self) -> Any: ...
+    @property
+    def features(self) -> Features: ...
+    @property
+    def labels(self) -> jax.Array | np.ndarray: ...
+    @property
+    def train_mask(self) -> jax.Array | np.ndarray: ...
+    @property
+    def val_mask(self) -> jax.Array | np.ndarray: ...
+    @property
+    def test_mask(self) -> jax.Array | np.ndarray: ...
 
 
 def index_mask(indices, num_nodes: int) -> np.ndarray:

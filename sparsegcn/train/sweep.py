@@ -188,7 +188,7 @@ def fit_sweep(
     if not points:
         raise ValueError("fit_sweep needs at least one point")
     defaults = {"learning_rate": config.learning_rate, "weight_decay": config.weight_decay}
-    columns = {name: [] for name in INJECTED}
+    columns: dict[str, list[float]] = {name: [] for name in INJECTED}
     for position, point in enumerate(points):
         unknown = sorted(set(point) - set(INJECTED))
         if unknown:
