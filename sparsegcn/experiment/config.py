@@ -247,18 +247,19 @@ class Experiment:
 
     def train_config(self) -> TrainConfig:
         per_call = self.epochs_per_call or None
+        epochs = _resolved("epochs", self.epochs, self.model)
         if per_call is None and self.checkpoint and self.checkpoint_every:
             # Checkpoints land on compiled-call boundaries: make every multiple
             # of checkpoint_every one of them.
-            default = TrainConfig(epochs=self.epochs).chunk
+            default = TrainConfig(epochs=epochs).chunk
             per_call = math.gcd(default, self.checkpoint_every)
         return TrainConfig(
-            epochs=self.epochs,
+            epochs=epochs,
             learning_rate=_resolved("lr", self.lr, self.model),
             weight_decay=_resolved("weight_decay", self.weight_decay, self.model),
             decay_layers=_resolved("decay_layers", self.decay_layers, self.model),
             patience=self.patience or None,
-            monitor=self.monitor,
+            monitor=_resolved("monitor", self.monitor, self.model),
             epochs_per_call=per_call,
             clip_norm=self.clip_norm or None,
             # The report carries train_step_ms_median: opt in to timing 20 steps.
