@@ -27,6 +27,7 @@ or ``None`` (graph-free models: the MLP)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import jax
@@ -81,6 +82,7 @@ def run_layers(
     residual: bool = False,
     gather_first: bool | None = None,
     stop_before_last: bool = False,
+    edge_features: jax.Array | None = None,
 ) -> jax.Array:
     """``dropout -> project -> propagate -> activation`` per layer, logits last.
 
@@ -103,12 +105,23 @@ def run_layers(
         those (``False``); ``None`` picks the cheaper from the shapes.
       stop_before_last: return the last layer's input (embeddings; full
         views only).
+      edge_features: ``[E, D]`` per-edge inputs in ``graph``'s own edge
+        order, passed to every layer as ``propagate(...,
+        edge_features=edge_features)``; full graphs and edge shards only
+        (a chunk or a sampled tree has no map back to the graph's edges).
 
     Returns:
       ``[N, C]`` logits on full and chunked views, ``[B, C]`` for the
       seeds of a sample; ``[N, H]`` embeddings with ``stop_before_last``.
     """
     count = len(layers)
+    if edge_features is not None:
+        if isinstance(graph, NeighborSample | ChunkedGraph):
+            raise TypeError(
+                f"edge_features need the full graph (or an edge shard), not a "
+                f"{type(graph).__name__}: its edges are not the graph's edge order"
+            )
+        propagate = functools.partial(propagate, edge_features=edge_features)
     drop_keys = split_dropout_keys(key, count, training, dropout_rate)
     inner_keys = (
         list(jax.random.split(jax.random.fold_in(key, count), count))
@@ -169,13 +182,24 @@ def run_layers(
     return h
 
 
-def layered_model(init: Callable, name: str, config: dict, **run_kwargs) -> Model:
+def layered_model(
+    init: Callable, name: str, config: dict, *, edge_dim: int | None = None, **run_kwargs
+) -> Model:
     """The :class:`~sparsegcn.nn.Model` whose ``apply`` and ``embed`` are
     :func:`run_layers` over ``params["layers"]`` with ``run_kwargs``
     (``project``, ``propagate``, ``dropout_rate``, ...): what every layered
-    model's builder returns, so a builder only supplies its layer."""
+    model's builder returns, so a builder only supplies its layer.
 
-    def forward(params, graph, x, key, training, stop_before_last):
+    With ``edge_dim = D``, ``apply`` and ``embed`` take a keyword
+    ``edge_features [E, D]`` (required) and ``propagate`` receives it;
+    without, they refuse one.
+    """
+
+    def forward(params, graph, x, key, training, stop_before_last, edge_features):
+        if edge_dim is None and edge_features is not None:
+            raise ValueError(f"{name} was built without edge_dim; it reads no edge_features")
+        if edge_dim is not None and edge_features is None:
+            raise ValueError(f"{name} was built with edge_dim={edge_dim}: pass edge_features")
         return run_layers(
             params["layers"],
             graph,
@@ -183,14 +207,15 @@ def layered_model(init: Callable, name: str, config: dict, **run_kwargs) -> Mode
             key=key,
             training=training,
             stop_before_last=stop_before_last,
+            edge_features=edge_features,
             **run_kwargs,
         )
 
-    def apply(params, graph, x, *, key=None, training: bool = False):
-        return forward(params, graph, x, key, training, stop_before_last=False)
+    def apply(params, graph, x, *, key=None, training: bool = False, edge_features=None):
+        return forward(params, graph, x, key, training, False, edge_features)
 
-    def embed(params, graph, x) -> jax.Array:
-        return forward(params, graph, x, None, False, stop_before_last=True)
+    def embed(params, graph, x, *, edge_features=None) -> jax.Array:
+        return forward(params, graph, x, None, False, True, edge_features)
 
     return Model(init=init, apply=apply, embed=embed, name=name, config=config)
 
