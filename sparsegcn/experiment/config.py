@@ -136,6 +136,10 @@ class Experiment:
         object.__setattr__(self, "model_options", tuple(sorted(resolved.items())))
         if self.residual and not spec.residual:
             raise ValueError(f"--residual: {self.model} has no skip connections")
+        if self.residual and resolved.get("jk", "none") != "none":
+            raise ValueError(
+                f"--residual with --jk {resolved['jk']}: jumping knowledge has no skip connections"
+            )
         if self.fanouts is not None and self.fanouts != "none" and not spec.sampled:
             raise ValueError(
                 f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "

@@ -156,6 +156,12 @@ _VALUE_DROPOUT = Option(
     "dropout of the projected rows summed by attention (the GAT authors' code: 0.6)",
     bound=Bound(float, low=0.0, high=1.0, high_open=True),
 )
+_JK = Option(
+    "none",
+    "jumping knowledge: every layer's output combined (concatenated or element-wise max) "
+    "before a linear classifier",
+    choices=("none", "cat", "max"),
+)
 _KIPF = dict(hidden=16, layers=2, dropout=0.5, lr=0.01, weight_decay=5e-4, decay_layers="first")
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType(
@@ -165,6 +171,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "gcn_norm",
             sampled=False,
             defaults=_KIPF,
+            options={"jk": _JK},
             residual=True,
             reference="Kipf & Welling, ICLR 2017",
         ),
@@ -177,7 +184,8 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             options={
                 "aggregator": Option(
                     "mean", "neighbourhood aggregation", choices=("mean", "max", "sum")
-                )
+                ),
+                "jk": _JK,
             },
             residual=True,
             reference="Hamilton, Ying & Leskovec, NeurIPS 2017",
@@ -256,14 +264,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "gcn_norm",
             sampled=False,
             defaults=dict(_KIPF, hidden=64, layers=3, decay_layers="all"),
-            options={
-                "jk": Option(
-                    "cat",
-                    "how the layers' outputs combine: concatenated or element-wise max",
-                    choices=("cat", "max"),
-                    keyword="mode",
-                )
-            },
+            options={"jk": _JK._replace(default="cat", choices=("cat", "max"), keyword="mode")},
             reference="Xu et al., ICML 2018",
         ),
         "mlp": ModelSpec(

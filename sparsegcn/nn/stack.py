@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -83,7 +84,8 @@ def run_layers(
     gather_first: bool | None = None,
     stop_before_last: bool = False,
     edge_features: jax.Array | None = None,
-) -> jax.Array:
+    every_output: bool = False,
+) -> Any:
     """``dropout -> project -> propagate -> activation`` per layer, logits last.
 
     Args:
@@ -109,10 +111,15 @@ def run_layers(
         order, passed to every layer as ``propagate(...,
         edge_features=edge_features)``; full graphs and edge shards only
         (a chunk or a sampled tree has no map back to the graph's edges).
+      every_output: return every layer's output instead, each one activated
+        (no layer is a logits layer): the list jumping knowledge combines
+        (:mod:`sparsegcn.nn.jk`). On a sample each is cut to the seeds'
+        rows, the first ones of every block's targets.
 
     Returns:
       ``[N, C]`` logits on full and chunked views, ``[B, C]`` for the
-      seeds of a sample; ``[N, H]`` embeddings with ``stop_before_last``.
+      seeds of a sample; ``[N, H]`` embeddings with ``stop_before_last``;
+      with ``every_output`` a list of ``L`` arrays ``[N or B, F_l]``.
     """
     count = len(layers)
     if edge_features is not None:
@@ -134,7 +141,7 @@ def run_layers(
         return h if k is None else dropout(h, dropout_rate, key=k, impl=dropout_impl)
 
     def finish(out, i, view, h):
-        if i == count - 1:
+        if i == count - 1 and not every_output:
             return out
         out = activation(out)
         skip = _skip(view.targets(h), out) if residual and isinstance(h, jax.Array) else None
@@ -157,14 +164,18 @@ def run_layers(
         else:
             z = jnp.take(project(layers[0], drop(x, 0), 0), ids, axis=0, mode="clip")
         h = rows
+        seeds = int(graph.nodes[0].size)
+        outputs = []
         for i in range(count):
             if i > 0:
                 z = project(layers[i], drop(h, i), i)
             block = TreeBlock.from_sample(graph, count - i)
             h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i, block, h)
-        return h
+            outputs.append(h[:seeds])  # the seeds lead every block's targets
+        return outputs if every_output else h
 
     h = x
+    outputs = []
     for i in range(count):
         if stop_before_last and i == count - 1:
             return h
@@ -179,7 +190,14 @@ def run_layers(
             h = map_chunks(graph, chunk_out)
         else:
             h = finish(propagate(layers[i], graph, z, _key(inner_keys, i), i), i, graph, h)
-    return h
+        outputs.append(h)
+    return outputs if every_output else h
+
+
+def layer_outputs(layers: Sequence, graph, x, **kwargs) -> list[jax.Array]:
+    """Every layer's activated output: :func:`run_layers` with ``every_output=True``
+    (same keywords), the ``L`` arrays jumping knowledge combines."""
+    return run_layers(layers, graph, x, every_output=True, **kwargs)
 
 
 def layered_model(
