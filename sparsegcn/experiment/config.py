@@ -88,6 +88,12 @@ class Experiment:
         "non-negative features such as bag-of-words, keep signed ones)",
         choices=FEATURE_NORMALIZATIONS,
     )
+    feature_cache: str | None = _field(
+        None,
+        "folder caching features propagated once before training (sgc's A^K X), keyed by "
+        "the dataset's fingerprint, graph and feature hashes, K and normalization "
+        "(default: recompute every run)",
+    )
     epochs_per_call: int = _field(0, "epochs per compiled call (0: about 20 calls per run)")
     clip_norm: float = _field(0.0, "clip gradients to this global norm (0: off)")
     fanouts: str | None = _field(

@@ -32,6 +32,7 @@ from sparsegcn.train.minibatch import minibatch_data
 RESUME_MAY_CHANGE = frozenset(
     {
         "root",
+        "feature_cache",
         "backend",
         "epochs",
         "patience",
@@ -204,7 +205,13 @@ def predict_checkpoint(
     )
     # Trained on relabelled nodes: predict in that order, then restore the dataset's.
     relabelled, reordering = reorder_dataset(data_set, exp.reorder)
-    data = node_data(relabelled, exp.model, normalize_features=exp.normalize_features)
+    data = node_data(
+        relabelled,
+        exp.model,
+        normalize_features=exp.normalize_features,
+        options=exp.options(),
+        feature_cache=exp.feature_cache,
+    )
     if exp.sampled:  # trained on sampled blocks: layer-wise inference over node chunks
         data = minibatch_data(data)
     chosen = ckpt.state.best.params if params == "best" else ckpt.state.params

@@ -105,6 +105,10 @@ class ModelSpec:
       options: further ``Experiment`` fields passed to ``build``, as
         ``{field: builder keyword}``.
       uses_graph: ``False`` for graph-free baselines (no layout to choose).
+      precompute: the trainers feed ``apply`` SGC's ``Â^K X`` (``K`` the
+        ``hops`` option), propagated once before training and cached
+        (:func:`sparsegcn.experiment.precompute.sgc_precompute`), and the
+        builder gets ``precomputed=True``.
       reference: the paper, for the README's table.
     """
 
@@ -116,6 +120,7 @@ class ModelSpec:
     options: Mapping[str, Option] = dataclasses.field(default_factory=dict)
     residual: bool = False
     uses_graph: bool = True
+    precompute: bool = False
     reference: str = ""
 
     def __post_init__(self):
@@ -221,6 +226,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             # PyG's example's 5e-3 gives 0.779).
             defaults=dict(layers=1, dropout=0.0, lr=0.2, weight_decay=5e-6, decay_layers="all"),
             options={"hops": _HOPS._replace(default=2)},
+            precompute=True,
             reference="Wu et al., ICML 2019",
         ),
         "appnp": ModelSpec(
@@ -300,6 +306,7 @@ def create_model(
     layers: int,
     dropout: float,
     residual: bool = False,
+    precomputed: bool = False,
     **options,
 ) -> Model:
     """Builds the registered model ``name``.
@@ -309,12 +316,15 @@ def create_model(
       in_features, num_classes: the data's widths.
       hidden, layers, dropout: the shared hyperparameters.
       residual: skip connections (models whose spec takes them).
+      precomputed: ``apply`` reads precomputed features (models whose spec
+        sets ``precompute``: SGC's ``Â^K X``).
       options: the model's own options (:attr:`ModelSpec.options`);
         missing ones take their defaults.
 
     Raises:
       ValueError: an unknown model, an option it does not take, a value out
-        of range, or ``residual`` for a model without skip connections.
+        of range, or ``residual`` (``precomputed``) for a model without skip
+        connections (precomputed features).
     """
     spec = get_model_spec(name)
     resolved = spec.resolve_options(name, options)
@@ -323,6 +333,10 @@ def create_model(
         raise ValueError(f"residual=True: {name} has no skip connections")
     if spec.residual:
         kwargs["residual"] = residual
+    if precomputed and not spec.precompute:
+        raise ValueError(f"precomputed=True: {name} has no precomputed features")
+    if spec.precompute:
+        kwargs["precomputed"] = precomputed
     return spec.build(
         in_features, num_classes, hidden=hidden, num_layers=layers, dropout_rate=dropout, **kwargs
     )
