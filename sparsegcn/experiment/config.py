@@ -142,6 +142,11 @@ class Experiment:
         object.__setattr__(self, "model_options", tuple(sorted(resolved.items())))
         if self.residual and not spec.residual:
             raise ValueError(f"--residual: {self.model} has no skip connections")
+        if self.feature_cache is not None and not spec.precompute:
+            users = ", ".join(m for m in MODELS if REGISTRY[m].precompute)
+            raise ValueError(
+                f"--feature-cache caches precomputed features ({users}); {self.model} has none"
+            )
         if self.residual and resolved.get("jk", "none") != "none":
             raise ValueError(
                 f"--residual with --jk {resolved['jk']}: jumping knowledge has no skip connections"

@@ -129,3 +129,14 @@ def test_cli_training_and_prediction_reuse_the_cache(propagations, tmp_path):
     assert propagations == [2], "predict reads the training run's cache"
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["model"] == "sgc" and len(list(cache.iterdir())) == 1
+
+
+def test_the_cache_option_is_refused_where_it_does_nothing(tmp_path):
+    with pytest.raises(
+        ValueError, match=r"--feature-cache caches precomputed features \(sgc\); gcn has none"
+    ):
+        Experiment(model="gcn", feature_cache=str(tmp_path))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    argv = ["train", "--model", "sgc", "--epochs", "1", "--feature-cache", str(blocker / "sub")]
+    assert main([*argv, "--no-progress"]) == 2  # refused before any data is read
