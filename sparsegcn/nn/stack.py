@@ -171,7 +171,8 @@ def run_layers(
                 z = project(layers[i], drop(h, i), i)
             block = TreeBlock.from_sample(graph, count - i)
             h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i, block, h)
-            outputs.append(h[:seeds])  # the seeds lead every block's targets
+            if every_output:
+                outputs.append(h[:seeds])  # the seeds lead every block's targets
         return outputs if every_output else h
 
     h = x
@@ -190,7 +191,8 @@ def run_layers(
             h = map_chunks(graph, chunk_out)
         else:
             h = finish(propagate(layers[i], graph, z, _key(inner_keys, i), i), i, graph, h)
-        outputs.append(h)
+        if every_output:
+            outputs.append(h)
     return outputs if every_output else h
 
 
