@@ -18,6 +18,7 @@ from sparsegcn.train.sweep import expand_grid, fit_sweep, rank_rows, summarize_r
 NOT_SWEEPABLE = (
     "dataset",
     "root",
+    "feature_cache",
     "scale",
     "seeds",
     "seed",
