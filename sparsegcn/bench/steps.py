@@ -173,7 +173,9 @@ def registered_step(dataset, model_name: str, *, seed: int = 0):
     from sparsegcn.experiment.config import Experiment
 
     exp = Experiment(dataset=dataset.name, model=model_name)
-    data = node_data(dataset, model_name, normalize_features=exp.normalize_features)
+    data = node_data(
+        dataset, model_name, normalize_features=exp.normalize_features, options=exp.options()
+    )
     model = build_model(exp, dataset)
     tx = make_optimizer(exp.train_config())
     state = init_state(model, tx, jax.random.key(seed))

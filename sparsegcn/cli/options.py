@@ -47,14 +47,25 @@ def add_model_options(parser: argparse.ArgumentParser, models) -> None:
     (:class:`~sparsegcn.nn.registry.Option`); unset flags stay ``None``."""
     group = parser.add_argument_group("model options (each applies to the models named)")
     seen: dict[str, list[str]] = {}
+    defaults: dict[str, list] = {}
+    choices: dict[str, list] = {}
     options: dict = {}
     for model, spec in models.items():
         for name, option in spec.options.items():
             seen.setdefault(name, []).append(model)
+            defaults.setdefault(name, []).append(option.default)
+            known = choices.setdefault(name, [])
+            known += [c for c in option.choices or () if c not in known]
             options.setdefault(name, option)
     for name, option in options.items():
         flag = "--" + name.replace("_", "-")
-        help_text = f"{option.help} ({', '.join(seen[name])}; default: {option.default})"
+        if len(set(defaults[name])) == 1:
+            default = f"default: {option.default}"
+        else:  # each model's own
+            default = "defaults: " + ", ".join(
+                f"{m} {d}" for m, d in zip(seen[name], defaults[name], strict=True)
+            )
+        help_text = f"{option.help} ({', '.join(seen[name])}; {default})"
         if isinstance(option.default, bool):
             group.add_argument(
                 flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
@@ -64,7 +75,7 @@ def add_model_options(parser: argparse.ArgumentParser, models) -> None:
                 flag,
                 type=type(option.default),
                 default=None,
-                choices=option.choices,
+                choices=choices[name] or None,
                 help=help_text,
             )
 

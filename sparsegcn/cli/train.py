@@ -73,6 +73,8 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
         check_writable(experiment.plot, what="--plot")
     if experiment.checkpoint:
         check_writable(experiment.checkpoint, what="--checkpoint", folder=True)
+    if experiment.feature_cache:
+        check_writable(experiment.feature_cache, what="--feature-cache", folder=True)
     Lifecycle.check(experiment)
 
 

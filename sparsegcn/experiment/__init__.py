@@ -8,6 +8,8 @@ writes as JSON, :func:`run_sweep` trains a grid, and
 
 - :mod:`~sparsegcn.experiment.config`: :class:`Experiment`.
 - :mod:`~sparsegcn.experiment.build`: data and model construction.
+- :mod:`~sparsegcn.experiment.precompute`: features computed once before
+  training (SGC's ``Â^K X``), cached on disk.
 - :mod:`~sparsegcn.experiment.run`: one run and its report.
 - :mod:`~sparsegcn.experiment.lifecycle`: checkpoints, resume, plots, predictions.
 - :mod:`~sparsegcn.experiment.sweep`: hyperparameter grids.
@@ -23,6 +25,7 @@ from sparsegcn.experiment.lifecycle import (
     predict_checkpoint,
     restore_checkpoint,
 )
+from sparsegcn.experiment.precompute import precompute_key, sgc_precompute
 from sparsegcn.experiment.run import run_experiment, summarize
 from sparsegcn.experiment.sweep import NOT_SWEEPABLE, SWEEP_AS_DATA, run_sweep
 
@@ -38,11 +41,13 @@ __all__ = [
     "checkpoint_metadata",
     "experiment_from_checkpoint",
     "node_data",
+    "precompute_key",
     "predict_checkpoint",
     "prepare_graph",
     "reorder_dataset",
     "restore_checkpoint",
     "run_experiment",
     "run_sweep",
+    "sgc_precompute",
     "summarize",
 ]

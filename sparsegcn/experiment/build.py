@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -11,6 +13,7 @@ from sparsegcn import transforms
 from sparsegcn.backends import get_backend, pack, pack_gcn_norm
 from sparsegcn.datasets import Dataset
 from sparsegcn.experiment.config import Experiment, _resolved
+from sparsegcn.experiment.precompute import sgc_precompute
 from sparsegcn.features import as_features, normalize
 from sparsegcn.nn import Model
 from sparsegcn.nn.registry import create_model, get_model_spec
@@ -107,6 +110,8 @@ def node_data(
     normalize_features: str = "auto",
     packed: bool | None = None,
     backend: str = "segment",
+    options: Mapping | None = None,
+    feature_cache: str | Path | None = None,
 ) -> NodeData:
     """Builds the :class:`NodeData` a full-batch trainer reads from a :class:`Dataset`.
 
@@ -117,9 +122,25 @@ def node_data(
         (:func:`~sparsegcn.features.normalize`).
       packed: pack the graph; ``None`` decides by size (see :func:`prepare_graph`).
       backend: the layout to convert to (see :func:`prepare_graph`).
+      options: the model's options (:meth:`~sparsegcn.nn.registry.ModelSpec.resolve_options`;
+        defaults for those missing).
+      feature_cache: folder caching precomputed features, for models whose
+        registry entry sets ``precompute`` (SGC's ``Â^K X``, see
+        :mod:`sparsegcn.experiment.precompute`); ``None`` computes them
+        without caching.
     """
     n = dataset.num_nodes
+    spec = get_model_spec(model)
     features = normalize(dataset.features, normalize_features)
+    if spec.precompute:
+        resolved = spec.resolve_options(model, dict(options or {}))
+        features, _ = sgc_precompute(
+            dataset,
+            features,
+            hops=resolved["hops"],
+            normalize_features=normalize_features,
+            cache_dir=feature_cache,
+        )
     return NodeData(
         graph=prepare_graph(dataset, model, packed=packed, backend=backend),
         features=as_features(features, n),
@@ -131,7 +152,9 @@ def node_data(
 
 
 def build_model(exp: Experiment, dataset: Dataset) -> Model:
-    """The registered model ``exp.model`` names, sized for ``dataset``."""
+    """The registered model ``exp.model`` names, sized for ``dataset`` (reading
+    precomputed features when its registry entry sets ``precompute``, as
+    :func:`node_data` gives them)."""
     return create_model(
         exp.model,
         dataset.num_features,
@@ -140,5 +163,6 @@ def build_model(exp: Experiment, dataset: Dataset) -> Model:
         layers=_resolved("layers", exp.layers, exp.model),
         dropout=_resolved("dropout", exp.dropout, exp.model),
         residual=exp.residual,
+        precomputed=get_model_spec(exp.model).precompute,
         **exp.options(),
     )

@@ -114,6 +114,12 @@ class Experiment:
         "non-negative features such as bag-of-words, keep signed ones)",
         choices=FEATURE_NORMALIZATIONS,
     )
+    feature_cache: str | None = _field(
+        None,
+        "folder caching features propagated once before training (sgc's A^K X), keyed by "
+        "the dataset's fingerprint, graph and feature hashes, K and normalization "
+        "(default: recompute every run)",
+    )
     epochs_per_call: int = _field(0, "epochs per compiled call (0: about 20 calls per run)")
     clip_norm: float = _field(0.0, "clip gradients to this global norm (0: off)")
     fanouts: str | None = _field(
@@ -164,6 +170,15 @@ class Experiment:
         object.__setattr__(self, "model_options", tuple(sorted(resolved.items())))
         if self.residual and not spec.residual:
             raise ValueError(f"--residual: {self.model} has no skip connections")
+        if self.feature_cache is not None and not spec.precompute:
+            users = ", ".join(m for m in MODELS if REGISTRY[m].precompute)
+            raise ValueError(
+                f"--feature-cache caches precomputed features ({users}); {self.model} has none"
+            )
+        if self.residual and resolved.get("jk", "none") != "none":
+            raise ValueError(
+                f"--residual with --jk {resolved['jk']}: jumping knowledge has no skip connections"
+            )
         if self.fanouts is not None and self.fanouts != "none" and not spec.sampled:
             raise ValueError(
                 f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "

@@ -33,6 +33,7 @@ from sparsegcn.train.minibatch import MinibatchData, minibatch_data
 RESUME_MAY_CHANGE = frozenset(
     {
         "root",
+        "feature_cache",
         "backend",
         "epochs",
         "patience",
@@ -207,7 +208,13 @@ def predict_checkpoint(
     )
     # Trained on relabelled nodes: predict in that order, then restore the dataset's.
     relabelled, reordering = reorder_dataset(data_set, exp.reorder)
-    full = node_data(relabelled, exp.model, normalize_features=exp.normalize_features)
+    full = node_data(
+        relabelled,
+        exp.model,
+        normalize_features=exp.normalize_features,
+        options=exp.options(),
+        feature_cache=exp.feature_cache,
+    )
     # Trained on sampled blocks: layer-wise inference over node chunks.
     data: NodeData | MinibatchData = minibatch_data(full) if exp.sampled else full
     chosen = ckpt.state.best.params if params == "best" else ckpt.state.params

@@ -118,6 +118,8 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         normalize_features=exp.normalize_features,
         packed=None if mesh is None else False,
         backend=exp.backend,
+        options=exp.options(),
+        feature_cache=exp.feature_cache,
     )
     model = build_model(exp, dataset)
     writer = (

@@ -18,6 +18,7 @@ from sparsegcn.train.sweep import expand_grid, fit_sweep, rank_rows, summarize_r
 NOT_SWEEPABLE = (
     "dataset",
     "root",
+    "feature_cache",
     "scale",
     "seeds",
     "seed",
@@ -70,7 +71,13 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
         first = experiments[members[0]]
         if not first.sampled:
             relabelled, _ = reorder_dataset(dataset, first.reorder)  # part of the program's shape
-            data = node_data(relabelled, first.model, normalize_features=first.normalize_features)
+            data = node_data(
+                relabelled,
+                first.model,
+                normalize_features=first.normalize_features,
+                options=first.options(),
+                feature_cache=first.feature_cache,
+            )
             config = dataclasses.replace(first.train_config(), timing_steps=0)
             values = [
                 {hp: getattr(experiments[i], field) for field, hp in SWEEP_AS_DATA.items()}

@@ -8,13 +8,13 @@ from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.gcnii import gcnii, gcnii_conv
 from sparsegcn.nn.gin import gin, gin_conv, gine_conv
 from sparsegcn.nn.initializers import glorot_uniform, linear_params
-from sparsegcn.nn.jk import jk, jumping_knowledge
+from sparsegcn.nn.jk import jk, jk_net, jumping_knowledge
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model
 from sparsegcn.nn.registry import MODELS, PREPARATIONS, ModelSpec, create_model, get_model_spec
 from sparsegcn.nn.sage import sage, sage_conv, sage_project, sage_propagate
 from sparsegcn.nn.sgc import sgc, sgc_features
-from sparsegcn.nn.stack import run_layers
+from sparsegcn.nn.stack import layer_outputs, run_layers
 
 __all__ = [
     "MODELS",
@@ -42,8 +42,10 @@ __all__ = [
     "glorot_uniform",
     "hash_bits",
     "jk",
+    "jk_net",
     "jumping_knowledge",
     "keep_mask",
+    "layer_outputs",
     "linear_params",
     "mlp",
     "propagate_view",

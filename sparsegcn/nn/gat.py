@@ -18,7 +18,7 @@ from sparsegcn.features import Features, matmul
 from sparsegcn.message_passing import edge_scores, edge_softmax, message_passing
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import glorot_uniform
-from sparsegcn.nn.model import Model, check_model_settings
+from sparsegcn.nn.model import Model, check_edge_features, check_model_settings
 from sparsegcn.nn.stack import layered_model
 
 
@@ -47,6 +47,7 @@ def gat_conv(
     attention_dropout: float = 0.0,
     value_dropout: float = 0.0,
     key: jax.Array | None = None,
+    edge_features: jax.Array | None = None,
 ) -> jax.Array:
     """One GAT or GATv2 layer on any view, from the projected rows ``z``.
 
@@ -63,6 +64,19 @@ def gat_conv(
     Heads are concatenated, or averaged when ``concat=False`` (the output
     layer). Self-loops are the graph's: GAT's preparation adds one per node.
 
+    With edge features ``e_ji`` (params from ``gat_layer_params(...,
+    edge_dim=D)``; PyG's ``GATConv(edge_dim=D)``), each score gains an edge
+    term:
+
+    .. math::
+
+        e_{ji} = \\mathrm{LeakyReLU}(a_s^\\top W x_j + a_d^\\top W x_i
+                 + a_e^\\top W_e e_{ji})
+
+    computed as ``e_ji (W_e a_e)``: ``E H`` scalars, no ``[E, H F']``
+    buffer. GATv2 (``GATv2Conv(edge_dim=D)``) adds ``W_e e_ji`` inside the
+    nonlinearity: ``a^T LeakyReLU(W_l x_j + W_r x_i + W_e e_ji)``.
+
     Args:
       params: GAT ``{"w": [F, H F'], "att_src": [H, F'], "att_dst": [H, F'],
         "b": [H F'] or [F']}``; GATv2 ``{"w_l", "b_l", "w_r", "b_r": ...,
@@ -78,9 +92,15 @@ def gat_conv(
         are summed (the authors' code applies its input dropout there too;
         PyG's ``GATConv`` does not); needs ``key``.
       key: PRNG key for both dropouts, ``None`` for none.
+      edge_features: ``[E, D]``, one row per edge of ``graph`` in its own
+        edge order, when ``params`` has an edge map (``w_e``); else ``None``.
 
     Returns:
       ``[num_dst, H F']`` or ``[num_dst, F']``.
+
+    Raises:
+      ValueError: edge features without an edge map in ``params`` or the
+        reverse, or ``edge_features`` not ``[E, D]``.
 
     References:
       Veličković et al., *Graph Attention Networks*, ICLR 2018.
@@ -89,16 +109,25 @@ def gat_conv(
       Brody, Alon & Yahav, *How Attentive are Graph Attention Networks?*,
       ICLR 2022. https://arxiv.org/abs/2105.14491
     """
+    check_edge_features(params, graph, edge_features, "gat_conv")
+    heads, width = params["att"].shape if "att" in params else params["att_src"].shape
     if "att" in params:  # GATv2
         z_src = graph.sources(z[:, 0])
         z_dst = graph.targets(z[:, 1])
-        pair = jax.nn.leaky_relu(edge_scores(graph, z_src, z_dst), negative_slope)
+        pair = edge_scores(graph, z_src, z_dst)
+        if edge_features is not None:
+            pair = pair + (edge_features @ params["w_e"]).reshape(-1, heads, width)
+        pair = jax.nn.leaky_relu(pair, negative_slope)
         scores = jnp.sum(pair * params["att"][None], axis=-1)
     else:
         z_src, z_dst = graph.sources(z), graph.targets(z)
         score_src = jnp.sum(z_src * params["att_src"][None], axis=-1)
         score_dst = jnp.sum(z_dst * params["att_dst"][None], axis=-1)
-        scores = jax.nn.leaky_relu(edge_scores(graph, score_src, score_dst), negative_slope)
+        scores = edge_scores(graph, score_src, score_dst)
+        if edge_features is not None:
+            w_e = params["w_e"].reshape(-1, heads, width)
+            scores = scores + edge_features @ jnp.sum(w_e * params["att_edge"][None], axis=-1)
+        scores = jax.nn.leaky_relu(scores, negative_slope)
     alpha = edge_softmax(graph, scores)
     if key is not None:
         attention_key, value_key = jax.random.split(key)
@@ -112,13 +141,25 @@ def gat_conv(
 
 
 def gat_layer_params(
-    key: jax.Array, fan_in: int, heads: int, width: int, *, concat: bool, v2: bool
+    key: jax.Array,
+    fan_in: int,
+    heads: int,
+    width: int,
+    *,
+    concat: bool,
+    v2: bool,
+    edge_dim: int | None = None,
 ) -> dict:
-    """Glorot-initialized parameters of one :func:`gat_conv` layer (biases zero)."""
+    """Glorot-initialized parameters of one :func:`gat_conv` layer (biases zero).
+
+    With ``edge_dim = D`` the layer reads edge features: it gains
+    ``"w_e": [D, H F']`` (no bias, as PyG's ``lin_edge``) and, for GAT,
+    ``"att_edge": [H, F']``.
+    """
     keys = jax.random.split(key, 3)
     out = heads * width if concat else width
     if v2:
-        return {
+        params = {
             "w_l": glorot_uniform(keys[0], (fan_in, heads * width)),
             "b_l": jnp.zeros((heads * width,), jnp.float32),
             "w_r": glorot_uniform(keys[1], (fan_in, heads * width)),
@@ -126,13 +167,22 @@ def gat_layer_params(
             "att": glorot_uniform(keys[2], (heads, width)),
             "b": jnp.zeros((out,), jnp.float32),
         }
-    att = glorot_uniform(keys[1], (2 * heads, width))
-    return {
-        "w": glorot_uniform(keys[0], (fan_in, heads * width)),
-        "att_src": att[:heads],
-        "att_dst": att[heads:],
-        "b": jnp.zeros((out,), jnp.float32),
-    }
+    else:
+        att = glorot_uniform(keys[1], (2 * heads, width))
+        params = {
+            "w": glorot_uniform(keys[0], (fan_in, heads * width)),
+            "att_src": att[:heads],
+            "att_dst": att[heads:],
+            "b": jnp.zeros((out,), jnp.float32),
+        }
+    if edge_dim is not None:
+        _checks.check_static_int("edge_dim", edge_dim, minimum=1)
+        # Own keys, so the other weights stay those of the same seed without edges.
+        edge_keys = jax.random.split(jax.random.fold_in(key, 3), 2)
+        params["w_e"] = glorot_uniform(edge_keys[0], (edge_dim, heads * width))
+        if not v2:
+            params["att_edge"] = glorot_uniform(edge_keys[1], (heads, width))
+    return params
 
 
 def gat(
@@ -148,6 +198,7 @@ def gat(
     value_dropout: float = 0.0,
     negative_slope: float = 0.2,
     v2: bool = False,
+    edge_dim: int | None = None,
     dropout_impl: str = "hash",
 ) -> Model:
     """GAT (or GATv2): dropout, attention layer and ELU per layer; averaged heads last.
@@ -168,6 +219,12 @@ def gat(
     its seeds; each target attends to its sampled neighbours, its own
     self-loop among them, sampled from the prepared graph).
 
+    With ``edge_dim = D`` every layer scores its edges with their features
+    too (see :func:`gat_conv`) and ``apply(..., edge_features)`` takes
+    ``[E, D]`` rows in the prepared graph's own edge order (its self-loops
+    included: give them features, PyG fills them with the mean of each
+    node's incoming ones), on a full :class:`~sparsegcn.Graph` only.
+
     Args:
       in_features: ``F``.
       num_classes: ``C``.
@@ -182,6 +239,8 @@ def gat(
         :func:`gat_conv`; 0 as in PyG).
       negative_slope: the LeakyReLU's (0.2).
       v2: GATv2's scoring (Brody et al.) instead of GAT's.
+      edge_dim: ``D``, the width of per-edge features; ``None`` (default)
+        for none.
       dropout_impl: ``"hash"`` (fast) or ``"threefry"``.
 
     Returns:
@@ -224,13 +283,16 @@ def gat(
         negative_slope=negative_slope,
         v2=v2,
     )
+    if edge_dim is not None:
+        _checks.check_static_int("edge_dim", edge_dim, minimum=1)
+        config["edge_dim"] = edge_dim
 
     @jax.jit
     def init(key: jax.Array) -> dict:
         keys = jax.random.split(key, num_layers)
         return {
             "layers": [
-                gat_layer_params(k, f, h, w, concat=c, v2=v2)
+                gat_layer_params(k, f, h, w, concat=c, v2=v2, edge_dim=edge_dim)
                 for k, (f, h, w, c) in zip(keys, shapes, strict=True)
             ]
         }
@@ -238,7 +300,7 @@ def gat(
     def project(layer, h, i):
         return gat_project(layer, h)
 
-    def propagate(layer, view, z, key, i):
+    def propagate(layer, view, z, key, i, edge_features=None):
         return gat_conv(
             layer,
             view,
@@ -248,12 +310,14 @@ def gat(
             attention_dropout=attention_dropout,
             value_dropout=value_dropout,
             key=key,
+            edge_features=edge_features,
         )
 
     return layered_model(
         init,
         "gatv2" if v2 else "gat",
         config,
+        edge_dim=edge_dim,
         project=project,
         propagate=propagate,
         dropout_rate=dropout_rate,

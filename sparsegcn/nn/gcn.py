@@ -6,6 +6,7 @@ import jax
 
 from sparsegcn.backends import Backend, get_backend
 from sparsegcn.nn.conv import gcn_project, gcn_propagate
+from sparsegcn.nn.jk import check_jk, gcn_layer, jk_net
 from sparsegcn.nn.model import Model, check_model_settings, init_linear_stack, layer_sizes
 from sparsegcn.nn.stack import layered_model
 
@@ -19,6 +20,7 @@ def gcn(
     dropout_rate: float = 0.5,
     residual: bool = False,
     backend: str | Backend | None = None,
+    jk: str = "none",
     dropout_impl: str = "hash",
 ) -> Model:
     """A GCN: dropout, graph convolution and ReLU per layer, logits last.
@@ -41,10 +43,16 @@ def gcn(
       backend: ``None`` (default): the graph's own layout (prepare it once
         with :func:`~sparsegcn.backends.as_layout`); a backend name or
         instance converts the graph on every call.
+      jk: ``"none"`` (default), or ``"cat"``/``"max"`` for JK-Net
+        (:func:`~sparsegcn.nn.jk.jk_net`): ``num_layers`` convolutions of
+        width ``hidden``, all ReLU, their outputs combined per node, then a
+        linear classifier (the registered ``jk`` model is this with ``"cat"``
+        and its own defaults). Not with ``residual``.
       dropout_impl: ``"hash"`` (fast) or ``"threefry"``.
 
     Returns:
-      A :class:`Model`. Params: ``{"layers": [{"w": [F_l, F_l+1], "b": [F_l+1]}, ...]}``.
+      A :class:`Model`. Params: ``{"layers": [{"w": [F_l, F_l+1], "b": [F_l+1]}, ...]}``
+      (with ``jk``: :func:`~sparsegcn.nn.jk.jk_net`'s).
 
     Shapes:
       ``apply(params, graph, x [N, F]) -> [N, C]``; ``embed(...) -> [N, H]``.
@@ -65,6 +73,20 @@ def gcn(
         residual=residual,
         backend=None if resolved is None else resolved.name,
     )
+    if jk != "none":
+        check_jk(jk, residual)
+        return jk_net(
+            "gcn",
+            dict(config, jk=jk),
+            in_features=in_features,
+            num_classes=num_classes,
+            hidden=hidden,
+            num_layers=num_layers,
+            dropout_rate=dropout_rate,
+            mode=jk,
+            dropout_impl=dropout_impl,
+            **gcn_layer(resolved),
+        )
 
     def init(key: jax.Array) -> dict:
         return init_linear_stack(key, sizes)

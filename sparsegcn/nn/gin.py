@@ -18,10 +18,10 @@ import jax
 import jax.numpy as jnp
 
 from sparsegcn import _checks
-from sparsegcn.features import Features, matmul
+from sparsegcn.features import Features, SparseFeatures, matmul
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.initializers import glorot_uniform
-from sparsegcn.nn.model import Model, check_model_settings
+from sparsegcn.nn.model import Model, check_edge_features, check_model_settings
 from sparsegcn.nn.stack import layered_model
 
 
@@ -126,12 +126,7 @@ def gine_conv(params: dict, graph, x: jax.Array, edge_features: jax.Array) -> ja
     """
     if "w_e" not in params:
         raise ValueError("gine_conv needs an edge map: gin_layer_params(..., edge_dim=D)")
-    edge_dim = params["w_e"].shape[0]
-    num_edges = graph.senders.shape[0]
-    if edge_features.shape != (num_edges, edge_dim):
-        raise ValueError(
-            f"edge_features must be [E, D] = [{num_edges}, {edge_dim}], got {edge_features.shape}"
-        )
+    check_edge_features(params, graph, edge_features, "gine_conv")
 
     def message(x_j, x_i, e):
         return jax.nn.relu(x_j + e @ params["w_e"] + params["b_e"][None, :])
@@ -148,6 +143,7 @@ def gin(
     hidden: int = 64,
     num_layers: int = 2,
     dropout_rate: float = 0.5,
+    edge_dim: int | None = None,
     dropout_impl: str = "hash",
 ) -> Model:
     """GIN for node classification: dropout, GIN layer and ReLU per layer, logits last.
@@ -165,12 +161,22 @@ def gin(
     :class:`~sparsegcn.sampling.NeighborSample` (``[B, C]`` for its seeds;
     the sum then runs over the sampled neighbours).
 
+    With ``edge_dim = D`` every layer is GINE (:func:`gine_conv`) and
+    ``apply(params, graph, x, *, edge_features)`` takes ``[E, D]`` edge
+    features in the prepared graph's own edge order, on a full
+    :class:`~sparsegcn.Graph` only (a chunk or a sampled tree has no map back
+    to the graph's edges). GINE's message is nonlinear in ``x_j``, so it
+    gathers ``[E, F_l]`` rows (``F`` dense columns on the first layer: sparse
+    ``x`` is densified).
+
     Args:
       in_features: ``F``.
       num_classes: ``C``.
       hidden: MLP width ``H`` (64).
       num_layers: GIN layers (2).
       dropout_rate: dropout of every layer's input (0.5).
+      edge_dim: ``D``, the width of per-edge features (GINE); ``None``
+        (default) for GIN without them.
       dropout_impl: ``"hash"`` (fast) or ``"threefry"``.
 
     Returns:
@@ -192,27 +198,35 @@ def gin(
         num_layers=num_layers,
         dropout_rate=dropout_rate,
     )
+    if edge_dim is not None:
+        _checks.check_static_int("edge_dim", edge_dim, minimum=1)
+        config["edge_dim"] = edge_dim
 
     @jax.jit
     def init(key: jax.Array) -> dict:
         keys = jax.random.split(key, num_layers)
         return {
             "layers": [
-                gin_layer_params(k, a, hidden, b)
+                gin_layer_params(k, a, hidden, b, edge_dim=edge_dim)
                 for k, a, b in zip(keys, fans[:-1], fans[1:], strict=True)
             ]
         }
 
     def project(layer, h, i):
-        return gin_project(layer, h)
+        if edge_dim is None:
+            return gin_project(layer, h)
+        return h.todense() if isinstance(h, SparseFeatures) else h
 
-    def propagate(layer, view, z, key, i):
-        return gin_conv(layer, view, z)
+    def propagate(layer, view, z, key, i, edge_features=None):
+        if edge_dim is None:
+            return gin_conv(layer, view, z)
+        return gine_conv(layer, view, z, edge_features)
 
     return layered_model(
         init,
         "gin",
         config,
+        edge_dim=edge_dim,
         project=project,
         propagate=propagate,
         dropout_rate=dropout_rate,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from sparsegcn._checks import check_hyperparameters
 from sparsegcn.nn.initializers import linear_params
@@ -21,7 +22,9 @@ class Model(NamedTuple):
       apply: ``apply(params, graph, x, *, key=None, training=False) -> logits``
         with ``x`` ``[N, F]`` (dense or :class:`~sparsegcn.SparseFeatures`)
         and logits ``[N, C]``. ``key`` is required when ``training`` and the
-        model uses dropout.
+        model uses dropout. GAT, GATv2 and GIN built with ``edge_dim = D``
+        also take ``edge_features [E, D]`` (keyword, required), in the
+        graph's own edge order.
       embed: ``embed(params, graph, x) -> [N, H]``, the input to the last
         layer (inference mode): the node embeddings.
       name: short name, used in reports.
@@ -51,6 +54,34 @@ def check_model_settings(hidden: int, num_layers: int, dropout_rate: float) -> N
         {"hidden": hidden, "layers": num_layers, "dropout": dropout_rate},
         labels={"layers": "num_layers", "dropout": "dropout_rate"},
     )
+
+
+def check_edge_features(params: dict, graph, edge_features, where: str) -> None:
+    """Refuses edge features a layer cannot read, before tracing, naming the shapes.
+
+    A layer reads ``edge_features [E, D]`` when its ``params`` hold an edge
+    map ``"w_e" [D, ...]``; ``E`` is the view's edge count, in its own edge
+    order.
+
+    Raises:
+      ValueError: features without an edge map, an edge map without
+        features, or features that are not ``[E, D]``.
+    """
+    if "w_e" not in params:
+        if edge_features is not None:
+            raise ValueError(
+                f"{where} got edge_features but its params have no edge map (edge_dim)"
+            )
+        return
+    edge_dim = params["w_e"].shape[0]
+    if edge_features is None:
+        raise ValueError(f"{where} has an edge map (edge_dim={edge_dim}): pass edge_features")
+    num_edges = graph.senders.shape[0]
+    if jnp.shape(edge_features) != (num_edges, edge_dim):
+        raise ValueError(
+            f"edge_features must be [E, D] = [{num_edges}, {edge_dim}], "
+            f"got {jnp.shape(edge_features)}"
+        )
 
 
 def layer_sizes(in_features: int, hidden: int, num_classes: int, num_layers: int) -> list[int]:

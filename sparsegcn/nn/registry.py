@@ -106,6 +106,10 @@ class ModelSpec:
       options: further ``Experiment`` fields passed to ``build``, as
         ``{field: builder keyword}``.
       uses_graph: ``False`` for graph-free baselines (no layout to choose).
+      precompute: the trainers feed ``apply`` SGC's ``Â^K X`` (``K`` the
+        ``hops`` option), propagated once before training and cached
+        (:func:`sparsegcn.experiment.precompute.sgc_precompute`), and the
+        builder gets ``precomputed=True``.
       reference: the paper, for the README's table.
     """
 
@@ -117,6 +121,7 @@ class ModelSpec:
     options: Mapping[str, Option] = dataclasses.field(default_factory=dict)
     residual: bool = False
     uses_graph: bool = True
+    precompute: bool = False
     reference: str = ""
 
     def __post_init__(self):
@@ -171,6 +176,12 @@ _VALUE_DROPOUT = Option(
     "dropout of the projected rows summed by attention (the GAT authors' code: 0.6)",
     bound=Bound(float, low=0.0, high=1.0, high_open=True),
 )
+_JK = Option(
+    "none",
+    "jumping knowledge: every layer's output combined (concatenated or element-wise max) "
+    "before a linear classifier",
+    choices=("none", "cat", "max"),
+)
 _KIPF = dict(hidden=16, layers=2, dropout=0.5, lr=0.01, weight_decay=5e-4, decay_layers="first")
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType(
@@ -180,6 +191,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "gcn_norm",
             sampled=False,
             defaults=_KIPF,
+            options={"jk": _JK},
             residual=True,
             reference="Kipf & Welling, ICLR 2017",
         ),
@@ -192,7 +204,8 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             options={
                 "aggregator": Option(
                     "mean", "neighbourhood aggregation", choices=("mean", "max", "sum")
-                )
+                ),
+                "jk": _JK,
             },
             residual=True,
             reference="Hamilton, Ying & Leskovec, NeurIPS 2017",
@@ -228,6 +241,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             # PyG's example's 5e-3 gives 0.779).
             defaults=dict(layers=1, dropout=0.0, lr=0.2, weight_decay=5e-6, decay_layers="all"),
             options={"hops": _HOPS._replace(default=2)},
+            precompute=True,
             reference="Wu et al., ICML 2019",
         ),
         "appnp": ModelSpec(
@@ -271,14 +285,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             "gcn_norm",
             sampled=False,
             defaults=dict(_KIPF, hidden=64, layers=3, decay_layers="all"),
-            options={
-                "jk": Option(
-                    "cat",
-                    "how the layers' outputs combine: concatenated or element-wise max",
-                    choices=("cat", "max"),
-                    keyword="mode",
-                )
-            },
+            options={"jk": _JK._replace(default="cat", choices=("cat", "max"), keyword="mode")},
             reference="Xu et al., ICML 2018",
         ),
         "mlp": ModelSpec(
@@ -314,6 +321,7 @@ def create_model(
     layers: int,
     dropout: float,
     residual: bool = False,
+    precomputed: bool = False,
     **options,
 ) -> Model:
     """Builds the registered model ``name``.
@@ -324,12 +332,15 @@ def create_model(
       hidden, layers, dropout: the shared hyperparameters (``hidden`` is
         ``None`` for a model without hidden layers that sets no default).
       residual: skip connections (models whose spec takes them).
+      precomputed: ``apply`` reads precomputed features (models whose spec
+        sets ``precompute``: SGC's ``Â^K X``).
       options: the model's own options (:attr:`ModelSpec.options`);
         missing ones take their defaults.
 
     Raises:
       ValueError: an unknown model, an option it does not take, a value out
-        of range, or ``residual`` for a model without skip connections.
+        of range, or ``residual`` (``precomputed``) for a model without skip
+        connections (precomputed features).
     """
     spec = get_model_spec(name)
     resolved = spec.resolve_options(name, options)
@@ -338,6 +349,10 @@ def create_model(
         raise ValueError(f"residual=True: {name} has no skip connections")
     if spec.residual:
         kwargs["residual"] = residual
+    if precomputed and not spec.precompute:
+        raise ValueError(f"precomputed=True: {name} has no precomputed features")
+    if spec.precompute:
+        kwargs["precomputed"] = precomputed
     return spec.build(
         in_features, num_classes, hidden=hidden, num_layers=layers, dropout_rate=dropout, **kwargs
     )

@@ -32,6 +32,7 @@ from sparsegcn.backends import Backend, get_backend
 from sparsegcn.features import Features, matmul
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.initializers import glorot_uniform
+from sparsegcn.nn.jk import check_jk, jk_net
 from sparsegcn.nn.model import Model, check_model_settings, layer_sizes
 from sparsegcn.nn.stack import layered_model
 
@@ -128,6 +129,16 @@ def sage_conv(
     return sage_propagate(params, view, z, aggregator=aggregator, normalize=normalize)
 
 
+def sage_layer_params(key: jax.Array, fan_in: int, fan_out: int) -> dict:
+    """One layer's ``{"w_root": [F, F'], "w_neigh": [F, F'], "b": [F']}`` (Glorot, zero bias)."""
+    keys = jax.random.split(key, 2)
+    return {
+        "w_root": glorot_uniform(keys[0], (fan_in, fan_out)),
+        "w_neigh": glorot_uniform(keys[1], (fan_in, fan_out)),
+        "b": jnp.zeros((fan_out,), jnp.float32),
+    }
+
+
 def sage(
     in_features: int,
     num_classes: int,
@@ -140,6 +151,7 @@ def sage(
     residual: bool = False,
     dropout_impl: str = "hash",
     project_first: bool | None = None,
+    jk: str = "none",
 ) -> Model:
     """GraphSAGE: dropout, SAGE layer and ReLU per layer, logits last.
 
@@ -169,6 +181,12 @@ def sage(
         gather the tree's projected rows (``True``), or gather the tree's
         rows of ``x`` first (``False``); ``None`` picks the cheaper from the
         shapes. Equal results, different cost.
+      jk: ``"none"`` (default), or ``"cat"``/``"max"`` for JK-Net over SAGE
+        layers (:func:`~sparsegcn.nn.jk.jk_net`): ``num_layers`` layers of
+        width ``hidden``, all ReLU (and L2-normalized when ``normalize``),
+        their outputs combined per node, then a linear classifier; on a
+        sample the seeds' rows of each layer are combined. Not with
+        ``residual``.
 
     Returns:
       A :class:`Model`. Params:
@@ -199,6 +217,32 @@ def sage(
         normalize=normalize,
         residual=residual,
     )
+    check_jk(jk, residual)
+    gather_first = None if project_first is None else not project_first
+
+    def project(layer, h, i):
+        return sage_project(layer, h, aggregator)
+
+    if jk != "none":
+
+        def propagate_all(layer, view, z, key, i):
+            return sage_propagate(layer, view, z, aggregator=aggregator, normalize=normalize)
+
+        return jk_net(
+            "sage",
+            dict(config, jk=jk),
+            init_layer=sage_layer_params,
+            project=project,
+            propagate=propagate_all,
+            in_features=in_features,
+            num_classes=num_classes,
+            hidden=hidden,
+            num_layers=num_layers,
+            dropout_rate=dropout_rate,
+            mode=jk,
+            dropout_impl=dropout_impl,
+            gather_first=gather_first,
+        )
 
     # Jitted: one small program instead of a dispatch (and compile) per op.
     @jax.jit
@@ -215,9 +259,6 @@ def sage(
             )
         return {"layers": layers}
 
-    def project(layer, h, i):
-        return sage_project(layer, h, aggregator)
-
     def propagate(layer, view, z, key, i):
         hidden_norm = normalize and i < num_layers - 1
         return sage_propagate(layer, view, z, aggregator=aggregator, normalize=hidden_norm)
@@ -231,5 +272,5 @@ def sage(
         dropout_rate=dropout_rate,
         dropout_impl=dropout_impl,
         residual=residual,
-        gather_first=None if project_first is None else not project_first,
+        gather_first=gather_first,
     )

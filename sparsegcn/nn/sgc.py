@@ -6,12 +6,14 @@ parameters and can run once, before training: :func:`sgc_features`
 computes ``Â^K X`` on the host (scipy), and ``sgc(..., precomputed=True)``
 is then a plain linear model of those rows.
 
-The model the registry trains takes the other exact route: ``Â^K (X W)``
+The registry's ``sgc`` takes that route: ``sparsegcn train`` (and
+:func:`~sparsegcn.experiment.build.node_data`) computes ``Â^K X`` once
+before training, cached on disk under ``--feature-cache``
+(:mod:`sparsegcn.experiment.precompute`), and trains ``sgc(...,
+precomputed=True)``: no graph product in the step. Built without
+``precomputed`` the model computes the other exact form, ``Â^K (X W)``
 (``Â^K`` commutes with the right product), ``K`` products at the class
-width ``C`` inside the step. On Cora that is 2 products of ``[N, 7]``
-against a dense ``[N, 1433] x [1433, 7]`` matmul of the precomputed
-``Â^K X`` (which is dense, whereas ``X`` is a sparse bag of words), and it
-needs no hook for features in the trainers, which have none today.
+width ``C`` inside the step, for callers that hold only raw features.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ def sgc(
       num_classes: ``C``.
       hidden: must be ``None``: SGC has no hidden layer.
       num_layers: must be 1 (one linear map).
-      dropout_rate: dropout of the input features (0 in Wu et al.).
+      dropout_rate: dropout of the input features (0 in Wu et al.); of
+        ``Â^K X`` when precomputed.
       hops: ``K`` (2).
       precomputed: ``x`` is ``Â^K X`` already (:func:`sgc_features`).
       dropout_impl: ``"hash"`` (fast) or ``"threefry"``.

@@ -27,8 +27,9 @@ or ``None`` (graph-free models: the MLP)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -82,7 +83,9 @@ def run_layers(
     residual: bool = False,
     gather_first: bool | None = None,
     stop_before_last: bool = False,
-) -> jax.Array:
+    edge_features: jax.Array | None = None,
+    every_output: bool = False,
+) -> Any:
     """``dropout -> project -> propagate -> activation`` per layer, logits last.
 
     Args:
@@ -104,12 +107,28 @@ def run_layers(
         those (``False``); ``None`` picks the cheaper from the shapes.
       stop_before_last: return the last layer's input (embeddings; full
         views only).
+      edge_features: ``[E, D]`` per-edge inputs in ``graph``'s own edge
+        order, passed to every layer as ``propagate(...,
+        edge_features=edge_features)``; full graphs and edge shards only
+        (a chunk or a sampled tree has no map back to the graph's edges).
+      every_output: return every layer's output instead, each one activated
+        (no layer is a logits layer): the list jumping knowledge combines
+        (:mod:`sparsegcn.nn.jk`). On a sample each is cut to the seeds'
+        rows, the first ones of every block's targets.
 
     Returns:
       ``[N, C]`` logits on full and chunked views, ``[B, C]`` for the
-      seeds of a sample; ``[N, H]`` embeddings with ``stop_before_last``.
+      seeds of a sample; ``[N, H]`` embeddings with ``stop_before_last``;
+      with ``every_output`` a list of ``L`` arrays ``[N or B, F_l]``.
     """
     count = len(layers)
+    if edge_features is not None:
+        if isinstance(graph, NeighborSample | ChunkedGraph):
+            raise TypeError(
+                f"edge_features need the full graph (or an edge shard), not a "
+                f"{type(graph).__name__}: its edges are not the graph's edge order"
+            )
+        propagate = functools.partial(propagate, edge_features=edge_features)
     drop_keys = split_dropout_keys(key, count, training, dropout_rate)
     inner_keys = (
         list(jax.random.split(jax.random.fold_in(key, count), count))
@@ -122,7 +141,7 @@ def run_layers(
         return h if k is None else dropout(h, dropout_rate, key=k, impl=dropout_impl)
 
     def finish(out, i, view, h):
-        if i == count - 1:
+        if i == count - 1 and not every_output:
             return out
         out = activation(out)
         skip = _skip(view.targets(h), out) if residual and isinstance(h, jax.Array) else None
@@ -145,15 +164,20 @@ def run_layers(
         else:
             z = jnp.take(project(layers[0], drop(x, 0), 0), ids, axis=0, mode="clip")
         h = rows
+        seeds = int(graph.nodes[0].size)
+        outputs = []
         for i in range(count):
             if i > 0:
                 z = project(layers[i], drop(h, i), i)
             block = TreeBlock.from_sample(graph, count - i)
             h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i, block, h)
+            if every_output:
+                outputs.append(h[:seeds])  # the seeds lead every block's targets
         # `h` starts as the optional gathered rows; after a layer it is its output.
-        return cast(jax.Array, h)
+        return outputs if every_output else cast(jax.Array, h)
 
     h = x
+    outputs = []
     for i in range(count):
         if stop_before_last and i == count - 1:
             return h
@@ -168,16 +192,35 @@ def run_layers(
             h = map_chunks(graph, chunk_out)
         else:
             h = finish(propagate(layers[i], graph, z, _key(inner_keys, i), i), i, graph, h)
-    return h
+        if every_output:
+            outputs.append(h)
+    return outputs if every_output else h
 
 
-def layered_model(init: Callable, name: str, config: dict, **run_kwargs) -> Model:
+def layer_outputs(layers: Sequence, graph, x, **kwargs) -> list[jax.Array]:
+    """Every layer's activated output: :func:`run_layers` with ``every_output=True``
+    (same keywords), the ``L`` arrays jumping knowledge combines."""
+    return run_layers(layers, graph, x, every_output=True, **kwargs)
+
+
+def layered_model(
+    init: Callable, name: str, config: dict, *, edge_dim: int | None = None, **run_kwargs
+) -> Model:
     """The :class:`~sparsegcn.nn.Model` whose ``apply`` and ``embed`` are
     :func:`run_layers` over ``params["layers"]`` with ``run_kwargs``
     (``project``, ``propagate``, ``dropout_rate``, ...): what every layered
-    model's builder returns, so a builder only supplies its layer."""
+    model's builder returns, so a builder only supplies its layer.
 
-    def forward(params, graph, x, key, training, stop_before_last):
+    With ``edge_dim = D``, ``apply`` and ``embed`` take a keyword
+    ``edge_features [E, D]`` (required) and ``propagate`` receives it;
+    without, they refuse one.
+    """
+
+    def forward(params, graph, x, key, training, stop_before_last, edge_features):
+        if edge_dim is None and edge_features is not None:
+            raise ValueError(f"{name} was built without edge_dim; it reads no edge_features")
+        if edge_dim is not None and edge_features is None:
+            raise ValueError(f"{name} was built with edge_dim={edge_dim}: pass edge_features")
         return run_layers(
             params["layers"],
             graph,
@@ -185,14 +228,15 @@ def layered_model(init: Callable, name: str, config: dict, **run_kwargs) -> Mode
             key=key,
             training=training,
             stop_before_last=stop_before_last,
+            edge_features=edge_features,
             **run_kwargs,
         )
 
-    def apply(params, graph, x, *, key=None, training: bool = False):
-        return forward(params, graph, x, key, training, stop_before_last=False)
+    def apply(params, graph, x, *, key=None, training: bool = False, edge_features=None):
+        return forward(params, graph, x, key, training, False, edge_features)
 
-    def embed(params, graph, x) -> jax.Array:
-        return forward(params, graph, x, None, False, stop_before_last=True)
+    def embed(params, graph, x, *, edge_features=None) -> jax.Array:
+        return forward(params, graph, x, None, False, True, edge_features)
 
     return Model(init=init, apply=apply, embed=embed, name=name, config=config)
 

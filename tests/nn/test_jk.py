@@ -86,8 +86,15 @@ def test_bad_settings_are_refused_with_the_value():
         jk(4, 2, mode="lstm")
     with pytest.raises(ValueError, match="jk mode must be one of"):
         jumping_knowledge([jnp.ones((2, 2))], "sum")
-    with pytest.raises(ValueError, match=r"jk=.max. applies to jk, not gcn"):
-        Experiment(model="gcn", model_options=(("jk", "max"),))
+    with pytest.raises(ValueError, match=r"jk=.max. applies to gcn, sage, jk, not gat"):
+        Experiment(model="gat", model_options=(("jk", "max"),))
+    with pytest.raises(ValueError, match=r"jk must be one of \['none', 'cat', 'max'\], got 'lstm'"):
+        sg.gcn(4, 2, jk="lstm")
+    with pytest.raises(ValueError, match="residual=True with jk='cat'"):
+        sg.sage(4, 2, jk="cat", residual=True)
+    with pytest.raises(ValueError, match="--residual with --jk max: jumping"):
+        Experiment(model="gcn", residual=True, model_options=(("jk", "max"),))
+    assert Experiment(model="gcn").options() == {"jk": "none"}
     assert Experiment(model="jk").options() == {"jk": "cat"}
     assert Experiment(model="jk", model_options=(("jk", "max"),)).options() == {"jk": "max"}
 
@@ -122,3 +129,91 @@ def test_combination_equals_pyg_jumping_knowledge(mode):
     want = pyg_nn.JumpingKnowledge(mode)([torch.tensor(o) for o in outputs]).numpy()
     got = jumping_knowledge([jnp.asarray(o) for o in outputs], mode)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["cat", "max"])
+def test_gcn_with_jk_is_the_jk_model_with_the_same_weights(mode):
+    """``gcn --jk`` and the registered ``jk`` model are one builder: same params, same logits."""
+    graph = normalized_graph(seed=5)
+    ours = sg.gcn(FEATURES, CLASSES, hidden=HIDDEN, num_layers=3, jk=mode, dropout_rate=0.5)
+    theirs = jk(FEATURES, CLASSES, hidden=HIDDEN, num_layers=3, mode=mode, dropout_rate=0.5)
+    params = ours.init(jax.random.key(0))
+    for a, b in zip(
+        jax.tree.leaves(params), jax.tree.leaves(theirs.init(jax.random.key(0))), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    x = jax.random.normal(jax.random.key(1), (graph.num_nodes, FEATURES))
+    np.testing.assert_allclose(
+        ours.apply(params, graph, x),
+        dense_jk(params, dense_adjacency(graph), x, mode),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    key = jax.random.key(2)  # dropout too: the same masks
+    np.testing.assert_array_equal(
+        ours.apply(params, graph, x, key=key, training=True),
+        theirs.apply(params, graph, x, key=key, training=True),
+    )
+    assert (ours.name, ours.config["jk"]) == ("gcn", mode)
+
+
+def dense_sage_jk(params, graph, x, mode):
+    """JK over mean-aggregating SAGE layers, with a dense row-normalized count matrix."""
+    counts = np.zeros((graph.num_nodes, graph.num_nodes), np.float32)
+    np.add.at(counts, (np.asarray(graph.receivers), np.asarray(graph.senders)), 1.0)
+    mean = jnp.asarray(counts / np.maximum(counts.sum(1, keepdims=True), 1.0))
+    *layers, out = params["layers"]
+    h, outputs = x, []
+    for layer in layers:
+        h = jax.nn.relu(h @ layer["w_root"] + mean @ h @ layer["w_neigh"] + layer["b"][None])
+        outputs.append(h)
+    rows = jnp.concatenate(outputs, axis=1) if mode == "cat" else jnp.stack(outputs).max(axis=0)
+    return rows @ out["w"] + out["b"][None]
+
+
+@pytest.mark.parametrize("mode", ["cat", "max"])
+def test_sage_with_jk_matches_dense_reference_on_full_chunked_and_sampled_views(mode):
+    from sparsegcn.sampling import ChunkedGraph, sample_blocks
+
+    graph = PREPARATIONS["unweighted"](random_graph(20, 60, seed=6, isolated=2))
+    model = sg.sage(FEATURES, CLASSES, hidden=HIDDEN, num_layers=2, jk=mode, dropout_rate=0.0)
+    params = jax.tree.map(lambda p: p + 0.05, model.init(jax.random.key(3)))
+    x = jax.random.normal(jax.random.key(4), (graph.num_nodes, FEATURES))
+
+    def reference(params, x):
+        return dense_sage_jk(params, graph, x, mode)
+
+    def full(params, x):
+        return model.apply(params, graph, x)
+
+    np.testing.assert_allclose(full(params, x), reference(params, x), rtol=1e-5, atol=1e-5)
+    loss = lambda f: lambda p, x: jnp.sum(jnp.tanh(f(p, x)))  # noqa: E731
+    got = jax.grad(loss(full), argnums=(0, 1))(params, x)
+    want = jax.grad(loss(reference), argnums=(0, 1))(params, x)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    chunked = ChunkedGraph.build(graph, chunk_size=6)
+    np.testing.assert_allclose(
+        model.apply(params, chunked, x), reference(params, x), rtol=1e-5, atol=1e-5
+    )
+    # Every neighbour sampled: each layer's seed rows, combined, are the full graph's.
+    max_degree = int(np.bincount(np.asarray(graph.receivers)).max())
+    seeds = jnp.asarray([3, 0, 17, 9], jnp.int32)
+    sample = sample_blocks(
+        chunked.indptr, chunked.indices, seeds, (max_degree, max_degree), key=jax.random.key(5)
+    )
+    np.testing.assert_allclose(
+        model.apply(params, sample, x),
+        reference(params, x)[np.asarray(seeds)],
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+def test_cli_trains_gcn_and_sampled_sage_with_jk(tmp_path):
+    for model, extra in (("gcn", ["--jk", "cat"]), ("sage", ["--jk", "max", "--fanouts", "5,5"])):
+        out = tmp_path / f"{model}.json"
+        argv = ["train", "--model", model, "--scale", "0.1", "--epochs", "3", *extra]
+        assert main([*argv, "--json", str(out), "--no-progress"]) == 0
+        report = json.loads(out.read_text())
+        assert report["model"] == model and np.isfinite(report["test_acc_mean"])

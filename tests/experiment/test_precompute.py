@@ -1,0 +1,142 @@
+"""SGC's ``Â^K X`` computed once before training and cached (sparsegcn/experiment/precompute.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import numpy as np
+import pytest
+
+import sparsegcn as sg
+from sparsegcn.cli import main
+from sparsegcn.datasets import load
+from sparsegcn.experiment import Experiment, node_data, precompute
+from sparsegcn.experiment.build import build_model
+from sparsegcn.features import normalize
+from sparsegcn.nn import sgc
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return load("synthetic:tiny", scale=0.1)
+
+
+@pytest.fixture
+def propagations(monkeypatch):
+    """Counts the propagations ``precompute`` runs (the cache's misses)."""
+    calls = []
+    real = precompute.sgc_features
+
+    def counting(graph, x, hops=2):
+        calls.append(hops)
+        return real(graph, x, hops=hops)
+
+    monkeypatch.setattr(precompute, "sgc_features", counting)
+    return calls
+
+
+def oracle(dataset, hops, mode="auto"):
+    """``Â^K X`` with a dense ``Â`` and numpy matrix powers."""
+    a_hat = np.asarray(sg.gcn_norm(dataset.graph).to_dense(), np.float64)
+    x = normalize(dataset.features, mode)
+    x = x.toarray() if hasattr(x, "toarray") else np.asarray(x)
+    return np.linalg.matrix_power(a_hat, hops) @ x
+
+
+def features_of(dataset, cache, **kwargs):
+    return np.asarray(node_data(dataset, "sgc", feature_cache=cache, **kwargs).features)
+
+
+def test_a_hit_skips_the_propagation_and_every_input_change_misses(dataset, propagations, tmp_path):
+    cache = tmp_path / "cache"
+    first = features_of(dataset, cache)
+    assert propagations == [2]
+    np.testing.assert_allclose(first, oracle(dataset, 2), rtol=1e-5, atol=1e-6)
+    again = features_of(dataset, cache)
+    assert propagations == [2], "a cache hit must not propagate"
+    np.testing.assert_array_equal(again, first)
+
+    three = features_of(dataset, cache, options={"hops": 3})
+    assert propagations == [2, 3]
+    np.testing.assert_allclose(three, oracle(dataset, 3), rtol=1e-5, atol=1e-6)
+
+    # One edge re-targeted: same name, sizes, labels and split (the same
+    # fingerprint), another graph.
+    g = dataset.graph
+    receivers = np.array(g.receivers)
+    receivers[0] = (receivers[0] + 1) % g.num_nodes
+    moved = dataclasses.replace(
+        dataset, graph=sg.Graph(g.senders, receivers, g.weights, g.num_nodes)
+    )
+    assert precompute.dataset_fingerprint(moved) == precompute.dataset_fingerprint(dataset)
+    np.testing.assert_allclose(features_of(moved, cache), oracle(moved, 2), rtol=1e-5, atol=1e-6)
+    assert propagations == [2, 3, 2]
+
+    features_of(dataset, cache, normalize_features="none")
+    assert propagations == [2, 3, 2, 2]
+    names = sorted(p.name for p in cache.iterdir())
+    assert len(names) == 4 and all(n.startswith("sgc-") and n.endswith(".npy") for n in names)
+    for name in names:  # plain float32 arrays, readable without pickle; no temporary left
+        assert np.load(cache / name, allow_pickle=False).dtype == np.float32
+
+    features_of(dataset, None)  # no cache folder: always computed
+    assert propagations == [2, 3, 2, 2, 2]
+
+
+def test_unreadable_or_pickled_files_are_misses_and_are_rewritten(dataset, propagations, tmp_path):
+    cache = tmp_path / "cache"
+    want = features_of(dataset, cache)
+    (path,) = cache.iterdir()
+    np.save(path, np.array([{"not": "features"}], dtype=object), allow_pickle=True)
+    np.testing.assert_array_equal(features_of(dataset, cache), want)  # never unpickled
+    assert propagations == [2, 2]
+    path.write_bytes(path.read_bytes()[:100])  # truncated
+    np.testing.assert_array_equal(features_of(dataset, cache), want)
+    np.save(path, np.zeros((3, 3), np.float32))  # another shape
+    np.testing.assert_array_equal(features_of(dataset, cache), want)
+    assert propagations == [2, 2, 2, 2]
+    np.testing.assert_array_equal(np.load(path, allow_pickle=False), want)
+
+
+def test_the_trained_model_gives_the_in_step_models_logits(dataset):
+    exp = Experiment(dataset=dataset.name, model="sgc", model_options=(("hops", 3),))
+    model = build_model(exp, dataset)
+    assert model.config["precomputed"] and model.config["hops"] == 3
+    data = node_data(dataset, "sgc", options=exp.options())
+    in_step = sgc(dataset.num_features, dataset.num_classes, hops=3)
+    raw = sg.as_features(normalize(dataset.features, "auto"), dataset.num_nodes)
+    params = model.init(jax.random.key(0))
+    np.testing.assert_allclose(
+        model.apply(params, data.graph, data.features),
+        in_step.apply(params, sg.gcn_norm(dataset.graph), raw),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    with pytest.raises(ValueError, match="precomputed=True: gcn has no precomputed features"):
+        sg.create_model("gcn", 4, 2, hidden=8, layers=2, dropout=0.5, precomputed=True)
+
+
+def test_cli_training_and_prediction_reuse_the_cache(propagations, tmp_path):
+    cache = tmp_path / "cache"
+    argv = ["train", "--model", "sgc", "--scale", "0.1", "--epochs", "3", "--no-progress"]
+    argv += ["--feature-cache", str(cache), "--checkpoint", str(tmp_path / "ckpt")]
+    assert main([*argv, "--json", str(tmp_path / "r.json")]) == 0
+    assert propagations == [2]
+    out = tmp_path / "p.npy"
+    assert main(["predict", "--checkpoint", str(tmp_path / "ckpt"), "--out", str(out)]) == 0
+    assert propagations == [2], "predict reads the training run's cache"
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["model"] == "sgc" and len(list(cache.iterdir())) == 1
+
+
+def test_the_cache_option_is_refused_where_it_does_nothing(tmp_path):
+    with pytest.raises(
+        ValueError, match=r"--feature-cache caches precomputed features \(sgc\); gcn has none"
+    ):
+        Experiment(model="gcn", feature_cache=str(tmp_path))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    argv = ["train", "--model", "sgc", "--epochs", "1", "--feature-cache", str(blocker / "sub")]
+    assert main([*argv, "--no-progress"]) == 2  # refused before any data is read
