@@ -25,8 +25,9 @@ words of :func:`~sparsegcn.ops.hash_bits`); slot ``j`` of ``F_d`` reads the
 words tree entry ``j`` of level ``d`` reads with the same key. A node is
 sampled once, at the hop that first reaches it, and its neighbours serve
 every layer: the tree samples an entry at depth ``d`` with ``k_{d+1}``, so
-when no node repeats, the frontiers are the tree's levels in the same order
-and both samplers draw the same edges.
+when no node repeats and none has fewer in-neighbours than its fanout (the
+tree's masked slots have no frontier rows), the frontiers are the tree's
+levels in the same order and both samplers draw the same edges.
 
 **De-duplication.** The hop's sampled neighbours and the rows so far are
 sorted by node id (a stable ``lax.sort``, ``O(M log M)`` for ``M`` entries,
@@ -310,7 +311,7 @@ def sample_dedup(
         (seeds are not de-duplicated among themselves).
       fanouts: static ``(k_1, ..., k_L)``.
       key: PRNG key; with the same key, a batch whose tree has no repeated
-        node gets the tree sampler's edges.
+        node and no masked slot gets the tree sampler's edges.
       mask: optional bool ``[B]``, ``False`` for padded seed slots.
       caps: optional static per-hop frontier caps (:func:`dedup_sizes`).
 
