@@ -10,15 +10,16 @@ On the ogbn-products-sized synthetic graph, GraphSAGE (3 layers, fanouts
   nodes seen over ``--cap-batches`` batches of another epoch, times
   ``--cap-margin``, rounded up to a multiple of 256; and the number of nodes
   that overflowed them over the measured epoch (the sampler's counter);
-- one training epoch (one compiled ``lax.scan``) timed after compilation:
-  wall time and milliseconds per step, compile time apart;
-- validation and test accuracy after that epoch (layer-wise full-neighbour
-  inference, the same for every sampler).
+- step time: one optimizer step (sampling included) of tree, capped dedup
+  and uncapped dedup, interleaved over ``--step-rounds`` rounds (median),
+  compile time apart;
+- unless ``--no-epoch``: one training epoch (one compiled ``lax.scan``) of
+  tree and capped dedup, timed after compilation, and the validation and
+  test accuracy after it (layer-wise full-neighbour inference, the same for
+  every sampler).
 
 Every sampler trains from the same initial params, on the same batches and
-with the same keys. The uncapped dedup sampler's static rows equal the
-tree's (``min(f k, N)`` with ``N`` above the tree size), so only its step
-time is measured (``--uncapped-steps`` steps, median).
+with the same keys.
 
 Usage::
 
@@ -100,7 +101,13 @@ def main(argv=None) -> int:
     parser.add_argument("--lr", type=float, default=0.003)
     parser.add_argument("--cap-batches", type=int, default=20)
     parser.add_argument("--cap-margin", type=float, default=1.05)
-    parser.add_argument("--uncapped-steps", type=int, default=5)
+    parser.add_argument("--step-rounds", type=int, default=5, help="timed steps per sampler")
+    parser.add_argument(
+        "--epoch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also train one epoch per sampler and evaluate it (--no-epoch: step times only)",
+    )
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
     keep_freed_memory_unless_disabled()
@@ -181,10 +188,41 @@ def main(argv=None) -> int:
     config = TrainConfig(learning_rate=args.lr, weight_decay=0.0, decay_layers="none")
     tx = make_optimizer(config)
     state = jax.jit(lambda k: init_state(model, tx, k))(jax.random.key(0))
+    configs = {
+        "tree": ("tree", None),
+        "dedup_capped": ("dedup", caps),
+        "dedup_uncapped": ("dedup", None),
+    }
+    runs: dict = {name: {"sampler": sampler, "caps": c} for name, (sampler, c) in configs.items()}
+
+    # Step time: one optimizer step (sampling included) on the epoch's first
+    # batch, the samplers interleaved round by round so that the shared
+    # machine's load falls on each alike; median per sampler.
+    states = jax.tree.map(lambda a: a[None], state)
+    batch = first_batch(epoch_key, data.train_nodes, batch_size)
+    steppers = {}
+    for name, (sampler, c) in configs.items():
+        tick = time.perf_counter()
+        step = make_step_fn(model, tx, fanouts, sampler=sampler, caps=c)
+        steppers[name] = jax.jit(step).lower(states, data, batch).compile()
+        runs[name]["compile_step_s"] = time.perf_counter() - tick
+        jax.block_until_ready(steppers[name](states, data, batch))
+    times: dict = {name: [] for name in configs}
+    for _ in range(args.step_rounds):
+        for name, compiled in steppers.items():
+            times[name].append(timed(compiled, states, data, batch)[1])
+    for name in configs:
+        runs[name]["step_ms_median"] = 1e3 * float(np.median(times[name]))
+        runs[name]["step_ms_all"] = [1e3 * t for t in times[name]]
+    results["step_rounds"] = args.step_rounds
+    results["step_load_average_1m_after"] = os.getloadavg()[0]
+    print({k: v["step_ms_median"] for k, v in runs.items()}, flush=True)
+
+    # One epoch each (tree, capped dedup) from the same params, then evaluation.
     eval_fn = None
-    runs: dict = {}
-    for name, sampler, run_caps in (("tree", "tree", None), ("dedup_capped", "dedup", caps)):
-        grad_fn = make_grad_fn(model, fanouts, sampler=sampler, caps=run_caps)
+    for name in ("tree", "dedup_capped") if args.epoch else ():
+        sampler, c = configs[name]
+        grad_fn = make_grad_fn(model, fanouts, sampler=sampler, caps=c)
 
         def epoch(params, opt_state, data, key, grad_fn=grad_fn):
             return train_epoch(grad_fn, tx, batch_size, params, opt_state, data, key)
@@ -199,9 +237,7 @@ def main(argv=None) -> int:
         if eval_fn is None:
             eval_fn = jax.jit(lambda p, d: evaluate(model, p, d)).lower(params, data).compile()
         metrics, eval_s = timed(eval_fn, params, data)
-        runs[name] = {
-            "sampler": sampler,
-            "caps": run_caps,
+        runs[name]["epoch"] = {
             "compile_epoch_s": compile_s,
             "epoch_wall_s": wall,
             "ms_per_step": 1e3 * wall / steps,
@@ -212,29 +248,10 @@ def main(argv=None) -> int:
             "eval_wall_s": eval_s,
             **{k: float(v) for k, v in metrics.items()},
         }
-        print(name, runs[name], flush=True)
-
-    # The uncapped dedup sampler: step time only (its padded rows are the tree's).
-    states = jax.tree.map(lambda a: a[None], state)
-    batch = first_batch(epoch_key, data.train_nodes, batch_size)
-    step = make_step_fn(model, tx, fanouts, sampler="dedup")
-    tick = time.perf_counter()
-    compiled = jax.jit(step).lower(states, data, batch).compile()
-    compile_s = time.perf_counter() - tick
-    jax.block_until_ready(compiled(states, data, batch))
-    times = [timed(compiled, states, data, batch)[1] for _ in range(args.uncapped_steps)]
-    runs["dedup_uncapped"] = {
-        "sampler": "dedup",
-        "caps": None,
-        "compile_step_s": compile_s,
-        "ms_per_step_median": 1e3 * float(np.median(times)),
-        "steps_timed": len(times),
-        "load_average_1m_after": os.getloadavg()[0],
-    }
-    print("dedup_uncapped", runs["dedup_uncapped"], flush=True)
+        print(name, runs[name]["epoch"], flush=True)
     results["runs"] = runs
     results["step_ratio_tree_over_dedup_capped"] = (
-        runs["tree"]["ms_per_step"] / runs["dedup_capped"]["ms_per_step"]
+        runs["tree"]["step_ms_median"] / runs["dedup_capped"]["step_ms_median"]
     )
     results["machine"]["load_average_1m_at_end"] = os.getloadavg()[0]
     if args.out:
