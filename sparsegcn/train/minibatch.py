@@ -223,9 +223,9 @@ def make_grad_fn(
 
     ``key`` is split into a sampling key and a dropout key; the batch is
     sampled by ``sampler`` (with ``caps``; see :class:`MinibatchConfig`);
-    the result is a pure function of its arguments. The loss is ``sum_i w_i l_i`` over the
-    seed slots (see the module docstring), with ``l_i`` the softmax
-    cross-entropy of seed ``i``.
+    the result is a pure function of its arguments. The loss is
+    ``sum_i w_i l_i`` over the seed slots (see the module docstring), with
+    ``l_i`` the softmax cross-entropy of seed ``i``.
     """
     fanouts = check_fanouts(fanouts)
 
