@@ -16,7 +16,7 @@ from sparsegcn.features import FEATURE_NORMALIZATIONS
 from sparsegcn.nn.registry import MODELS as REGISTRY
 from sparsegcn.nn.registry import get_model_spec
 from sparsegcn.parallel.distributed import check_processes
-from sparsegcn.sampling import check_fanouts
+from sparsegcn.sampling import SAMPLERS, check_fanouts
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, MONITORS
@@ -128,6 +128,17 @@ class Experiment:
         "(sage by default, 25,10; gat and gatv2 when given; 'none': full batch)",
     )
     batch_size: int = _field(512, "seeds per sampled mini-batch")
+    sampler: str = _field(
+        "tree",
+        "neighbour sampler of mini-batches: 'tree' (a row per sampled path) or 'dedup' (a row "
+        "per distinct node, relabelled blocks; see docs on sampling)",
+        choices=SAMPLERS,
+    )
+    dedup_caps: str | None = _field(
+        None,
+        "dedup sampler: the most new nodes each hop keeps, comma-separated, one per hop "
+        "(bounds the padded rows; overflowing nodes are dropped and counted)",
+    )
     checkpoint: str | None = _field(None, "save checkpoints to this folder")
     checkpoint_every: int = _field(50, "epochs between checkpoints (0: only at the end)")
     keep: int = _field(3, "number of newest checkpoints to keep (0: all)")
@@ -239,6 +250,10 @@ class Experiment:
             raise ValueError(
                 f"reorder must be 'none' or one of {REORDER_METHODS}, got {self.reorder!r}"
             )
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
+        if self.dedup_caps is not None and self.sampler != "dedup":
+            raise ValueError(f"--dedup-caps {self.dedup_caps!r} needs --sampler dedup")
         if self.sampled:
             hops = len(self.minibatch_config().fanouts)
             if hops != self.layers:
@@ -258,7 +273,12 @@ class Experiment:
 
     def minibatch_config(self) -> MinibatchConfig:
         """Sampling settings of mini-batch training."""
-        return MinibatchConfig(fanouts=check_fanouts(self.fanouts), batch_size=self.batch_size)
+        return MinibatchConfig(
+            fanouts=check_fanouts(self.fanouts),
+            batch_size=self.batch_size,
+            sampler=self.sampler,
+            caps=self.dedup_caps,
+        )
 
     def train_config(self) -> TrainConfig:
         per_call = self.epochs_per_call or None

@@ -22,7 +22,13 @@ or ``None`` (graph-free models: the MLP)
 :class:`~sparsegcn.sampling.NeighborSample`   the tree's block for that layer
                                               (:class:`~sparsegcn.sampling.blocks.TreeBlock`);
                                               the output is the seeds' rows
+:class:`~sparsegcn.sampling.DedupSample`      its de-duplicated block for that
+                                              layer (:class:`~sparsegcn.sampling.DedupBlock`);
+                                              the output is the seeds' rows
 ============================================  =================================
+
+A sample gives its rows' node ids (:func:`_sample_rows`) and each layer's
+block (:func:`_sample_block`); the layers see only the view protocol.
 """
 
 from __future__ import annotations
@@ -39,17 +45,33 @@ from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.model import Model, split_dropout_keys
 from sparsegcn.sampling.blocks import TreeBlock, tree_entries
 from sparsegcn.sampling.chunks import ChunkedGraph, map_chunks
+from sparsegcn.sampling.dedup import DedupSample
 from sparsegcn.sampling.neighbor import NeighborSample
 
 Project = Callable
 Propagate = Callable
 
 
-def _gather_first(x, sample: NeighborSample, choice: bool | None) -> bool:
-    """Whether layer 1 takes the tree's rows of ``x`` before projecting them.
+SAMPLES = (NeighborSample, DedupSample)
+
+
+def _sample_rows(sample) -> jax.Array:
+    """int32 ``[T]``: the node id of each row a sample's layers compute on."""
+    return tree_entries(sample) if isinstance(sample, NeighborSample) else sample.entries()
+
+
+def _sample_block(sample, parents: int):
+    """The view of the layer whose targets are the sample's first ``parents`` levels."""
+    if isinstance(sample, NeighborSample):
+        return TreeBlock.from_sample(sample, parents)
+    return sample.block(parents)
+
+
+def _gather_first(x, num_rows: int, choice: bool | None) -> bool:
+    """Whether layer 1 takes the sample's ``num_rows`` rows of ``x`` before projecting them.
 
     ``project(x)[ids] == project(x[ids])``: projecting all ``N`` rows costs
-    ``N`` rows of matmul, gathering first one per tree entry. Sparse rows
+    ``N`` rows of matmul, gathering first one per sample row. Sparse rows
     cannot be gathered, so sparse ``x`` is always projected first.
     """
     if isinstance(x, SparseFeatures):
@@ -60,7 +82,7 @@ def _gather_first(x, sample: NeighborSample, choice: bool | None) -> bool:
         return False
     if choice is not None:
         return choice
-    return x.shape[0] > sum(int(level.size) for level in sample.nodes)
+    return x.shape[0] > num_rows
 
 
 def _skip(h, out):
@@ -102,7 +124,7 @@ def run_layers(
       activation: applied to every hidden layer's output.
       residual: add each hidden layer's input (its targets' rows) to its
         activated output when the widths match.
-      gather_first: sampled trees only: take the tree's rows of ``x`` before
+      gather_first: samples only: take the sample's rows of ``x`` before
         the first projection (``True``) or project all ``N`` rows and gather
         those (``False``); ``None`` picks the cheaper from the shapes.
       stop_before_last: return the last layer's input (embeddings; full
@@ -147,19 +169,22 @@ def run_layers(
         skip = _skip(view.targets(h), out) if residual and isinstance(h, jax.Array) else None
         return out if skip is None else out + skip
 
-    if isinstance(graph, NeighborSample):
+    if isinstance(graph, SAMPLES):
         if stop_before_last:
-            raise TypeError("embeddings are computed on a full graph, not on a NeighborSample")
+            raise TypeError(
+                f"embeddings are computed on a full graph, not on a {type(graph).__name__}"
+            )
         if len(graph.fanouts) != count:
             raise ValueError(
                 f"the sample has {len(graph.fanouts)} hops (fanouts {graph.fanouts}) but the "
                 f"model has {count} layers; they must match"
             )
-        ids = tree_entries(graph)
+        ids = _sample_rows(graph)
+        first = _gather_first(x, int(ids.shape[0]), gather_first)
         rows = None
-        if isinstance(x, jax.Array) and (residual or _gather_first(x, graph, gather_first)):
+        if isinstance(x, jax.Array) and (residual or first):
             rows = jnp.take(x, ids, axis=0, mode="clip")
-        if _gather_first(x, graph, gather_first):
+        if first:
             z = project(layers[0], drop(rows, 0), 0)
         else:
             z = jnp.take(project(layers[0], drop(x, 0), 0), ids, axis=0, mode="clip")
@@ -169,7 +194,7 @@ def run_layers(
         for i in range(count):
             if i > 0:
                 z = project(layers[i], drop(h, i), i)
-            block = TreeBlock.from_sample(graph, count - i)
+            block = _sample_block(graph, count - i)
             h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i, block, h)
             if every_output:
                 outputs.append(h[:seeds])  # the seeds lead every block's targets

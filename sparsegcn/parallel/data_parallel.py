@@ -95,7 +95,13 @@ def slice_batch(batch: Batch, index: jax.Array, num_devices: int) -> Batch:
 
 
 def make_data_parallel_grad_fn(
-    model: Model, fanouts: Sequence[int], num_devices: int, axis_name: str = AXIS
+    model: Model,
+    fanouts: Sequence[int],
+    num_devices: int,
+    axis_name: str = AXIS,
+    *,
+    sampler: str = "tree",
+    caps=None,
 ) -> Callable:
     """``grad_fn(params, data, batch, key) -> (loss, grads)`` over the global batch.
 
@@ -105,8 +111,10 @@ def make_data_parallel_grad_fn(
     of ``batch`` (:func:`slice_batch`) with key ``fold_in(key, d)`` (``key``
     itself when ``D = 1``), and the results are ``psum``-ed, so loss and
     gradient are those of the whole global batch, identical on every device.
+    ``sampler`` and ``caps`` choose the sampler (see
+    :class:`~sparsegcn.train.MinibatchConfig`).
     """
-    local_grad_fn = make_grad_fn(model, check_fanouts(fanouts))
+    local_grad_fn = make_grad_fn(model, check_fanouts(fanouts), sampler=sampler, caps=caps)
 
     def grad_fn(params, data: MinibatchData, batch: Batch, key: jax.Array):
         if num_devices == 1:
@@ -132,14 +140,17 @@ def data_parallel_chunk_fn(
     gradient, as one ``shard_map`` program: state and data replicated in,
     state and metrics replicated out.
     """
-    grad_fn = make_data_parallel_grad_fn(model, minibatch.fanouts, mesh.size)
+    grad_fn = make_data_parallel_grad_fn(model, minibatch.fanouts, mesh.size, **minibatch.sampling)
     chunk_fn = make_chunk_fn(model, tx, config, minibatch, grad_fn=grad_fn)
     return _replicated_program(chunk_fn, mesh, 2)
 
 
-def data_parallel_step_fn(model: Model, tx, fanouts: Sequence[int], mesh: Mesh) -> Callable:
-    """``(states [K], data, batch) -> states``: one data-parallel optimizer step of every seed."""
-    grad_fn = make_data_parallel_grad_fn(model, fanouts, mesh.size)
+def data_parallel_step_fn(
+    model: Model, tx, fanouts: Sequence[int], mesh: Mesh, *, sampler: str = "tree", caps=None
+) -> Callable:
+    """``(states [K], data, batch) -> states``: one data-parallel optimizer step of every seed
+    (``sampler``, ``caps``: see :func:`make_data_parallel_grad_fn`)."""
+    grad_fn = make_data_parallel_grad_fn(model, fanouts, mesh.size, sampler=sampler, caps=caps)
     step_fn = make_step_fn(model, tx, fanouts, grad_fn=grad_fn)
     return _replicated_program(step_fn, mesh, 3)
 
@@ -210,7 +221,9 @@ def fit_data_parallel(
     trainer = loop.Trainer(
         name="fit_data_parallel",
         make_chunk=lambda tx, config: data_parallel_chunk_fn(model, tx, config, minibatch, mesh),
-        make_step=lambda tx: data_parallel_step_fn(model, tx, minibatch.fanouts, mesh),
+        make_step=lambda tx: data_parallel_step_fn(
+            model, tx, minibatch.fanouts, mesh, **minibatch.sampling
+        ),
         place=lambda state, data: (put(state, mesh), put(data, mesh)),
         step_args=step_args,
         result=functools.partial(

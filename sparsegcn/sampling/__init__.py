@@ -2,6 +2,10 @@
 
 - :func:`sample_blocks` samples a batch's ``L``-hop computation tree on the
   CSR view, inside ``jit``, with static shapes (:class:`NeighborSample`);
+- :func:`sample_dedup` samples the same neighbourhood with each distinct
+  node once, in padded frontiers, and serves each layer a relabelled
+  bipartite block (:class:`DedupSample`, :class:`DedupBlock`);
+  :func:`sample_batch` picks either by name (:data:`SAMPLERS`);
 - :class:`ChunkedGraph` and :func:`propagate_chunked` compute ``A @ x`` a
   block of rows at a time, for layer-wise full-neighbourhood inference in
   bounded memory.
@@ -13,6 +17,15 @@ from sparsegcn.sampling.chunks import (
     map_chunks,
     propagate_chunk,
     propagate_chunked,
+)
+from sparsegcn.sampling.dedup import (
+    SAMPLERS,
+    DedupBlock,
+    DedupSample,
+    check_caps,
+    dedup_sizes,
+    sample_batch,
+    sample_dedup,
 )
 from sparsegcn.sampling.neighbor import (
     NeighborSample,
@@ -27,14 +40,21 @@ from sparsegcn.sampling.neighbor import (
 
 __all__ = [
     "DEFAULT_CHUNK_EDGES",
+    "SAMPLERS",
     "ChunkedGraph",
+    "DedupBlock",
+    "DedupSample",
     "NeighborSample",
+    "check_caps",
     "check_csr",
     "check_fanouts",
+    "dedup_sizes",
     "map_chunks",
     "propagate_chunk",
     "propagate_chunked",
+    "sample_batch",
     "sample_blocks",
+    "sample_dedup",
     "sample_neighbors",
     "sample_positions",
     "tree_sizes",

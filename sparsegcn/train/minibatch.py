@@ -49,7 +49,8 @@ from sparsegcn import _checks
 from sparsegcn.features import Features, as_features
 from sparsegcn.nn.model import Model
 from sparsegcn.sampling.chunks import ChunkedGraph
-from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
+from sparsegcn.sampling.dedup import SAMPLERS, check_caps, sample_batch
+from sparsegcn.sampling.neighbor import check_fanouts
 from sparsegcn.train import loop
 from sparsegcn.train.fullbatch import end_epoch, evaluate
 from sparsegcn.train.loop import FitResult
@@ -67,14 +68,31 @@ class MinibatchConfig:
         accepted.
       batch_size: seeds per batch ``B``; clipped to the number of train
         nodes (a larger batch would be padding only).
+      sampler: ``"tree"`` (:func:`~sparsegcn.sampling.sample_blocks`, a
+        row per path) or ``"dedup"`` (:func:`~sparsegcn.sampling.sample_dedup`,
+        a row per distinct node).
+      caps: dedup only: per-hop frontier caps (see
+        :func:`~sparsegcn.sampling.dedup_sizes`), ``None`` for none.
     """
 
     fanouts: tuple[int, ...] = (25, 10)
     batch_size: int = 512
+    sampler: str = "tree"
+    caps: tuple[int, ...] | str | None = None  # a string "A,B,C" is parsed
 
     def __post_init__(self):
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
         _checks.check_static_int("batch_size", self.batch_size, minimum=1)
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+        if self.caps is not None and self.sampler != "dedup":
+            raise ValueError(f"caps={self.caps!r} applies to sampler='dedup' only")
+        object.__setattr__(self, "caps", check_caps(self.caps, len(self.fanouts)))
+
+    @property
+    def sampling(self) -> dict:
+        """``{"sampler": ..., "caps": ...}``: the keywords of :func:`make_grad_fn` and co."""
+        return {"sampler": self.sampler, "caps": self.caps}
 
 
 class MinibatchData(NamedTuple):
@@ -198,25 +216,30 @@ def first_batch(key: jax.Array, train_nodes: jax.Array, batch_size: int) -> Batc
     return jax.tree.map(lambda a: a[0], make_batches(key, train_nodes, batch_size))
 
 
-def make_grad_fn(model: Model, fanouts: Sequence[int]) -> Callable:
+def make_grad_fn(
+    model: Model, fanouts: Sequence[int], *, sampler: str = "tree", caps=None
+) -> Callable:
     """``grad_fn(params, data, batch, key) -> (loss, grads)`` for one mini-batch.
 
-    ``key`` is split into a sampling key and a dropout key; the result is a
-    pure function of its arguments. The loss is ``sum_i w_i l_i`` over the
-    seed slots (see the module docstring), with ``l_i`` the softmax
-    cross-entropy of seed ``i``.
+    ``key`` is split into a sampling key and a dropout key; the batch is
+    sampled by ``sampler`` (with ``caps``; see :class:`MinibatchConfig`);
+    the result is a pure function of its arguments. The loss is
+    ``sum_i w_i l_i`` over the seed slots (see the module docstring), with
+    ``l_i`` the softmax cross-entropy of seed ``i``.
     """
     fanouts = check_fanouts(fanouts)
 
     def loss_fn(params, data: MinibatchData, batch: Batch, key: jax.Array) -> jax.Array:
         sample_key, dropout_key = jax.random.split(key)
-        sample = sample_blocks(
+        sample = sample_batch(
+            sampler,
             data.graph.indptr,
             data.graph.indices,
             batch.nodes,
             fanouts,
             key=sample_key,
             mask=batch.mask,
+            caps=caps,
         )
         logits = model.apply(params, sample, data.features, key=dropout_key, training=True)
         losses = optax.softmax_cross_entropy_with_integer_labels(logits, data.labels[batch.nodes])
@@ -283,7 +306,8 @@ def run_epoch(
       ``val_loss``, ``test_acc``, ``active``, ``diverged`` and ``epoch``.
     """
     batch_size = effective_batch_size(data.train_nodes.shape[0], minibatch.batch_size)
-    grad_fn = make_grad_fn(model, minibatch.fanouts) if grad_fn is None else grad_fn
+    if grad_fn is None:
+        grad_fn = make_grad_fn(model, minibatch.fanouts, **minibatch.sampling)
     key, epoch_key = jax.random.split(state.key)
     params, opt_state, losses, norms = train_epoch(
         grad_fn, tx, batch_size, state.params, state.opt_state, data, epoch_key
@@ -325,11 +349,18 @@ def make_chunk_fn(
 
 
 def make_step_fn(
-    model: Model, tx, fanouts: Sequence[int], *, grad_fn: Callable | None = None
+    model: Model,
+    tx,
+    fanouts: Sequence[int],
+    *,
+    grad_fn: Callable | None = None,
+    sampler: str = "tree",
+    caps=None,
 ) -> Callable:
     """``(states [K], data, batch) -> states``: one optimizer step of every seed on ``batch``
-    (``grad_fn``: see :func:`run_epoch`)."""
-    grad_fn = make_grad_fn(model, fanouts) if grad_fn is None else grad_fn
+    (``grad_fn``: see :func:`run_epoch`; ``sampler``, ``caps``: :func:`make_grad_fn`)."""
+    if grad_fn is None:
+        grad_fn = make_grad_fn(model, fanouts, sampler=sampler, caps=caps)
 
     def step_of_one_seed(state, data, batch):
         key, step_key = jax.random.split(state.key)
@@ -340,8 +371,16 @@ def make_step_fn(
     return jax.vmap(step_of_one_seed, in_axes=(0, None, None))
 
 
-def make_sampler_fn(fanouts: Sequence[int], batch_size: int, num_batches: int) -> Callable:
-    """``(data, key) -> (sampled_edges, checksum)``: sampling alone, ``num_batches`` batches.
+def make_sampler_fn(
+    fanouts: Sequence[int],
+    batch_size: int,
+    num_batches: int,
+    *,
+    sampler: str = "tree",
+    caps=None,
+) -> Callable:
+    """``(data, key) -> (sampled_edges, checksum)``: sampling alone, ``num_batches`` batches
+    (``sampler``, ``caps``: :func:`make_grad_fn`).
 
     For measuring sampler throughput: the batches are those of an epoch
     (first ``num_batches``); the checksum of all sampled ids keeps every
@@ -357,13 +396,15 @@ def make_sampler_fn(fanouts: Sequence[int], batch_size: int, num_batches: int) -
 
         def step(carry, inputs):
             batch, step_key = inputs
-            sample = sample_blocks(
+            sample = sample_batch(
+                sampler,
                 data.graph.indptr,
                 data.graph.indices,
                 batch.nodes,
                 fanouts,
                 key=step_key,
                 mask=batch.mask,
+                caps=caps,
             )
             checksum = sum(jnp.sum(ids, dtype=jnp.int32) for ids in sample.nodes)
             edges, total = carry
@@ -456,7 +497,9 @@ def fit_minibatch(
         key = jax.random.key(seeds[0])
         num_batches = min(num_steps, config.timing_steps)
         sampler, compile_s = loop.compile_for(
-            make_sampler_fn(minibatch.fanouts, batch_size, num_batches), data, key
+            make_sampler_fn(minibatch.fanouts, batch_size, num_batches, **minibatch.sampling),
+            data,
+            key,
         )
         sample_s, (edges, _) = loop.median_seconds(sampler, (data, key), 3)
         return {"sampled_edges_per_s": int(edges) / sample_s}, compile_s
@@ -464,7 +507,7 @@ def fit_minibatch(
     trainer = loop.Trainer(
         name="fit_minibatch",
         make_chunk=lambda tx, config: make_chunk_fn(model, tx, config, minibatch),
-        make_step=lambda tx: make_step_fn(model, tx, minibatch.fanouts),
+        make_step=lambda tx: make_step_fn(model, tx, minibatch.fanouts, **minibatch.sampling),
         step_args=step_args,
         measure=sampler_throughput,
         result=functools.partial(
