@@ -269,6 +269,10 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
                 lr=0.01,
                 weight_decay=5e-4,
                 decay_layers="all",
+                # Deep and slow to converge: 1000 epochs, the best validation
+                # epoch kept, no early stop (Chen et al.: up to 1500, patience 100).
+                epochs=1000,
+                patience=0,
             ),
             options={
                 "alpha": _ALPHA,
