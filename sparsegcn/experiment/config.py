@@ -16,6 +16,7 @@ from sparsegcn.nn.registry import MODELS as REGISTRY
 from sparsegcn.nn.registry import get_model_spec
 from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import check_fanouts
+from sparsegcn.sampling.feature_store import FEATURES_ON, check_features_on
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR
@@ -96,6 +97,13 @@ class Experiment:
         "(sage by default, 25,10; gat and gatv2 when given; 'none': full batch)",
     )
     batch_size: int = _field(512, "seeds per sampled mini-batch")
+    features_on: str = _field(
+        "auto",
+        "where sampled training keeps the features: 'device'; 'host' (RAM) or 'mmap' (the "
+        "on-disk dataset's file), each batch's rows gathered on the host and copied over; "
+        "'auto' picks from the sizes",
+        choices=FEATURES_ON,
+    )
     checkpoint: str | None = _field(None, "save checkpoints to this folder")
     checkpoint_every: int = _field(50, "epochs between checkpoints (0: only at the end)")
     keep: int = _field(3, "number of newest checkpoints to keep (0: all)")
@@ -194,6 +202,28 @@ class Experiment:
             raise ValueError(
                 f"reorder must be 'none' or one of {REORDER_METHODS}, got {self.reorder!r}"
             )
+        check_features_on(self.features_on)
+        if self.features_on in ("host", "mmap"):
+            # Streamed features train one seed on one device (fit_streamed).
+            refused = {
+                "fanouts": None if self.sampled else self.fanouts or "none",
+                "seeds": self.seeds if self.seeds != 1 else None,
+                "devices": self.devices if self.parallel else None,
+                "checkpoint": self.checkpoint,
+                "resume": self.resume,
+                "plot": self.plot,
+                # Relabelling would copy the file's features into RAM.
+                "reorder": self.reorder
+                if self.features_on == "mmap" and self.reorder != "none"
+                else None,
+            }
+            for name, value in refused.items():
+                if value is not None:
+                    raise ValueError(
+                        f"features_on={self.features_on!r} trains one seed on sampled batches "
+                        f"on one device without checkpoints; {name}={value!r} is not supported "
+                        "with it"
+                    )
         if self.sampled:
             hops = len(self.minibatch_config().fanouts)
             if hops != self.layers:
