@@ -4,7 +4,9 @@
   CSR view, inside ``jit``, with static shapes (:class:`NeighborSample`);
 - :class:`ChunkedGraph` and :func:`propagate_chunked` compute ``A @ x`` a
   block of rows at a time, for layer-wise full-neighbourhood inference in
-  bounded memory.
+  bounded memory;
+- :class:`HostFeatureStore` keeps the features in host RAM or a memory-mapped
+  file and gathers each batch's distinct rows (:func:`localize`) on the host.
 """
 
 from sparsegcn.sampling.chunks import (
@@ -13,6 +15,15 @@ from sparsegcn.sampling.chunks import (
     map_chunks,
     propagate_chunk,
     propagate_chunked,
+)
+from sparsegcn.sampling.feature_store import (
+    FEATURES_ON,
+    HostFeatureStore,
+    LocalBatch,
+    choose_features_on,
+    gather_rows,
+    local_rows_bound,
+    localize,
 )
 from sparsegcn.sampling.neighbor import (
     NeighborSample,
@@ -27,10 +38,17 @@ from sparsegcn.sampling.neighbor import (
 
 __all__ = [
     "DEFAULT_CHUNK_EDGES",
+    "FEATURES_ON",
     "ChunkedGraph",
+    "HostFeatureStore",
+    "LocalBatch",
     "NeighborSample",
     "check_csr",
     "check_fanouts",
+    "choose_features_on",
+    "gather_rows",
+    "local_rows_bound",
+    "localize",
     "map_chunks",
     "propagate_chunk",
     "propagate_chunked",

@@ -60,6 +60,7 @@ from sparsegcn.train.state import TrainConfig
 __all__ = [
     "StreamedFitResult",
     "StreamedFns",
+    "evaluate_streamed",
     "fit_streamed",
     "make_streamed_fns",
     "train_epoch_streamed",
