@@ -2,6 +2,7 @@
 against the on-device trainer (same seeds, same parameters)."""
 
 import concurrent.futures
+import json
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,7 @@ import pytest
 from helpers import compiled_programs, two_communities
 
 import sparsegcn as sg
+from sparsegcn.cli import main
 from sparsegcn.experiment import Experiment
 from sparsegcn.sampling import sample_blocks
 from sparsegcn.sampling.blocks import tree_entries
@@ -187,3 +189,45 @@ def test_fit_streamed_learns_and_reports_the_gather(data):
     assert result.history["loss"][-1, 0] < result.history["loss"][0, 0]
     assert result.gather.rows > 0 and result.gather.gb_per_s > 0 and result.batches_per_s > 0
     assert 1 <= result.best_epoch[0] <= 15
+
+
+def test_experiment_refuses_what_streamed_features_do_not_support():
+    sage = {"model": "sage", "fanouts": "3,2", "layers": 2}
+    for bad, match in [
+        ({"seeds": 2}, "seeds=2"),
+        ({"checkpoint": "ckpt"}, "checkpoint='ckpt'"),
+        ({"features_on": "mmap", "reorder": "rcm"}, "reorder='rcm'"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            Experiment(**{"features_on": "host", **sage, **bad})
+    with pytest.raises(ValueError, match="fanouts='none'"):
+        Experiment(model="gcn", features_on="host")
+    assert Experiment(features_on="device").features_on == "device"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["host", "mmap"])
+def test_cli_trains_with_features_off_the_device_and_reports_the_gather(tmp_path, where):
+    dataset = "synthetic:tiny"
+    if where == "mmap":
+        from sparsegcn.datasets import load
+        from sparsegcn.datasets.ondisk import save
+
+        dataset = str(save(load("synthetic:tiny"), tmp_path / "tiny"))
+    out = tmp_path / "report.json"
+    argv = ["train", "--dataset", dataset, "--model", "sage", "--epochs", "3", "--hidden", "8"]
+    argv += ["--fanouts", "5,3", "--batch-size", "64", "--features-on", where]
+    argv += ["--normalize-features", "none", "--json", str(out), "--no-progress"]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["features_on"] == where and report["evaluation"] == "sampled"
+    assert report["host_gather_rows_per_s"] > 0 and report["host_gather_gb_per_s"] > 0
+    assert report["batches_per_s"] > 0 and 0 <= report["test_acc_mean"] <= 1
+    assert report["config"]["features_on"] == where
+
+
+def test_cli_names_a_bad_placement_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--model", "sage", "--fanouts", "3,2", "--features-on", "gpu"])
+    assert exit_info.value.code == 2
+    assert "'gpu'" in capsys.readouterr().err
