@@ -10,9 +10,10 @@ Python loop over batches with two compiled programs, each compiled once:
 - ``step``: ``(params, opt_state, x_local [U_max, F], tree, labels, batch,
   key) -> (params, opt_state, loss, grad_norm)``.
 
-Between them the host gathers the distinct ids' rows. A background thread
-prepares batch ``i + 1`` (sample, gather, copy to the device) while batch
-``i``'s step runs (JAX dispatch is asynchronous): double buffering.
+Between them the host gathers the distinct ids' rows. Batch ``i + 1``'s
+tree is dispatched before batch ``i``'s step, and a background thread
+gathers its rows and copies them to the device while that step runs (JAX
+dispatch is asynchronous): double buffering.
 
 Keys, batches and losses are those of :func:`~sparsegcn.train.train_epoch`
 (same permutation, sampling and dropout keys), so a seed trains to the same
@@ -124,23 +125,28 @@ def make_streamed_fns(
 
 
 def _stream(fns: StreamedFns, store: HostFeatureStore, graph, nodes, weights, keys):
-    """Yields ``(x_local, tree, batch, key)`` per batch, preparing the next on a thread.
+    """Yields ``(x_local, tree, batch, key)`` per batch, gathering the next on a thread.
 
     ``nodes``, ``weights``: NumPy ``[S, B]``; ``keys``: uint32 ``[S, 2]``.
+    Batch ``i + 1``'s tree is dispatched before batch ``i`` is yielded, so it
+    precedes step ``i`` on the device, and its rows are gathered on the
+    host while step ``i`` runs.
     """
 
-    def prepare(i: int):
+    def sample(i: int):
         batch = Batch(nodes=nodes[i], weights=weights[i])
-        local = fns.sample(graph.indptr, graph.indices, batch, keys[i])
-        rows, count = np.asarray(local.rows), int(local.num_distinct)
-        return store.gather(rows, count), local.sample, batch, keys[i]
+        return fns.sample(graph.indptr, graph.indices, batch, keys[i]), batch, keys[i]
+
+    def gather(local: LocalBatch, batch: Batch, key):
+        rows, count = np.asarray(local.rows), int(local.num_distinct)  # waits for the tree
+        return store.gather(rows, count), local.sample, batch, key
 
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="prefetch") as prefetch:
-        pending = prefetch.submit(prepare, 0)
+        pending = prefetch.submit(gather, *sample(0))
         for i in range(nodes.shape[0]):
             ready = pending.result()
             if i + 1 < nodes.shape[0]:
-                pending = prefetch.submit(prepare, i + 1)
+                pending = prefetch.submit(gather, *sample(i + 1))
             yield ready
 
 
