@@ -48,6 +48,7 @@ from sparsegcn.sampling.feature_store import (
     localize,
 )
 from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
+from sparsegcn.train.guard import DivergenceError
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -298,6 +299,7 @@ def fit_streamed(
 
     Raises:
       TypeError: features that are not a dense NumPy array.
+      DivergenceError: a batch's loss or gradient was not finite.
     """
     start = time.perf_counter()
     config = TrainConfig() if config is None else config
@@ -332,7 +334,10 @@ def fit_streamed(
             epoch_s.append(time.perf_counter() - tick)
             batches = losses.shape[0]
             if not (np.isfinite(losses).all() and np.isfinite(norms).all()):
-                break
+                bad_step = int(np.flatnonzero(~(np.isfinite(losses) & np.isfinite(norms)))[0])
+                raise DivergenceError(
+                    epoch, seed, float(losses[bad_step]), float(norms[bad_step]), [seed]
+                )
             val = evaluate_streamed(
                 fns, store, params, device_data, val_nodes, batch_size, eval_key
             )

@@ -231,3 +231,17 @@ def test_cli_names_a_bad_placement_in_one_line(capsys):
         main(["train", "--model", "sage", "--fanouts", "3,2", "--features-on", "gpu"])
     assert exit_info.value.code == 2
     assert "'gpu'" in capsys.readouterr().err
+
+
+def test_fit_streamed_names_the_epoch_whose_loss_is_not_finite(data):
+    features = np.asarray(data.features).copy()
+    features[:] = np.inf
+    with pytest.raises(sg.train.DivergenceError) as err:
+        fit_streamed(
+            sg.sage(8, 2, hidden=8),
+            data._replace(features=features),
+            TrainConfig(epochs=3, patience=None),
+            MinibatchConfig((3, 2), 16),
+            seed=5,
+        )
+    assert err.value.epoch == 1 and err.value.seed == 5
