@@ -8,8 +8,9 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import scipy.sparse as sp
 
-from sparsegcn import transforms
+from sparsegcn import _checks, transforms
 from sparsegcn.backends import get_backend, pack, pack_gcn_norm
 from sparsegcn.datasets import Dataset
 from sparsegcn.experiment.config import Experiment, _resolved
@@ -17,7 +18,13 @@ from sparsegcn.experiment.precompute import sgc_precompute
 from sparsegcn.features import as_features, normalize
 from sparsegcn.nn import Model
 from sparsegcn.nn.registry import create_model, get_model_spec
+from sparsegcn.sampling.feature_store import (
+    choose_features_on,
+    device_memory_bytes,
+    host_memory_bytes,
+)
 from sparsegcn.train import NodeData, index_mask
+from sparsegcn.train.minibatch import MinibatchData, sampling_graph
 
 PACK_MIN_EDGES = 1 << 20
 """Stored edges from which :func:`prepare_graph` packs GCN's graph by default.
@@ -165,4 +172,73 @@ def build_model(exp: Experiment, dataset: Dataset) -> Model:
         residual=exp.residual,
         precomputed=get_model_spec(exp.model).precompute,
         **exp.options(),
+    )
+
+
+def resolve_features_on(exp: Experiment, dataset: Dataset) -> str:
+    """Where the run keeps its features: ``exp.features_on`` with ``"auto"`` resolved.
+
+    Full-batch runs and sparse features always keep them on the device.
+    See :func:`~sparsegcn.sampling.feature_store.choose_features_on`.
+    """
+    x = dataset.features
+    if not exp.sampled or sp.issparse(x):
+        if exp.features_on in ("host", "mmap"):
+            raise ValueError(
+                f"features_on={exp.features_on!r} needs dense features and sampled training"
+            )
+        return "device"
+    return choose_features_on(
+        exp.features_on,
+        int(x.shape[0]) * int(x.shape[1]) * np.dtype(x.dtype).itemsize,
+        on_disk=isinstance(x, np.memmap),
+        device_bytes=device_memory_bytes(),
+        host_bytes=host_memory_bytes(),
+    )
+
+
+def _has_negative(x, chunk_rows: int = 1 << 16) -> bool:
+    return any(bool((x[a : a + chunk_rows] < 0).any()) for a in range(0, x.shape[0], chunk_rows))
+
+
+def streamed_data(
+    dataset: Dataset, model: str, features_on: str, *, normalize_features: str = "auto"
+) -> MinibatchData:
+    """The :class:`~sparsegcn.train.MinibatchData` of a run whose features stay on the host.
+
+    ``"host"``: the features normalized (:func:`~sparsegcn.features.normalize`)
+    into a float32 array in RAM (an on-disk file is read in whole).
+    ``"mmap"``: the memory-mapped file itself, read batch by batch; it is
+    used as stored, so a normalization that would change it is refused
+    (``"auto"`` checks the file for negative values in row chunks).
+
+    Raises:
+      ValueError: ``"mmap"`` with features that are not memory-mapped, or
+        that would be row-normalized.
+    """
+    n = dataset.num_nodes
+    x = dataset.features
+    if features_on == "mmap":
+        if not isinstance(x, np.memmap):
+            raise ValueError("features_on='mmap' needs an on-disk dataset (memory-mapped features)")
+        if normalize_features == "row" or (normalize_features == "auto" and not _has_negative(x)):
+            raise ValueError(
+                f"features_on='mmap' reads the file as stored, but normalize_features="
+                f"{normalize_features!r} would row-normalize these non-negative features; pass "
+                "normalize_features='none', or features_on='host' (normalized in RAM)"
+            )
+    else:
+        x = np.ascontiguousarray(normalize(np.asarray(x), normalize_features), np.float32)
+        _checks.check_finite("features", x)
+    train_mask = index_mask(dataset.split["train"], n)
+    if not train_mask.any():
+        raise ValueError("mini-batch training needs at least one train node; the split has none")
+    return MinibatchData(
+        graph=sampling_graph(prepare_graph(dataset, model, packed=False)),
+        features=x,
+        labels=np.maximum(dataset.labels, 0).astype(np.int32),
+        train_nodes=np.flatnonzero(train_mask).astype(np.int32),
+        train_mask=train_mask,
+        val_mask=index_mask(dataset.split["valid"], n),
+        test_mask=index_mask(dataset.split["test"], n),
     )

@@ -17,6 +17,7 @@ from sparsegcn.nn.registry import MODELS as REGISTRY
 from sparsegcn.nn.registry import get_model_spec
 from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import SAMPLERS, check_fanouts
+from sparsegcn.sampling.feature_store import FEATURES_ON, check_features_on
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, MONITORS
@@ -139,6 +140,13 @@ class Experiment:
         "dedup sampler: the most new nodes each hop keeps, comma-separated, one per hop "
         "(bounds the padded rows; overflowing nodes are dropped and counted)",
     )
+    features_on: str = _field(
+        "auto",
+        "where sampled training keeps the features: 'device'; 'host' (RAM) or 'mmap' (the "
+        "on-disk dataset's file), each batch's rows gathered on the host and copied over; "
+        "'auto' picks from the sizes",
+        choices=FEATURES_ON,
+    )
     checkpoint: str | None = _field(None, "save checkpoints to this folder")
     checkpoint_every: int = _field(50, "epochs between checkpoints (0: only at the end)")
     keep: int = _field(3, "number of newest checkpoints to keep (0: all)")
@@ -254,6 +262,30 @@ class Experiment:
             raise ValueError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
         if self.dedup_caps is not None and self.sampler != "dedup":
             raise ValueError(f"--dedup-caps {self.dedup_caps!r} needs --sampler dedup")
+        check_features_on(self.features_on)
+        if self.features_on in ("host", "mmap"):
+            # Streamed features train one seed on one device (fit_streamed).
+            refused = {
+                "fanouts": None if self.sampled else self.fanouts or "none",
+                "seeds": self.seeds if self.seeds != 1 else None,
+                # The streamed epoch localizes tree samples.
+                "sampler": self.sampler if self.sampler != "tree" else None,
+                "devices": self.devices if self.parallel else None,
+                "checkpoint": self.checkpoint,
+                "resume": self.resume,
+                "plot": self.plot,
+                # Relabelling would copy the file's features into RAM.
+                "reorder": self.reorder
+                if self.features_on == "mmap" and self.reorder != "none"
+                else None,
+            }
+            for name, value in refused.items():
+                if value is not None:
+                    raise ValueError(
+                        f"features_on={self.features_on!r} trains one seed on sampled batches "
+                        f"on one device without checkpoints; {name}={value!r} is not supported "
+                        "with it"
+                    )
         if self.sampled:
             hops = len(self.minibatch_config().fanouts)
             if hops != self.layers:

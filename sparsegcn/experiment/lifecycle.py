@@ -29,7 +29,8 @@ from sparsegcn.train.minibatch import MinibatchData, minibatch_data
 # Fields a resumed run may change: where things are read and written, how
 # long it trains, the propagation backend (same parameters, same math) and
 # the placement on devices and processes (the state is replicated, so a run
-# checkpointed on D devices resumes on any other count).
+# checkpointed on D devices resumes on any other count) and of the features
+# (the same parameters wherever they live).
 RESUME_MAY_CHANGE = frozenset(
     {
         "root",
@@ -47,6 +48,7 @@ RESUME_MAY_CHANGE = frozenset(
         "coordinator",
         "num_processes",
         "process_id",
+        "features_on",
         "overwrite",
         "divergence_factor",
         "divergence_epochs",

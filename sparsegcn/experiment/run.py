@@ -13,11 +13,18 @@ import numpy as np
 from sparsegcn import parallel
 from sparsegcn.backends import get_backend
 from sparsegcn.datasets import Dataset, load
-from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
+from sparsegcn.experiment.build import (
+    build_model,
+    node_data,
+    reorder_dataset,
+    resolve_features_on,
+    streamed_data,
+)
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import Lifecycle
 from sparsegcn.train import FitResult, fit
 from sparsegcn.train.minibatch import MinibatchFitResult, fit_minibatch, minibatch_data
+from sparsegcn.train.streamed import StreamedFitResult, fit_streamed
 
 
 def ogb_test_metric(dataset: Dataset, model, params, graph, features) -> dict | None:
@@ -51,7 +58,7 @@ def ogb_test_metric(dataset: Dataset, model, params, graph, features) -> dict | 
 def summarize(
     exp: Experiment,
     dataset: Dataset,
-    result: FitResult,
+    result: FitResult | StreamedFitResult,
     wall_s: float,
     result_layout: str,
     ogb_metric: dict | None = None,
@@ -64,7 +71,7 @@ def summarize(
         "dataset": dataset.name,
         "model": exp.model,
         "backend": get_backend(exp.backend).name,
-        "layout": "sampled-tree" if exp.sampled else result_layout,
+        "layout": f"sampled-{exp.sampler}" if exp.sampled else result_layout,
         "num_nodes": dataset.num_nodes,
         "num_edges": dataset.num_edges,
         "num_stored_edges": dataset.graph.num_edges,
@@ -111,6 +118,12 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     tick = time.perf_counter()
     relabelled, _ = reorder_dataset(dataset, exp.reorder)
     reorder_s = time.perf_counter() - tick
+    features_on = resolve_features_on(exp, relabelled)
+    if features_on != "device":
+        report = run_streamed(
+            exp, dataset, relabelled, build_model(exp, dataset), features_on, start, progress
+        )
+        return dict(report, reorder_s=reorder_s)
     # The edge-sharded trainer repartitions the edges itself: no packing for it.
     data = node_data(
         relabelled,
@@ -184,4 +197,51 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     )
     if isinstance(result, MinibatchFitResult):  # exactly the sampled runs
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
+        report["features_on"] = features_on
     return dict(report, **lifecycle.finish(writer, result))
+
+
+def run_streamed(
+    exp: Experiment,
+    dataset: Dataset,
+    relabelled: Dataset,
+    model,
+    features_on: str,
+    start: float,
+    progress: bool = False,
+) -> dict:
+    """:func:`run_experiment` for features kept on the host (``"host"`` or ``"mmap"``):
+    :func:`~sparsegcn.train.streamed.fit_streamed`, one seed, sampled evaluation.
+
+    The report gains ``features_on``, ``host_gather_rows_per_s``,
+    ``host_gather_gb_per_s`` and ``batches_per_s``; its accuracies are
+    measured on sampled trees.
+    """
+    data = streamed_data(
+        relabelled, exp.model, features_on, normalize_features=exp.normalize_features
+    )
+    result = fit_streamed(
+        model,
+        data,
+        exp.train_config(),
+        exp.minibatch_config(),
+        seed=exp.seed,
+        progress=progress,
+    )
+    report = summarize(exp, dataset, result, time.perf_counter() - start, "sampled-tree")
+    report.update(
+        devices=1,
+        processes=jax.process_count(),
+        reorder=exp.reorder,
+        parallelism="none",
+        features_on=features_on,
+        host_gather_rows_per_s=result.gather.rows_per_s,
+        host_gather_gb_per_s=result.gather.gb_per_s,
+        batches_per_s=result.batches_per_s,
+        evaluation="sampled",
+        checkpoint=None,
+        resumed_from=None,
+        resumed_epoch=None,
+        plot=None,
+    )
+    return report

@@ -8,7 +8,9 @@
   :func:`sample_batch` picks either by name (:data:`SAMPLERS`);
 - :class:`ChunkedGraph` and :func:`propagate_chunked` compute ``A @ x`` a
   block of rows at a time, for layer-wise full-neighbourhood inference in
-  bounded memory.
+  bounded memory;
+- :class:`HostFeatureStore` keeps the features in host RAM or a memory-mapped
+  file and gathers each batch's distinct rows (:func:`localize`) on the host.
 """
 
 from sparsegcn.sampling.chunks import (
@@ -27,6 +29,15 @@ from sparsegcn.sampling.dedup import (
     sample_batch,
     sample_dedup,
 )
+from sparsegcn.sampling.feature_store import (
+    FEATURES_ON,
+    HostFeatureStore,
+    LocalBatch,
+    choose_features_on,
+    gather_rows,
+    local_rows_bound,
+    localize,
+)
 from sparsegcn.sampling.neighbor import (
     NeighborSample,
     check_csr,
@@ -40,15 +51,22 @@ from sparsegcn.sampling.neighbor import (
 
 __all__ = [
     "DEFAULT_CHUNK_EDGES",
+    "FEATURES_ON",
     "SAMPLERS",
     "ChunkedGraph",
     "DedupBlock",
     "DedupSample",
+    "HostFeatureStore",
+    "LocalBatch",
     "NeighborSample",
     "check_caps",
     "check_csr",
     "check_fanouts",
+    "choose_features_on",
     "dedup_sizes",
+    "gather_rows",
+    "local_rows_bound",
+    "localize",
     "map_chunks",
     "propagate_chunk",
     "propagate_chunked",

@@ -47,6 +47,12 @@ from sparsegcn.train.state import (
     seed_keys,
     should_stop,
 )
+from sparsegcn.train.streamed import (
+    StreamedFitResult,
+    fit_streamed,
+    make_streamed_fns,
+    train_epoch_streamed,
+)
 from sparsegcn.train.sweep import fit_sweep, set_hyperparams
 
 __all__ = [
@@ -61,6 +67,7 @@ __all__ = [
     "MinibatchData",
     "MinibatchFitResult",
     "NodeData",
+    "StreamedFitResult",
     "TrainConfig",
     "TrainState",
     "Trainer",
@@ -68,6 +75,7 @@ __all__ = [
     "evaluate",
     "fit",
     "fit_minibatch",
+    "fit_streamed",
     "fit_sweep",
     "index_mask",
     "init_state",
@@ -78,6 +86,7 @@ __all__ = [
     "make_grad_fn",
     "make_optimizer",
     "make_step_fn",
+    "make_streamed_fns",
     "masked_accuracy",
     "masked_cross_entropy",
     "masked_mean",
@@ -93,5 +102,6 @@ __all__ = [
     "should_stop",
     "state_template",
     "train_epoch",
+    "train_epoch_streamed",
     "train_step",
 ]
