@@ -29,7 +29,7 @@ from sparsegcn.bench.runner import (
     machine_info,
     run_matrix,
 )
-from sparsegcn.bench.timing import Timing, measure, stream_bandwidth
+from sparsegcn.bench.timing import Timing, measure, stream_bandwidth, stream_kernel
 
 __all__ = [
     "ALL_VARIANTS",
@@ -49,4 +49,5 @@ __all__ = [
     "propagation_graph",
     "run_matrix",
     "stream_bandwidth",
+    "stream_kernel",
 ]

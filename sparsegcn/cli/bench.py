@@ -30,8 +30,11 @@ def add_parser(subparsers) -> None:
         description=(
             "Time propagate (forward, and forward + backward) for every backend over a matrix of "
             "graph sizes, degrees and feature widths, in one process. Prints backend x size with "
-            "median ms, GFLOP/s, effective GB/s against the minimum bytes moved and peak memory, "
-            "and marks where sparse beats dense."
+            "median ms, GFLOP/s, effective GB/s against the minimum bytes moved, '% stream' (that "
+            "bandwidth as a share of the streaming bound, a donated x + 1 timed with no allocation), "
+            "'x gather' (median over the gather floor: a row per edge plus the output and ids at "
+            "that bound) and peak memory, and marks where sparse beats dense. The footer gives the "
+            "bound and, beside it, x + 1 into a fresh buffer (on CPU mostly page faults)."
         ),
     )
     size = parser.add_mutually_exclusive_group()

@@ -1,5 +1,6 @@
 """``sparsegcn bench`` end to end on a tiny matrix, and the report's arithmetic."""
 
+import itertools
 import json
 import sys
 
@@ -18,7 +19,7 @@ from sparsegcn.bench import (
     propagation_graph,
 )
 from sparsegcn.bench.graphs import backend_of
-from sparsegcn.bench.runner import min_bytes, pass_function
+from sparsegcn.bench.runner import gather_bytes, min_bytes, pass_function
 from sparsegcn.cli import main
 
 TINY = ["--nodes", "12,40", "--degrees", "3", "--features", "4", "--repeats", "2"]
@@ -61,9 +62,17 @@ def test_cli_writes_the_json_schema(bench_run):
         )
     assert report["machine"]["cpu_count"] >= 1 and report["preset"] == "quick"
     stream = report["machine"]["stream_gbps"]
-    assert stream > 0
+    fresh = report["machine"]["stream_fresh_gbps"]
+    assert np.isfinite(stream) and stream > 0 and np.isfinite(fresh) and fresh > 0
     for entry in records:  # the fraction of the streaming bound is gbps over the bound
         assert entry["bound_fraction"] == pytest.approx(entry["gbps"] / stream)
+        products = 2 if entry["pass"] == "fwd_bwd" else 1
+        moved = products * gather_bytes(entry["num_nodes"], entry["num_edges"], entry["features"])
+        floor = entry["gather_floor_ms"]
+        assert np.isfinite(floor) and floor > 0
+        assert floor == pytest.approx(1e3 * moved / (stream * 1e9))
+        assert np.isfinite(entry["gather_floor_ratio"]) and entry["gather_floor_ratio"] > 0
+        assert entry["gather_floor_ratio"] == pytest.approx(entry["median_ms"] / floor)
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
@@ -92,6 +101,8 @@ def test_cli_prints_the_table(bench_run, capsys):
     ]
     assert "crossover random fwd F=4 deg=3" in out
     assert "peak MiB" in out and "GB/s" in out
+    assert "% stream" in out and "x gather" in out
+    assert "GB/s (no allocation)" in out and "GB/s into a fresh buffer" in out
 
 
 def test_plot_is_a_png(bench_run):
@@ -116,9 +127,55 @@ def test_stream_bandwidth_counts_a_read_and_a_write(monkeypatch):
         return timing.Timing((0.004, 0.002, 0.003), 0.0, 0)
 
     monkeypatch.setattr(timing, "measure", fake_measure)
-    gbps = timing.stream_bandwidth(nbytes=2**20)
+    gbps = timing.stream_bandwidth(nbytes=2**20, fresh=True)
     assert seen["bytes"] == 2**20
     assert gbps == pytest.approx(2 * 2**20 / 0.003 / 1e9)  # median of the three calls
+
+
+def test_stream_kernel_donates_its_input():
+    from sparsegcn.bench import timing
+
+    x = jnp.zeros((1024,), jnp.float32)
+    compiled = timing.stream_kernel(x)
+    # XLA writes y into x's buffer: the whole input is aliased to the output...
+    assert compiled.memory_analysis().alias_size_in_bytes == x.nbytes
+    y = compiled(x)
+    assert x.is_deleted()  # ...and the donated input is gone after the call
+    np.testing.assert_array_equal(np.asarray(y), np.ones(1024, np.float32))
+    kept = jnp.zeros((1024,), jnp.float32)
+    fresh = timing.stream_kernel(kept, donate=False)
+    assert fresh.memory_analysis().alias_size_in_bytes == 0
+    fresh(kept)
+    assert not kept.is_deleted()
+
+
+def test_stream_bandwidth_times_the_donating_kernel(monkeypatch):
+    """The no-allocation bound chains donated calls: each consumes the last output."""
+    from sparsegcn.bench import timing
+
+    real = timing.stream_kernel
+    calls = []
+
+    def spy(x, *, donate=True):
+        compiled = real(x, donate=donate)
+        assert donate
+
+        def call(arg):
+            out = compiled(arg)
+            calls.append((arg, out))
+            return out
+
+        return call
+
+    monkeypatch.setattr(timing, "stream_kernel", spy)
+    gbps = timing.stream_bandwidth(nbytes=2**16, repeats=3)
+    assert np.isfinite(gbps) and gbps > 0
+    assert len(calls) == 2 + 3  # two warm-up calls, three timed
+    for arg, _ in calls:
+        assert arg.is_deleted()  # every input was donated
+    for (_, out), (arg, _) in itertools.pairwise(calls):
+        assert out is arg  # no new input allocated between calls
+    np.testing.assert_array_equal(np.asarray(calls[-1][1])[:3], [5.0, 5.0, 5.0])
 
 
 @pytest.mark.parametrize("variant", [v for v in EXTRA_VARIANTS if not v.startswith("attention")])
@@ -212,6 +269,25 @@ _MACHINE = {"cpu": "test", "cpu_count": 1, "jax": "x", "backend": "cpu", "load_a
 def test_min_bytes_by_hand():
     # x and y: 2 * 5 nodes * 3 features * 4 bytes; ids: 4 * 7 edges; pointers: 4 * 6.
     assert min_bytes(5, 7, 3) == 120 + 28 + 24
+
+
+def test_gather_floor_by_hand():
+    # 7 gathered rows * 3 features * 4 bytes = 84; y: 5 * 3 * 4 = 60; ids 28; pointers 24.
+    assert gather_bytes(5, 7, 3) == 84 + 60 + 28 + 24
+    assert gather_bytes(5, 7, 3, itemsize=2) == 42 + 30 + 28 + 24
+    # One product at 2 GB/s: 196 bytes take 98 ns; fwd_bwd does two products.
+    from sparsegcn.bench.runner import Case, _record
+    from sparsegcn.bench.timing import Timing
+
+    timing = Timing((2e-6, 1e-6, 3e-6), 0.0, 1)
+    for pass_, products in (("fwd", 1), ("fwd_bwd", 2)):
+        case = Case(
+            variant="segment", graph="random", num_nodes=5, avg_degree=1.4, features=3, pass_=pass_
+        )
+        rec = _record(case, 7, timing, 2.0)
+        assert rec["gather_floor_ms"] == pytest.approx(products * 98e-6)
+        assert rec["gather_floor_ratio"] == pytest.approx(2e-3 / (products * 98e-6))
+        assert rec["bound_fraction"] == pytest.approx(products * 172 / 2e-6 / 1e9 / 2.0)
 
 
 def test_generated_graphs_have_the_asked_size_and_no_self_loops():
