@@ -187,6 +187,7 @@ def _import_alone(module: str) -> tuple[str, int, str]:
     return module, done.returncode, done.stderr[-2000:]
 
 
+@pytest.mark.slow  # one interpreter per module: about a minute on 2 cores
 def test_every_module_imports_alone_in_a_fresh_interpreter():
     # sparsegcn.__main__ runs the CLI when imported: it is the entry point, not a module.
     modules = [m for m in module_files() if not m.endswith(".__main__")]
