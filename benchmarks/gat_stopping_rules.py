@@ -114,7 +114,10 @@ def main(argv=None) -> int:
     options = []
     for item in args.option:
         name, _, value = item.partition("=")
-        options.append((name, float(value) if "." in value else int(value)))
+        try:
+            options.append((name, float(value) if "." in value else int(value)))
+        except ValueError:
+            parser.error(f"--option {item!r}: expected NAME=NUMBER")
     if args.json:
         from sparsegcn.files import check_writable
 
