@@ -8,6 +8,7 @@ leaves a partial file where a complete one is expected.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -29,6 +30,48 @@ def fsync_directory(directory: str | os.PathLike) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def release_pages(array: np.ndarray, start: int, stop: int) -> bool:
+    """Drops rows ``[start, stop)`` of a memory-mapped array from the process's resident set.
+
+    Pages of a file mapping count in the process RSS from the first touch
+    until they are unmapped, so writing (or reading) a file larger than RAM
+    through :class:`numpy.memmap` grows the RSS towards the file's size even
+    though the kernel could evict those pages at any time. This advises the
+    pages that hold the rows ``MADV_DONTNEED``: they leave the RSS, and their
+    contents stay in the page cache and the file (for a shared file mapping,
+    written pages are kept and written back; nothing is lost). A later access
+    maps them again.
+
+    Args:
+      array: a :class:`numpy.memmap` (as ``np.load(..., mmap_mode=...)`` or
+        ``np.lib.format.open_memmap`` return) or a row slice of one,
+        C-contiguous; rows are along axis 0.
+      start, stop: the row range, ``0 <= start <= stop <= len(array)``.
+
+    Returns:
+      Whether the pages were advised: False where the platform has no
+      ``madvise`` or ``array`` is not a memory map (nothing to release).
+    """
+    mapping = getattr(array, "_mmap", None)
+    if mapping is None or not hasattr(mapping, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return False
+    if not 0 <= start <= stop <= array.shape[0]:
+        raise ValueError(f"rows [{start}, {stop}) are outside an array of {array.shape[0]} rows")
+    if stop == start:
+        return True
+    row_bytes = array.strides[0] if array.ndim else array.itemsize
+    # Where the array's data starts inside the mapping (the .npy header, the
+    # offset's rounding to the allocation granularity, a slice's start).
+    view = np.frombuffer(mapping, np.uint8)
+    lead = array.__array_interface__["data"][0] - view.__array_interface__["data"][0]
+    del view  # an exported buffer would keep the mapping from closing
+    first = (lead + start * row_bytes) // mmap.PAGESIZE * mmap.PAGESIZE
+    last = min(lead + stop * row_bytes, len(mapping))
+    if last > first:
+        mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
+    return True
 
 
 def _umask() -> int:

@@ -63,6 +63,7 @@ from sparsegcn.datasets.synthetic import (
     _check_class_sizes,
     _draw_splits,
 )
+from sparsegcn.files import release_pages
 
 GROUP_EDGES = 1 << 26
 """Default bound on the directed edges one bucket sorts at once."""
@@ -357,6 +358,9 @@ def _write_csr(writer: DatasetWriter, files: _PairFiles, progress: bool) -> int:
             writer.indptr[r0 + 1 : r1 + 1] = offset + np.cumsum(
                 np.bincount(rows - r0, minlength=r1 - r0)
             )
+            # Written pages of the maps would stay in the RSS until the end.
+            release_pages(writer.indices, offset, offset + keys.shape[0])
+            release_pages(writer.indptr, r0, r1 + 1)
             offset += keys.shape[0]
             del keys, rows
     finally:
@@ -380,6 +384,7 @@ def _write_features(writer, classes, spec: SyntheticSpec, seed: int, progress: b
             sbm.stream(seed, sbm.FEATURE_STREAM, b).standard_normal(out=rows, dtype=np.float32)
             rows += means[classes[start : start + rows.shape[0]]]
             writer.features[start : start + rows.shape[0]] = rows.astype(writer.features.dtype)
+            release_pages(writer.features, start, start + rows.shape[0])
             bar.update(rows.shape[0])
 
 
