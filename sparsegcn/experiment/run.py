@@ -118,7 +118,10 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     tick = time.perf_counter()
     relabelled, _ = reorder_dataset(dataset, exp.reorder)
     reorder_s = time.perf_counter() - tick
-    features_on = resolve_features_on(exp, relabelled)
+    # Sharded features live on the devices (Experiment refuses host and mmap with them).
+    features_on = "device" if exp.shard_features else resolve_features_on(exp, relabelled)
+    if features_on != "device" and mesh is not None:
+        raise ValueError(multi_device_features_error(exp, relabelled, features_on))
     if features_on != "device":
         report = run_streamed(
             exp, dataset, relabelled, build_model(exp, dataset), features_on, start, progress
@@ -151,6 +154,7 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             devices=mesh,
             seeds=exp.seed_list(),
             progress=progress,
+            shard_features=exp.shard_features,
             **lifecycle.fit_kwargs(),
         )
     elif mesh is not None:
@@ -199,6 +203,25 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
         report["features_on"] = features_on
     return dict(report, **lifecycle.finish(writer, result))
+
+
+def multi_device_features_error(exp: Experiment, dataset: Dataset, features_on: str) -> str:
+    """Why ``features_on`` (resolved from ``"auto"``) cannot serve a run on several devices.
+
+    Streamed features train on one device only; rather than fall back to
+    one device silently, the run is refused, the sizes named.
+    """
+    x = dataset.features
+    n, f = int(x.shape[0]), int(x.shape[1])
+    gb = n * f * np.dtype(x.dtype).itemsize / 1e9
+    devices = exp.devices * exp.num_processes
+    share = parallel.rows_per_device(n, devices) * f * np.dtype(x.dtype).itemsize / 1e9
+    return (
+        f"features_on={exp.features_on!r} resolves to {features_on!r} for these {gb:.3g} GB of "
+        f"features, which trains on one device, but devices={exp.devices} (--devices) spans "
+        f"{devices}; pass --shard-features to split them over the devices ({share:.3g} GB "
+        f"each), or --devices 1 --features-on {features_on} to stream them to one device"
+    )
 
 
 def run_streamed(

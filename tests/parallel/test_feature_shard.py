@@ -1,6 +1,8 @@
 """Features sharded by rows under data parallelism: the fetch against ``x[ids]``, the
 training against the replicated and one-device runs, the bytes each device holds."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +12,7 @@ from helpers import two_communities
 from jax.sharding import PartitionSpec as P
 
 import sparsegcn as sg
+from sparsegcn.cli import main
 from sparsegcn.parallel import (
     AXIS,
     data_parallel_step_fn,
@@ -186,3 +189,52 @@ def test_sparse_features_are_refused(data):
     sparse = data._replace(features=sg.as_features(sp.eye(122, 8, format="csr"), 122))
     with pytest.raises(TypeError, match="shard_features=True needs dense features"):
         fit_data_parallel(sg.sage(8, 2), sparse, devices=2, shard_features=True)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "gcn", "--devices", "2"], "fanouts='none': gcn trains full batch"),
+        (["--model", "sage", "--devices", "1"], "devices=1: one device has nothing to split"),
+        (
+            ["--model", "sage", "--devices", "2", "--features-on", "host"],
+            "features_on='host': the features stay on the host",
+        ),
+        (
+            ["--model", "sage", "--devices", "2", "--features-on", "mmap"],
+            "features_on='mmap': the features stay on the host",
+        ),
+    ],
+)
+def test_cli_refuses_shard_features_where_it_cannot_apply(tmp_path, capsys, argv, message):
+    root = tmp_path / "data"
+    root.mkdir()
+    base = ["train", "--dataset", "cora", "--root", str(root), "--shard-features", "--no-progress"]
+    assert main([*base, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert "--shard-features" in err
+    assert list(root.iterdir()) == []  # refused before any data is read
+
+
+def test_cli_refuses_auto_streaming_to_one_device_of_several(monkeypatch, capsys):
+    # As if the features took most of the RAM: "auto" resolves to "host",
+    # which streams to one device; with --devices 2 that is refused, not done.
+    monkeypatch.setattr("sparsegcn.experiment.build.host_memory_bytes", lambda: 1000)
+    argv = ["train", "--model", "sage", "--epochs", "1", "--devices", "2", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "features_on='auto' resolves to 'host'" in err, err
+    assert "devices=2 (--devices) spans 2; pass --shard-features" in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_cli_trains_sage_with_sharded_features(tmp_path):
+    out = tmp_path / "sage.json"
+    argv = ["train", "--model", "sage", "--epochs", "2", "--seeds", "2", "--hidden", "8"]
+    argv += ["--fanouts", "5,3", "--batch-size", "64", "--devices", "4", "--shard-features"]
+    assert main([*argv, "--json", str(out), "--no-progress"]) == 0
+    report = json.loads(out.read_text())
+    assert report["parallelism"] == "data_parallel" and report["devices"] == 4
+    assert report["config"]["shard_features"] is True and len(report["test_acc"]) == 2
