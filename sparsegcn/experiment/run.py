@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import time
@@ -128,22 +129,24 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         )
         return dict(report, reorder_s=reorder_s)
     # The edge-sharded trainer repartitions the edges itself: no packing for it.
-    data = node_data(
-        relabelled,
-        exp.model,
-        normalize_features=exp.normalize_features,
-        packed=None if mesh is None else False,
-        backend=exp.backend,
-        options=exp.options(),
-        feature_cache=exp.feature_cache,
-    )
+    with _staging(exp):
+        data = node_data(
+            relabelled,
+            exp.model,
+            normalize_features=exp.normalize_features,
+            packed=None if mesh is None else False,
+            backend=exp.backend,
+            options=exp.options(),
+            feature_cache=exp.feature_cache,
+        )
     model = build_model(exp, dataset)
     writer = (
         exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None, plot=None)
     )
     lifecycle = Lifecycle.start(writer, dataset, model)
     # What sampled training steps on and evaluates with (layer-wise, over node chunks).
-    batches = minibatch_data(data) if exp.sampled else None
+    with _staging(exp):
+        batches = minibatch_data(data) if exp.sampled else None
     result: FitResult
     if mesh is not None and batches is not None:
         result = parallel.fit_data_parallel(
@@ -203,6 +206,22 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
         report["features_on"] = features_on
     return dict(report, **lifecycle.finish(writer, result))
+
+
+def _staging(exp: Experiment):
+    """Where the features are built before training places them.
+
+    Sharded features must not land whole on one accelerator first (the
+    default device): they are built on the CPU backend, and
+    :func:`~sparsegcn.parallel.shard_feature_rows` copies each device its
+    block. Otherwise, and where there is no CPU backend, the default device.
+    """
+    if not exp.shard_features or jax.default_backend() == "cpu":
+        return contextlib.nullcontext()
+    try:
+        return jax.default_device(jax.devices("cpu")[0])
+    except RuntimeError:
+        return contextlib.nullcontext()
 
 
 def multi_device_features_error(exp: Experiment, dataset: Dataset, features_on: str) -> str:
