@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from helpers import two_communities
+from helpers import compiled_programs, two_communities
 from jax.sharding import PartitionSpec as P
 
 import sparsegcn as sg
@@ -157,9 +157,16 @@ def test_training_with_sharded_features_equals_one_device_and_replicated(data):
     model = sg.sage(8, 2, hidden=8, dropout_rate=0.0)
     one = sg.fit_minibatch(model, data, config, minibatch, seeds=SEEDS)
     replicated = fit_data_parallel(model, data, config, minibatch, devices=4, seeds=SEEDS)
-    sharded = fit_data_parallel(
-        model, data, config, minibatch, devices=4, seeds=SEEDS, shard_features=True
+    runs = []
+    names = compiled_programs(
+        lambda: runs.append(
+            fit_data_parallel(
+                model, data, config, minibatch, devices=4, seeds=SEEDS, shard_features=True
+            )
+        )
     )
+    sharded = runs[0]
+    assert names.count("jit(epochs_of_one_seed)") == 1, names  # 2 calls, one compile
     for want in (one, replicated):
         for a, b in zip(
             jax.tree.leaves(sharded.state.params), jax.tree.leaves(want.state.params), strict=True
