@@ -277,8 +277,8 @@ class Experiment:
                 "features_on": None if self.features_on in ("auto", "device") else self.features_on,
             }
             why = {
-                "fanouts": f"{self.model} trains full batch (its features are already split "
-                "over the devices, edge-sharded)",
+                "fanouts": f"{self.model} trains full batch (with several devices its "
+                "features are split with its edges already)",
                 "devices": "one device has nothing to split the features over",
                 "features_on": "the features stay on the host, not on the devices",
             }
