@@ -158,6 +158,12 @@ class Experiment:
         "batch), sage: each mini-batch split over them (data parallel); every seed trains on "
         "every device",
     )
+    shard_features: bool = _field(
+        False,
+        "sampled models on several devices: split the features by rows over the devices "
+        "(ceil(N/D) rows each, each batch's rows fetched with collectives) instead of "
+        "replicating them",
+    )
     coordinator: str | None = _field(
         None, "multi-process run: HOST:PORT where process 0 listens, the same for every process"
     )
@@ -263,6 +269,25 @@ class Experiment:
         if self.dedup_caps is not None and self.sampler != "dedup":
             raise ValueError(f"--dedup-caps {self.dedup_caps!r} needs --sampler dedup")
         check_features_on(self.features_on)
+        if self.shard_features:
+            # Sharded features live on the devices of a data-parallel run.
+            refused = {
+                "fanouts": None if self.sampled else self.fanouts or "none",
+                "devices": None if self.parallel else self.devices,
+                "features_on": None if self.features_on in ("auto", "device") else self.features_on,
+            }
+            why = {
+                "fanouts": f"{self.model} trains full batch (with several devices its "
+                "features are split with its edges already)",
+                "devices": "one device has nothing to split the features over",
+                "features_on": "the features stay on the host, not on the devices",
+            }
+            for name, value in refused.items():
+                if value is not None:
+                    raise ValueError(
+                        f"--shard-features splits the features over the devices of a sampled "
+                        f"data-parallel run; {name}={value!r}: {why[name]}"
+                    )
         if self.features_on in ("host", "mmap"):
             # Streamed features train one seed on one device (fit_streamed).
             refused = {

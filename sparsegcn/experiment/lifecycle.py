@@ -49,6 +49,7 @@ RESUME_MAY_CHANGE = frozenset(
         "num_processes",
         "process_id",
         "features_on",
+        "shard_features",
         "overwrite",
         "divergence_factor",
         "divergence_epochs",

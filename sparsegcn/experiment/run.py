@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import time
@@ -118,29 +119,34 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     tick = time.perf_counter()
     relabelled, _ = reorder_dataset(dataset, exp.reorder)
     reorder_s = time.perf_counter() - tick
-    features_on = resolve_features_on(exp, relabelled)
+    # Sharded features live on the devices (Experiment refuses host and mmap with them).
+    features_on = "device" if exp.shard_features else resolve_features_on(exp, relabelled)
+    if features_on != "device" and mesh is not None:
+        raise ValueError(multi_device_features_error(exp, relabelled, features_on))
     if features_on != "device":
         report = run_streamed(
             exp, dataset, relabelled, build_model(exp, dataset), features_on, start, progress
         )
         return dict(report, reorder_s=reorder_s)
     # The edge-sharded trainer repartitions the edges itself: no packing for it.
-    data = node_data(
-        relabelled,
-        exp.model,
-        normalize_features=exp.normalize_features,
-        packed=None if mesh is None else False,
-        backend=exp.backend,
-        options=exp.options(),
-        feature_cache=exp.feature_cache,
-    )
+    with _staging(exp):
+        data = node_data(
+            relabelled,
+            exp.model,
+            normalize_features=exp.normalize_features,
+            packed=None if mesh is None else False,
+            backend=exp.backend,
+            options=exp.options(),
+            feature_cache=exp.feature_cache,
+        )
     model = build_model(exp, dataset)
     writer = (
         exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None, plot=None)
     )
     lifecycle = Lifecycle.start(writer, dataset, model)
     # What sampled training steps on and evaluates with (layer-wise, over node chunks).
-    batches = minibatch_data(data) if exp.sampled else None
+    with _staging(exp):
+        batches = minibatch_data(data) if exp.sampled else None
     result: FitResult
     if mesh is not None and batches is not None:
         result = parallel.fit_data_parallel(
@@ -151,6 +157,7 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             devices=mesh,
             seeds=exp.seed_list(),
             progress=progress,
+            shard_features=exp.shard_features,
             **lifecycle.fit_kwargs(),
         )
     elif mesh is not None:
@@ -199,6 +206,41 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
         report["features_on"] = features_on
     return dict(report, **lifecycle.finish(writer, result))
+
+
+def _staging(exp: Experiment):
+    """Where the features are built before training places them.
+
+    Sharded features must not land whole on one accelerator first (the
+    default device): they are built on the CPU backend, and
+    :func:`~sparsegcn.parallel.shard_feature_rows` copies each device its
+    block. Otherwise, and where there is no CPU backend, the default device.
+    """
+    if not exp.shard_features or jax.default_backend() == "cpu":
+        return contextlib.nullcontext()
+    try:
+        return jax.default_device(jax.devices("cpu")[0])
+    except RuntimeError:
+        return contextlib.nullcontext()
+
+
+def multi_device_features_error(exp: Experiment, dataset: Dataset, features_on: str) -> str:
+    """Why ``features_on`` (resolved from ``"auto"``) cannot serve a run on several devices.
+
+    Streamed features train on one device only; rather than fall back to
+    one device silently, the run is refused, the sizes named.
+    """
+    x = dataset.features
+    n, f = int(x.shape[0]), int(x.shape[1])
+    gb = n * f * np.dtype(x.dtype).itemsize / 1e9
+    devices = exp.devices * exp.num_processes
+    share = parallel.rows_per_device(n, devices) * f * np.dtype(x.dtype).itemsize / 1e9
+    return (
+        f"features_on={exp.features_on!r} resolves to {features_on!r} for these {gb:.3g} GB of "
+        f"features, which trains on one device, but devices={exp.devices} (--devices) spans "
+        f"{devices}; pass --shard-features to split them over the devices ({share:.3g} GB "
+        f"each), or --devices 1 --features-on {features_on} to stream them to one device"
+    )
 
 
 def run_streamed(

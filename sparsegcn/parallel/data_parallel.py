@@ -31,6 +31,13 @@ drawn from per-device keys.
 Evaluation (layer-wise, full neighbourhoods) runs on every device on the
 replicated graph: its cost does not shrink with ``D``.
 
+With ``shard_features=True`` the features are not replicated: each device
+holds ``ceil(N / D)`` rows (:func:`~sparsegcn.parallel.shard_feature_rows`)
+and every step fetches its tree's rows from their owners with collectives
+(:func:`~sparsegcn.parallel.fetch_rows`), bitwise the rows a replicated
+step reads; evaluation gathers the whole matrix for its call
+(:func:`~sparsegcn.parallel.sharded_features_model`).
+
 References:
   Hamilton, Ying & Leskovec, *Inductive Representation Learning on Large
   Graphs*, NeurIPS 2017. https://arxiv.org/abs/1706.02216
@@ -47,7 +54,9 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from sparsegcn.features import SparseFeatures
 from sparsegcn.nn.model import Model
+from sparsegcn.parallel.feature_shard import shard_feature_rows, sharded_features_model
 from sparsegcn.parallel.mesh import AXIS, as_mesh, put
 from sparsegcn.sampling.neighbor import check_fanouts
 from sparsegcn.train import loop
@@ -133,35 +142,70 @@ def data_parallel_chunk_fn(
     config: TrainConfig,
     minibatch: MinibatchConfig,
     mesh: Mesh,
+    *,
+    sharded_rows: int | None = None,
 ) -> Callable:
     """``(states [K], data) -> (states, metrics [K, chunk])`` on ``mesh``, to be jitted.
 
     :func:`~sparsegcn.train.minibatch.make_chunk_fn` with the data-parallel
     gradient, as one ``shard_map`` program: state and data replicated in,
-    state and metrics replicated out.
+    state and metrics replicated out. With ``sharded_rows = N``,
+    ``data.features`` comes in row-sharded instead
+    (:func:`~sparsegcn.parallel.shard_feature_rows` of ``N`` rows) and the
+    model reads it through :func:`~sparsegcn.parallel.sharded_features_model`.
     """
+    model = _reading_features(model, sharded_rows)
     grad_fn = make_data_parallel_grad_fn(model, minibatch.fanouts, mesh.size, **minibatch.sampling)
     chunk_fn = make_chunk_fn(model, tx, config, minibatch, grad_fn=grad_fn)
-    return _replicated_program(chunk_fn, mesh, 2)
+    return _replicated_program(chunk_fn, mesh, (P(), _data_spec(sharded_rows)))
 
 
 def data_parallel_step_fn(
-    model: Model, tx, fanouts: Sequence[int], mesh: Mesh, *, sampler: str = "tree", caps=None
+    model: Model,
+    tx,
+    fanouts: Sequence[int],
+    mesh: Mesh,
+    *,
+    sampler: str = "tree",
+    caps=None,
+    sharded_rows: int | None = None,
 ) -> Callable:
     """``(states [K], data, batch) -> states``: one data-parallel optimizer step of every seed
-    (``sampler``, ``caps``: see :func:`make_data_parallel_grad_fn`)."""
+    (``sampler``, ``caps``: see :func:`make_data_parallel_grad_fn`; ``sharded_rows``:
+    see :func:`data_parallel_chunk_fn`)."""
+    model = _reading_features(model, sharded_rows)
     grad_fn = make_data_parallel_grad_fn(model, fanouts, mesh.size, sampler=sampler, caps=caps)
     step_fn = make_step_fn(model, tx, fanouts, grad_fn=grad_fn)
-    return _replicated_program(step_fn, mesh, 3)
+    return _replicated_program(step_fn, mesh, (P(), _data_spec(sharded_rows), P()))
 
 
-def _replicated_program(fn: Callable, mesh: Mesh, num_args: int) -> Callable:
+def _reading_features(model: Model, sharded_rows: int | None) -> Model:
+    return model if sharded_rows is None else sharded_features_model(model, sharded_rows)
+
+
+def _data_spec(sharded_rows: int | None):
+    if sharded_rows is None:
+        return P()
+    replicated = MinibatchData._make([P()] * len(MinibatchData._fields))
+    return replicated._replace(features=P(AXIS, None))
+
+
+def _replicated_program(fn: Callable, mesh: Mesh, in_specs: tuple) -> Callable:
     # check_vma=False: the sampler's loops start from constants (invariant)
     # and carry sampled ids (varying per device), which the varying-axes
     # type check refuses. Nothing here relies on it: gradients are taken
     # locally and psum-ed explicitly, and every output is computed from
     # psum-ed gradients, hence equal on all devices (tested).
-    return jax.shard_map(fn, mesh=mesh, in_specs=(P(),) * num_args, out_specs=P(), check_vma=False)
+    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=P(), check_vma=False)
+
+
+def place_data(data: MinibatchData, mesh: Mesh, *, shard_features: bool = False) -> MinibatchData:
+    """``data`` on ``mesh``: replicated, or with the features split by rows
+    (:func:`~sparsegcn.parallel.shard_feature_rows`) when ``shard_features``."""
+    if not shard_features:
+        return put(data, mesh)
+    rest = put(data._replace(features=None), mesh)
+    return rest._replace(features=shard_feature_rows(data.features, mesh))
 
 
 def fit_data_parallel(
@@ -176,6 +220,7 @@ def fit_data_parallel(
     state: TrainState | None = None,
     history: dict | None = None,
     on_chunk: Callable[[TrainState, dict], None] | None = None,
+    shard_features: bool = False,
 ) -> MinibatchFitResult:
     """:func:`~sparsegcn.train.fit_minibatch` with each batch split over several devices.
 
@@ -189,6 +234,10 @@ def fit_data_parallel(
         of every process of a multi-process run), or a mesh from
         :func:`~sparsegcn.parallel.make_mesh`.
       model, data, config, minibatch, seeds, progress, state, history, on_chunk: as :func:`~sparsegcn.train.fit_minibatch`.
+      shard_features: split the dense features by rows over the devices
+        (``ceil(N / D)`` rows each) instead of replicating them; each step
+        fetches its trees' rows with collectives (see the module docstring).
+        The trained params equal the replicated run's.
 
     Returns:
       A :class:`~sparsegcn.train.MinibatchFitResult`; its state is
@@ -198,7 +247,8 @@ def fit_data_parallel(
       not measured here (NaN).
 
     Raises:
-      TypeError: ``data`` is not :class:`~sparsegcn.train.MinibatchData`.
+      TypeError: ``data`` is not :class:`~sparsegcn.train.MinibatchData`, or
+        ``shard_features`` with sparse features.
       ValueError: more devices than available (the message says how to
         simulate devices on CPU), no seeds, or a state that does not match
         ``seeds``.
@@ -213,6 +263,12 @@ def fit_data_parallel(
         )
     num_train = int(data.train_nodes.shape[0])
     batch_size = effective_batch_size(num_train, minibatch.batch_size)
+    sharded_rows = int(data.graph.num_nodes) if shard_features else None
+    if shard_features and isinstance(data.features, SparseFeatures):
+        raise TypeError(
+            "shard_features=True needs dense features; got SparseFeatures (sparse rows are "
+            "not fixed-size blocks)"
+        )
 
     def step_args(state: TrainState, data: MinibatchData, seeds: tuple[int, ...]) -> tuple:
         batch = first_batch(jax.random.key(seeds[0]), data.train_nodes, batch_size)
@@ -220,11 +276,16 @@ def fit_data_parallel(
 
     trainer = loop.Trainer(
         name="fit_data_parallel",
-        make_chunk=lambda tx, config: data_parallel_chunk_fn(model, tx, config, minibatch, mesh),
-        make_step=lambda tx: data_parallel_step_fn(
-            model, tx, minibatch.fanouts, mesh, **minibatch.sampling
+        make_chunk=lambda tx, config: data_parallel_chunk_fn(
+            model, tx, config, minibatch, mesh, sharded_rows=sharded_rows
         ),
-        place=lambda state, data: (put(state, mesh), put(data, mesh)),
+        make_step=lambda tx: data_parallel_step_fn(
+            model, tx, minibatch.fanouts, mesh, **minibatch.sampling, sharded_rows=sharded_rows
+        ),
+        place=lambda state, data: (
+            put(state, mesh),
+            place_data(data, mesh, shard_features=shard_features),
+        ),
         step_args=step_args,
         result=functools.partial(
             MinibatchFitResult,
