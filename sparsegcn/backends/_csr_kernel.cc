@@ -1,0 +1,301 @@
+// The CPU CSR product behind sparsegcn's packed CSR layout, as an XLA FFI handler.
+//
+//   y[i, :] = sum over k in [indptr[i], indptr[i + 1]) of data[k] * x[columns[k], :]
+//
+// float32 values, int32 row offsets and columns, any feature width F. The
+// product is bound by gathering one row of x per entry, so the loop is built
+// around that gather:
+//
+// - rows are split into chunks of about equal cost (entries plus a per-row
+//   overhead), handed out to std::threads through an atomic counter;
+// - the rows of x a few dozen entries ahead are prefetched, so several
+//   cache misses are in flight while the current row is summed;
+// - each output row is summed in registers, one column tile (up to 64
+//   floats) at a time, and stored once: y is written, never read.
+//
+// Each output row is summed by one thread in entry order, so the result is
+// bitwise the same for every thread count and chunking. The hot loop is
+// compiled twice on x86-64, for the baseline ISA and for AVX2 + FMA, and the
+// second is chosen at load time when the CPU has both (no -march=native: the
+// library runs on any x86-64).
+//
+// Loaded and registered by sparsegcn/backends/native.py; built by setup.py.
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+// A vector of 8 floats read from unaligned memory (rows of x start anywhere
+// when F is not a multiple of 8). Baseline x86-64 code splits it into two SSE
+// registers; the AVX2 clone keeps it in one.
+typedef float Vec8 __attribute__((vector_size(32), aligned(4), may_alias));
+
+constexpr int kTileVectors = 8;                 // a column tile: 8 vectors, 64 floats
+constexpr int kTileFloats = 8 * kTileVectors;   // 256 bytes, four cache lines
+constexpr std::int64_t kPrefetchDistance = 16;  // entries ahead
+constexpr std::int64_t kRowCost = 4;            // a row's overhead, in entries, for chunking
+constexpr int kChunksPerThread = 8;             // slack for uneven rows and a busy core
+// Below this many multiply-adds a second thread costs more than it saves.
+constexpr std::int64_t kMinWorkPerThread = std::int64_t{1} << 18;
+
+struct Problem {
+  const std::int32_t* indptr;
+  const std::int32_t* columns;
+  const float* data;
+  const float* x;
+  float* y;
+  std::int64_t num_x_rows;
+  std::int64_t features;
+};
+
+template <int K>
+__attribute__((always_inline)) inline void TileRow(const Problem& p, std::int64_t begin,
+                                                   std::int64_t end, std::int64_t last,
+                                                   std::int64_t c0, float* out, bool* bad) {
+  Vec8 acc[K];
+  for (int k = 0; k < K; ++k) acc[k] = Vec8{};
+  const std::int64_t f = p.features;
+  for (std::int64_t e = begin; e < end; ++e) {
+    const std::int64_t ahead = std::min(e + kPrefetchDistance, last);
+    const std::uint32_t next = static_cast<std::uint32_t>(p.columns[ahead]);
+    if (next < static_cast<std::uint64_t>(p.num_x_rows)) {
+      const char* line = reinterpret_cast<const char*>(p.x + next * f + c0);
+      for (int b = 0; b < K * 32; b += 64) __builtin_prefetch(line + b, 0, 3);
+    }
+    const std::uint32_t col = static_cast<std::uint32_t>(p.columns[e]);
+    if (__builtin_expect(col >= static_cast<std::uint64_t>(p.num_x_rows), 0)) {
+      *bad = true;
+      continue;
+    }
+    const float w = p.data[e];
+    const float* row = p.x + col * f + c0;
+    for (int k = 0; k < K; ++k) {
+      acc[k] += w * *reinterpret_cast<const Vec8*>(row + 8 * k);
+    }
+  }
+  for (int k = 0; k < K; ++k) *reinterpret_cast<Vec8*>(out + 8 * k) = acc[k];
+}
+
+// The last F % 8 columns, one float at a time.
+__attribute__((always_inline)) inline void TailRow(const Problem& p, std::int64_t begin,
+                                                   std::int64_t end, std::int64_t c0,
+                                                   std::int64_t width, float* out, bool* bad) {
+  float acc[8] = {};
+  const std::int64_t f = p.features;
+  for (std::int64_t e = begin; e < end; ++e) {
+    const std::uint32_t col = static_cast<std::uint32_t>(p.columns[e]);
+    if (__builtin_expect(col >= static_cast<std::uint64_t>(p.num_x_rows), 0)) {
+      *bad = true;
+      continue;
+    }
+    const float w = p.data[e];
+    const float* row = p.x + col * f + c0;
+    for (std::int64_t j = 0; j < width; ++j) acc[j] += w * row[j];
+  }
+  for (std::int64_t j = 0; j < width; ++j) out[j] = acc[j];
+}
+
+template <int K>
+__attribute__((always_inline)) inline void TileRows(const Problem& p, std::int64_t r0,
+                                                    std::int64_t r1, std::int64_t c0,
+                                                    std::int64_t last, bool* bad) {
+  for (std::int64_t i = r0; i < r1; ++i) {
+    TileRow<K>(p, p.indptr[i], p.indptr[i + 1], last, c0, p.y + i * p.features + c0, bad);
+  }
+}
+
+// Rows [r0, r1), every column; the body both clones share.
+__attribute__((always_inline)) inline bool RowsBody(const Problem& p, std::int64_t r0,
+                                                    std::int64_t r1) {
+  bool bad = false;
+  const std::int64_t f = p.features;
+  const std::int64_t last = std::max<std::int64_t>(p.indptr[r1] - 1, 0);
+  const std::int64_t full = f / kTileFloats * kTileFloats;
+  const std::int64_t vectors = (f - full) / 8;
+  const std::int64_t tail = full + 8 * vectors;
+  for (std::int64_t i = r0; i < r1; ++i) {
+    const std::int64_t begin = p.indptr[i], end = p.indptr[i + 1];
+    float* out = p.y + i * f;
+    for (std::int64_t c0 = 0; c0 < full; c0 += kTileFloats) {
+      TileRow<kTileVectors>(p, begin, end, last, c0, out + c0, &bad);
+    }
+    switch (vectors) {
+      case 1: TileRow<1>(p, begin, end, last, full, out + full, &bad); break;
+      case 2: TileRow<2>(p, begin, end, last, full, out + full, &bad); break;
+      case 3: TileRow<3>(p, begin, end, last, full, out + full, &bad); break;
+      case 4: TileRow<4>(p, begin, end, last, full, out + full, &bad); break;
+      case 5: TileRow<5>(p, begin, end, last, full, out + full, &bad); break;
+      case 6: TileRow<6>(p, begin, end, last, full, out + full, &bad); break;
+      case 7: TileRow<7>(p, begin, end, last, full, out + full, &bad); break;
+      default: break;
+    }
+    if (tail < f) TailRow(p, begin, end, tail, f - tail, out + tail, &bad);
+  }
+  return bad;
+}
+
+bool RowsBaseline(const Problem& p, std::int64_t r0, std::int64_t r1) {
+  return RowsBody(p, r0, r1);
+}
+
+using RowsFn = bool (*)(const Problem&, std::int64_t, std::int64_t);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) bool RowsAvx2(const Problem& p, std::int64_t r0,
+                                                   std::int64_t r1) {
+  return RowsBody(p, r0, r1);
+}
+
+RowsFn SelectRows() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return RowsAvx2;
+  return RowsBaseline;
+}
+#else
+RowsFn SelectRows() { return RowsBaseline; }
+#endif
+
+// Chosen once, when the library is loaded.
+const RowsFn kBestRows = SelectRows();
+
+int AvailableCores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Cores this process may use, capped by SPARSEGCN_CSR_THREADS when set.
+int DefaultThreads() {
+  int threads = AvailableCores();
+  if (const char* cap = std::getenv("SPARSEGCN_CSR_THREADS")) {
+    const int value = std::atoi(cap);
+    if (value > 0) threads = std::min(threads, value);
+  }
+  return threads;
+}
+
+const int kDefaultThreads = DefaultThreads();
+
+// First row r with indptr[r] + kRowCost * r >= target (rows are monotone in cost).
+std::int64_t RowAtCost(const std::int32_t* indptr, std::int64_t rows, std::int64_t target) {
+  std::int64_t lo = 0, hi = rows;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (indptr[mid] + kRowCost * mid < target) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+void Run(const Problem& p, std::int64_t rows, RowsFn rows_fn, int threads, bool* bad) {
+  const std::int64_t entries = p.indptr[rows];
+  const std::int64_t work = (entries + rows) * p.features;
+  threads = static_cast<int>(
+      std::clamp<std::int64_t>(work / kMinWorkPerThread, 1, std::max(threads, 1)));
+  if (threads == 1) {
+    *bad = rows_fn(p, 0, rows);
+    return;
+  }
+  const std::int64_t chunks = std::min<std::int64_t>(
+      std::int64_t{threads} * kChunksPerThread, std::max<std::int64_t>(rows, 1));
+  const std::int64_t total = entries + kRowCost * rows;
+  std::vector<std::int64_t> bounds(chunks + 1);
+  for (std::int64_t c = 0; c <= chunks; ++c) {
+    bounds[c] = c == chunks ? rows : RowAtCost(p.indptr, rows, total * c / chunks);
+  }
+  std::atomic<std::int64_t> next{0};
+  std::atomic<bool> any_bad{false};
+  auto worker = [&]() {
+    bool mine = false;
+    for (std::int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      if (bounds[c] < bounds[c + 1]) mine |= rows_fn(p, bounds[c], bounds[c + 1]);
+    }
+    if (mine) any_bad.store(true, std::memory_order_relaxed);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& thread : pool) thread.join();
+  *bad = any_bad.load();
+}
+
+// isa: 0 the best the CPU has, 1 the baseline build. threads: 0 the default.
+ffi::Error CsrSpmm(ffi::BufferR1<ffi::S32> indptr, ffi::BufferR1<ffi::S32> columns,
+                   ffi::BufferR1<ffi::F32> data, ffi::BufferR2<ffi::F32> x,
+                   ffi::ResultBufferR2<ffi::F32> y, std::int64_t isa, std::int64_t threads) {
+  const std::int64_t rows = static_cast<std::int64_t>(indptr.element_count()) - 1;
+  const auto x_dims = x.dimensions();
+  const auto y_dims = y->dimensions();
+  const std::int64_t num_entries = static_cast<std::int64_t>(columns.element_count());
+  if (rows < 0) return ffi::Error::InvalidArgument("csr_spmm: indptr is empty");
+  if (static_cast<std::int64_t>(data.element_count()) != num_entries) {
+    return ffi::Error::InvalidArgument("csr_spmm: data and columns differ in length");
+  }
+  if (y_dims[0] != rows || y_dims[1] != x_dims[1]) {
+    return ffi::Error::InvalidArgument("csr_spmm: output shape is not [rows, F]");
+  }
+  const std::int32_t* offsets = indptr.typed_data();
+  if (offsets[0] != 0 || offsets[rows] > num_entries) {
+    return ffi::Error::InvalidArgument("csr_spmm: indptr must start at 0 and end within columns");
+  }
+  for (std::int64_t i = 0; i < rows; ++i) {
+    if (offsets[i + 1] < offsets[i]) {
+      return ffi::Error::InvalidArgument("csr_spmm: indptr decreases at row " + std::to_string(i));
+    }
+  }
+  const std::int64_t features = x_dims[1];
+  if (rows == 0 || features == 0) return ffi::Error::Success();
+  const Problem p{offsets,        columns.typed_data(), data.typed_data(), x.typed_data(),
+                  y->typed_data(), x_dims[0],           features};
+  const RowsFn rows_fn = isa == 1 ? RowsBaseline : kBestRows;
+  bool bad = false;
+  Run(p, rows, rows_fn, threads > 0 ? static_cast<int>(threads) : kDefaultThreads, &bad);
+  if (bad) {
+    return ffi::Error::InvalidArgument("csr_spmm: a column id is outside [0, " +
+                                       std::to_string(x_dims[0]) + ")");
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SparsegcnCsrSpmm, CsrSpmm,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::BufferR1<ffi::S32>>()  // indptr [rows + 1]
+                                  .Arg<ffi::BufferR1<ffi::S32>>()  // columns [E]
+                                  .Arg<ffi::BufferR1<ffi::F32>>()  // data [E]
+                                  .Arg<ffi::BufferR2<ffi::F32>>()  // x [M, F]
+                                  .Ret<ffi::BufferR2<ffi::F32>>()  // y [rows, F]
+                                  .Attr<std::int64_t>("isa")
+                                  .Attr<std::int64_t>("threads"));
+
+// The hot loop chosen at load: "avx2+fma" or "baseline".
+extern "C" __attribute__((visibility("default"))) const char* SparsegcnCsrIsa() {
+  return kBestRows == RowsBaseline ? "baseline" : "avx2+fma";
+}
+
+// Threads a product uses at most (cores, capped by SPARSEGCN_CSR_THREADS).
+extern "C" __attribute__((visibility("default"))) int SparsegcnCsrThreads() {
+  return kDefaultThreads;
+}
