@@ -66,7 +66,7 @@ REORDERS = (None, "rcm", "degree", "community")
 # Variants that compete for the crossover (full float32 precision).
 SPARSE_VARIANTS = ("segment", "segment-unpacked", "bcoo", "segment-sorted", "segment-csr")
 # Variants measured again after each reordering of the community graphs.
-REORDERED_VARIANTS = ("segment", "segment-csr")
+REORDERED_VARIANTS = ("segment", "segment-csr", "segment-csr-xla")
 DENSE_MAX_BYTES = 4 * 2**30  # the dense backend's own default limit
 
 
@@ -84,7 +84,7 @@ class Matrix:
       passes: ``"fwd"`` (``Â x``) and/or ``"fwd_bwd"`` (value and gradient
         with respect to ``x``).
       reorders: node orders for the community graphs' packed ``segment``
-        and ``segment-csr`` variants:
+        and ``segment-csr`` (and ``segment-csr-xla``) variants:
         ``None`` (as generated) plus any of ``"rcm"``, ``"degree"``,
         ``"community"``.
       repeats: timed calls per case.
