@@ -7,7 +7,8 @@
 // around that gather:
 //
 // - rows are split into chunks of about equal cost (entries plus a per-row
-//   overhead), handed out to std::threads through an atomic counter;
+//   overhead), claimed through an atomic counter by the calling thread and
+//   by helper std::threads kept for the process (see Job and Helpers);
 // - the rows of x a few dozen entries ahead are prefetched, so several
 //   cache misses are in flight while the current row is summed;
 // - each output row is summed in registers, one column tile (up to 64
@@ -23,9 +24,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,7 +56,7 @@ constexpr std::int64_t kPrefetchDistance = 16;  // entries ahead
 constexpr std::int64_t kRowCost = 4;            // a row's overhead, in entries, for chunking
 constexpr int kChunksPerThread = 8;             // slack for uneven rows and a busy core
 // Below this many multiply-adds a second thread costs more than it saves.
-constexpr std::int64_t kMinWorkPerThread = std::int64_t{1} << 18;
+constexpr std::int64_t kMinWorkPerThread = std::int64_t{1} << 19;
 
 struct Problem {
   const std::int32_t* indptr;
@@ -207,6 +212,87 @@ std::int64_t RowAtCost(const std::int32_t* indptr, std::int64_t rows, std::int64
   return lo;
 }
 
+// One product split into chunks of rows. The caller and any helper threads
+// claim chunks from `next`; the caller returns once `done` covers every chunk.
+// A helper that wakes after the last chunk was claimed touches nothing but
+// this (shared) record, so the caller never waits for a thread that has not
+// started: on a busy machine it simply does more of the chunks itself.
+struct Job {
+  Problem p;
+  RowsFn rows_fn;
+  std::vector<std::int64_t> bounds;  // chunk c is rows [bounds[c], bounds[c + 1])
+  std::int64_t chunks;
+  std::atomic<std::int64_t> next{0};
+  std::atomic<std::int64_t> done{0};
+  std::atomic<bool> bad{false};
+  std::mutex mutex;
+  std::condition_variable finished;
+};
+
+void Work(Job& job) {
+  bool bad = false;
+  std::int64_t mine = 0;
+  for (std::int64_t c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks;) {
+    if (job.bounds[c] < job.bounds[c + 1]) {
+      bad |= job.rows_fn(job.p, job.bounds[c], job.bounds[c + 1]);
+    }
+    ++mine;
+  }
+  if (bad) job.bad.store(true, std::memory_order_relaxed);
+  if (mine > 0 && job.done.fetch_add(mine, std::memory_order_acq_rel) + mine == job.chunks) {
+    std::lock_guard<std::mutex> lock(job.mutex);
+    job.finished.notify_all();
+  }
+}
+
+// Helper threads, started on the first product big enough to share and kept
+// for the life of the process (the library is never unloaded). They sleep on
+// a condition variable between products; nothing spins.
+class Helpers {
+ public:
+  explicit Helpers(int count) : count_(count) {
+    for (int t = 0; t < count; ++t) std::thread([this] { Loop(); }).detach();
+  }
+
+  int count() const { return count_; }
+
+  void Offer(const std::shared_ptr<Job>& job, int helpers) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (int h = 0; h < helpers; ++h) queue_.push_back(job);
+    }
+    if (helpers == 1) {
+      wake_.notify_one();
+    } else {
+      wake_.notify_all();
+    }
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return !queue_.empty(); });
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Work(*job);
+    }
+  }
+
+  const int count_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;
+};
+
+Helpers& GetHelpers() {
+  static Helpers* helpers = new Helpers(std::max(kDefaultThreads - 1, 0));  // never freed
+  return *helpers;
+}
+
 void Run(const Problem& p, std::int64_t rows, RowsFn rows_fn, int threads, bool* bad) {
   const std::int64_t entries = p.indptr[rows];
   const std::int64_t work = (entries + rows) * p.features;
@@ -216,28 +302,26 @@ void Run(const Problem& p, std::int64_t rows, RowsFn rows_fn, int threads, bool*
     *bad = rows_fn(p, 0, rows);
     return;
   }
-  const std::int64_t chunks = std::min<std::int64_t>(
-      std::int64_t{threads} * kChunksPerThread, std::max<std::int64_t>(rows, 1));
+  auto job = std::make_shared<Job>();
+  job->p = p;
+  job->rows_fn = rows_fn;
+  job->chunks = std::min<std::int64_t>(std::int64_t{threads} * kChunksPerThread, rows);
   const std::int64_t total = entries + kRowCost * rows;
-  std::vector<std::int64_t> bounds(chunks + 1);
-  for (std::int64_t c = 0; c <= chunks; ++c) {
-    bounds[c] = c == chunks ? rows : RowAtCost(p.indptr, rows, total * c / chunks);
+  job->bounds.resize(job->chunks + 1);
+  for (std::int64_t c = 0; c <= job->chunks; ++c) {
+    job->bounds[c] = c == job->chunks ? rows : RowAtCost(p.indptr, rows, total * c / job->chunks);
   }
-  std::atomic<std::int64_t> next{0};
-  std::atomic<bool> any_bad{false};
-  auto worker = [&]() {
-    bool mine = false;
-    for (std::int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
-      if (bounds[c] < bounds[c + 1]) mine |= rows_fn(p, bounds[c], bounds[c + 1]);
-    }
-    if (mine) any_bad.store(true, std::memory_order_relaxed);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(threads - 1);
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& thread : pool) thread.join();
-  *bad = any_bad.load();
+  Helpers& helpers = GetHelpers();
+  const int helping = std::min(threads - 1, helpers.count());
+  if (helping > 0) helpers.Offer(job, helping);
+  Work(*job);
+  {
+    std::unique_lock<std::mutex> lock(job->mutex);
+    job->finished.wait(lock, [&] {
+      return job->done.load(std::memory_order_acquire) == job->chunks;
+    });
+  }
+  *bad = job->bad.load();
 }
 
 // isa: 0 the best the CPU has, 1 the baseline build. threads: 0 the default.
