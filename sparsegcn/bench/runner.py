@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from sparsegcn.allocator import keeps_freed_memory
-from sparsegcn.backends import propagate
+from sparsegcn.backends import native, propagate
 from sparsegcn.bench.graphs import (
     ALL_VARIANTS,
     ATTENTION_VARIANTS,
@@ -290,6 +290,10 @@ def machine_info() -> dict:
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "keeps_freed_memory": keeps_freed_memory(),
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+        # The CPU CSR product's kernel: built or not, its ISA and threads.
+        "native_csr_kernel": {
+            key: value for key, value in native.kernel_info().items() if key != "path"
+        },
     }
 
 

@@ -154,6 +154,16 @@ def test_bitwise_deterministic_across_calls_threads_and_builds():
             np.testing.assert_array_equal(np.asarray(fn(x)), first, err_msg=f"threads={threads}")
     np.testing.assert_allclose(first, a @ np.asarray(x, np.float64), rtol=1e-5, atol=1e-5)
 
+    # Two independent products in one program may run at once: same bits.
+    def two(x):
+        return native.csr_spmm(indptr, columns, data, x), native.csr_spmm(
+            indptr, columns, data, x[::-1]
+        )
+
+    both = jax.jit(two)(x)
+    np.testing.assert_array_equal(np.asarray(both[0]), first)
+    np.testing.assert_array_equal(np.asarray(both[1]), np.asarray(results[0](x[::-1])))
+
 
 @needs_library
 @needs_cpu
