@@ -11,8 +11,9 @@
 //   by helper std::threads kept for the process (see Job and Helpers);
 // - the rows of x a few dozen entries ahead are prefetched, so several
 //   cache misses are in flight while the current row is summed;
-// - each output row is summed in registers, one column tile (up to 64
-//   floats) at a time, and stored once: y is written, never read.
+// - each output row is summed in registers, one column tile (64 floats with
+//   AVX2, 32 in baseline code) at a time, and stored once: y is written,
+//   never read.
 //
 // Each output row is summed by one thread in entry order, so the result is
 // bitwise the same for every thread count and chunking. The hot loop is
@@ -50,8 +51,11 @@ namespace {
 // registers; the AVX2 clone keeps it in one.
 typedef float Vec8 __attribute__((vector_size(32), aligned(4), may_alias));
 
-constexpr int kTileVectors = 8;                 // a column tile: 8 vectors, 64 floats
-constexpr int kTileFloats = 8 * kTileVectors;   // 256 bytes, four cache lines
+// A column tile: 8 vectors, 64 floats (256 bytes, four cache lines) where
+// there are 16 vector registers of 8 floats (AVX2); 4 vectors in baseline
+// x86-64 code, whose 16 registers hold 4 floats each.
+constexpr int kWideTileVectors = 8;
+constexpr int kBaselineTileVectors = 4;
 constexpr std::int64_t kPrefetchDistance = 16;  // entries ahead
 constexpr std::int64_t kRowCost = 4;            // a row's overhead, in entries, for chunking
 constexpr int kChunksPerThread = 8;             // slack for uneven rows and a busy core
@@ -115,18 +119,11 @@ __attribute__((always_inline)) inline void TailRow(const Problem& p, std::int64_
   for (std::int64_t j = 0; j < width; ++j) out[j] = acc[j];
 }
 
-template <int K>
-__attribute__((always_inline)) inline void TileRows(const Problem& p, std::int64_t r0,
-                                                    std::int64_t r1, std::int64_t c0,
-                                                    std::int64_t last, bool* bad) {
-  for (std::int64_t i = r0; i < r1; ++i) {
-    TileRow<K>(p, p.indptr[i], p.indptr[i + 1], last, c0, p.y + i * p.features + c0, bad);
-  }
-}
-
-// Rows [r0, r1), every column; the body both clones share.
+// Rows [r0, r1), every column, in tiles of kTile vectors; the body both builds share.
+template <int kTile>
 __attribute__((always_inline)) inline bool RowsBody(const Problem& p, std::int64_t r0,
                                                     std::int64_t r1) {
+  constexpr std::int64_t kTileFloats = 8 * kTile;
   bool bad = false;
   const std::int64_t f = p.features;
   const std::int64_t last = std::max<std::int64_t>(p.indptr[r1] - 1, 0);
@@ -137,7 +134,7 @@ __attribute__((always_inline)) inline bool RowsBody(const Problem& p, std::int64
     const std::int64_t begin = p.indptr[i], end = p.indptr[i + 1];
     float* out = p.y + i * f;
     for (std::int64_t c0 = 0; c0 < full; c0 += kTileFloats) {
-      TileRow<kTileVectors>(p, begin, end, last, c0, out + c0, &bad);
+      TileRow<kTile>(p, begin, end, last, c0, out + c0, &bad);
     }
     switch (vectors) {
       case 1: TileRow<1>(p, begin, end, last, full, out + full, &bad); break;
@@ -155,7 +152,7 @@ __attribute__((always_inline)) inline bool RowsBody(const Problem& p, std::int64
 }
 
 bool RowsBaseline(const Problem& p, std::int64_t r0, std::int64_t r1) {
-  return RowsBody(p, r0, r1);
+  return RowsBody<kBaselineTileVectors>(p, r0, r1);
 }
 
 using RowsFn = bool (*)(const Problem&, std::int64_t, std::int64_t);
@@ -163,7 +160,7 @@ using RowsFn = bool (*)(const Problem&, std::int64_t, std::int64_t);
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma"))) bool RowsAvx2(const Problem& p, std::int64_t r0,
                                                    std::int64_t r1) {
-  return RowsBody(p, r0, r1);
+  return RowsBody<kWideTileVectors>(p, r0, r1);
 }
 
 RowsFn SelectRows() {
