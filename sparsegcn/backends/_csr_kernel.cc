@@ -72,10 +72,14 @@ struct Problem {
   std::int64_t features;
 };
 
+// One row's columns [c0, c0 + 8 K), summed in K vector registers. Returns
+// whether a column id was out of range (a local flag, not a pointer, so the
+// compiler may keep the problem's fields in registers).
 template <int K>
-__attribute__((always_inline)) inline void TileRow(const Problem& p, std::int64_t begin,
+__attribute__((always_inline)) inline bool TileRow(const Problem& p, std::int64_t begin,
                                                    std::int64_t end, std::int64_t last,
-                                                   std::int64_t c0, float* out, bool* bad) {
+                                                   std::int64_t c0, float* out) {
+  bool bad = false;
   Vec8 acc[K];
   for (int k = 0; k < K; ++k) acc[k] = Vec8{};
   const std::int64_t f = p.features;
@@ -88,7 +92,7 @@ __attribute__((always_inline)) inline void TileRow(const Problem& p, std::int64_
     }
     const std::uint32_t col = static_cast<std::uint32_t>(p.columns[e]);
     if (__builtin_expect(col >= static_cast<std::uint64_t>(p.num_x_rows), 0)) {
-      *bad = true;
+      bad = true;
       continue;
     }
     const float w = p.data[e];
@@ -98,18 +102,20 @@ __attribute__((always_inline)) inline void TileRow(const Problem& p, std::int64_
     }
   }
   for (int k = 0; k < K; ++k) *reinterpret_cast<Vec8*>(out + 8 * k) = acc[k];
+  return bad;
 }
 
 // The last F % 8 columns, one float at a time.
-__attribute__((always_inline)) inline void TailRow(const Problem& p, std::int64_t begin,
+__attribute__((always_inline)) inline bool TailRow(const Problem& p, std::int64_t begin,
                                                    std::int64_t end, std::int64_t c0,
-                                                   std::int64_t width, float* out, bool* bad) {
+                                                   std::int64_t width, float* out) {
+  bool bad = false;
   float acc[8] = {};
   const std::int64_t f = p.features;
   for (std::int64_t e = begin; e < end; ++e) {
     const std::uint32_t col = static_cast<std::uint32_t>(p.columns[e]);
     if (__builtin_expect(col >= static_cast<std::uint64_t>(p.num_x_rows), 0)) {
-      *bad = true;
+      bad = true;
       continue;
     }
     const float w = p.data[e];
@@ -117,6 +123,7 @@ __attribute__((always_inline)) inline void TailRow(const Problem& p, std::int64_
     for (std::int64_t j = 0; j < width; ++j) acc[j] += w * row[j];
   }
   for (std::int64_t j = 0; j < width; ++j) out[j] = acc[j];
+  return bad;
 }
 
 // Rows [r0, r1), every column, in tiles of kTile vectors; the body both builds share.
@@ -134,19 +141,19 @@ __attribute__((always_inline)) inline bool RowsBody(const Problem& p, std::int64
     const std::int64_t begin = p.indptr[i], end = p.indptr[i + 1];
     float* out = p.y + i * f;
     for (std::int64_t c0 = 0; c0 < full; c0 += kTileFloats) {
-      TileRow<kTile>(p, begin, end, last, c0, out + c0, &bad);
+      bad |= TileRow<kTile>(p, begin, end, last, c0, out + c0);
     }
     switch (vectors) {
-      case 1: TileRow<1>(p, begin, end, last, full, out + full, &bad); break;
-      case 2: TileRow<2>(p, begin, end, last, full, out + full, &bad); break;
-      case 3: TileRow<3>(p, begin, end, last, full, out + full, &bad); break;
-      case 4: TileRow<4>(p, begin, end, last, full, out + full, &bad); break;
-      case 5: TileRow<5>(p, begin, end, last, full, out + full, &bad); break;
-      case 6: TileRow<6>(p, begin, end, last, full, out + full, &bad); break;
-      case 7: TileRow<7>(p, begin, end, last, full, out + full, &bad); break;
+      case 1: bad |= TileRow<1>(p, begin, end, last, full, out + full); break;
+      case 2: bad |= TileRow<2>(p, begin, end, last, full, out + full); break;
+      case 3: bad |= TileRow<3>(p, begin, end, last, full, out + full); break;
+      case 4: bad |= TileRow<4>(p, begin, end, last, full, out + full); break;
+      case 5: bad |= TileRow<5>(p, begin, end, last, full, out + full); break;
+      case 6: bad |= TileRow<6>(p, begin, end, last, full, out + full); break;
+      case 7: bad |= TileRow<7>(p, begin, end, last, full, out + full); break;
       default: break;
     }
-    if (tail < f) TailRow(p, begin, end, tail, f - tail, out + tail, &bad);
+    if (tail < f) bad |= TailRow(p, begin, end, tail, f - tail, out + tail);
   }
   return bad;
 }
