@@ -23,6 +23,11 @@
 //
 // Loaded and registered by sparsegcn/backends/native.py; built by setup.py.
 
+// Python.h comes first, as Python asks; the library is also an (empty)
+// Python extension module, see PyInit__csr_kernel at the end.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -387,3 +392,17 @@ extern "C" __attribute__((visibility("default"))) const char* SparsegcnCsrIsa() 
 extern "C" __attribute__((visibility("default"))) int SparsegcnCsrThreads() {
   return kDefaultThreads;
 }
+
+// setup.py builds the library as a Python extension module, so anything that
+// walks the package (pkgutil, documentation tools) may import it: it then
+// gets an empty module. The kernel itself is reached through ctypes and
+// jax.ffi, never through Python.
+static PyModuleDef csr_kernel_module = {
+    PyModuleDef_HEAD_INIT,
+    "_csr_kernel",
+    "sparsegcn's native CPU CSR kernel (an XLA FFI handler; see sparsegcn.backends.native).",
+    0,
+    nullptr,
+};
+
+PyMODINIT_FUNC PyInit__csr_kernel() { return PyModuleDef_Init(&csr_kernel_module); }
