@@ -5,7 +5,8 @@ name       computes ``A @ x`` by
 =========  ===========================================================
 dense      materialising ``A`` (the reference; ``O(N^2)`` memory)
 segment    gathering ``x[senders]`` and ``segment_sum`` by receiver, or,
-           on a :class:`PackedGraph`, sliced-ELL or CSR products (:func:`pack`)
+           on a :class:`PackedGraph`, sliced-ELL or CSR products (:func:`pack`;
+           CSR runs sparsegcn's native kernel on CPU, see ``CSR_KERNELS``)
 bcoo       ``jax.experimental.sparse.BCOO`` matmul (cuSPARSE on GPU)
 =========  ===========================================================
 
@@ -20,7 +21,7 @@ import jax
 
 from sparsegcn.backends.base import Backend, check_propagate_inputs
 from sparsegcn.backends.bcoo import BCOO, BcooGraph
-from sparsegcn.backends.csr import CsrLayout, build_csr, csr_matmul
+from sparsegcn.backends.csr import CSR_KERNELS, CsrLayout, build_csr, csr_matmul
 from sparsegcn.backends.dense import Dense, DenseGraph
 from sparsegcn.backends.ell import EllLayout, build_ell, ell_matmul
 from sparsegcn.backends.packed import PackedGraph, pack, pack_gcn_norm
@@ -108,6 +109,7 @@ def propagate(graph: Graph, x: jax.Array, *, backend: str | Backend | None = Non
 __all__ = [
     "BACKENDS",
     "BCOO",
+    "CSR_KERNELS",
     "DEFAULT_BACKEND",
     "LAYOUTS",
     "Backend",

@@ -6,11 +6,20 @@ senders and ``data`` their weights. The product
 
 .. math:: y_i = \\sum_{k = p_i}^{p_{i+1} - 1} d_k \\, x_{c_k}
 
-is one call of ``jax.experimental.sparse.BCSR @ x``, which XLA lowers to a
-native kernel rather than to gathers and a scatter: jaxlib's
-``cpu_csr_sparse_dense`` on CPU and, with ``jax_bcoo_cusparse_lowering``
-set, cuSPARSE's CSR SpMM on GPU (without the flag, GPU runs gather and
-scatter). Rows are visited in node order, so a locality-improving node
+runs on a native kernel rather than on gathers and a scatter. Which one is
+the ``kernel`` choice (:data:`CSR_KERNELS`), made when the program is
+lowered:
+
+- ``"auto"`` (default): on CPU, sparsegcn's own kernel
+  (:mod:`sparsegcn.backends.native`, built by ``pip install``) for float32;
+  elsewhere, or when that library is missing, XLA's;
+- ``"xla"``: ``jax.experimental.sparse.BCSR @ x``, which XLA lowers to
+  jaxlib's ``cpu_csr_sparse_dense`` on CPU and, with
+  ``jax_bcoo_cusparse_lowering`` set, cuSPARSE's CSR SpMM on GPU (without
+  the flag, GPU runs gather and scatter);
+- ``"native"``: as ``"auto"``, but refusing to run without the library.
+
+Rows are visited in node order, so a locality-improving node
 order (:meth:`sparsegcn.Graph.reorder`, RCM) shortens the distance between
 the rows of ``x`` one output row reads: that is where this layout beats the
 sliced ELL of :mod:`sparsegcn.backends.ell` (see ``benchmarks/README.md``).
@@ -26,9 +35,26 @@ import numpy as np
 from jax import custom_batching
 from jax.experimental import sparse as jsparse
 
+from sparsegcn.backends import native
 from sparsegcn.graph import CSR, Graph
 
 INT32_MAX = np.iinfo(np.int32).max
+CSR_KERNELS = ("auto", "xla", "native")
+"""Names of the CSR product's kernel choice (see the module docstring)."""
+
+
+def check_csr_kernel(kernel: str) -> str:
+    """``kernel`` if it names a choice this process can run.
+
+    Raises:
+      ValueError: an unknown name, or ``"native"`` without the built library
+        (the message says why it is missing).
+    """
+    if kernel not in CSR_KERNELS:
+        raise ValueError(f"csr_kernel must be one of {CSR_KERNELS}, got {kernel!r}")
+    if kernel == "native" and not native.ffi_available():
+        raise ValueError(f"csr_kernel='native' cannot run: {native.unavailable_reason()}")
+    return kernel
 
 
 class CsrLayout(NamedTuple):
@@ -88,7 +114,12 @@ def build_csr(
 
 
 def csr_matmul(
-    layout: CsrLayout, x: jax.Array, num_rows: int, weights: jax.Array | None = None
+    layout: CsrLayout,
+    x: jax.Array,
+    num_rows: int,
+    weights: jax.Array | None = None,
+    *,
+    kernel: str = "auto",
 ) -> jax.Array:
     """``A @ x`` for the layout of ``A``.
 
@@ -99,44 +130,79 @@ def csr_matmul(
       weights: ``[E]`` entry values in edge-list order replacing the
         layout's ``data`` (read through ``edge_ids``, ``E`` scalars), or
         ``None`` for the stored ``data``.
+      kernel: one of :data:`CSR_KERNELS` (see the module docstring).
 
     Returns:
       ``[num_rows, F]`` in ``x``'s dtype.
+
+    Raises:
+      ValueError: an unknown ``kernel``, or ``"native"`` without the library.
     """
+    product = _PRODUCTS[check_csr_kernel(kernel)]
     if layout.columns.shape[0] == 0:
         return jnp.zeros((num_rows, x.shape[1]), x.dtype)
     if weights is None:
         data = jnp.asarray(layout.data).astype(x.dtype)
     else:
         data = jnp.asarray(weights).astype(x.dtype)[jnp.asarray(layout.edge_ids)]
-    return _csr_product(jnp.asarray(layout.indptr), jnp.asarray(layout.columns), data, x)
+    return product(jnp.asarray(layout.indptr), jnp.asarray(layout.columns), data, x)
 
 
-@custom_batching.custom_vmap
-def _csr_product(indptr, columns, data, x):
+def _xla_product(indptr, columns, data, x):
     matrix = jsparse.BCSR((data, columns, indptr), shape=(indptr.shape[0] - 1, x.shape[0]))
     return matrix @ x
 
 
-@_csr_product.def_vmap
-def _csr_product_vmap(axis_size, in_batched, indptr, columns, data, x):
-    """Under ``vmap`` (several seeds, say) one product serves the whole batch.
+def _kernel_product(kernel: str):
+    """The unbatched product for one kernel choice, decided when it is traced."""
 
-    JAX's own batching rule for a BCSR product with a batched right-hand side
-    leaves the native kernel for gathers and scatters (4x slower here), so
-    the batch is folded into the feature axis instead:
-    ``[B, M, F] -> [M, B F]``, one product, and back. A batched matrix (a
-    vmap over layouts) takes one product per batch element.
-    """
-    *matrix_batched, x_batched = in_batched
-    if not any(matrix_batched):
-        if not x_batched:
-            return _csr_product(indptr, columns, data, x), False
-        b, m, f = x.shape
-        y = _csr_product(indptr, columns, data, jnp.moveaxis(x, 0, 1).reshape(m, b * f))
-        return jnp.moveaxis(y.reshape(-1, b, f), 1, 0), True
-    args = [
-        a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
-        for a, batched in zip((indptr, columns, data, x), in_batched, strict=True)
-    ]
-    return jax.lax.map(lambda a: _csr_product(*a), tuple(args)), True
+    def product(indptr, columns, data, x):
+        native_types = (indptr.dtype, columns.dtype, x.dtype) == (jnp.int32, jnp.int32, jnp.float32)
+        if kernel == "xla" or not native_types or not native.ffi_available():
+            return _xla_product(indptr, columns, data, x)
+        # Lowering keeps only the branch of the platform compiled for: a GPU
+        # program never sees the CPU library, a CPU one never XLA's kernel.
+        return jax.lax.platform_dependent(
+            indptr, columns, data, x, cpu=native.csr_spmm, default=_xla_product
+        )
+
+    return product
+
+
+def _batched_product(kernel: str):
+    """The product for one kernel choice, with a batching rule that keeps one kernel call."""
+    single = _kernel_product(kernel)
+
+    @custom_batching.custom_vmap
+    def product(indptr, columns, data, x):
+        return single(indptr, columns, data, x)
+
+    @product.def_vmap
+    def product_vmap(axis_size, in_batched, indptr, columns, data, x):
+        """Under ``vmap`` (several seeds, say) one product serves the whole batch.
+
+        JAX's own batching rule for a BCSR product with a batched right-hand side
+        leaves the native kernel for gathers and scatters (4x slower here), so
+        the batch is folded into the feature axis instead:
+        ``[B, M, F] -> [M, B F]``, one product, and back. A batched matrix (a
+        vmap over layouts) takes one product per batch element.
+        """
+        *matrix_batched, x_batched = in_batched
+        if not any(matrix_batched):
+            if not x_batched:
+                return product(indptr, columns, data, x), False
+            b, m, f = x.shape
+            y = product(indptr, columns, data, jnp.moveaxis(x, 0, 1).reshape(m, b * f))
+            return jnp.moveaxis(y.reshape(-1, b, f), 1, 0), True
+        args = [
+            a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
+            for a, batched in zip((indptr, columns, data, x), in_batched, strict=True)
+        ]
+        return jax.lax.map(lambda a: product(*a), tuple(args)), True
+
+    return product
+
+
+_PRODUCTS = {kernel: _batched_product(kernel) for kernel in CSR_KERNELS}
+# The default product, for callers that hold CSR arrays rather than a layout.
+_csr_product = _PRODUCTS["auto"]

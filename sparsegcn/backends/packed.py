@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from sparsegcn import _checks
 from sparsegcn.backends.bcoo import enable_cusparse_if_gpu
-from sparsegcn.backends.csr import CsrLayout, build_csr, csr_matmul
+from sparsegcn.backends.csr import CsrLayout, build_csr, check_csr_kernel, csr_matmul
 from sparsegcn.backends.ell import DEFAULT_WIDTHS, EllLayout, build_ell, ell_matmul
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import gcn_norm, gcn_norm_factors
@@ -235,13 +235,20 @@ def pack_gcn_norm(
     return pack(adjacency, scale=scale, widths=widths, format=format)
 
 
-def packed_matmul(graph: PackedGraph, x: jax.Array, *, storage_dtype=None) -> jax.Array:
+def packed_matmul(
+    graph: PackedGraph, x: jax.Array, *, storage_dtype=None, csr_kernel: str = "auto"
+) -> jax.Array:
     """``A @ x`` for a :class:`PackedGraph` and ``x`` of shape ``[N, ...]``.
+
+    ``csr_kernel`` picks the CSR product's kernel, forward and gradient
+    (:data:`~sparsegcn.backends.csr.CSR_KERNELS`); ELL layouts ignore it.
 
     Raises:
       ValueError: ``storage_dtype`` is given for a CSR-packed graph (the
-        native kernel reads ``x`` in its own dtype).
+        native kernel reads ``x`` in its own dtype), or ``csr_kernel`` is
+        unknown or ``"native"`` without the built library.
     """
+    check_csr_kernel(csr_kernel)
     if storage_dtype is not None and graph.format == "csr":
         raise ValueError(
             f"storage_dtype={jnp.dtype(storage_dtype).name} needs an ELL-packed graph "
@@ -249,7 +256,7 @@ def packed_matmul(graph: PackedGraph, x: jax.Array, *, storage_dtype=None) -> ja
         )
     n = graph.num_nodes
     flat = x.reshape(n, -1)
-    static = (n, storage_dtype)
+    static = (n, storage_dtype, csr_kernel)
     y = _packed(
         static,
         graph.layout,
@@ -263,20 +270,20 @@ def packed_matmul(graph: PackedGraph, x: jax.Array, *, storage_dtype=None) -> ja
     return y.reshape(x.shape)
 
 
-def _layout_matmul(layout, x, weights, n, storage_dtype, dynamic=False):
+def _layout_matmul(layout, x, weights, n, storage_dtype, csr_kernel, dynamic=False):
     if isinstance(layout, CsrLayout):
         # Stored weights: the layout's own row-order copy. Dynamic ones: read
         # through its edge ids.
-        return csr_matmul(layout, x, n, weights if dynamic else None)
+        return csr_matmul(layout, x, n, weights if dynamic else None, kernel=csr_kernel)
     return ell_matmul(layout, x, weights, n, storage_dtype=storage_dtype)
 
 
 def _apply(static, layout, weights, scale, x):
-    n, storage_dtype = static
+    n, storage_dtype, csr_kernel = static
     if scale is None:
-        return _layout_matmul(layout, x, weights, n, storage_dtype)
+        return _layout_matmul(layout, x, weights, n, storage_dtype, csr_kernel)
     s = jnp.asarray(scale).astype(x.dtype)[:, None]
-    return s * _layout_matmul(layout, s * x, None, n, storage_dtype)
+    return s * _layout_matmul(layout, s * x, None, n, storage_dtype, csr_kernel)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -307,7 +314,9 @@ def _packed_bwd(static, residuals, cotangent):
 _packed.defvjp(_packed_fwd, _packed_bwd)
 
 
-def packed_weighted_matmul(graph: PackedGraph, x: jax.Array, edge_weight) -> jax.Array:
+def packed_weighted_matmul(
+    graph: PackedGraph, x: jax.Array, edge_weight, *, csr_kernel: str = "auto"
+) -> jax.Array:
     """``y_r = sum_e w_e x_{s_e}`` on ``graph``'s layout with weights computed at run time.
 
     The layout's structure is reused and ``edge_weight`` replaces the stored
@@ -326,10 +335,12 @@ def packed_weighted_matmul(graph: PackedGraph, x: jax.Array, edge_weight) -> jax
       graph: a :class:`PackedGraph` with ``N`` nodes and ``E`` edges.
       x: ``[N, F]``, or ``[N, H, F]`` with per-head weights.
       edge_weight: ``[E]`` or ``[E, H]``, in the graph's edge order.
+      csr_kernel: the CSR product's kernel (see :func:`packed_matmul`).
 
     Returns:
       ``[N, F]`` or ``[N, H, F]`` in ``x``'s dtype.
     """
+    check_csr_kernel(csr_kernel)
     w = jnp.asarray(edge_weight).astype(x.dtype)
     if w.shape[0] != graph.num_edges or w.ndim not in (1, 2):
         raise ValueError(
@@ -343,30 +354,42 @@ def packed_weighted_matmul(graph: PackedGraph, x: jax.Array, edge_weight) -> jax
                 f"per-head edge_weight {w.shape} needs x of shape [N, {w.shape[1]}, ...], "
                 f"got {x.shape}"
             )
-        heads = jax.vmap(lambda wh, xh: packed_weighted_matmul(graph, xh, wh), (1, 1), 1)
+        heads = jax.vmap(
+            lambda wh, xh: packed_weighted_matmul(graph, xh, wh, csr_kernel=csr_kernel), (1, 1), 1
+        )
         return heads(w, x)
     flat = x.reshape(n, -1)
     y = _dynamic(
-        (n,), graph.layout, graph.transpose_layout, graph.senders, graph.receivers, w, flat
+        (n, csr_kernel),
+        graph.layout,
+        graph.transpose_layout,
+        graph.senders,
+        graph.receivers,
+        w,
+        flat,
     )
     return y.reshape(x.shape)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _dynamic(static, layout, transpose_layout, senders, receivers, weights, x):
-    return _layout_matmul(layout, x, weights, static[0], None, dynamic=True)
+    n, csr_kernel = static
+    return _layout_matmul(layout, x, weights, n, None, csr_kernel, dynamic=True)
 
 
 def _dynamic_fwd(static, layout, transpose_layout, senders, receivers, weights, x):
-    y = _layout_matmul(layout, x, weights, static[0], None, dynamic=True)
+    n, csr_kernel = static
+    y = _layout_matmul(layout, x, weights, n, None, csr_kernel, dynamic=True)
     return y, (layout, transpose_layout, senders, receivers, weights, x)
 
 
 def _dynamic_bwd(static, residuals, cotangent):
     _, transpose_layout, senders, receivers, weights, x = residuals
-    (n,) = static
+    n, csr_kernel = static
     if transpose_layout is not None:
-        x_bar = _layout_matmul(transpose_layout, cotangent, weights, n, None, dynamic=True)
+        x_bar = _layout_matmul(
+            transpose_layout, cotangent, weights, n, None, csr_kernel, dynamic=True
+        )
     else:
         rows = cotangent.at[receivers].get(mode="promise_in_bounds") * weights[:, None]
         x_bar = jax.ops.segment_sum(rows, senders, num_segments=n)

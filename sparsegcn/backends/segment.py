@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from sparsegcn.backends.base import Backend, edge_weights_like
+from sparsegcn.backends.csr import check_csr_kernel
 from sparsegcn.backends.packed import PackedGraph, packed_matmul
 from sparsegcn.graph import Graph
 
@@ -81,11 +82,18 @@ class Segment(Backend):
         ``"float16"``: rows are gathered in that dtype and summed in
         ``x``'s, halving the bytes read. Meant for accelerators, where the
         gather is bandwidth bound; results are then rounded to ~3 digits.
+      csr_kernel: the kernel of a CSR-packed graph's product, forward and
+        gradient: ``"auto"`` (default; sparsegcn's native kernel on CPU
+        when it was built, XLA's elsewhere), ``"xla"`` (always XLA's) or
+        ``"native"`` (as auto, but an error when the library is missing).
+        Chosen when the program is lowered (see
+        :mod:`sparsegcn.backends.csr`).
     """
 
     use_sorted: bool | None = None
     use_layout: bool = True
     storage_dtype: str | None = None
+    csr_kernel: str = "auto"
     name: ClassVar[str] = "segment"
 
     def __post_init__(self):
@@ -93,6 +101,7 @@ class Segment(Backend):
             raise ValueError(
                 f"storage_dtype must be one of {STORAGE_DTYPES}, got {self.storage_dtype!r}"
             )
+        check_csr_kernel(self.csr_kernel)
 
     def promises_sorted(self, edges_sorted: bool) -> bool:
         """Whether ``segment_sum`` is told the receivers are sorted, for a graph
@@ -106,7 +115,7 @@ class Segment(Backend):
     def matmul(self, graph: Graph, x: jax.Array) -> jax.Array:
         storage = None if self.storage_dtype is None else jnp.dtype(self.storage_dtype)
         if self.use_layout and isinstance(graph, PackedGraph):
-            return packed_matmul(graph, x, storage_dtype=storage)
+            return packed_matmul(graph, x, storage_dtype=storage, csr_kernel=self.csr_kernel)
         return gather_scatter(
             graph.senders,
             graph.receivers,

@@ -31,9 +31,12 @@ VARIANTS = ("dense", "segment", "segment-csr", "segment-unpacked", "bcoo", "atte
 #: the edge list's ``segment_sum`` told that receivers are sorted.
 #: "attention-csr" runs the attention path with the weighted product on the
 #: packed CSR layout (run-time weights through its edge ids).
-EXTRA_VARIANTS = ("segment-bf16", "segment-sorted", "attention-csr")
+#: "segment-csr-xla" is "segment-csr" on XLA's CSR kernel instead of
+#: sparsegcn's native one (``Segment(csr_kernel="xla")``), to set the two
+#: side by side.
+EXTRA_VARIANTS = ("segment-bf16", "segment-sorted", "attention-csr", "segment-csr-xla")
 # Variants that propagate on a packed graph.
-PACKED_VARIANTS = ("segment", "segment-bf16", "segment-csr", "attention-csr")
+PACKED_VARIANTS = ("segment", "segment-bf16", "segment-csr", "attention-csr", "segment-csr-xla")
 ATTENTION_VARIANTS = ("attention", "attention-csr")
 ALL_VARIANTS = VARIANTS + EXTRA_VARIANTS
 SBM_CLASSES = 40
@@ -93,12 +96,13 @@ def propagation_graph(graph: Graph, variant: str) -> Graph:
 
     ``"segment"`` and ``"segment-bf16"`` get
     :func:`~sparsegcn.backends.pack_gcn_norm` (what a user gets by
-    packing), ``"segment-csr"`` the same in the CSR format, every other
+    packing), ``"segment-csr"`` and ``"segment-csr-xla"`` the same in the
+    CSR format, every other
     variant ``sort_edges(gcn_norm(g))``. All of them are the same matrix.
     """
     if variant not in ALL_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {ALL_VARIANTS}")
-    if variant in ("segment-csr", "attention-csr"):
+    if variant in ("segment-csr", "segment-csr-xla", "attention-csr"):
         return pack_gcn_norm(graph, format="csr")
     if variant in PACKED_VARIANTS:
         return pack_gcn_norm(graph)
@@ -119,6 +123,8 @@ def backend_of(variant: str):
         return Dense(max_bytes=2**62)  # the runner applies its own memory limit
     if variant == "segment-csr":
         return "segment"
+    if variant == "segment-csr-xla":
+        return Segment(csr_kernel="xla")
     if variant in ATTENTION_VARIANTS:
         return "attention"
     return variant

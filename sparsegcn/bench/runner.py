@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from sparsegcn.allocator import keeps_freed_memory
-from sparsegcn.backends import propagate
+from sparsegcn.backends import native, propagate
 from sparsegcn.bench.graphs import (
     ALL_VARIANTS,
     ATTENTION_VARIANTS,
@@ -66,7 +66,7 @@ REORDERS = (None, "rcm", "degree", "community")
 # Variants that compete for the crossover (full float32 precision).
 SPARSE_VARIANTS = ("segment", "segment-unpacked", "bcoo", "segment-sorted", "segment-csr")
 # Variants measured again after each reordering of the community graphs.
-REORDERED_VARIANTS = ("segment", "segment-csr")
+REORDERED_VARIANTS = ("segment", "segment-csr", "segment-csr-xla")
 DENSE_MAX_BYTES = 4 * 2**30  # the dense backend's own default limit
 
 
@@ -84,7 +84,7 @@ class Matrix:
       passes: ``"fwd"`` (``Â x``) and/or ``"fwd_bwd"`` (value and gradient
         with respect to ``x``).
       reorders: node orders for the community graphs' packed ``segment``
-        and ``segment-csr`` variants:
+        and ``segment-csr`` (and ``segment-csr-xla``) variants:
         ``None`` (as generated) plus any of ``"rcm"``, ``"degree"``,
         ``"community"``.
       repeats: timed calls per case.
@@ -290,6 +290,10 @@ def machine_info() -> dict:
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "keeps_freed_memory": keeps_freed_memory(),
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+        # The CPU CSR product's kernel: built or not, its ISA and threads.
+        "native_csr_kernel": {
+            key: value for key, value in native.kernel_info().items() if key != "path"
+        },
     }
 
 

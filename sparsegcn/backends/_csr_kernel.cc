@@ -1,0 +1,408 @@
+// The CPU CSR product behind sparsegcn's packed CSR layout, as an XLA FFI handler.
+//
+//   y[i, :] = sum over k in [indptr[i], indptr[i + 1]) of data[k] * x[columns[k], :]
+//
+// float32 values, int32 row offsets and columns, any feature width F. The
+// product is bound by gathering one row of x per entry, so the loop is built
+// around that gather:
+//
+// - rows are split into chunks of about equal cost (entries plus a per-row
+//   overhead), claimed through an atomic counter by the calling thread and
+//   by helper std::threads kept for the process (see Job and Helpers);
+// - the rows of x a few dozen entries ahead are prefetched, so several
+//   cache misses are in flight while the current row is summed;
+// - each output row is summed in registers, one column tile (64 floats with
+//   AVX2, 32 in baseline code) at a time, and stored once: y is written,
+//   never read.
+//
+// Each output row is summed by one thread in entry order, so the result is
+// bitwise the same for every thread count and chunking. The hot loop is
+// compiled twice on x86-64, for the baseline ISA and for AVX2 + FMA, and the
+// second is chosen at load time when the CPU has both (no -march=native: the
+// library runs on any x86-64).
+//
+// Loaded and registered by sparsegcn/backends/native.py; built by setup.py.
+
+// Python.h comes first, as Python asks; the library is also an (empty)
+// Python extension module, see PyInit__csr_kernel at the end.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+// A vector of 8 floats read from unaligned memory (rows of x start anywhere
+// when F is not a multiple of 8). Baseline x86-64 code splits it into two SSE
+// registers; the AVX2 clone keeps it in one.
+typedef float Vec8 __attribute__((vector_size(32), aligned(4), may_alias));
+
+// A column tile: 8 vectors, 64 floats (256 bytes, four cache lines) where
+// there are 16 vector registers of 8 floats (AVX2); 4 vectors in baseline
+// x86-64 code, whose 16 registers hold 4 floats each.
+constexpr int kWideTileVectors = 8;
+constexpr int kBaselineTileVectors = 4;
+constexpr std::int64_t kPrefetchDistance = 16;  // entries ahead
+constexpr std::int64_t kRowCost = 4;            // a row's overhead, in entries, for chunking
+constexpr int kChunksPerThread = 8;             // slack for uneven rows and a busy core
+// Below this many multiply-adds a second thread costs more than it saves.
+constexpr std::int64_t kMinWorkPerThread = std::int64_t{1} << 19;
+
+struct Problem {
+  const std::int32_t* indptr;
+  const std::int32_t* columns;
+  const float* data;
+  const float* x;
+  float* y;
+  std::int64_t num_x_rows;
+  std::int64_t features;
+};
+
+// One row's columns [c0, c0 + 8 K), summed in K vector registers. Returns
+// whether a column id was out of range (a local flag, not a pointer, so the
+// compiler may keep the problem's fields in registers).
+template <int K>
+__attribute__((always_inline)) inline bool TileRow(const Problem& p, std::int64_t begin,
+                                                   std::int64_t end, std::int64_t last,
+                                                   std::int64_t c0, float* out) {
+  bool bad = false;
+  Vec8 acc[K];
+  for (int k = 0; k < K; ++k) acc[k] = Vec8{};
+  const std::int64_t f = p.features;
+  for (std::int64_t e = begin; e < end; ++e) {
+    const std::int64_t ahead = std::min(e + kPrefetchDistance, last);
+    const std::uint32_t next = static_cast<std::uint32_t>(p.columns[ahead]);
+    if (next < static_cast<std::uint64_t>(p.num_x_rows)) {
+      const char* line = reinterpret_cast<const char*>(p.x + next * f + c0);
+      for (int b = 0; b < K * 32; b += 64) __builtin_prefetch(line + b, 0, 3);
+    }
+    const std::uint32_t col = static_cast<std::uint32_t>(p.columns[e]);
+    if (__builtin_expect(col >= static_cast<std::uint64_t>(p.num_x_rows), 0)) {
+      bad = true;
+      continue;
+    }
+    const float w = p.data[e];
+    const float* row = p.x + col * f + c0;
+    for (int k = 0; k < K; ++k) {
+      acc[k] += w * *reinterpret_cast<const Vec8*>(row + 8 * k);
+    }
+  }
+  for (int k = 0; k < K; ++k) *reinterpret_cast<Vec8*>(out + 8 * k) = acc[k];
+  return bad;
+}
+
+// The last F % 8 columns, one float at a time.
+__attribute__((always_inline)) inline bool TailRow(const Problem& p, std::int64_t begin,
+                                                   std::int64_t end, std::int64_t c0,
+                                                   std::int64_t width, float* out) {
+  bool bad = false;
+  float acc[8] = {};
+  const std::int64_t f = p.features;
+  for (std::int64_t e = begin; e < end; ++e) {
+    const std::uint32_t col = static_cast<std::uint32_t>(p.columns[e]);
+    if (__builtin_expect(col >= static_cast<std::uint64_t>(p.num_x_rows), 0)) {
+      bad = true;
+      continue;
+    }
+    const float w = p.data[e];
+    const float* row = p.x + col * f + c0;
+    for (std::int64_t j = 0; j < width; ++j) acc[j] += w * row[j];
+  }
+  for (std::int64_t j = 0; j < width; ++j) out[j] = acc[j];
+  return bad;
+}
+
+// Rows [r0, r1), every column, in tiles of kTile vectors; the body both builds share.
+template <int kTile>
+__attribute__((always_inline)) inline bool RowsBody(const Problem& p, std::int64_t r0,
+                                                    std::int64_t r1) {
+  constexpr std::int64_t kTileFloats = 8 * kTile;
+  bool bad = false;
+  const std::int64_t f = p.features;
+  const std::int64_t last = std::max<std::int64_t>(p.indptr[r1] - 1, 0);
+  const std::int64_t full = f / kTileFloats * kTileFloats;
+  const std::int64_t vectors = (f - full) / 8;
+  const std::int64_t tail = full + 8 * vectors;
+  for (std::int64_t i = r0; i < r1; ++i) {
+    const std::int64_t begin = p.indptr[i], end = p.indptr[i + 1];
+    float* out = p.y + i * f;
+    for (std::int64_t c0 = 0; c0 < full; c0 += kTileFloats) {
+      bad |= TileRow<kTile>(p, begin, end, last, c0, out + c0);
+    }
+    switch (vectors) {
+      case 1: bad |= TileRow<1>(p, begin, end, last, full, out + full); break;
+      case 2: bad |= TileRow<2>(p, begin, end, last, full, out + full); break;
+      case 3: bad |= TileRow<3>(p, begin, end, last, full, out + full); break;
+      case 4: bad |= TileRow<4>(p, begin, end, last, full, out + full); break;
+      case 5: bad |= TileRow<5>(p, begin, end, last, full, out + full); break;
+      case 6: bad |= TileRow<6>(p, begin, end, last, full, out + full); break;
+      case 7: bad |= TileRow<7>(p, begin, end, last, full, out + full); break;
+      default: break;
+    }
+    if (tail < f) bad |= TailRow(p, begin, end, tail, f - tail, out + tail);
+  }
+  return bad;
+}
+
+bool RowsBaseline(const Problem& p, std::int64_t r0, std::int64_t r1) {
+  return RowsBody<kBaselineTileVectors>(p, r0, r1);
+}
+
+using RowsFn = bool (*)(const Problem&, std::int64_t, std::int64_t);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) bool RowsAvx2(const Problem& p, std::int64_t r0,
+                                                   std::int64_t r1) {
+  return RowsBody<kWideTileVectors>(p, r0, r1);
+}
+
+RowsFn SelectRows() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return RowsAvx2;
+  return RowsBaseline;
+}
+#else
+RowsFn SelectRows() { return RowsBaseline; }
+#endif
+
+// Chosen once, when the library is loaded.
+const RowsFn kBestRows = SelectRows();
+
+int AvailableCores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Cores this process may use, capped by SPARSEGCN_CSR_THREADS when set.
+int DefaultThreads() {
+  int threads = AvailableCores();
+  if (const char* cap = std::getenv("SPARSEGCN_CSR_THREADS")) {
+    const int value = std::atoi(cap);
+    if (value > 0) threads = std::min(threads, value);
+  }
+  return threads;
+}
+
+const int kDefaultThreads = DefaultThreads();
+
+// First row r with indptr[r] + kRowCost * r >= target (rows are monotone in cost).
+std::int64_t RowAtCost(const std::int32_t* indptr, std::int64_t rows, std::int64_t target) {
+  std::int64_t lo = 0, hi = rows;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (indptr[mid] + kRowCost * mid < target) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// One product split into chunks of rows. The caller and any helper threads
+// claim chunks from `next`; the caller returns once `done` covers every chunk.
+// A helper that wakes after the last chunk was claimed touches nothing but
+// this (shared) record, so the caller never waits for a thread that has not
+// started: on a busy machine it simply does more of the chunks itself.
+struct Job {
+  Problem p;
+  RowsFn rows_fn;
+  std::vector<std::int64_t> bounds;  // chunk c is rows [bounds[c], bounds[c + 1])
+  std::int64_t chunks;
+  std::atomic<std::int64_t> next{0};
+  std::atomic<std::int64_t> done{0};
+  std::atomic<bool> bad{false};
+  std::mutex mutex;
+  std::condition_variable finished;
+};
+
+void Work(Job& job) {
+  bool bad = false;
+  std::int64_t mine = 0;
+  for (std::int64_t c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks;) {
+    if (job.bounds[c] < job.bounds[c + 1]) {
+      bad |= job.rows_fn(job.p, job.bounds[c], job.bounds[c + 1]);
+    }
+    ++mine;
+  }
+  if (bad) job.bad.store(true, std::memory_order_relaxed);
+  if (mine > 0 && job.done.fetch_add(mine, std::memory_order_acq_rel) + mine == job.chunks) {
+    std::lock_guard<std::mutex> lock(job.mutex);
+    job.finished.notify_all();
+  }
+}
+
+// Helper threads, started on the first product big enough to share and kept
+// for the life of the process (the library is never unloaded). They sleep on
+// a condition variable between products; nothing spins.
+class Helpers {
+ public:
+  explicit Helpers(int count) : count_(count) {
+    for (int t = 0; t < count; ++t) std::thread([this] { Loop(); }).detach();
+  }
+
+  int count() const { return count_; }
+
+  void Offer(const std::shared_ptr<Job>& job, int helpers) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (int h = 0; h < helpers; ++h) queue_.push_back(job);
+    }
+    if (helpers == 1) {
+      wake_.notify_one();
+    } else {
+      wake_.notify_all();
+    }
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return !queue_.empty(); });
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Work(*job);
+    }
+  }
+
+  const int count_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;
+};
+
+Helpers& GetHelpers() {
+  static Helpers* helpers = new Helpers(std::max(kDefaultThreads - 1, 0));  // never freed
+  return *helpers;
+}
+
+void Run(const Problem& p, std::int64_t rows, RowsFn rows_fn, int threads, bool* bad) {
+  const std::int64_t entries = p.indptr[rows];
+  const std::int64_t work = (entries + rows) * p.features;
+  threads = static_cast<int>(
+      std::clamp<std::int64_t>(work / kMinWorkPerThread, 1, std::max(threads, 1)));
+  if (threads == 1) {
+    *bad = rows_fn(p, 0, rows);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->p = p;
+  job->rows_fn = rows_fn;
+  job->chunks = std::min<std::int64_t>(std::int64_t{threads} * kChunksPerThread, rows);
+  const std::int64_t total = entries + kRowCost * rows;
+  job->bounds.resize(job->chunks + 1);
+  for (std::int64_t c = 0; c <= job->chunks; ++c) {
+    job->bounds[c] = c == job->chunks ? rows : RowAtCost(p.indptr, rows, total * c / job->chunks);
+  }
+  Helpers& helpers = GetHelpers();
+  const int helping = std::min(threads - 1, helpers.count());
+  if (helping > 0) helpers.Offer(job, helping);
+  Work(*job);
+  {
+    std::unique_lock<std::mutex> lock(job->mutex);
+    job->finished.wait(lock, [&] {
+      return job->done.load(std::memory_order_acquire) == job->chunks;
+    });
+  }
+  *bad = job->bad.load();
+}
+
+// isa: 0 the best the CPU has, 1 the baseline build. threads: 0 the default.
+ffi::Error CsrSpmm(ffi::BufferR1<ffi::S32> indptr, ffi::BufferR1<ffi::S32> columns,
+                   ffi::BufferR1<ffi::F32> data, ffi::BufferR2<ffi::F32> x,
+                   ffi::ResultBufferR2<ffi::F32> y, std::int64_t isa, std::int64_t threads) {
+  const std::int64_t rows = static_cast<std::int64_t>(indptr.element_count()) - 1;
+  const auto x_dims = x.dimensions();
+  const auto y_dims = y->dimensions();
+  const std::int64_t num_entries = static_cast<std::int64_t>(columns.element_count());
+  if (rows < 0) return ffi::Error::InvalidArgument("csr_spmm: indptr is empty");
+  if (static_cast<std::int64_t>(data.element_count()) != num_entries) {
+    return ffi::Error::InvalidArgument("csr_spmm: data and columns differ in length");
+  }
+  if (y_dims[0] != rows || y_dims[1] != x_dims[1]) {
+    return ffi::Error::InvalidArgument("csr_spmm: output shape is not [rows, F]");
+  }
+  const std::int32_t* offsets = indptr.typed_data();
+  if (offsets[0] != 0 || offsets[rows] > num_entries) {
+    return ffi::Error::InvalidArgument("csr_spmm: indptr must start at 0 and end within columns");
+  }
+  for (std::int64_t i = 0; i < rows; ++i) {
+    if (offsets[i + 1] < offsets[i]) {
+      return ffi::Error::InvalidArgument("csr_spmm: indptr decreases at row " + std::to_string(i));
+    }
+  }
+  const std::int64_t features = x_dims[1];
+  if (rows == 0 || features == 0) return ffi::Error::Success();
+  const Problem p{offsets,        columns.typed_data(), data.typed_data(), x.typed_data(),
+                  y->typed_data(), x_dims[0],           features};
+  const RowsFn rows_fn = isa == 1 ? RowsBaseline : kBestRows;
+  bool bad = false;
+  Run(p, rows, rows_fn, threads > 0 ? static_cast<int>(threads) : kDefaultThreads, &bad);
+  if (bad) {
+    return ffi::Error::InvalidArgument("csr_spmm: a column id is outside [0, " +
+                                       std::to_string(x_dims[0]) + ")");
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SparsegcnCsrSpmm, CsrSpmm,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::BufferR1<ffi::S32>>()  // indptr [rows + 1]
+                                  .Arg<ffi::BufferR1<ffi::S32>>()  // columns [E]
+                                  .Arg<ffi::BufferR1<ffi::F32>>()  // data [E]
+                                  .Arg<ffi::BufferR2<ffi::F32>>()  // x [M, F]
+                                  .Ret<ffi::BufferR2<ffi::F32>>()  // y [rows, F]
+                                  .Attr<std::int64_t>("isa")
+                                  .Attr<std::int64_t>("threads"));
+
+// The hot loop chosen at load: "avx2+fma" or "baseline".
+extern "C" __attribute__((visibility("default"))) const char* SparsegcnCsrIsa() {
+  return kBestRows == RowsBaseline ? "baseline" : "avx2+fma";
+}
+
+// Threads a product uses at most (cores, capped by SPARSEGCN_CSR_THREADS).
+extern "C" __attribute__((visibility("default"))) int SparsegcnCsrThreads() {
+  return kDefaultThreads;
+}
+
+// setup.py builds the library as a Python extension module, so anything that
+// walks the package (pkgutil, documentation tools) may import it: it then
+// gets an empty module. The kernel itself is reached through ctypes and
+// jax.ffi, never through Python.
+static PyModuleDef csr_kernel_module = {
+    PyModuleDef_HEAD_INIT,
+    "_csr_kernel",
+    "sparsegcn's native CPU CSR kernel (an XLA FFI handler; see sparsegcn.backends.native).",
+    0,
+    nullptr,
+};
+
+PyMODINIT_FUNC PyInit__csr_kernel() { return PyModuleDef_Init(&csr_kernel_module); }
