@@ -159,8 +159,9 @@ class LocalBatch(NamedTuple):
     """
 
     sample: NeighborSample
-    rows: jax.Array
-    num_distinct: jax.Array
+    # NumPy when localized on the host (sparsegcn.sampling.host.localize_host).
+    rows: jax.Array | np.ndarray
+    num_distinct: jax.Array | np.ndarray
 
 
 def localize(sample: NeighborSample, num_rows: int) -> LocalBatch:
