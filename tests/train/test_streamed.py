@@ -245,3 +245,40 @@ def test_fit_streamed_names_the_epoch_whose_loss_is_not_finite(data):
             seed=5,
         )
     assert err.value.epoch == 1 and err.value.seed == 5
+
+
+class _GarbageNumpy:
+    """NumPy whose ``empty`` returns NaN: what uninitialised float16 memory may hold."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def empty(shape, dtype=float, **kwargs):
+        return np.full(shape, np.nan, dtype)
+
+
+def test_staging_padding_is_zero_so_a_graph_smaller_than_its_tree_trains_finite(
+    tmp_path, monkeypatch
+):
+    # 30 nodes, a tree of 8 * (1 + 3 + 6) = 80 entries: U_max = N + 1 = 31 <= 80,
+    # so the first layer projects every staging row, padding included.
+    from sparsegcn.sampling import feature_store
+
+    monkeypatch.setattr(feature_store, "np", _GarbageNumpy())
+    small = minibatch_data(two_communities(n=30, train=10))
+    np.save(tmp_path / "x.npy", np.asarray(small.features).astype(np.float16))
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    assert local_rows_bound(FANOUTS, 8, 30) == 31
+    store = HostFeatureStore(mapped, 31, threads=1)
+    assert not store.allocate().any()
+    store.close()
+    result = fit_streamed(
+        sg.sage(8, 2, hidden=8),
+        small._replace(features=mapped),
+        TrainConfig(epochs=3, patience=None),
+        MinibatchConfig(FANOUTS, 8),
+    )
+    assert result.features_on == "mmap"
+    assert np.isfinite(result.history["loss"]).all()
+    assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(result.params))
