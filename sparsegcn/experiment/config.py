@@ -77,7 +77,9 @@ class Experiment:
         DEFAULT_BACKEND, "propagation backend", choices=("dense", "segment", "bcoo")
     )
     hidden: int | None = _field(None, "hidden width (per head for gat) [model default]")
-    layers: int | None = _field(None, "number of layers [model default]")
+    layers: int | None = _field(
+        None, "number of layers [one per --fanouts hop for sampled runs, else model default]"
+    )
     dropout: float | None = _field(None, "dropout rate [model default]")
     residual: bool = _field(False, "skip connections between equal-width hidden layers")
     model_options: tuple | None = _field(
@@ -179,6 +181,9 @@ class Experiment:
         if not isinstance(self.model, str) or self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {list(MODELS)}")
         spec = get_model_spec(self.model)
+        if self.layers is None and spec.sampled and self.fanouts not in (None, "none"):
+            # A sampled model takes one layer per hop: --fanouts 15,10,5 alone means 3 layers.
+            object.__setattr__(self, "layers", len(check_fanouts(self.fanouts)))
         for name in MODEL_DEFAULTS:
             if getattr(self, name) is None and name in spec.defaults:
                 object.__setattr__(self, name, spec.defaults[name])
