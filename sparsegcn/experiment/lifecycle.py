@@ -49,6 +49,9 @@ RESUME_MAY_CHANGE = frozenset(
         "num_processes",
         "process_id",
         "features_on",
+        # Streamed runs (the only ones these change) write no checkpoints.
+        "graph_on",
+        "max_batches",
         "overwrite",
         "divergence_factor",
         "divergence_epochs",

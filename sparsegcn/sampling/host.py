@@ -56,10 +56,12 @@ from sparsegcn.sampling.feature_store import LocalBatch, host_memory_bytes
 from sparsegcn.sampling.neighbor import NeighborSample, check_fanouts, tree_sizes
 
 __all__ = [
+    "GRAPH_ON",
     "HashSeeds",
     "HostCSR",
     "MappedBudget",
     "advise",
+    "check_graph_on",
     "floyd_host",
     "hash_words",
     "localize_host",
@@ -67,10 +69,22 @@ __all__ = [
     "sample_tree_host",
 ]
 
+GRAPH_ON = ("auto", "device", "host")
+"""Where sampled training samples the graph: on the device, on the host
+(:func:`sample_tree_host`), or ``"auto"``: the host when the graph is too
+large to expand in RAM."""
+
 _GOLDEN = np.uint32(0x9E3779B9)
 _M1 = np.uint32(0x85EBCA6B)
 _M2 = np.uint32(0xC2B2AE35)
 _READ_CHUNK = 1 << 16  # neighbour ids read per thread task
+
+
+def check_graph_on(value) -> str:
+    """Validates a graph placement name (one of :data:`GRAPH_ON`)."""
+    if not isinstance(value, str) or value not in GRAPH_ON:
+        raise ValueError(f"graph_on must be one of {list(GRAPH_ON)}, got {value!r}")
+    return value
 
 
 def _mapping(array) -> mmap.mmap | None:
