@@ -169,6 +169,8 @@ class HostSampler:
       budget: releases the memory maps' pages after each batch.
       pool: threads reading ``csr.indices``.
       batches, seconds: batches sampled and localized, and the time it took.
+      scratch: :func:`~sparsegcn.sampling.localize_host`'s int32 ``[N]``
+        workspace (allocated when not given).
     """
 
     csr: HostCSR
@@ -178,12 +180,17 @@ class HostSampler:
     pool: concurrent.futures.ThreadPoolExecutor
     batches: int = 0
     seconds: float = 0.0
+    scratch: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.scratch is None:  # localize_host's workspace: 4 N bytes, reused
+            self.scratch = np.zeros(self.csr.num_nodes, np.int32)
 
     def localized(self, nodes: np.ndarray, mask: np.ndarray, seeds: HashSeeds) -> LocalBatch:
         """The batch's tree, sampled and localized on the host (NumPy arrays)."""
         tick = time.perf_counter()
         tree = sample_tree_host(self.csr, nodes, self.fanouts, seeds, mask=mask, pool=self.pool)
-        local = localize_host(tree, self.num_rows)
+        local = localize_host(tree, self.num_rows, scratch=self.scratch)
         self.seconds += time.perf_counter() - tick
         self.batches += 1
         return local

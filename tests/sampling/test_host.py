@@ -121,6 +121,15 @@ def test_localize_host_gives_the_device_contract():
     for level, d, h in zip(host_tree.nodes, device.sample.nodes, host.sample.nodes, strict=True):
         np.testing.assert_array_equal(h, np.asarray(d))
         np.testing.assert_array_equal(host.rows[h], level)
+    # the scratch path (any prior contents, reused) gives the same arrays
+    scratch = np.full(len(DEGREES), 7, np.int32)
+    for _ in range(2):
+        fast = localize_host(host_tree, 65, scratch=scratch)
+        np.testing.assert_array_equal(fast.rows, host.rows)
+        assert fast.num_distinct == host.num_distinct
+        for a, b in zip(fast.sample.nodes, host.sample.nodes, strict=True):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == b.dtype == np.int32
     with pytest.raises(ValueError, match="num_rows=3 must exceed"):
         localize_host(host_tree, 3)
 
