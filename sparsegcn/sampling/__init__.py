@@ -13,7 +13,8 @@
   file and gathers each batch's distinct rows (:func:`localize`) on the host;
 - :class:`HostCSR` and :func:`sample_tree_host` draw the same trees on the
   host from a CSR whose neighbour ids stay memory-mapped on disk
-  (:mod:`.host`), :func:`localize_host` localizes them.
+  (:mod:`.host`), :func:`localize_host` localizes them, and
+  :func:`sample_dedup_host` draws the de-duplicated frontiers there.
 """
 
 from sparsegcn.sampling.chunks import (
@@ -41,7 +42,7 @@ from sparsegcn.sampling.feature_store import (
     local_rows_bound,
     localize,
 )
-from sparsegcn.sampling.host import HostCSR, localize_host, sample_tree_host
+from sparsegcn.sampling.host import HostCSR, localize_host, sample_dedup_host, sample_tree_host
 from sparsegcn.sampling.neighbor import (
     NeighborSample,
     check_csr,
@@ -79,6 +80,7 @@ __all__ = [
     "sample_batch",
     "sample_blocks",
     "sample_dedup",
+    "sample_dedup_host",
     "sample_neighbors",
     "sample_positions",
     "sample_tree_host",

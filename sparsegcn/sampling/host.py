@@ -15,6 +15,8 @@ anything else. Here the same computation tree is drawn with NumPy:
 - :func:`localize_host` renumbers it to the rows of its distinct ids, as
   :func:`~sparsegcn.sampling.localize` does on the device, so the same
   compiled step consumes either;
+- :func:`sample_dedup_host` draws :func:`~sparsegcn.sampling.sample_dedup`'s
+  de-duplicated frontiers the same way;
 - :class:`MappedBudget` keeps the resident pages of the memory maps bounded.
 
 **The same draws as the device.** The device sampler's random words are
@@ -52,6 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sparsegcn.sampling.dedup import DedupSample, dedup_sizes
 from sparsegcn.sampling.feature_store import LocalBatch, host_memory_bytes
 from sparsegcn.sampling.neighbor import NeighborSample, check_fanouts, tree_sizes
 
@@ -66,6 +69,7 @@ __all__ = [
     "hash_words",
     "localize_host",
     "rss_file_bytes",
+    "sample_dedup_host",
     "sample_tree_host",
 ]
 
@@ -306,6 +310,25 @@ def _sample_level(
     return neighbors.reshape(shape), valid.reshape(shape)
 
 
+def _start(csr: HostCSR, seeds, rng, mask) -> tuple[HashSeeds, list, list]:
+    """The checked seeds (masked slots to node 0), their mask, and the hash seeds."""
+    if isinstance(rng, np.random.Generator):
+        rng = HashSeeds.from_generator(rng)
+    elif not isinstance(rng, HashSeeds):
+        rng = HashSeeds.from_key(rng)
+    seeds = np.asarray(seeds)
+    if seeds.ndim != 1 or not np.issubdtype(seeds.dtype, np.integer):
+        raise ValueError(f"seeds must be a 1-D integer array [B], got {seeds.dtype} {seeds.shape}")
+    seed_mask = np.ones(seeds.shape, bool) if mask is None else np.asarray(mask, bool)
+    if seed_mask.shape != seeds.shape:
+        raise ValueError(f"mask must have the seeds' shape {seeds.shape}, got {seed_mask.shape}")
+    real = seeds[seed_mask]
+    if real.size and (real.min() < 0 or real.max() >= csr.num_nodes):
+        bad = int(real[(real < 0) | (real >= csr.num_nodes)][0])
+        raise ValueError(f"seed {bad} is out of range [0, {csr.num_nodes})")
+    return rng, [np.where(seed_mask, seeds, 0).astype(np.int32)], [seed_mask]
+
+
 def sample_tree_host(
     csr: HostCSR,
     seeds,
@@ -340,23 +363,8 @@ def sample_tree_host(
       ValueError: bad fanouts, seeds out of range or of the wrong shape.
     """
     fanouts = check_fanouts(fanouts)
-    if isinstance(rng, np.random.Generator):
-        rng = HashSeeds.from_generator(rng)
-    elif not isinstance(rng, HashSeeds):
-        rng = HashSeeds.from_key(rng)
-    seeds = np.asarray(seeds)
-    if seeds.ndim != 1 or not np.issubdtype(seeds.dtype, np.integer):
-        raise ValueError(f"seeds must be a 1-D integer array [B], got {seeds.dtype} {seeds.shape}")
-    seed_mask = np.ones(seeds.shape, bool) if mask is None else np.asarray(mask, bool)
-    if seed_mask.shape != seeds.shape:
-        raise ValueError(f"mask must have the seeds' shape {seeds.shape}, got {seed_mask.shape}")
-    real = seeds[seed_mask]
-    if real.size and (real.min() < 0 or real.max() >= csr.num_nodes):
-        bad = int(real[(real < 0) | (real >= csr.num_nodes)][0])
-        raise ValueError(f"seed {bad} is out of range [0, {csr.num_nodes})")
-    nodes = [np.where(seed_mask, seeds, 0).astype(np.int32)]
-    masks = [seed_mask]
-    sizes = tree_sizes(seeds.shape[0], fanouts)
+    rng, nodes, masks = _start(csr, seeds, rng, mask)
+    sizes = tree_sizes(nodes[0].shape[0], fanouts)
     offset = 0
     for k, n in zip(fanouts, sizes[:-1], strict=True):
         bits = hash_words(rng, offset, n * k)
@@ -365,6 +373,93 @@ def sample_tree_host(
         masks.append(valid)
         offset += n * k
     return NeighborSample(nodes=tuple(nodes), masks=tuple(masks))
+
+
+def _relabel_host(known, known_mask, sampled, valid, room: int):
+    """:func:`sparsegcn.sampling.dedup._relabel` in NumPy (same outputs, same rules):
+    rows for one hop's sampled nodes, the first occurrence of each new node (in
+    frontier order) becoming the next row, those past ``room`` dropped."""
+    u, m = known.shape[0], sampled.shape[0]
+    sentinel = np.iinfo(np.int32).max
+    ids = np.concatenate(
+        [np.where(known_mask, known, sentinel), np.where(valid, sampled, sentinel)]
+    )
+    # Known rows come first and the sort is stable, so each id's group starts
+    # with its row if it has one, else with its first sampled occurrence.
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    first = np.ones(u + m, bool)
+    first[1:] = sorted_ids[1:] != sorted_ids[:-1]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(u + m), 0))
+    head = np.empty(u + m, np.int64)
+    head[order] = order[group_start]
+    head = head[u:]
+    known_row = head < u
+    new = valid & (head == u + np.arange(m))
+    rank = np.cumsum(new) - 1
+    kept = new & (rank < room)
+    first_seen = np.clip(head - u, 0, max(m - 1, 0))
+    rows = np.where(known_row, head, u + rank[first_seen])
+    edge_ok = valid & (known_row | kept[first_seen])
+    new_nodes = np.zeros(room, np.int32)
+    new_nodes[rank[kept]] = sampled[kept]
+    total_new = int(new.sum())
+    new_mask = np.arange(room) < total_new
+    dropped = total_new - int(kept.sum())
+    return np.where(edge_ok, rows, 0).astype(np.int32), new_nodes, new_mask, edge_ok, dropped
+
+
+def sample_dedup_host(
+    csr: HostCSR,
+    seeds,
+    fanouts: Sequence[int],
+    rng: HashSeeds | np.random.Generator | jax.Array,
+    *,
+    mask=None,
+    caps: Sequence[int] | int | str | None = None,
+    pool: concurrent.futures.Executor | None = None,
+) -> DedupSample:
+    """:func:`~sparsegcn.sampling.sample_dedup` on the host: each distinct node once.
+
+    The device's rules (frontiers of static sizes
+    :func:`~sparsegcn.sampling.dedup_sizes`, frontier ``d``'s slot ``j``
+    reading the words of tree entry ``j`` of level ``d``, first-appearance
+    order, caps dropping the nodes reached last) and, for a JAX key ``rng``,
+    the device's draws: the result equals ``sample_dedup(..., key=rng)``
+    (tested). Arguments as for :func:`sample_tree_host`; ``caps`` as for
+    the device sampler.
+
+    Returns:
+      A :class:`~sparsegcn.sampling.DedupSample` of NumPy arrays.
+    """
+    fanouts = check_fanouts(fanouts)
+    rng, nodes, masks = _start(csr, seeds, rng, mask)
+    sizes = dedup_sizes(nodes[0].shape[0], fanouts, num_nodes=csr.num_nodes, caps=caps)
+    tree = tree_sizes(nodes[0].shape[0], fanouts)
+    level_start = np.cumsum([0, *tree[1:-1]]).tolist()
+    neighbors, edge_masks, overflow = [], [], []
+    for d, k in enumerate(fanouts):
+        bits = hash_words(rng, int(level_start[d]), sizes[d] * k)
+        sampled, valid = _sample_level(csr, nodes[d], masks[d], k, bits, pool)
+        rows, new_nodes, new_mask, edge_ok, dropped = _relabel_host(
+            np.concatenate(nodes),
+            np.concatenate(masks),
+            sampled.reshape(-1),
+            valid.reshape(-1),
+            sizes[d + 1],
+        )
+        nodes.append(new_nodes)
+        masks.append(new_mask)
+        neighbors.append(rows.reshape(sizes[d], k))
+        edge_masks.append(edge_ok.reshape(sizes[d], k))
+        overflow.append(dropped)
+    return DedupSample(
+        nodes=tuple(nodes),
+        masks=tuple(masks),
+        neighbors=tuple(neighbors),
+        edge_masks=tuple(edge_masks),
+        overflow=np.asarray(overflow, np.int32),
+    )
 
 
 def localize_host(

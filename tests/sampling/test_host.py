@@ -9,7 +9,7 @@ import pytest
 import scipy.stats
 
 from sparsegcn.ops import hash_bits
-from sparsegcn.sampling import localize, sample_blocks
+from sparsegcn.sampling import localize, sample_blocks, sample_dedup
 from sparsegcn.sampling.host import (
     HashSeeds,
     HostCSR,
@@ -18,6 +18,7 @@ from sparsegcn.sampling.host import (
     hash_words,
     localize_host,
     rss_file_bytes,
+    sample_dedup_host,
     sample_tree_host,
 )
 
@@ -179,3 +180,25 @@ def test_the_mapped_budget_drops_resident_pages_above_its_limit(tmp_path):
     assert budget.check() and budget.releases == 1
     assert rss_file_bytes() < touched - size // 2
     assert float(mapped[:10].sum()) == 10.0  # the data is still there
+
+
+@pytest.mark.parametrize(
+    ("fanouts", "caps"), [((3,), None), ((4, 3), None), ((3, 2, 2), None), ((4, 3), (12, 20))]
+)
+@pytest.mark.parametrize("key", [0, 1])
+def test_host_dedup_is_the_device_dedup_for_the_same_key(fanouts, caps, key):
+    indptr, indices = _csr(DEGREES, seed=4)
+    csr = HostCSR.from_arrays(indptr, indices)
+    seeds = np.array([0, 5, 8, 6, 1, 14, 3, 9, 63, 12, 8], np.int32)  # a repeated seed too
+    mask = np.ones(11, bool)
+    mask[[3, 7]] = False
+    k = jax.random.key(key)
+    device = sample_dedup(indptr, indices, seeds, fanouts, key=k, mask=mask, caps=caps)
+    host = sample_dedup_host(csr, seeds, fanouts, k, mask=mask, caps=caps)
+    for field in ("nodes", "masks", "neighbors", "edge_masks"):
+        for d, h in zip(getattr(device, field), getattr(host, field), strict=True):
+            assert h.shape == d.shape and h.dtype == d.dtype, field
+            np.testing.assert_array_equal(h, np.asarray(d), err_msg=field)
+    np.testing.assert_array_equal(host.overflow, np.asarray(device.overflow))
+    if caps is not None:
+        assert host.overflow.sum() > 0  # the caps bite on this graph
