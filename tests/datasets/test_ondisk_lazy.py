@@ -6,6 +6,7 @@ import pytest
 from sparsegcn.datasets import load, ondisk, save
 from sparsegcn.datasets.ondisk import ExpandedRows, expand_rows, load_ondisk
 from sparsegcn.datasets.stats import describe
+from sparsegcn.sampling.host import rss_file_bytes
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +45,25 @@ def test_lazy_receivers_compute_any_slice_and_refuse_to_be_read_whole(folder):
     # `sparsegcn info` statistics run on it: degrees from indptr, homophily by slices
     lazy, eager = describe(dataset), describe(load_ondisk(folder))
     assert lazy["degree"] == eager["degree"] and lazy["homophily"] == eager["homophily"]
+
+
+@pytest.mark.skipif(rss_file_bytes() is None, reason="RssFile needs Linux /proc")
+def test_the_load_checks_leave_no_file_pages_resident(tmp_path):
+    # 16 M edges: the checks read all of a 64 MB indices.npy.
+    n, per_row = 1000, 16_000
+    with ondisk.DatasetWriter(
+        tmp_path / "g", num_nodes=n, num_stored_edges=n * per_row, num_features=1
+    ) as writer:
+        writer.indptr[:] = np.arange(n + 1, dtype=np.int64) * per_row
+        row = np.repeat(np.arange(n, dtype=np.int32), per_row // n)
+        for r in range(n):
+            writer.indices[r * per_row : (r + 1) * per_row] = row
+        writer.features[:] = 1
+        writer.labels[:] = 0
+        for split in ("train", "valid", "test"):
+            writer.write_split(split, [0])
+        folder = writer.finish(name="g", num_edges=n * per_row, num_classes=1)
+    before = rss_file_bytes()
+    dataset = load_ondisk(folder, expand_limit=0)
+    assert rss_file_bytes() - before < 16 << 20
+    assert int(dataset.graph.senders[-1]) == n - 1
