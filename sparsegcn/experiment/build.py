@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from sparsegcn import _checks, transforms
 from sparsegcn.backends import get_backend, pack, pack_gcn_norm
 from sparsegcn.datasets import Dataset
-from sparsegcn.datasets.ondisk import EXPAND_FRACTION, ExpandedRows
+from sparsegcn.datasets.ondisk import EXPAND_FRACTION, ExpandedRows, release_pages
 from sparsegcn.experiment.config import HOST_GRAPH_PREPARATIONS, Experiment, _resolved
 from sparsegcn.experiment.precompute import sgc_precompute
 from sparsegcn.features import as_features, normalize
@@ -306,10 +306,12 @@ def streamed_data(
     graph: Any = None
     if graph_on != "host":
         graph = sampling_graph(prepare_graph(dataset, model, packed=False))
+    labels = np.maximum(dataset.labels, 0).astype(np.int32)
+    release_pages(dataset.labels)  # a memory map's pages, read once: out of the RSS
     return MinibatchData(
         graph=graph,
         features=x,
-        labels=np.maximum(dataset.labels, 0).astype(np.int32),
+        labels=labels,
         train_nodes=np.flatnonzero(train_mask).astype(np.int32),
         train_mask=train_mask,
         val_mask=index_mask(dataset.split["valid"], n),

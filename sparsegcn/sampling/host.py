@@ -168,6 +168,7 @@ class HostCSR:
                 f"indptr must run from 0 to len(indices) = {idx.shape[0]}, got ends {ends}"
             )
         ptr = np.array(ptr, np.int64)  # in RAM, whatever it was (a memory map included)
+        advise(indptr, "dontneed")  # the copy is what stays resident, not the map's pages
         if idx.dtype != np.int32:
             idx = idx.astype(np.int32)
         if random_access:
