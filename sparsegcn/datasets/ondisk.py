@@ -75,12 +75,18 @@ The :class:`~sparsegcn.Graph` of the loaded :class:`Dataset` is an edge
 list: its ``senders`` are the memory-mapped ``indices``, its ``receivers``
 are expanded from ``indptr`` into RAM (4 bytes per stored edge), since no
 receiver array is stored (it would add 13 GB on disk at papers100M size).
+Above :data:`EXPAND_FRACTION` of physical RAM (12.9 GB of receivers for
+papers100M) they are not expanded: the graph then holds
+:class:`ExpandedRows`, which computes any slice on demand and refuses to be
+read whole, so the folder loads in seconds and only paths that never need
+the full receiver array run (host sampling, ``--graph-on host``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import numbers
 import os
 import shutil
@@ -100,6 +106,10 @@ FEATURE_DTYPES = ("float32", "float16")
 CHECK_CHUNK = 1 << 24
 """Entries per chunk of the load-time checks: the temporaries stay at a few
 hundred MB whatever the graph's size."""
+
+EXPAND_FRACTION = 1 / 8
+"""Share of physical RAM up to which :func:`load_ondisk` expands the receivers
+(4 bytes per stored edge) eagerly; above it they stay :class:`ExpandedRows`."""
 
 _FILES = ("indptr", "indices", "features", "labels", *SPLITS)
 _COUNTS = ("num_nodes", "num_stored_edges", "num_edges", "num_features", "num_classes")
@@ -511,6 +521,27 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
     return arrays
 
 
+def release_pages(array) -> bool:
+    """Drops the pages of the memory map under ``array`` from this process's resident set.
+
+    ``madvise(MADV_DONTNEED)`` on the whole map: a read-only file-backed
+    page leaves the RSS but stays in the kernel's page cache (a later read
+    is a minor fault). The load-time checks read every byte of ``indices``
+    (12.9 GB at papers100M size); without this, those pages would count in
+    the process's RSS for the rest of the run.
+
+    Returns:
+      whether anything was advised (``False`` for an array in RAM or where
+      ``madvise`` is unavailable).
+    """
+    mapped = getattr(array, "_mmap", None)
+    flag = getattr(mmap, "MADV_DONTNEED", None)
+    if mapped is None or flag is None or not hasattr(mapped, "madvise"):
+        return False
+    mapped.madvise(flag)
+    return True
+
+
 def check_csr_chunked(
     indptr, indices, num_nodes: int, *, files=("indptr", "indices"), chunk=CHECK_CHUNK
 ):
@@ -551,6 +582,7 @@ def check_csr_chunked(
                 f"indptr is not monotone: indptr[{pos}] = {int(indptr[pos])} < indptr[{pos - 1}]"
                 f" = {int(indptr[pos - 1])}",
             )
+        release_pages(indptr)
     for start in range(0, e, chunk):
         part = np.asarray(indices[start : start + chunk])
         bad = (part < 0) | (part >= num_nodes)
@@ -577,6 +609,7 @@ def check_csr_chunked(
                     f"{int(indices[pos])} < indices[{pos - 1}] = {int(indices[pos - 1])} in row "
                     f"{int(np.searchsorted(indptr, pos, side='right')) - 1}",
                 )
+        release_pages(indices)  # memory maps: resident memory stays O(chunk), not 4 E bytes
 
 
 def _check_labels(file: Path, labels, num_classes: int, chunk: int) -> None:
@@ -590,6 +623,7 @@ def _check_labels(file: Path, labels, num_classes: int, chunk: int) -> None:
                 f"labels[{pos}]",
                 f"{int(labels[pos])} is outside [0, {num_classes}) (-1 marks unlabelled nodes)",
             )
+        release_pages(labels)
 
 
 def _check_split(file: Path, key: str, ids, labels, num_nodes: int) -> None:
@@ -653,7 +687,93 @@ def expand_rows(indptr, num_edges: int, chunk: int = CHECK_CHUNK) -> np.ndarray:
     return rows
 
 
-def load_ondisk(path, *, verify: bool = False, progress: bool = False) -> Dataset:
+def physical_memory_bytes() -> int:
+    """Physical host RAM in bytes."""
+    return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+
+
+class ExpandedRows:
+    """The receivers of a CSR, ``int32 [E]``, computed slice by slice and never whole.
+
+    Stands in for :func:`expand_rows`'s array when it would not fit in RAM:
+    it has the array's ``shape``, ``dtype``, ``ndim`` and ``len``, and
+    ``rows[a:b]`` (or integer positions) computes those entries from
+    ``indptr`` (a binary search per row boundary), so chunked code runs on
+    it. Anything that reads it whole (``np.asarray``, ``jax.device_put``, a
+    full-graph trainer, the device sampler) fails with one message naming
+    the way out.
+
+    Args:
+      indptr: int64 ``[N + 1]`` row offsets (a memory map is fine).
+      num_edges: ``E``.
+      name: the dataset, for the error.
+    """
+
+    dtype = np.dtype(np.int32)
+    ndim = 1
+
+    def __init__(self, indptr, num_edges: int, name: str = "the graph") -> None:
+        self.indptr = indptr
+        self.shape = (int(num_edges),)
+        self.name = name
+
+    @property
+    def size(self) -> int:
+        return self.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        """0: no entry is held (``indptr`` is the caller's)."""
+        return 0
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"ExpandedRows(num_edges={self.shape[0]}, not in memory)"
+
+    def degrees(self) -> np.ndarray:
+        """int64 ``[N]`` in-degrees (row lengths)."""
+        return np.diff(np.asarray(self.indptr))
+
+    def __getitem__(self, key) -> np.ndarray:
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.shape[0])
+            if step != 1:
+                return self[np.arange(start, stop, step)]
+            if stop <= start:
+                return np.zeros(0, np.int32)
+            first = int(np.searchsorted(self.indptr, start, side="right")) - 1
+            last = int(np.searchsorted(self.indptr, stop - 1, side="right")) - 1
+            bounds = np.clip(np.asarray(self.indptr[first : last + 2], np.int64), start, stop)
+            return np.repeat(np.arange(first, last + 1, dtype=np.int32), np.diff(bounds))
+        positions = np.asarray(key)
+        if not np.issubdtype(positions.dtype, np.integer):
+            raise TypeError(f"ExpandedRows takes slices or integer positions, got {key!r}")
+        positions = np.where(positions < 0, positions + self.shape[0], positions)
+        if positions.size and (positions.min() < 0 or positions.max() >= self.shape[0]):
+            raise IndexError(f"positions out of range [0, {self.shape[0]})")
+        rows = np.searchsorted(self.indptr, positions, side="right") - 1
+        return rows.astype(np.int32)
+
+    def __array__(self, dtype=None, copy=None):
+        gigabytes = 4 * self.shape[0] / 1e9
+        raise ValueError(
+            f"the receivers of {self.name} ({self.shape[0]:,} stored edges, {gigabytes:.1f} GB "
+            f"expanded) are not in RAM: they take more than {EXPAND_FRACTION:.3g} of its "
+            f"{physical_memory_bytes() / 1e9:.1f} GB, and this step needs the whole array "
+            "(full-batch training, device sampling, reordering); train a sampled model with "
+            "the graph sampled on the host (--graph-on host)"
+        )
+
+
+def load_ondisk(
+    path,
+    *,
+    verify: bool = False,
+    progress: bool = False,
+    expand_limit: int | None = None,
+) -> Dataset:
     """Memory-maps the on-disk dataset in folder ``path`` (format: module docstring).
 
     Args:
@@ -661,10 +781,13 @@ def load_ondisk(path, *, verify: bool = False, progress: bool = False) -> Datase
       verify: also hash every file against the manifest's sha256 (reads
         every byte; see the module docstring for why it is optional).
       progress: progress bar while verifying.
+      expand_limit: bytes of receivers (4 per stored edge) expanded into
+        RAM at most; default :data:`EXPAND_FRACTION` of physical RAM. Above
+        it the graph's receivers are an :class:`ExpandedRows`.
 
     Returns:
       A :class:`Dataset` whose features, labels, splits and graph senders
-      are read-only memory maps (receivers are expanded into RAM).
+      are read-only memory maps (receivers are expanded into RAM, or lazy).
 
     Raises:
       FormatError: (a ``ValueError``) the first missing, malformed or
@@ -689,7 +812,13 @@ def load_ondisk(path, *, verify: bool = False, progress: bool = False) -> Datase
     _check_labels(files["labels"], arrays["labels"], num_classes, CHECK_CHUNK)
     for key in SPLITS:
         _check_split(files[key], key, arrays[key], arrays["labels"], n)
-    receivers = expand_rows(arrays["indptr"], manifest["num_stored_edges"])
+    e = manifest["num_stored_edges"]
+    limit = EXPAND_FRACTION * physical_memory_bytes() if expand_limit is None else expand_limit
+    receivers: np.ndarray | ExpandedRows
+    if 4 * e <= limit:
+        receivers = expand_rows(arrays["indptr"], e)
+    else:
+        receivers = ExpandedRows(arrays["indptr"], e, name=str(folder))
     # The chunked checks above are the Graph's (ids in range, edges sorted by
     # (receiver, sender)); its constructor would repeat them with full-length
     # temporaries (three bool arrays of E), so the checked leaves are unflattened.
@@ -710,18 +839,22 @@ def load_ondisk(path, *, verify: bool = False, progress: bool = False) -> Datase
 
 __all__ = [
     "CHECK_CHUNK",
+    "EXPAND_FRACTION",
     "FEATURE_DTYPES",
     "FORMAT",
     "MANIFEST",
     "VERSION",
     "DatasetWriter",
+    "ExpandedRows",
     "FormatError",
     "check_csr_chunked",
     "expand_rows",
     "is_ondisk",
     "load_csr",
     "load_ondisk",
+    "physical_memory_bytes",
     "read_manifest",
+    "release_pages",
     "save",
     "sha256_file",
     "verify_checksums",

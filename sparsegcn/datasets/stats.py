@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparsegcn.datasets.base import Dataset
+from sparsegcn.datasets.ondisk import ExpandedRows
 
 DEGREE_QUANTILES = (0.0, 0.5, 0.9, 0.99, 1.0)
 
@@ -43,7 +44,10 @@ def describe(dataset: Dataset) -> dict:
     ``feature_format`` and ``metric``.
     """
     graph = dataset.graph
-    degrees = np.bincount(np.asarray(graph.receivers), minlength=graph.num_nodes)
+    if isinstance(graph.receivers, ExpandedRows):  # too large to expand: row lengths
+        degrees = graph.receivers.degrees()
+    else:
+        degrees = np.bincount(np.asarray(graph.receivers), minlength=graph.num_nodes)
     quantiles = np.quantile(degrees, DEGREE_QUANTILES) if degrees.size else np.zeros(5)
     return {
         "name": dataset.name,

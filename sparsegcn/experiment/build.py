@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -13,7 +14,8 @@ import scipy.sparse as sp
 from sparsegcn import _checks, transforms
 from sparsegcn.backends import get_backend, pack, pack_gcn_norm
 from sparsegcn.datasets import Dataset
-from sparsegcn.experiment.config import Experiment, _resolved
+from sparsegcn.datasets.ondisk import EXPAND_FRACTION, ExpandedRows, release_pages
+from sparsegcn.experiment.config import HOST_GRAPH_PREPARATIONS, Experiment, _resolved
 from sparsegcn.experiment.precompute import sgc_precompute
 from sparsegcn.features import as_features, normalize
 from sparsegcn.nn import Model
@@ -23,6 +25,7 @@ from sparsegcn.sampling.feature_store import (
     device_memory_bytes,
     host_memory_bytes,
 )
+from sparsegcn.sampling.host import HostCSR
 from sparsegcn.train import NodeData, index_mask
 from sparsegcn.train.minibatch import MinibatchData, sampling_graph
 
@@ -175,24 +178,84 @@ def build_model(exp: Experiment, dataset: Dataset) -> Model:
     )
 
 
-def resolve_features_on(exp: Experiment, dataset: Dataset) -> str:
+def resolve_graph_on(exp: Experiment, dataset: Dataset) -> str:
+    """Where the run samples its graph: ``exp.graph_on`` with ``"auto"`` resolved.
+
+    ``"auto"`` is ``"host"`` exactly when the on-disk graph was too large to
+    expand in RAM (its receivers are an
+    :class:`~sparsegcn.datasets.ondisk.ExpandedRows`); the run is then
+    checked as a streamed one (:meth:`Experiment.check_streamed`).
+    Full-batch runs sample nothing: ``"device"``.
+
+    Raises:
+      ValueError: ``"device"`` for a graph too large to expand, or an
+        ``"auto"`` resolution to ``"host"`` that the settings do not support.
+    """
+    lazy = isinstance(dataset.graph.receivers, ExpandedRows)
+    if not exp.sampled:
+        return "device"
+    if exp.graph_on == "device" and lazy:
+        raise ValueError(
+            f"graph_on='device' needs the graph's receivers in RAM, but {dataset.name}'s "
+            f"{dataset.graph.num_edges:,} stored edges would take more than "
+            f"{EXPAND_FRACTION:.3g} of RAM expanded; use --graph-on host"
+        )
+    if exp.graph_on == "auto":
+        if not lazy:
+            return "device"
+        exp.check_streamed("graph_on='auto' (the graph is too large to expand in RAM)")
+        return "host"
+    return exp.graph_on
+
+
+def host_csr(dataset: Dataset, model: str) -> HostCSR:
+    """The graph ``model`` samples, as a :class:`~sparsegcn.sampling.HostCSR`.
+
+    An on-disk dataset's own files (``indices.npy`` stays memory-mapped),
+    unless its nodes were relabelled; else the CSR of its graph in RAM.
+
+    Raises:
+      ValueError: a model whose preparation changes the stored structure
+        (GAT's self-loops).
+    """
+    spec = get_model_spec(model)
+    if spec.prepare not in HOST_GRAPH_PREPARATIONS:
+        raise ValueError(
+            f"host sampling reads the stored graph, but {model} trains on it after "
+            f"{spec.prepare!r}; use --graph-on device, or a model such as sage"
+        )
+    folder = dataset.info.get("folder")
+    if folder is not None and "reorder" not in dataset.info:
+        return HostCSR.open(folder)
+    csr = dataset.graph.to_csr()
+    return HostCSR.from_arrays(np.asarray(csr.indptr), np.asarray(csr.indices))
+
+
+def resolve_features_on(exp: Experiment, dataset: Dataset, *, streamed: bool = False) -> str:
     """Where the run keeps its features: ``exp.features_on`` with ``"auto"`` resolved.
 
-    Full-batch runs and sparse features always keep them on the device.
+    Full-batch runs and sparse features always keep them on the device. A
+    ``streamed`` run (graph sampled on the host, or ``max_batches``) keeps
+    them off it: ``"auto"`` then picks ``"host"`` or ``"mmap"``.
     See :func:`~sparsegcn.sampling.feature_store.choose_features_on`.
     """
     x = dataset.features
     if not exp.sampled or sp.issparse(x):
-        if exp.features_on in ("host", "mmap"):
+        if exp.features_on in ("host", "mmap") or streamed:
             raise ValueError(
                 f"features_on={exp.features_on!r} needs dense features and sampled training"
             )
         return "device"
+    if streamed and exp.features_on == "device":
+        raise ValueError(
+            "this run streams its features (graph sampled on the host, or max_batches): "
+            "features_on='device' is not supported with it; use 'auto', 'host' or 'mmap'"
+        )
     return choose_features_on(
         exp.features_on,
         int(x.shape[0]) * int(x.shape[1]) * np.dtype(x.dtype).itemsize,
         on_disk=isinstance(x, np.memmap),
-        device_bytes=device_memory_bytes(),
+        device_bytes=0 if streamed else device_memory_bytes(),
         host_bytes=host_memory_bytes(),
     )
 
@@ -202,7 +265,12 @@ def _has_negative(x, chunk_rows: int = 1 << 16) -> bool:
 
 
 def streamed_data(
-    dataset: Dataset, model: str, features_on: str, *, normalize_features: str = "auto"
+    dataset: Dataset,
+    model: str,
+    features_on: str,
+    *,
+    normalize_features: str = "auto",
+    graph_on: str = "device",
 ) -> MinibatchData:
     """The :class:`~sparsegcn.train.MinibatchData` of a run whose features stay on the host.
 
@@ -211,6 +279,8 @@ def streamed_data(
     ``"mmap"``: the memory-mapped file itself, read batch by batch; it is
     used as stored, so a normalization that would change it is refused
     (``"auto"`` checks the file for negative values in row chunks).
+    With ``graph_on="host"`` the graph is left out (``None``): the trainer
+    samples from :func:`host_csr`.
 
     Raises:
       ValueError: ``"mmap"`` with features that are not memory-mapped, or
@@ -233,10 +303,15 @@ def streamed_data(
     train_mask = index_mask(dataset.split["train"], n)
     if not train_mask.any():
         raise ValueError("mini-batch training needs at least one train node; the split has none")
+    graph: Any = None
+    if graph_on != "host":
+        graph = sampling_graph(prepare_graph(dataset, model, packed=False))
+    labels = np.maximum(dataset.labels, 0).astype(np.int32)
+    release_pages(dataset.labels)  # a memory map's pages, read once: out of the RSS
     return MinibatchData(
-        graph=sampling_graph(prepare_graph(dataset, model, packed=False)),
+        graph=graph,
         features=x,
-        labels=np.maximum(dataset.labels, 0).astype(np.int32),
+        labels=labels,
         train_nodes=np.flatnonzero(train_mask).astype(np.int32),
         train_mask=train_mask,
         val_mask=index_mask(dataset.split["valid"], n),

@@ -18,6 +18,7 @@ from sparsegcn.nn.registry import get_model_spec
 from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import SAMPLERS, check_fanouts
 from sparsegcn.sampling.feature_store import FEATURES_ON, check_features_on
+from sparsegcn.sampling.host import GRAPH_ON, check_graph_on
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, MONITORS
@@ -38,6 +39,10 @@ MODEL_DEFAULTS = (
     "patience",
     "monitor",
 )
+
+HOST_GRAPH_PREPARATIONS = ("unweighted", "none")
+"""Graph preparations (:data:`~sparsegcn.nn.registry.PREPARATIONS`) that keep the
+stored structure, so the host sampler can read the on-disk CSR as it is."""
 
 FALLBACK_DEFAULTS = {"epochs": 200, "patience": 100, "monitor": "val_acc"}
 """Values of the fields in :data:`MODEL_DEFAULTS` a model does not set."""
@@ -77,7 +82,9 @@ class Experiment:
         DEFAULT_BACKEND, "propagation backend", choices=("dense", "segment", "bcoo")
     )
     hidden: int | None = _field(None, "hidden width (per head for gat) [model default]")
-    layers: int | None = _field(None, "number of layers [model default]")
+    layers: int | None = _field(
+        None, "number of layers [one per --fanouts hop for sampled runs, else model default]"
+    )
     dropout: float | None = _field(None, "dropout rate [model default]")
     residual: bool = _field(False, "skip connections between equal-width hidden layers")
     model_options: tuple | None = _field(
@@ -147,6 +154,20 @@ class Experiment:
         "'auto' picks from the sizes",
         choices=FEATURES_ON,
     )
+    graph_on: str = _field(
+        "auto",
+        "where sampled training samples the graph: 'device' (inside the compiled step); "
+        "'host' (NumPy, from the on-disk dataset's memory-mapped CSR, each batch's tree "
+        "shipped with its feature rows; features then stay off the device); 'auto' picks "
+        "'host' when the on-disk graph is too large to expand in RAM",
+        choices=GRAPH_ON,
+    )
+    max_batches: int = _field(
+        0,
+        "train only the first B batches of every epoch, evaluate on a fixed random subset of "
+        "B batches of validation and test nodes, and project a full epoch's time; runs with "
+        "features or graph off the device (0: every batch)",
+    )
     checkpoint: str | None = _field(None, "save checkpoints to this folder")
     checkpoint_every: int = _field(50, "epochs between checkpoints (0: only at the end)")
     keep: int = _field(3, "number of newest checkpoints to keep (0: all)")
@@ -185,6 +206,9 @@ class Experiment:
         if not isinstance(self.model, str) or self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {list(MODELS)}")
         spec = get_model_spec(self.model)
+        if self.layers is None and spec.sampled and self.fanouts not in (None, "none"):
+            # A sampled model takes one layer per hop: --fanouts 15,10,5 alone means 3 layers.
+            object.__setattr__(self, "layers", len(check_fanouts(self.fanouts)))
         for name in MODEL_DEFAULTS:
             if getattr(self, name) is None and name in spec.defaults:
                 object.__setattr__(self, name, spec.defaults[name])
@@ -288,35 +312,58 @@ class Experiment:
                         f"--shard-features splits the features over the devices of a sampled "
                         f"data-parallel run; {name}={value!r}: {why[name]}"
                     )
+        check_graph_on(self.graph_on)
+        check_static_int("max_batches", self.max_batches, minimum=0)
         if self.features_on in ("host", "mmap"):
-            # Streamed features train one seed on one device (fit_streamed).
-            refused = {
-                "fanouts": None if self.sampled else self.fanouts or "none",
-                "seeds": self.seeds if self.seeds != 1 else None,
-                # The streamed epoch localizes tree samples.
-                "sampler": self.sampler if self.sampler != "tree" else None,
-                "devices": self.devices if self.parallel else None,
-                "checkpoint": self.checkpoint,
-                "resume": self.resume,
-                "plot": self.plot,
-                # Relabelling would copy the file's features into RAM.
-                "reorder": self.reorder
-                if self.features_on == "mmap" and self.reorder != "none"
-                else None,
-            }
-            for name, value in refused.items():
-                if value is not None:
-                    raise ValueError(
-                        f"features_on={self.features_on!r} trains one seed on sampled batches "
-                        f"on one device without checkpoints; {name}={value!r} is not supported "
-                        "with it"
-                    )
+            self.check_streamed(f"features_on={self.features_on!r}")
+        if self.graph_on == "host":
+            self.check_streamed("graph_on='host'")
+        if self.max_batches:
+            self.check_streamed(f"max_batches={self.max_batches}")
         if self.sampled:
             hops = len(self.minibatch_config().fanouts)
             if hops != self.layers:
                 raise ValueError(
                     f"{self.model} samples one hop per layer, but fanouts={self.fanouts!r} has "
                     f"{hops} hops and layers={self.layers}; pass --layers {hops}"
+                )
+
+    def check_streamed(self, reason: str) -> None:
+        """Refuses what a streamed run (:func:`~sparsegcn.train.fit_streamed`: one seed,
+        sampled trees, one device, no checkpoints) does not support; ``reason`` names
+        the setting that made the run streamed.
+
+        Raises:
+          ValueError: naming the first unsupported setting and its value.
+        """
+        host_graph = self.graph_on == "host" or reason.startswith("graph_on")
+        spec = get_model_spec(self.model)
+        refused = {
+            "fanouts": None if self.sampled else self.fanouts or "none",
+            "seeds": self.seeds if self.seeds != 1 else None,
+            # The streamed epoch localizes tree samples.
+            "sampler": self.sampler if self.sampler != "tree" else None,
+            "devices": self.devices if self.parallel else None,
+            "checkpoint": self.checkpoint,
+            "resume": self.resume,
+            "plot": self.plot,
+            # Relabelling would copy the file's features into RAM.
+            "reorder": self.reorder
+            if self.features_on == "mmap" and self.reorder != "none"
+            else None,
+            # The streamed step reads features gathered on the host.
+            "features_on": "device" if self.features_on == "device" else None,
+            # The host sampler reads the stored graph; GAT samples added self-loops too.
+            "model": self.model
+            if host_graph and spec.prepare not in HOST_GRAPH_PREPARATIONS
+            else None,
+        }
+        for name, value in refused.items():
+            if value is not None:
+                raise ValueError(
+                    f"{reason} trains one seed on sampled batches on one device without "
+                    f"checkpoints, features off the device; {name}={value!r} is not supported "
+                    "with it"
                 )
 
     @property

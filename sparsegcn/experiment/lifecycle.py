@@ -50,6 +50,9 @@ RESUME_MAY_CHANGE = frozenset(
         "process_id",
         "features_on",
         "shard_features",
+        # Streamed runs (the only ones these change) write no checkpoints.
+        "graph_on",
+        "max_batches",
         "overwrite",
         "divergence_factor",
         "divergence_epochs",

@@ -16,9 +16,11 @@ from sparsegcn.backends import get_backend
 from sparsegcn.datasets import Dataset, load
 from sparsegcn.experiment.build import (
     build_model,
+    host_csr,
     node_data,
     reorder_dataset,
     resolve_features_on,
+    resolve_graph_on,
     streamed_data,
 )
 from sparsegcn.experiment.config import Experiment
@@ -119,13 +121,24 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     tick = time.perf_counter()
     relabelled, _ = reorder_dataset(dataset, exp.reorder)
     reorder_s = time.perf_counter() - tick
+    graph_on = resolve_graph_on(exp, relabelled)
+    streamed = graph_on == "host" or exp.max_batches > 0
     # Sharded features live on the devices (Experiment refuses host and mmap with them).
-    features_on = "device" if exp.shard_features else resolve_features_on(exp, relabelled)
+    features_on = (
+        "device" if exp.shard_features else resolve_features_on(exp, relabelled, streamed=streamed)
+    )
     if features_on != "device" and mesh is not None:
         raise ValueError(multi_device_features_error(exp, relabelled, features_on))
     if features_on != "device":
         report = run_streamed(
-            exp, dataset, relabelled, build_model(exp, dataset), features_on, start, progress
+            exp,
+            dataset,
+            relabelled,
+            build_model(exp, dataset),
+            features_on,
+            start,
+            progress,
+            graph_on=graph_on,
         )
         return dict(report, reorder_s=reorder_s)
     # The edge-sharded trainer repartitions the edges itself: no packing for it.
@@ -205,6 +218,7 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     if isinstance(result, MinibatchFitResult):  # exactly the sampled runs
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
         report["features_on"] = features_on
+        report["graph_on"] = graph_on
     return dict(report, **lifecycle.finish(writer, result))
 
 
@@ -251,16 +265,26 @@ def run_streamed(
     features_on: str,
     start: float,
     progress: bool = False,
+    *,
+    graph_on: str = "device",
 ) -> dict:
     """:func:`run_experiment` for features kept on the host (``"host"`` or ``"mmap"``):
-    :func:`~sparsegcn.train.streamed.fit_streamed`, one seed, sampled evaluation.
+    :func:`~sparsegcn.train.streamed.fit_streamed`, one seed, sampled evaluation;
+    with ``graph_on="host"`` the trees are sampled on the host too (:func:`host_csr`).
 
-    The report gains ``features_on``, ``host_gather_rows_per_s``,
-    ``host_gather_gb_per_s`` and ``batches_per_s``; its accuracies are
-    measured on sampled trees.
+    The report gains ``features_on``, ``graph_on``, ``host_gather_rows_per_s``,
+    ``host_gather_gb_per_s``, ``host_gather_rows_per_batch``, ``batches_per_s``,
+    ``batches_run``, ``steps_per_epoch``, ``projected_epoch_s`` (a full
+    epoch's time at the measured rate), ``host_sample_ms_per_batch``,
+    ``disk_read_gb``, ``disk_read_mb_per_s`` (page-cache misses while
+    training) and ``train_s``; its accuracies are measured on sampled trees.
     """
     data = streamed_data(
-        relabelled, exp.model, features_on, normalize_features=exp.normalize_features
+        relabelled,
+        exp.model,
+        features_on,
+        normalize_features=exp.normalize_features,
+        graph_on=graph_on,
     )
     result = fit_streamed(
         model,
@@ -269,7 +293,10 @@ def run_streamed(
         exp.minibatch_config(),
         seed=exp.seed,
         progress=progress,
+        host_csr=host_csr(relabelled, exp.model) if graph_on == "host" else None,
+        max_batches=exp.max_batches or None,
     )
+    gather = result.gather
     report = summarize(exp, dataset, result, time.perf_counter() - start, "sampled-tree")
     report.update(
         devices=1,
@@ -277,9 +304,18 @@ def run_streamed(
         reorder=exp.reorder,
         parallelism="none",
         features_on=features_on,
-        host_gather_rows_per_s=result.gather.rows_per_s,
-        host_gather_gb_per_s=result.gather.gb_per_s,
+        graph_on=result.graph_on,
+        host_gather_rows_per_s=gather.rows_per_s,
+        host_gather_gb_per_s=gather.gb_per_s,
+        host_gather_rows_per_batch=gather.rows / gather.batches if gather.batches else 0.0,
+        host_sample_ms_per_batch=result.host_sample_ms_per_batch,
         batches_per_s=result.batches_per_s,
+        batches_run=result.batches_run,
+        steps_per_epoch=result.steps_per_epoch,
+        projected_epoch_s=result.projected_epoch_s,
+        disk_read_gb=result.disk_read_bytes / 1e9,
+        disk_read_mb_per_s=result.disk_read_bytes / 1e6 / result.train_s,
+        train_s=result.train_s,
         evaluation="sampled",
         checkpoint=None,
         resumed_from=None,

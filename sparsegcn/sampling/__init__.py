@@ -10,7 +10,11 @@
   block of rows at a time, for layer-wise full-neighbourhood inference in
   bounded memory;
 - :class:`HostFeatureStore` keeps the features in host RAM or a memory-mapped
-  file and gathers each batch's distinct rows (:func:`localize`) on the host.
+  file and gathers each batch's distinct rows (:func:`localize`) on the host;
+- :class:`HostCSR` and :func:`sample_tree_host` draw the same trees on the
+  host from a CSR whose neighbour ids stay memory-mapped on disk
+  (:mod:`.host`), :func:`localize_host` localizes them, and
+  :func:`sample_dedup_host` draws the de-duplicated frontiers there.
 """
 
 from sparsegcn.sampling.chunks import (
@@ -38,6 +42,7 @@ from sparsegcn.sampling.feature_store import (
     local_rows_bound,
     localize,
 )
+from sparsegcn.sampling.host import HostCSR, localize_host, sample_dedup_host, sample_tree_host
 from sparsegcn.sampling.neighbor import (
     NeighborSample,
     check_csr,
@@ -56,6 +61,7 @@ __all__ = [
     "ChunkedGraph",
     "DedupBlock",
     "DedupSample",
+    "HostCSR",
     "HostFeatureStore",
     "LocalBatch",
     "NeighborSample",
@@ -67,14 +73,17 @@ __all__ = [
     "gather_rows",
     "local_rows_bound",
     "localize",
+    "localize_host",
     "map_chunks",
     "propagate_chunk",
     "propagate_chunked",
     "sample_batch",
     "sample_blocks",
     "sample_dedup",
+    "sample_dedup_host",
     "sample_neighbors",
     "sample_positions",
+    "sample_tree_host",
     "tree_sizes",
     "uniform_below",
 ]

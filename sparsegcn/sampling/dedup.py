@@ -109,7 +109,7 @@ class DedupSample(NamedTuple):
     masks: tuple
     neighbors: tuple
     edge_masks: tuple
-    overflow: jax.Array
+    overflow: jax.Array | np.ndarray  # NumPy from sample_dedup_host
 
     @property
     def fanouts(self) -> tuple[int, ...]:

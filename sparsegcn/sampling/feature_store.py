@@ -159,8 +159,9 @@ class LocalBatch(NamedTuple):
     """
 
     sample: NeighborSample
-    rows: jax.Array
-    num_distinct: jax.Array
+    # NumPy when localized on the host (sparsegcn.sampling.host.localize_host).
+    rows: jax.Array | np.ndarray
+    num_distinct: jax.Array | np.ndarray
 
 
 def localize(sample: NeighborSample, num_rows: int) -> LocalBatch:
@@ -295,14 +296,21 @@ class HostFeatureStore:
         return int(self.features.shape[1]) * self.features.dtype.itemsize
 
     def allocate(self) -> np.ndarray:
-        """An uninitialised ``[U_max, F]`` staging buffer (rows past a batch's count stay so)."""
-        return np.empty((self.num_rows, self.features.shape[1]), self.features.dtype)
+        """A zeroed ``[U_max, F]`` staging buffer (rows past a batch's count stay zero).
+
+        Zeroed, not left uninitialised: when the graph has fewer nodes than
+        the tree has entries (``U_max = N + 1``), the first layer projects
+        every staging row, the padding included, before gathering the
+        tree's; garbage there (NaN in a float16 file's bytes) would turn the
+        weights' gradient into NaN even though no entry reads those rows.
+        """
+        return np.zeros((self.num_rows, self.features.shape[1]), self.features.dtype)
 
     def gather(self, rows: np.ndarray, count: int) -> jax.Array:
         """The device copy of ``features[rows[:count]]``, padded to ``[U_max, F]``.
 
         ``O(count F)`` bytes copied by the pool's threads; the padding rows
-        hold whatever the buffer held (no tree entry reads them). Run it on
+        are zeros (see :meth:`allocate`). Run it on
         a background thread to overlap with the device's work.
         """
         buffer = self.allocate()

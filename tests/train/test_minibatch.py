@@ -164,7 +164,7 @@ def test_bad_inputs_are_refused():
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
         MinibatchConfig((5,), 0)
     with pytest.raises(ValueError, match="has 3 hops and layers=2; pass --layers 3"):
-        Experiment(model="sage", fanouts="15,10,5")
+        Experiment(model="sage", fanouts="15,10,5", layers=2)
 
 
 def test_cli_trains_sage_and_reports_gcn_keys_plus_sampler_throughput(tmp_path, capsys):

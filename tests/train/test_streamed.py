@@ -2,6 +2,7 @@
 against the on-device trainer (same seeds, same parameters)."""
 
 import concurrent.futures
+import dataclasses
 import json
 
 import jax
@@ -22,9 +23,15 @@ from sparsegcn.sampling.feature_store import (
     local_rows_bound,
     localize,
 )
+from sparsegcn.sampling.host import HostCSR, MappedBudget
 from sparsegcn.train import MinibatchConfig, TrainConfig, make_optimizer, minibatch_data
 from sparsegcn.train.minibatch import make_grad_fn, train_epoch
-from sparsegcn.train.streamed import fit_streamed, make_streamed_fns, train_epoch_streamed
+from sparsegcn.train.streamed import (
+    HostSampler,
+    fit_streamed,
+    make_streamed_fns,
+    train_epoch_streamed,
+)
 
 FANOUTS, BATCH = (3, 2), 4  # a tree of 4 * (1 + 3 + 6) = 40 entries < 120 nodes
 
@@ -129,13 +136,13 @@ def _device_epochs(model, tx, data, key, epochs):
     return params, losses
 
 
-def _streamed_epochs(fns, tx, model, data, key, epochs, store):
+def _streamed_epochs(fns, tx, model, data, key, epochs, store, host=None):
     params = model.init(jax.random.split(key)[0])
     opt_state = tx.init(params)
     device = jax.device_put(data._replace(features=None))
     for k in jax.random.split(key, epochs):
         params, opt_state, losses, _ = train_epoch_streamed(
-            fns, store, BATCH, params, opt_state, device, k
+            fns, store, BATCH, params, opt_state, device, k, host=host
         )
     store.close()
     return params, losses
@@ -245,3 +252,113 @@ def test_fit_streamed_names_the_epoch_whose_loss_is_not_finite(data):
             seed=5,
         )
     assert err.value.epoch == 1 and err.value.seed == 5
+
+
+class _GarbageNumpy:
+    """NumPy whose ``empty`` returns NaN: what uninitialised float16 memory may hold."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def empty(shape, dtype=float, **kwargs):
+        return np.full(shape, np.nan, dtype)
+
+
+def test_staging_padding_is_zero_so_a_graph_smaller_than_its_tree_trains_finite(
+    tmp_path, monkeypatch
+):
+    # 30 nodes, a tree of 8 * (1 + 3 + 6) = 80 entries: U_max = N + 1 = 31 <= 80,
+    # so the first layer projects every staging row, padding included.
+    from sparsegcn.sampling import feature_store
+
+    monkeypatch.setattr(feature_store, "np", _GarbageNumpy())
+    small = minibatch_data(two_communities(n=30, train=10))
+    np.save(tmp_path / "x.npy", np.asarray(small.features).astype(np.float16))
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    assert local_rows_bound(FANOUTS, 8, 30) == 31
+    store = HostFeatureStore(mapped, 31, threads=1)
+    assert not store.allocate().any()
+    store.close()
+    result = fit_streamed(
+        sg.sage(8, 2, hidden=8),
+        small._replace(features=mapped),
+        TrainConfig(epochs=3, patience=None),
+        MinibatchConfig(FANOUTS, 8),
+    )
+    assert result.features_on == "mmap"
+    assert np.isfinite(result.history["loss"]).all()
+    assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(result.params))
+
+
+def _host_csr(data, tmp_path=None):
+    indptr, indices = np.asarray(data.graph.indptr), np.asarray(data.graph.indices)
+    if tmp_path is not None:  # the neighbour ids memory-mapped, as from an on-disk dataset
+        np.save(tmp_path / "indices.npy", indices)
+        indices = np.load(tmp_path / "indices.npy", mmap_mode="r")
+    return HostCSR.from_arrays(indptr, indices)
+
+
+def test_host_sampling_trains_to_the_device_parameters_compiling_only_the_step(data, tmp_path):
+    # The host sampler draws the device's trees, so two epochs with dropout
+    # end on the on-device trainer's parameters; nothing but the step (and
+    # the epoch's key bookkeeping) compiles, and a later epoch compiles nothing.
+    model = sg.sage(8, 2, hidden=8, dropout_rate=0.5)
+    tx = make_optimizer(TrainConfig())
+    key = jax.random.key(3)
+    features = np.asarray(data.features)
+    rows = local_rows_bound(FANOUTS, BATCH, features.shape[0])
+    expected, expected_losses = _device_epochs(model, tx, data, key, 2)
+    fns = make_streamed_fns(model, tx, FANOUTS, rows)
+    store = HostFeatureStore(features, rows, threads=2)
+    host = HostSampler(_host_csr(data, tmp_path), FANOUTS, rows, MappedBudget([]), store.pool)
+    hosted = data._replace(graph=None)
+    results: list = []
+    names = compiled_programs(
+        lambda: results.append(_streamed_epochs(fns, tx, model, hosted, key, 2, store, host))
+    )
+    params, losses = results[0]
+    np.testing.assert_array_equal(losses, expected_losses)
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert names.count("jit(step)") == 1 and "jit(sample)" not in names, names
+    assert host.batches == 20 and host.ms_per_batch > 0
+    store = HostFeatureStore(features, rows, threads=2)
+    host = dataclasses.replace(host, pool=store.pool)
+    again = compiled_programs(lambda: _streamed_epochs(fns, tx, model, hosted, key, 2, store, host))
+    assert again == [], again
+
+
+def test_fit_streamed_learns_with_the_graph_on_the_host_and_reports_it(data, tmp_path):
+    result = fit_streamed(
+        sg.sage(8, 2, hidden=16),
+        data._replace(features=np.asarray(data.features), graph=None),
+        TrainConfig(epochs=15, patience=None),
+        MinibatchConfig((5, 5), 16),
+        host_csr=_host_csr(data, tmp_path),
+    )
+    assert result.graph_on == "host" and result.features_on == "host"
+    assert np.isfinite(result.history["loss"]).all()
+    assert result.history["loss"][-1, 0] < result.history["loss"][0, 0]
+    assert result.test_acc[0] > 0.85 and result.val_acc[0] > 0.85
+    assert result.steps_per_epoch == 3 and result.batches_run == 45
+    assert result.host_sample_ms_per_batch > 0 and result.projected_epoch_s > 0
+    assert result.train_s > 0
+
+
+def test_max_batches_cuts_every_epoch_and_the_evaluation(data):
+    result = fit_streamed(
+        sg.sage(8, 2, hidden=8),
+        data._replace(features=np.asarray(data.features)),
+        TrainConfig(epochs=2, patience=None),
+        MinibatchConfig((3, 2), 8),
+        max_batches=2,
+    )
+    assert result.graph_on == "device" and result.steps_per_epoch == 5
+    # 2 training batches an epoch, and 2 of the 30 validation nodes' 4 batches
+    assert result.batches_run == 4 and result.gather.batches == 4 + 4
+    assert np.isfinite(result.projected_epoch_s) and result.projected_epoch_s > 0
+    with pytest.raises(ValueError, match="max_batches must be an int >= 1 or None, got 0"):
+        fit_streamed(
+            sg.sage(8, 2), data._replace(features=np.asarray(data.features)), max_batches=0
+        )
