@@ -32,7 +32,45 @@ def fsync_directory(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def release_pages(array: np.ndarray, start: int, stop: int) -> bool:
+def memory_map(array) -> mmap.mmap | None:
+    """The ``mmap.mmap`` under a NumPy memory map (or a view of one), else ``None``."""
+    mapped = getattr(array, "_mmap", None)
+    if isinstance(mapped, mmap.mmap):
+        return mapped
+    base = getattr(array, "base", None)
+    while base is not None:
+        if isinstance(base, mmap.mmap):
+            return base
+        base = getattr(base, "base", None)
+    return None
+
+
+_ADVICE = {"random": "MADV_RANDOM", "dontneed": "MADV_DONTNEED"}
+
+
+def advise(array, advice: str) -> bool:
+    """``madvise`` the whole memory map under ``array`` (``"random"`` or ``"dontneed"``).
+
+    ``"random"``: no read-ahead (a batch reads scattered pages; read-ahead
+    around each would read more than the batch needs). ``"dontneed"``: drop
+    the map's pages from this process's resident set (see
+    :func:`release_pages`, which does it for a row range).
+
+    Returns:
+      whether advice was given (``False`` for an array in RAM, or where
+      ``mmap.madvise`` or the advice is unavailable).
+    """
+    if advice not in _ADVICE:
+        raise ValueError(f"advice must be one of {sorted(_ADVICE)}, got {advice!r}")
+    mapped = memory_map(array)
+    flag = getattr(mmap, _ADVICE[advice], None)
+    if mapped is None or flag is None or not hasattr(mapped, "madvise"):
+        return False
+    mapped.madvise(flag)
+    return True
+
+
+def release_pages(array: np.ndarray, start: int = 0, stop: int | None = None) -> bool:
     """Drops rows ``[start, stop)`` of a memory-mapped array from the process's resident set.
 
     Pages of a file mapping count in the process RSS from the first touch
@@ -48,17 +86,20 @@ def release_pages(array: np.ndarray, start: int, stop: int) -> bool:
       array: a :class:`numpy.memmap` (as ``np.load(..., mmap_mode=...)`` or
         ``np.lib.format.open_memmap`` return) or a row slice of one,
         C-contiguous; rows are along axis 0.
-      start, stop: the row range, ``0 <= start <= stop <= len(array)``.
+      start, stop: the row range, ``0 <= start <= stop <= len(array)``;
+        ``stop=None`` is ``len(array)`` (by default, every row).
 
     Returns:
       Whether the pages were advised: False where the platform has no
       ``madvise`` or ``array`` is not a memory map (nothing to release).
     """
-    mapping = getattr(array, "_mmap", None)
+    mapping = memory_map(array)
     if mapping is None or not hasattr(mapping, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
         return False
-    if not 0 <= start <= stop <= array.shape[0]:
-        raise ValueError(f"rows [{start}, {stop}) are outside an array of {array.shape[0]} rows")
+    rows = array.shape[0] if array.ndim else 1
+    stop = rows if stop is None else stop
+    if not 0 <= start <= stop <= rows:
+        raise ValueError(f"rows [{start}, {stop}) are outside an array of {rows} rows")
     if stop == start:
         return True
     row_bytes = array.strides[0] if array.ndim else array.itemsize

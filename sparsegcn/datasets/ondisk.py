@@ -86,7 +86,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import numbers
 import os
 import shutil
@@ -97,6 +96,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsegcn.datasets.base import SPLITS, Dataset
+from sparsegcn.files import release_pages
 from sparsegcn.graph import Graph
 
 FORMAT = "sparsegcn-graph"
@@ -521,27 +521,6 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
     return arrays
 
 
-def release_pages(array) -> bool:
-    """Drops the pages of the memory map under ``array`` from this process's resident set.
-
-    ``madvise(MADV_DONTNEED)`` on the whole map: a read-only file-backed
-    page leaves the RSS but stays in the kernel's page cache (a later read
-    is a minor fault). The load-time checks read every byte of ``indices``
-    (12.9 GB at papers100M size); without this, those pages would count in
-    the process's RSS for the rest of the run.
-
-    Returns:
-      whether anything was advised (``False`` for an array in RAM or where
-      ``madvise`` is unavailable).
-    """
-    mapped = getattr(array, "_mmap", None)
-    flag = getattr(mmap, "MADV_DONTNEED", None)
-    if mapped is None or flag is None or not hasattr(mapped, "madvise"):
-        return False
-    mapped.madvise(flag)
-    return True
-
-
 def check_csr_chunked(
     indptr, indices, num_nodes: int, *, files=("indptr", "indices"), chunk=CHECK_CHUNK
 ):
@@ -854,7 +833,6 @@ __all__ = [
     "load_ondisk",
     "physical_memory_bytes",
     "read_manifest",
-    "release_pages",
     "save",
     "sha256_file",
     "verify_checksums",

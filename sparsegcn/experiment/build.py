@@ -14,10 +14,11 @@ import scipy.sparse as sp
 from sparsegcn import _checks, transforms
 from sparsegcn.backends import get_backend, pack, pack_gcn_norm
 from sparsegcn.datasets import Dataset
-from sparsegcn.datasets.ondisk import EXPAND_FRACTION, ExpandedRows, release_pages
+from sparsegcn.datasets.ondisk import EXPAND_FRACTION, ExpandedRows
 from sparsegcn.experiment.config import HOST_GRAPH_PREPARATIONS, Experiment, _resolved
 from sparsegcn.experiment.precompute import sgc_precompute
 from sparsegcn.features import as_features, normalize
+from sparsegcn.files import release_pages
 from sparsegcn.nn import Model
 from sparsegcn.nn.registry import create_model, get_model_spec
 from sparsegcn.sampling.feature_store import (

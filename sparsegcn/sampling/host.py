@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import mmap
 import os
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -54,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sparsegcn.files import advise, memory_map
 from sparsegcn.sampling.dedup import DedupSample, dedup_sizes
 from sparsegcn.sampling.feature_store import LocalBatch, host_memory_bytes
 from sparsegcn.sampling.neighbor import NeighborSample, check_fanouts, tree_sizes
@@ -63,7 +63,6 @@ __all__ = [
     "HashSeeds",
     "HostCSR",
     "MappedBudget",
-    "advise",
     "check_graph_on",
     "floyd_host",
     "hash_words",
@@ -89,42 +88,6 @@ def check_graph_on(value) -> str:
     if not isinstance(value, str) or value not in GRAPH_ON:
         raise ValueError(f"graph_on must be one of {list(GRAPH_ON)}, got {value!r}")
     return value
-
-
-def _mapping(array) -> mmap.mmap | None:
-    """The ``mmap.mmap`` under a NumPy memory map (or a view of one), else ``None``."""
-    mapped = getattr(array, "_mmap", None)
-    if isinstance(mapped, mmap.mmap):
-        return mapped
-    base = getattr(array, "base", None)
-    while base is not None:
-        if isinstance(base, mmap.mmap):
-            return base
-        base = getattr(base, "base", None)
-    return None
-
-
-def advise(array, advice: str) -> bool:
-    """``madvise`` the whole memory map under ``array`` (``"random"`` or ``"dontneed"``).
-
-    ``"random"``: no read-ahead (a batch reads scattered pages; read-ahead
-    around each would read more than the batch needs). ``"dontneed"``: drop
-    the map's pages from this process's resident set; a file-backed page
-    stays in the kernel's page cache and comes back on the next read.
-
-    Returns:
-      whether advice was given (``False`` for an array in RAM, or where
-      ``mmap.madvise`` or the advice is unavailable).
-    """
-    names = {"random": "MADV_RANDOM", "dontneed": "MADV_DONTNEED"}
-    if advice not in names:
-        raise ValueError(f"advice must be one of {sorted(names)}, got {advice!r}")
-    mapped = _mapping(array)
-    flag = getattr(mmap, names[advice], None)
-    if mapped is None or flag is None or not hasattr(mapped, "madvise"):
-        return False
-    mapped.madvise(flag)
-    return True
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -547,7 +510,7 @@ class MappedBudget:
     """
 
     def __init__(self, arrays: Sequence, limit: int | None = None) -> None:
-        self.arrays = [a for a in arrays if _mapping(a) is not None]
+        self.arrays = [a for a in arrays if memory_map(a) is not None]
         self.limit = host_memory_bytes() // 4 if limit is None else int(limit)
         self.releases = 0
 

@@ -50,6 +50,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from sparsegcn.files import advise
 from sparsegcn.nn.model import Model
 from sparsegcn.sampling.feature_store import (
     GatherStats,
@@ -62,7 +63,6 @@ from sparsegcn.sampling.host import (
     HashSeeds,
     HostCSR,
     MappedBudget,
-    advise,
     localize_host,
     proc_read_bytes,
     sample_tree_host,

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from sparsegcn.files import advise
 from sparsegcn.ops import hash_bits
 from sparsegcn.sampling import localize, sample_blocks, sample_dedup
 from sparsegcn.sampling.host import (
     HashSeeds,
     HostCSR,
     MappedBudget,
-    advise,
     hash_words,
     localize_host,
     rss_file_bytes,
