@@ -28,31 +28,24 @@ from sparsegcn.train.streamed import StreamedFitResult, fit_streamed
 
 
 def ogb_test_metric(dataset: Dataset, model, params, graph, features) -> dict | None:
-    """``ogb``'s official metric of every seed's predictions on the test split.
+    """:func:`~sparsegcn.datasets.ogb.official_test_metric` of every seed's
+    predictions, or ``None`` (see there).
 
-    Only for ``ogbn-*`` datasets (also converted on-disk ones, which keep
-    the name) and when ``ogb`` is importable; ``None`` otherwise. One
-    inference pass per seed on ``graph`` (the layout training evaluated on).
-
-    Returns:
-      ``{"metric": name, "test": [K] values, "test_mean": mean}``.
+    One inference pass per seed on ``graph`` (the layout training evaluated
+    on), only when the metric applies.
     """
     from sparsegcn.datasets import OGB
 
     if dataset.name not in OGB or importlib.util.find_spec("ogb") is None:
         return None
-    from sparsegcn.datasets.ogb import evaluate
 
     def classes(p, g, x):
         return jnp.argmax(model.apply(p, g, x), axis=-1).astype(jnp.int32)
 
-    predicted = np.asarray(
-        jax.jit(jax.vmap(classes, in_axes=(0, None, None)))(params, graph, features)
-    )
-    test = np.asarray(dataset.split["test"])
-    truth = np.asarray(dataset.labels)[test]
-    values = [evaluate(dataset.name, truth, row[test]) for row in predicted]
-    return {"metric": dataset.metric, "test": values, "test_mean": float(np.mean(values))}
+    from sparsegcn.datasets.ogb import official_test_metric
+
+    predicted = jax.jit(jax.vmap(classes, in_axes=(0, None, None)))(params, graph, features)
+    return official_test_metric(dataset, np.asarray(predicted))
 
 
 def summarize(
