@@ -23,7 +23,13 @@ from sparsegcn.experiment.build import (
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import Lifecycle
 from sparsegcn.train import FitResult, fit
-from sparsegcn.train.minibatch import MinibatchFitResult, fit_minibatch, minibatch_data
+from sparsegcn.train.minibatch import (
+    MinibatchFitResult,
+    epoch_overflow,
+    first_epoch_key,
+    fit_minibatch,
+    minibatch_data,
+)
 from sparsegcn.train.streamed import StreamedFitResult, fit_streamed
 
 
@@ -191,6 +197,11 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     if isinstance(result, MinibatchFitResult):  # exactly the sampled runs
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
         report["features_on"] = features_on
+        minibatch = exp.minibatch_config()
+        if batches is not None and mesh is None and minibatch.caps is not None:
+            # What the caps dropped in the first seed's first epoch, by a sampling pass alone.
+            overflow = epoch_overflow(batches, minibatch, first_epoch_key(exp.seed))
+            report["dedup_overflow"] = overflow.tolist()
     return dict(report, **lifecycle.finish(writer, result))
 
 
