@@ -2,13 +2,14 @@
 
 On the ogbn-products-sized synthetic graph (``--scale`` shrinks it), for
 each node order (the generated one, a random one, the hand-written label
-propagation ``community``, METIS parts of 2048 nodes, networkit's PLM on one
-thread and on every core):
+propagation ``community``, METIS parts of ``METIS_PART_SIZE`` nodes and of
+each of ``--metis-part-sizes``, networkit's PLM on one thread and on every
+core):
 
 - ``order_s``: host seconds to compute the permutation
   (:func:`sparsegcn.ops.node_order`), and ``relabel_s`` to apply it;
-- locality: the share of edges whose two ends lie in one run of 2048
-  consecutive ids (METIS's part size), and the median ``|sender - receiver|``;
+- locality: the share of edges whose two ends lie in one run of
+  ``METIS_PART_SIZE`` consecutive ids, and the median ``|sender - receiver|``;
 - ``Â·X`` with ``F = --features``: the GCN-normalized product in the layout
   training uses (packed CSR, :func:`~sparsegcn.backends.pack_gcn_norm`)
   and as a receiver-sorted edge list (``segment_sum``), median of
@@ -39,7 +40,12 @@ from sparsegcn.backends import pack_gcn_norm
 from sparsegcn.datasets import load
 from sparsegcn.files import write_json_atomic
 from sparsegcn.graph import Reordering
-from sparsegcn.ops.ordering import METIS_PART_SIZE, node_order, require_order_library
+from sparsegcn.ops.ordering import (
+    METIS_PART_SIZE,
+    metis_parts,
+    node_order,
+    require_order_library,
+)
 
 LAYOUTS = ("csr", "edges")
 
@@ -66,16 +72,24 @@ def locality(graph: sg.Graph, block: int = METIS_PART_SIZE) -> dict:
     }
 
 
-def orders(threads: int) -> list[tuple[str, str | None, int]]:
-    """``(label, method, threads)`` of each measured order."""
+def orders(threads: int, part_sizes: list[int]) -> list[tuple[str, str | None, int]]:
+    """``(label, method, threads or METIS part size)`` of each measured order."""
     return [
         ("none", None, 1),
         ("random", "random", 1),
         ("community", "community", 1),
         ("metis", "metis", 1),
+        *((f"metis-{size}", "metis-parts", size) for size in part_sizes),
         ("networkit-1", "networkit", 1),
         (f"networkit-{threads}", "networkit", threads),
     ]
+
+
+def metis_order(senders, receivers, n: int, part_size: int) -> np.ndarray:
+    """``node_order(method="metis")`` with parts of ``part_size`` nodes."""
+    labels = metis_parts(senders, receivers, n, part_size=part_size)
+    counts = np.bincount(receivers, minlength=n)
+    return np.lexsort((np.arange(n), -counts, labels))
 
 
 def main(argv=None) -> int:
@@ -85,6 +99,11 @@ def main(argv=None) -> int:
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--metis-part-sizes",
+        default="2048",
+        help="METIS part sizes measured besides the default METIS_PART_SIZE ('' for none)",
+    )
     parser.add_argument("--out", default=None, help="writes OUT.json and OUT.md")
     args = parser.parse_args(argv)
 
@@ -106,12 +125,15 @@ def main(argv=None) -> int:
         version = getattr(module, "__version__", None) or getattr(module, "version", None)
         info[f"{module.__name__}_version"] = str(version)
     rows, prepared, reference = [], {}, {}
-    for label, method, threads in orders(args.threads):
+    part_sizes = [int(v) for v in args.metis_part_sizes.split(",") if v]
+    for label, method, threads in orders(args.threads, part_sizes):
         tick = time.perf_counter()
         if method is None:
             permutation = np.arange(n, dtype=np.int64)
         elif method == "random":
             permutation = np.random.default_rng(0).permutation(n)
+        elif method == "metis-parts":
+            permutation = metis_order(senders, receivers, n, threads)
         else:
             permutation = node_order(senders, receivers, n, method=method, threads=threads)
         order_s = time.perf_counter() - tick
@@ -188,7 +210,8 @@ def markdown(report: dict) -> str:
         "jobs, so the times are noisy; ratios within this table are what to read. "
         f"pymetis {m.get('pymetis_version', '?')}, networkit {m.get('networkit_version', '?')}.",
         "",
-        "| order | order s | relabel s | edges in 2048-blocks | median id distance "
+        f"| order | order s | relabel s | edges in {report['metis_part_size']}-blocks "
+        "| median id distance "
         "| Â·X csr ms | Â·X edge list ms |",
         "|---|---|---|---|---|---|---|",
     ]
