@@ -192,13 +192,13 @@ def fraction_in_blocks(g: sg.Graph, block: int) -> float:
 
 @pytest.mark.parametrize("method", ["community", METIS, NETWORKIT])
 def test_community_and_partition_orders_keep_planted_communities_in_blocks(method):
-    """4 planted communities of 4096 nodes (90% of edges inside), ids shuffled:
-    blocks of 8192 consecutive ids (METIS's part size) hold about half of the
+    """4 planted communities of 1024 nodes (90% of edges inside), ids shuffled:
+    blocks of 2048 consecutive ids (METIS's part size) hold about half of the
     edges in a random order, and nearly all in a community or partition order."""
     from sparsegcn.ops.ordering import METIS_PART_SIZE
 
-    assert METIS_PART_SIZE == 8192  # two parts of two communities each
-    g, _ = planted_communities(4, 4096, seed=5)  # ids already shuffled
+    assert METIS_PART_SIZE == 2048  # two parts of two communities each
+    g, _ = planted_communities(4, 1024, seed=5)  # ids already shuffled
     block = METIS_PART_SIZE
     assert fraction_in_blocks(g, block) < 0.6
     assert fraction_in_blocks(g.reorder(method).graph, block) > 0.85

@@ -107,7 +107,7 @@ class Experiment:
     reorder: str = _field(
         "none",
         "relabel nodes for memory locality before training (community: label-propagation "
-        "communities; metis: METIS parts of ~8192 nodes; networkit: Louvain communities; "
+        "communities; metis: METIS parts of ~2048 nodes; networkit: Louvain communities; "
         "rcm; degree; metis and networkit need the order extra); reports and predictions "
         "stay in the dataset's order",
         choices=("none", *REORDER_METHODS),

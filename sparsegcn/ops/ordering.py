@@ -43,12 +43,13 @@ __all__ = [
 REORDER_METHODS = ("rcm", "degree", "community", "metis", "networkit")
 COMMUNITY_MAX_ROUNDS = 30
 COMMUNITY_TOLERANCE = 0.002  # stop once fewer than this share of nodes change label
-# Nodes per METIS part. METIS's k-way time grows with the number of parts k
-# (synthetic products at scale 0.1: 19 s for 30 parts of 8192 nodes, 87 s for
-# 120 of 2048, 131 s for 479 of 512), while the product after the order
-# changed by less than the run-to-run noise; 8192 rows of 64 float32
-# features (2 MiB) still sit in this CPU's 32 MiB L3. See benchmarks/README.md.
-METIS_PART_SIZE = 8192
+# Nodes per METIS part. 2048 rows of 64-128 float32 features are 0.5-1 MiB,
+# what one core's L2 cache holds, so a part's reads of its own rows stay
+# there; Cluster-GCN's 1500 parts of ogbn-products are about 1600 nodes each.
+# METIS took about as long for 30, 120 or 479 parts at products scale 0.1,
+# and the product after the order did not change measurably with the part
+# size (benchmarks/README.md, Locality orders).
+METIS_PART_SIZE = 2048
 # The optional libraries behind some methods (the ``order`` extra).
 ORDER_LIBRARIES = {"metis": "pymetis", "networkit": "networkit"}
 
@@ -146,7 +147,7 @@ def metis_parts(
     ``k = ceil(N / part_size)`` parts of nearly equal size with few edges
     between parts (self-loops dropped, edge directions and duplicates
     merged). Fixed-size parts keep a part's rows cache-sized whatever ``N``
-    is; ``k`` grows with the graph (300 parts for ogbn-products, 13,600
+    is; ``k`` grows with the graph (1,200 parts for ogbn-products, 54,000
     for papers100M).
 
     Args:
