@@ -73,7 +73,7 @@ def require_order_library(method: str):
 
 
 def _symmetric_pattern(senders: np.ndarray, receivers: np.ndarray, n: int) -> sp.csr_array:
-    """The pattern of ``A + A^T`` without self-loops or duplicates, int64 CSR."""
+    """The pattern of ``A + A^T`` without self-loops or duplicates, as CSR (values unused)."""
     off = senders != receivers
     s, r = senders[off].astype(np.int64), receivers[off].astype(np.int64)
     rows, cols = np.concatenate([r, s]), np.concatenate([s, r])
