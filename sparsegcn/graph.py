@@ -242,7 +242,7 @@ class Graph(EdgeListView):
         """The CSR view grouped by receiver; see :class:`CSR`. Host-side."""
         return CSR.from_graph(self)
 
-    def reorder(self, method: str = "rcm") -> Reordering:
+    def reorder(self, method: str = "rcm", *, seed: int = 0, threads: int = 1) -> Reordering:
         """Relabels nodes so that neighbours get nearby ids.
 
         Propagation reads the rows of ``x`` at each node's neighbours; when
@@ -256,8 +256,11 @@ class Graph(EdgeListView):
         the predictions. Host-side.
 
         Args:
-          method: ``"rcm"`` (reverse Cuthill–McKee), ``"degree"`` or
-            ``"community"``; see :func:`sparsegcn.ops.ordering.node_order`.
+          method: ``"rcm"`` (reverse Cuthill–McKee), ``"degree"``,
+            ``"community"``, ``"metis"`` or ``"networkit"`` (the last two
+            need the ``order`` extra); see :func:`sparsegcn.ops.ordering.node_order`.
+          seed: the random seed of the community and partition methods.
+          threads: networkit's threads (1, the default, is deterministic).
 
         Returns:
           A :class:`Reordering`: the relabelled graph (edges sorted by
@@ -267,7 +270,7 @@ class Graph(EdgeListView):
         receivers = _checks.as_host("receivers", self.receivers)
         weights = None if self.weights is None else _checks.as_host("weights", self.weights)
         n = self.num_nodes
-        permutation = node_order(senders, receivers, n, method=method)
+        permutation = node_order(senders, receivers, n, method=method, seed=seed, threads=threads)
         inverse = np.empty(n, np.int64)
         inverse[permutation] = np.arange(n)
         new_senders = inverse[senders].astype(np.int32)

@@ -317,10 +317,11 @@ def sort_edges(graph: Graph) -> Graph:
     )
 
 
-def reorder(graph: Graph, *, method: str = "rcm") -> Reordering:
+def reorder(graph: Graph, *, method: str = "rcm", seed: int = 0, threads: int = 1) -> Reordering:
     """Relabels nodes so that neighbours get nearby ids: ``graph.reorder(method)``.
 
-    The verb form of :meth:`Graph.reorder` (which see for the math and the
-    methods); it returns a :class:`~sparsegcn.graph.Reordering`.
+    The verb form of :meth:`Graph.reorder` (which see for the math, the
+    methods, ``seed`` and ``threads``); it returns a
+    :class:`~sparsegcn.graph.Reordering`.
     """
-    return graph.reorder(method)
+    return graph.reorder(method, seed=seed, threads=threads)

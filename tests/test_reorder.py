@@ -1,5 +1,9 @@
 """Node reordering: a true permutation, the same product up to it, and the
-locality it promises (RCM narrows the band, degree order sorts degrees)."""
+locality it promises (RCM narrows the band, degree order sorts degrees,
+community and partition orders keep planted communities in blocks)."""
+
+import importlib.util
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +17,18 @@ from sparsegcn.backends import pack
 from sparsegcn.transforms import Reordering, reorder
 
 
+def needs(library: str):
+    return pytest.mark.skipif(
+        importlib.util.find_spec(library) is None,
+        reason=f'{library} is not installed (the order extra: pip install -e ".[order]")',
+    )
+
+
+METIS = pytest.param("metis", marks=needs("pymetis"))
+NETWORKIT = pytest.param("networkit", marks=needs("networkit"))
+METHODS = ["rcm", "degree", "community", METIS, NETWORKIT]
+
+
 def bandwidth(g: sg.Graph) -> int:
     return int(np.max(np.abs(np.asarray(g.senders, np.int64) - np.asarray(g.receivers))))
 
@@ -24,7 +40,7 @@ def scrambled_path(n: int, seed: int = 0) -> tuple[sg.Graph, np.ndarray]:
     return sg.Graph(np.r_[a, b], np.r_[b, a], None, n), labels
 
 
-@pytest.mark.parametrize("method", ["rcm", "degree", "community"])
+@pytest.mark.parametrize("method", METHODS)
 def test_reordering_is_a_permutation_that_round_trips(method):
     g = random_graph(50, 200, seed=1)
     r = g.reorder(method)
@@ -36,7 +52,7 @@ def test_reordering_is_a_permutation_that_round_trips(method):
     assert r.graph.edges_sorted and r.graph.num_edges == g.num_edges
 
 
-@pytest.mark.parametrize("method", ["rcm", "degree", "community"])
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("packed", [False, True])
 def test_propagation_in_the_new_order_restores_to_the_original(method, packed):
     g = random_graph(60, 240, seed=2)
@@ -150,20 +166,90 @@ def test_features_of_every_kind_can_be_permuted():
     np.testing.assert_array_equal(np.asarray(r.permute(jnp.asarray(dense))), r.permute(dense))
 
 
-def test_empty_and_edgeless_graphs():
+@pytest.mark.parametrize("method", METHODS)
+def test_empty_and_edgeless_graphs(method):
     for n in (0, 5):
         g = sg.Graph(np.zeros(0, np.int32), np.zeros(0, np.int32), None, n)
-        for method in ("rcm", "degree", "community"):
-            r = g.reorder(method)
-            assert r.permutation.shape == (n,) and r.graph.num_edges == 0
+        r = g.reorder(method)
+        assert r.permutation.shape == (n,) and r.graph.num_edges == 0
+        np.testing.assert_array_equal(np.sort(r.permutation), np.arange(n))
 
 
 def test_unknown_method_is_refused():
     with pytest.raises(
         ValueError,
-        match=r"reorder method must be one of \('rcm', 'degree', 'community'\), got 'metis'",
+        match=r"reorder method must be one of \('rcm', 'degree', 'community', 'metis', "
+        r"'networkit'\), got 'louvain'",
     ):
-        random_graph(5, 5).reorder("metis")
+        random_graph(5, 5).reorder("louvain")
+
+
+def fraction_in_blocks(g: sg.Graph, block: int) -> float:
+    """The share of edges whose two ends lie in the same run of ``block`` consecutive ids."""
+    s, r = np.asarray(g.senders) // block, np.asarray(g.receivers) // block
+    return float(np.mean(s == r))
+
+
+@pytest.mark.parametrize("method", ["community", METIS, NETWORKIT])
+def test_community_and_partition_orders_keep_planted_communities_in_blocks(method):
+    """4 planted communities of 1024 nodes (90% of edges inside), ids shuffled:
+    blocks of 2048 consecutive ids (METIS's part size) hold about half of the
+    edges in a random order, and nearly all in a community or partition order."""
+    from sparsegcn.ops.ordering import METIS_PART_SIZE
+
+    assert METIS_PART_SIZE == 2048  # two parts of two communities each
+    g, _ = planted_communities(4, 1024, seed=5)  # ids already shuffled
+    block = METIS_PART_SIZE
+    assert fraction_in_blocks(g, block) < 0.6
+    assert fraction_in_blocks(g.reorder(method).graph, block) > 0.85
+
+
+@pytest.mark.parametrize("method", ["community", METIS, NETWORKIT])
+def test_orders_are_deterministic_for_a_seed(method):
+    g, _ = planted_communities(4, 100, seed=6)
+    a, b = g.reorder(method, seed=3), g.reorder(method, seed=3)
+    np.testing.assert_array_equal(a.permutation, b.permutation)
+
+
+@needs("pymetis")
+def test_metis_parts_recover_planted_communities():
+    from sparsegcn.ops import metis_parts
+
+    g, truth = planted_communities(8, 150, seed=7)
+    parts = metis_parts(np.asarray(g.senders), np.asarray(g.receivers), g.num_nodes, part_size=150)
+    assert parts.min() == 0 and parts.max() == 7
+    # Each part is (nearly) one planted community: the pair (part, community)
+    # takes about 8 values, against 64 for unrelated labels.
+    _, counts = np.unique(parts * 8 + truth, return_counts=True)
+    assert np.sum(counts[np.argsort(counts)[-8:]]) >= 0.95 * g.num_nodes
+    with pytest.raises(ValueError, match="part_size must be an integer >= 1, got 0"):
+        metis_parts(np.asarray(g.senders), np.asarray(g.receivers), g.num_nodes, part_size=0)
+
+
+@needs("networkit")
+def test_networkit_runs_on_several_threads_and_restores_the_thread_count():
+    import networkit as nk
+
+    from sparsegcn.ops import networkit_communities
+
+    g, _ = planted_communities(4, 100, seed=8)
+    before = nk.getMaxNumberOfThreads()
+    labels = networkit_communities(
+        np.asarray(g.senders), np.asarray(g.receivers), g.num_nodes, threads=2
+    )
+    assert nk.getMaxNumberOfThreads() == before
+    assert labels.shape == (400,) and len(np.unique(labels)) < 20
+    with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
+        networkit_communities(np.asarray(g.senders), np.asarray(g.receivers), 400, threads=0)
+
+
+@pytest.mark.parametrize(("method", "library"), [("metis", "pymetis"), ("networkit", "networkit")])
+def test_a_missing_library_names_the_extra(method, library, monkeypatch):
+    monkeypatch.setitem(sys.modules, library, None)  # import raises ImportError
+    with pytest.raises(
+        ImportError, match=rf"{method!r} needs {library}, .*pip install -e \"\.\[order\]\""
+    ):
+        random_graph(5, 5).reorder(method)
 
 
 def test_reordered_dataset_moves_every_node_field_together():

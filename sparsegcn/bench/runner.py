@@ -60,9 +60,10 @@ from sparsegcn.bench.graphs import (
 )
 from sparsegcn.bench.timing import measure, stream_bandwidth
 from sparsegcn.message_passing import edge_scores, edge_softmax
+from sparsegcn.ops.ordering import REORDER_METHODS
 
 PASSES = ("fwd", "fwd_bwd")
-REORDERS = (None, "rcm", "degree", "community")
+REORDERS = (None, *REORDER_METHODS)  # metis and networkit need the order extra
 # Variants that compete for the crossover (full float32 precision).
 SPARSE_VARIANTS = ("segment", "segment-unpacked", "bcoo", "segment-sorted", "segment-csr")
 # Variants measured again after each reordering of the community graphs.
@@ -86,7 +87,8 @@ class Matrix:
       reorders: node orders for the community graphs' packed ``segment``
         and ``segment-csr`` (and ``segment-csr-xla``) variants:
         ``None`` (as generated) plus any of ``"rcm"``, ``"degree"``,
-        ``"community"``.
+        ``"community"``, ``"metis"``, ``"networkit"`` (the last two need
+        the ``order`` extra).
       repeats: timed calls per case.
       max_case_seconds: stop timing a case after this long.
     """

@@ -11,7 +11,9 @@ when all are written:
 - ``--embeddings``: float32 hidden-layer embeddings (the last layer's input,
   ``Model.embed``), ``[N, H]`` or ``[K, N, H]`` likewise.
 
-Nodes are in the dataset's order. The params are the early-stopping
+Nodes are in the dataset's order. For ``ogbn-*`` datasets, when ``ogb`` is
+installed, the summary also gives ogb's official ``Evaluator`` metric of
+the predictions on the test split (``ogb_evaluator`` in ``--json``). The params are the early-stopping
 restored ones (``--params best``, whose test accuracy ``sparsegcn train``
 reports) unless ``--params last``.
 """
@@ -79,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if predictions.shape[0] == 1:
         predictions, embeddings = predictions[0], embeddings[0]
     test = np.asarray(result["test_acc"])
+    official = result.get("ogb_evaluator")
     # All outputs or none: each is written to a temporary file, then all are renamed.
     writers = {args.out: npy_writer(predictions)}
     if args.embeddings:
@@ -98,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
                 "embeddings_shape": list(embeddings.shape) if args.embeddings else None,
                 "test_acc": test.tolist(),
                 "reported_test_acc": None if reported is None else np.asarray(reported).tolist(),
+                **({"ogb_evaluator": official} if official else {}),
             }
         )
     write_all_atomic(writers)
@@ -106,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         f"checkpoint epoch {result['epoch']}; test accuracy of the predictions "
         f"{test.mean():.4f} ± {test.std():.4f}"
     )
+    if official:
+        values = np.asarray(official["test"])
+        print(f"ogb Evaluator test {official['metric']}: {values.mean():.4f} ± {values.std():.4f}")
     print(f"predictions: {args.out} int32 {list(predictions.shape)}")
     if args.embeddings:
         print(f"embeddings: {args.embeddings} float32 {list(embeddings.shape)}")

@@ -50,6 +50,7 @@ References:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 import shutil
@@ -517,6 +518,27 @@ def evaluate(name: str, y_true, y_pred) -> float:
     return float(result[evaluator.eval_metric])
 
 
+def official_test_metric(dataset: Dataset, classes) -> dict | None:
+    """``ogb``'s official metric (:func:`evaluate`) of predicted classes on the test split.
+
+    Only for ``ogbn-*`` datasets (also converted on-disk ones, which keep
+    the name) and when ``ogb`` is importable; ``None`` otherwise.
+
+    Args:
+      dataset: the dataset, in the node order of ``classes``.
+      classes: int ``[K, N]`` predicted classes, one row per seed.
+
+    Returns:
+      ``{"metric": name, "test": [K] values, "test_mean": mean}``.
+    """
+    if dataset.name not in OGB or importlib.util.find_spec("ogb") is None:
+        return None
+    test = np.asarray(dataset.split["test"])
+    truth = np.asarray(dataset.labels)[test]
+    values = [evaluate(dataset.name, truth, row[test]) for row in np.asarray(classes)]
+    return {"metric": dataset.metric, "test": values, "test_mean": float(np.mean(values))}
+
+
 __all__ = [
     "INSTALL_HINT",
     "LICENSES",
@@ -526,4 +548,5 @@ __all__ = [
     "import_ogb",
     "load_ogb",
     "load_processed",
+    "official_test_metric",
 ]

@@ -15,6 +15,7 @@ from sparsegcn.backends import DEFAULT_BACKEND, get_backend
 from sparsegcn.features import FEATURE_NORMALIZATIONS
 from sparsegcn.nn.registry import MODELS as REGISTRY
 from sparsegcn.nn.registry import get_model_spec
+from sparsegcn.ops.ordering import require_order_library
 from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import SAMPLERS, check_fanouts
 from sparsegcn.sampling.feature_store import FEATURES_ON, check_features_on
@@ -113,7 +114,9 @@ class Experiment:
     reorder: str = _field(
         "none",
         "relabel nodes for memory locality before training (community: label-propagation "
-        "communities; rcm; degree); reports and predictions stay in the dataset's order",
+        "communities; metis: METIS parts of ~2048 nodes; networkit: Louvain communities; "
+        "rcm; degree; metis and networkit need the order extra); reports and predictions "
+        "stay in the dataset's order",
         choices=("none", *REORDER_METHODS),
     )
     normalize_features: str = _field(
@@ -288,6 +291,7 @@ class Experiment:
             raise ValueError(
                 f"reorder must be 'none' or one of {REORDER_METHODS}, got {self.reorder!r}"
             )
+        require_order_library(self.reorder)  # metis and networkit: refused before any data is read
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
         if self.dedup_caps is not None and self.sampler != "dedup":

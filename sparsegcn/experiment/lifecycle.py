@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from sparsegcn.datasets import Dataset, load
+from sparsegcn.datasets.ogb import official_test_metric
 from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.nn import Model
@@ -199,7 +200,10 @@ def predict_checkpoint(
       ``{"predictions": int32 [K, N], "embeddings": float32 [K, N, H],
       "test_acc": [K] accuracy of the predictions on the test split,
       "reported_test_acc": [K] as recorded in training (``best`` only),
-      "seeds", "epoch", "checkpoint", "dataset"}``.
+      "seeds", "epoch", "checkpoint", "dataset"}``, and for ``ogbn-*``
+      datasets when ``ogb`` is installed ``"ogb_evaluator"``: ``{"metric",
+      "test": [K], "test_mean"}``, ogb's official metric of the predictions
+      (:func:`~sparsegcn.datasets.ogb.official_test_metric`).
     """
     if params not in ("best", "last"):
         raise ValueError(f"params must be 'best' or 'last', got {params!r}")
@@ -229,6 +233,7 @@ def predict_checkpoint(
         classes, embeddings = classes[:, reordering.inverse], embeddings[:, reordering.inverse]
     test = data_set.split["test"]
     test_acc = (classes[:, test] == data_set.labels[test][None, :]).mean(axis=1)
+    official = official_test_metric(data_set, classes)
     return {
         "predictions": classes,
         "embeddings": embeddings,
@@ -238,4 +243,5 @@ def predict_checkpoint(
         "epoch": ckpt.epoch,
         "checkpoint": str(ckpt.path),
         "dataset": data_set.name,
+        **({} if official is None else {"ogb_evaluator": official}),
     }

@@ -26,36 +26,35 @@ from sparsegcn.experiment.build import (
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import Lifecycle
 from sparsegcn.train import FitResult, fit
-from sparsegcn.train.minibatch import MinibatchFitResult, fit_minibatch, minibatch_data
+from sparsegcn.train.minibatch import (
+    MinibatchFitResult,
+    epoch_overflow,
+    first_epoch_key,
+    fit_minibatch,
+    minibatch_data,
+)
 from sparsegcn.train.streamed import StreamedFitResult, fit_streamed
 
 
 def ogb_test_metric(dataset: Dataset, model, params, graph, features) -> dict | None:
-    """``ogb``'s official metric of every seed's predictions on the test split.
+    """:func:`~sparsegcn.datasets.ogb.official_test_metric` of every seed's
+    predictions, or ``None`` (see there).
 
-    Only for ``ogbn-*`` datasets (also converted on-disk ones, which keep
-    the name) and when ``ogb`` is importable; ``None`` otherwise. One
-    inference pass per seed on ``graph`` (the layout training evaluated on).
-
-    Returns:
-      ``{"metric": name, "test": [K] values, "test_mean": mean}``.
+    One inference pass per seed on ``graph`` (the layout training evaluated
+    on), only when the metric applies.
     """
     from sparsegcn.datasets import OGB
 
     if dataset.name not in OGB or importlib.util.find_spec("ogb") is None:
         return None
-    from sparsegcn.datasets.ogb import evaluate
 
     def classes(p, g, x):
         return jnp.argmax(model.apply(p, g, x), axis=-1).astype(jnp.int32)
 
-    predicted = np.asarray(
-        jax.jit(jax.vmap(classes, in_axes=(0, None, None)))(params, graph, features)
-    )
-    test = np.asarray(dataset.split["test"])
-    truth = np.asarray(dataset.labels)[test]
-    values = [evaluate(dataset.name, truth, row[test]) for row in predicted]
-    return {"metric": dataset.metric, "test": values, "test_mean": float(np.mean(values))}
+    from sparsegcn.datasets.ogb import official_test_metric
+
+    predicted = jax.jit(jax.vmap(classes, in_axes=(0, None, None)))(params, graph, features)
+    return official_test_metric(dataset, np.asarray(predicted))
 
 
 def summarize(
@@ -219,6 +218,11 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         report["sampled_edges_per_s"] = result.sampled_edges_per_s
         report["features_on"] = features_on
         report["graph_on"] = graph_on
+        minibatch = exp.minibatch_config()
+        if batches is not None and mesh is None and minibatch.caps is not None:
+            # What the caps dropped in the first seed's first epoch, by a sampling pass alone.
+            overflow = epoch_overflow(batches, minibatch, first_epoch_key(exp.seed))
+            report["dedup_overflow"] = overflow.tolist()
     return dict(report, **lifecycle.finish(writer, result))
 
 

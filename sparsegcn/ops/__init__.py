@@ -4,7 +4,8 @@
   segments, and a reduction registry by name;
 - row gathers and edge scores from sender and receiver rows (SDDMM);
 - the host-side CSR builder (grouping by row, row offsets) and node
-  orders for locality (reverse Cuthill–McKee, degree, communities);
+  orders for locality (reverse Cuthill–McKee, degree, communities; METIS
+  parts and Louvain communities from the optional ``order`` extra);
 - counter-based random bits, shared by dropout and the neighbour sampler.
 
 This package imports nothing from sparsegcn except :mod:`sparsegcn._checks`;
@@ -14,7 +15,13 @@ other way.
 
 from sparsegcn.ops.csr import group_by_row, indptr_from_sorted, offset_dtype
 from sparsegcn.ops.gather import gather_rows
-from sparsegcn.ops.ordering import REORDER_METHODS, community_labels, node_order
+from sparsegcn.ops.ordering import (
+    REORDER_METHODS,
+    community_labels,
+    metis_parts,
+    networkit_communities,
+    node_order,
+)
 from sparsegcn.ops.random import fmix32, hash_bits, keep_mask, mulhi_u32, uniform_below
 from sparsegcn.ops.sddmm import edge_dot, edge_sum
 from sparsegcn.ops.segment import (
@@ -39,7 +46,9 @@ __all__ = [
     "hash_bits",
     "indptr_from_sorted",
     "keep_mask",
+    "metis_parts",
     "mulhi_u32",
+    "networkit_communities",
     "node_order",
     "offset_dtype",
     "segment_max",

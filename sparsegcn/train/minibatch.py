@@ -417,6 +417,72 @@ def make_sampler_fn(
     return sample_batches
 
 
+def first_epoch_key(seed: int) -> jax.Array:
+    """The key of a fresh run's first epoch for integer ``seed``: the key that
+    :func:`train_epoch` receives from :func:`run_epoch` in epoch 1 of
+    :func:`fit_minibatch` (after :func:`~sparsegcn.train.init_state`'s split)."""
+    _, train_key = jax.random.split(jax.random.key(int(seed)))  # init_state's split
+    _, epoch_key = jax.random.split(train_key)  # run_epoch's split
+    return epoch_key
+
+
+def epoch_overflow(data: MinibatchData, minibatch: MinibatchConfig, key: jax.Array) -> np.ndarray:
+    """Per hop, the distinct nodes the capped dedup sampler drops over one epoch.
+
+    A sampling pass alone (no model) over the batches and sample keys that
+    :func:`train_epoch` draws from ``key`` (with :func:`first_epoch_key`:
+    exactly those of a seed's first training epoch), summing each batch's
+    :attr:`~sparsegcn.sampling.DedupSample.overflow`. Nonzero counts mean
+    the caps cut the neighbourhoods those batches sampled.
+
+    Args:
+      data: the :class:`MinibatchData` trained on (only its graph and train
+        nodes are read).
+      minibatch: a ``sampler="dedup"`` config; its ``caps`` bound the frontiers.
+      key: the epoch's PRNG key.
+
+    Returns:
+      int64 ``[L]``: dropped nodes per hop, summed over the epoch's batches
+      (zeros without caps).
+
+    Raises:
+      ValueError: ``minibatch.sampler`` is not ``"dedup"``.
+    """
+    if minibatch.sampler != "dedup":
+        raise ValueError(f"overflow is counted for sampler='dedup' only, got {minibatch.sampler!r}")
+    num_train = int(data.train_nodes.shape[0])
+    batch_size = effective_batch_size(num_train, minibatch.batch_size)
+    fanouts, caps = minibatch.fanouts, minibatch.caps
+
+    @jax.jit
+    def count(indptr, indices, train_nodes, key):
+        perm_key, steps_key = jax.random.split(key)  # as train_epoch splits it
+        batches = make_batches(perm_key, train_nodes, batch_size)
+        keys = jax.random.split(steps_key, batches.nodes.shape[0])
+
+        def step(total, inputs):
+            batch, step_key = inputs
+            sample_key, _ = jax.random.split(step_key)  # as make_grad_fn splits it
+            sample = sample_batch(
+                "dedup",
+                indptr,
+                indices,
+                batch.nodes,
+                fanouts,
+                key=sample_key,
+                mask=batch.mask,
+                caps=caps,
+            )
+            return total + sample.overflow, None
+
+        zero = jnp.zeros((len(fanouts),), jnp.int32)
+        return jax.lax.scan(step, zero, (batches, keys))[0]
+
+    graph = data.graph
+    counts = count(graph.indptr, graph.indices, jnp.asarray(data.train_nodes), key)
+    return np.asarray(counts, np.int64)
+
+
 @dataclasses.dataclass
 class MinibatchFitResult(FitResult):
     """:class:`~sparsegcn.train.FitResult` plus what mini-batch training measures.

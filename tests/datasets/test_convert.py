@@ -203,6 +203,39 @@ def test_train_report_carries_ogbs_evaluator_metric(tmp_path, extra):
     np.testing.assert_allclose(official["test"], result["test_acc"], atol=1e-6)
 
 
+@pytest.mark.ogb
+@pytest.mark.skipif(
+    importlib.util.find_spec("ogb") is None or importlib.util.find_spec("torch") is None,
+    reason="needs the optional extra: torch (CPU) and sparsegcn[ogb]",
+)
+@pytest.mark.parametrize("reorder", ["none", "degree"])
+def test_predict_report_carries_ogbs_evaluator_metric(tmp_path, capsys, reorder):
+    write_raw(tmp_path, "ogbn-arxiv")
+    out = convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "out")
+    ckpt, summary = tmp_path / "ckpt", tmp_path / "predict.json"
+    argv = ["train", "--dataset", str(out), "--epochs", "3", "--seeds", "2", "--no-progress"]
+    assert cli_main([*argv, "--reorder", reorder, "--checkpoint", str(ckpt)]) == 0
+    argv = ["predict", "--checkpoint", str(ckpt), "--out", str(tmp_path / "p.npy")]
+    assert cli_main([*argv, "--json", str(summary)]) == 0
+    assert "ogb Evaluator test acc: " in capsys.readouterr().out
+    result = json.loads(summary.read_text())
+    official = result["ogb_evaluator"]
+    assert official["metric"] == "acc" and len(official["test"]) == 2
+    # ogb's accuracy of the predictions (in the dataset's order) is ours, and training's.
+    np.testing.assert_allclose(official["test"], result["test_acc"], atol=1e-6)
+    np.testing.assert_allclose(official["test"], result["reported_test_acc"], atol=1e-6)
+    np.testing.assert_allclose(official["test_mean"], np.mean(result["test_acc"]), atol=1e-6)
+
+
+def test_predict_report_has_no_ogb_metric_for_other_datasets(tmp_path):
+    ckpt, summary = tmp_path / "ckpt", tmp_path / "predict.json"
+    argv = ["train", "--scale", "0.1", "--epochs", "2", "--no-progress"]
+    assert cli_main([*argv, "--checkpoint", str(ckpt)]) == 0
+    argv = ["predict", "--checkpoint", str(ckpt), "--out", str(tmp_path / "p.npy")]
+    assert cli_main([*argv, "--json", str(summary)]) == 0
+    assert "ogb_evaluator" not in json.loads(summary.read_text())
+
+
 def test_a_non_empty_target_is_refused_before_any_work(tmp_path, monkeypatch):
     write_raw(tmp_path, "ogbn-arxiv")
     (tmp_path / "out").mkdir()

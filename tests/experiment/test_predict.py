@@ -1,6 +1,8 @@
 """``sparsegcn predict``: a round trip through training, checkpoint and prediction."""
 
+import importlib.util
 import json
+import sys
 
 import jax
 import numpy as np
@@ -157,7 +159,22 @@ def test_checkpoint_predictions_reproduce_the_report(model, tmp_path):
     )
 
 
-@pytest.mark.parametrize("method", ["community", pytest.param("rcm", marks=pytest.mark.slow)])
+def _needs(library: str):
+    return pytest.mark.skipif(
+        importlib.util.find_spec(library) is None,
+        reason=f'{library} is not installed (the order extra: pip install -e ".[order]")',
+    )
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "community",
+        pytest.param("metis", marks=_needs("pymetis")),
+        pytest.param("networkit", marks=_needs("networkit")),
+        pytest.param("rcm", marks=pytest.mark.slow),
+    ],
+)
 def test_reordered_training_predicts_in_the_datasets_order(method, tmp_path):
     """Trained on relabelled nodes, the predictions come back in the dataset's order:
     scored against the dataset's own labels they reproduce the reported accuracy."""
@@ -174,6 +191,16 @@ def test_reordered_training_predicts_in_the_datasets_order(method, tmp_path):
     test = dataset.split["test"]
     np.testing.assert_allclose(
         (preds[test] == dataset.labels[test]).mean(), report["test_acc"][0], atol=1e-6
+    )
+
+
+def test_a_missing_order_library_is_refused_before_loading(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "pymetis", None)  # import raises ImportError
+    assert main([*TRAIN, "--reorder", "metis"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "sparsegcn train: error: reorder method 'metis' needs pymetis, which is not installed; "
+        'install the order extra: pip install -e ".[order]" (or pip install pymetis)'
     )
 
 

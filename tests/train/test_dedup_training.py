@@ -86,3 +86,51 @@ def test_cli_trains_with_the_dedup_sampler(tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main([*argv[:-4], "--sampler", "bfs", "--no-progress"])
     assert exit_info.value.code == 2
+
+
+def test_epoch_overflow_counts_what_the_caps_drop_over_the_epochs_batches(data):
+    from sparsegcn.sampling import sample_dedup
+    from sparsegcn.train import epoch_overflow, first_epoch_key, init_state, make_optimizer
+
+    key = first_epoch_key(3)
+    # The key of seed 3's first epoch: run_epoch splits the fresh state's key.
+    model = sg.sage(8, 2, hidden=8)
+    state = init_state(model, make_optimizer(TrainConfig()), jax.random.key(3))
+    np.testing.assert_array_equal(
+        jax.random.key_data(key), jax.random.key_data(jax.random.split(state.key)[1])
+    )
+    small = MinibatchConfig((5, 5), 16, sampler="dedup", caps=(20, 30))
+    counts = epoch_overflow(data, small, key)
+    # Oracle: the epoch's batches sampled one by one, as train_epoch and make_grad_fn draw them.
+    perm_key, steps_key = jax.random.split(key)
+    batches = sg.train.make_batches(perm_key, data.train_nodes, 16)
+    keys = jax.random.split(steps_key, batches.nodes.shape[0])
+    expected = np.zeros(2, np.int64)
+    for i in range(batches.nodes.shape[0]):
+        sample = sample_dedup(
+            data.graph.indptr,
+            data.graph.indices,
+            batches.nodes[i],
+            (5, 5),
+            key=jax.random.split(keys[i])[0],
+            mask=batches.mask[i],
+            caps=(20, 30),
+        )
+        expected += np.asarray(sample.overflow)
+    np.testing.assert_array_equal(counts, expected)
+    assert counts.shape == (2,) and np.all(counts > 0)
+    roomy = MinibatchConfig((5, 5), 16, sampler="dedup", caps=(80, 400))
+    np.testing.assert_array_equal(epoch_overflow(data, roomy, key), [0, 0])
+    with pytest.raises(ValueError, match="sampler='dedup' only, got 'tree'"):
+        epoch_overflow(data, MinibatchConfig((5, 5), 16), key)
+
+
+@pytest.mark.parametrize(("caps", "overflows"), [("8,8", True), ("4000,4000", False)])
+def test_cli_report_counts_the_dedup_overflow_of_an_epoch(tmp_path, caps, overflows):
+    out = tmp_path / "sage.json"
+    argv = ["train", "--model", "sage", "--epochs", "1", "--hidden", "8", "--fanouts", "5,3"]
+    argv += ["--sampler", "dedup", "--dedup-caps", caps, "--batch-size", "64", "--scale", "0.1"]
+    assert main([*argv, "--json", str(out), "--no-progress"]) == 0
+    overflow = json.loads(out.read_text())["dedup_overflow"]
+    assert len(overflow) == 2 and all(isinstance(c, int) for c in overflow)
+    assert all(c > 0 for c in overflow) if overflows else overflow == [0, 0]
