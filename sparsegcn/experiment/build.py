@@ -210,7 +210,7 @@ def resolve_graph_on(exp: Experiment, dataset: Dataset) -> str:
 
 
 def host_csr(dataset: Dataset, model: str) -> HostCSR:
-    """The graph ``model`` samples, as a :class:`~sparsegcn.sampling.HostCSR`.
+    """The graph ``model`` samples, as a :class:`~sparsegcn.sampling.host.HostCSR`.
 
     An on-disk dataset's own files (``indices.npy`` stays memory-mapped),
     unless its nodes were relabelled; else the CSR of its graph in RAM.

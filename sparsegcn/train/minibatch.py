@@ -432,7 +432,7 @@ def epoch_overflow(data: MinibatchData, minibatch: MinibatchConfig, key: jax.Arr
     A sampling pass alone (no model) over the batches and sample keys that
     :func:`train_epoch` draws from ``key`` (with :func:`first_epoch_key`:
     exactly those of a seed's first training epoch), summing each batch's
-    :attr:`~sparsegcn.sampling.DedupSample.overflow`. Nonzero counts mean
+    :attr:`~sparsegcn.sampling.dedup.DedupSample.overflow`. Nonzero counts mean
     the caps cut the neighbourhoods those batches sampled.
 
     Args:

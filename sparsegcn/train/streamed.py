@@ -23,12 +23,12 @@ Validation and test accuracy are measured on sampled trees of the
 evaluation nodes (same fanouts, a fixed key), not on the full
 neighbourhood: full-neighbourhood evaluation reads every node's features.
 
-**The graph on the host** (``host_csr``, :class:`~sparsegcn.sampling.HostCSR`):
+**The graph on the host** (``host_csr``, :class:`~sparsegcn.sampling.host.HostCSR`):
 when the graph structure does not fit on the device (or in RAM once
 expanded: ogbn-papers100M), the prefetch thread also samples the tree, on
 the host, from the memory-mapped CSR
-(:func:`~sparsegcn.sampling.sample_tree_host`), localizes it
-(:func:`~sparsegcn.sampling.localize_host`) and ships it with the rows;
+(:func:`~sparsegcn.sampling.host.sample_tree_host`), localizes it
+(:func:`~sparsegcn.sampling.host.localize_host`) and ships it with the rows;
 the device runs only ``step``, and no sampler is compiled. The host sampler
 draws the device's trees for the same keys, so the parameters are again
 those of the on-device trainer. A :class:`~sparsegcn.sampling.host.MappedBudget`
@@ -169,7 +169,7 @@ class HostSampler:
       budget: releases the memory maps' pages after each batch.
       pool: threads reading ``csr.indices``.
       batches, seconds: batches sampled and localized, and the time it took.
-      scratch: :func:`~sparsegcn.sampling.localize_host`'s int32 ``[N]``
+      scratch: :func:`~sparsegcn.sampling.host.localize_host`'s int32 ``[N]``
         workspace (allocated when not given).
     """
 
