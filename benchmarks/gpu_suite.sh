@@ -10,7 +10,7 @@
 # from datasets/planetoid/ (copy ../shared/data/planetoid there first).
 #
 # Parts (all by default; PARTS picks some): env, bench-random, bench-sbm,
-# peers, multiseed, sage-cora, sage-epoch, and the follow-ups formats
+# peers, multiseed, sage-cora, sage-epoch, papers100M, and the follow-ups formats
 # (packed ELL / CSR / sorted edge list side by side), lowering (what the
 # BCOO and BCSR products compile to) and steps (the GCN steps alone). Each
 # writes at most one or two files to $OUT, plus suite.log with every command
@@ -19,7 +19,14 @@
 set -u
 OUT=${OUT:-benchmarks/results/gpu}
 PY=${PYTHON:-python3}
-PARTS=${PARTS:-env bench-random bench-sbm peers multiseed sage-cora sage-epoch}
+PARTS=${PARTS:-env bench-random bench-sbm peers multiseed sage-cora sage-epoch papers100M}
+# papers100M part: synthetic:papers100M at this scale (1 = the full 111M nodes,
+# whose generation alone takes over an hour on 2 cores and needs ~45 GB of
+# disk, more than one session's device time: run it with P100M_SCALE=1 only on
+# a machine of your own), float16 features, then one full SAGE epoch each with
+# the features on the device, in host RAM and memory-mapped.
+P100M_SCALE=${P100M_SCALE:-0.05}
+P100M_DIR=${P100M_DIR:-/tmp/sparsegcn-papers100M-$P100M_SCALE}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 # JAX and torch share the GPU in the peers run: leave torch room.
@@ -65,6 +72,18 @@ part sage-cora 90 "$PY" -m sparsegcn train --dataset cora --root datasets --mode
   --fanouts 25,10 --seeds 10 --json "$OUT/sage-cora-h200.json"
 part sage-epoch 120 "$PY" benchmarks/sage_products_epoch.py --dataset synthetic:arxiv \
   --root /tmp/sparsegcn-data --out "$OUT/sage-epoch-arxiv-h200.json"
+
+# ogbn-papers100M-sized training: generated to disk, then features on the
+# device, in host RAM and memory-mapped (the graph on the device; it fits).
+part papers100M 420 bash -c "[ -f '$P100M_DIR/manifest.json' ] || \
+  $PY -m sparsegcn.datasets.synthetic_disk papers100M --scale $P100M_SCALE \
+    --features-dtype float16 --out '$P100M_DIR' --no-progress || exit 1; \
+  for where in device host mmap; do \
+    $PY -m sparsegcn train --dataset '$P100M_DIR' --model sage --fanouts 15,10,5 \
+      --batch-size 1024 --epochs 1 --graph-on device --features-on \$where \
+      --no-progress \
+      --json '$OUT/papers100M-$P100M_SCALE-features-'\$where'.json'; \
+  done"
 
 # Follow-ups: the layouts side by side, the sparse lowerings, the GCN steps alone.
 part formats 150 "$PY" -m sparsegcn bench --graphs random,sbm --nodes 1000000 --degrees 10 \

@@ -17,10 +17,18 @@ core):
   orders are timed in interleaved rounds so that a change in the machine's
   load falls on all of them alike. Each result, restored to the original
   order, is checked against the generated order's.
+- with ``--sampled SAMPLERS``: one GraphSAGE optimizer step on sampled
+  mini-batches (fanouts ``--fanouts``, ``--batch-size`` seeds, hidden
+  ``--hidden``; sampling, feature gather, forward and backward) for each
+  order and sampler, on the relabelled graph, features, labels and train
+  nodes. Every order runs the same compiled step (the shapes do not change)
+  on its own first batch, median of ``--runs`` interleaved rounds.
 
 Usage::
 
     python benchmarks/orders.py --scale 0.1 --out benchmarks/results/orders-products-0.1
+    python benchmarks/orders.py --scale 1 --orders none,random,metis,networkit-2 \
+        --metis-part-sizes '' --sampled tree,dedup --out benchmarks/results/orders-products-1
 """
 
 from __future__ import annotations
@@ -45,6 +53,14 @@ from sparsegcn.ops.ordering import (
     metis_parts,
     node_order,
     require_order_library,
+)
+from sparsegcn.sampling import check_fanouts
+from sparsegcn.train import NodeData, TrainConfig, index_mask, init_state, make_optimizer
+from sparsegcn.train.minibatch import (
+    effective_batch_size,
+    first_batch,
+    make_step_fn,
+    minibatch_data,
 )
 
 LAYOUTS = ("csr", "edges")
@@ -92,6 +108,60 @@ def metis_order(senders, receivers, n: int, part_size: int) -> np.ndarray:
     return np.lexsort((np.arange(n), -counts, labels))
 
 
+def sampled_steps(dataset, reorderings: dict, samplers: list[str], fanouts, args):
+    """Yields ``{"order", "<sampler>_step_ms_median", "<sampler>_compile_s", ...}`` per
+    order: one GraphSAGE step per order and sampler, in interleaved rounds."""
+    n = dataset.num_nodes
+    labels = np.maximum(dataset.labels, 0).astype(np.int32)
+    masks = [index_mask(dataset.split[part], n) for part in ("train", "valid", "test")]
+    model = sg.sage(
+        dataset.num_features, dataset.num_classes, hidden=args.hidden, num_layers=len(fanouts)
+    )
+    tx = make_optimizer(TrainConfig(learning_rate=0.003, weight_decay=0.0, decay_layers="none"))
+    state = jax.jit(lambda k: init_state(model, tx, k))(jax.random.key(0))
+    states = jax.tree.map(lambda a: a[None], state)
+    prepared = {}
+    for label, r in reorderings.items():
+        data = minibatch_data(
+            NodeData(
+                graph=r.graph,
+                features=sg.as_features(r.permute(dataset.features), n),
+                labels=r.permute(labels),
+                train_mask=r.permute(masks[0]),
+                val_mask=r.permute(masks[1]),
+                test_mask=r.permute(masks[2]),
+            )
+        )
+        data = jax.device_put(data)
+        batch_size = effective_batch_size(int(data.train_nodes.shape[0]), args.batch_size)
+        prepared[label] = (data, first_batch(jax.random.key(1), data.train_nodes, batch_size))
+    # One program per order and sampler: the evaluation chunks (static metadata
+    # of the sampling graph) depend on the order, so the programs are not shared.
+    compiled, compile_s = {}, {}
+    for sampler in samplers:
+        step = jax.jit(make_step_fn(model, tx, fanouts, sampler=sampler))
+        for label, (data, batch) in prepared.items():
+            tick = time.perf_counter()
+            compiled[label, sampler] = step.lower(states, data, batch).compile()
+            compile_s[label, sampler] = time.perf_counter() - tick
+            jax.block_until_ready(compiled[label, sampler](states, data, batch))  # warm-up
+    times = {(label, s): [] for label in prepared for s in samplers}
+    for _ in range(args.runs):
+        for (label, sampler), samples in times.items():
+            data, batch = prepared[label]
+            tick = time.perf_counter()
+            jax.block_until_ready(compiled[label, sampler](states, data, batch))
+            samples.append(time.perf_counter() - tick)
+    for label in prepared:
+        row = {"order": label}
+        for sampler in samplers:
+            row[f"{sampler}_step_ms_median"] = 1e3 * float(np.median(times[label, sampler]))
+            row[f"{sampler}_step_ms_min"] = 1e3 * float(np.min(times[label, sampler]))
+            row[f"{sampler}_compile_s"] = compile_s[label, sampler]
+        print(row, file=sys.stderr)
+        yield row
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="synthetic:products")
@@ -104,8 +174,47 @@ def main(argv=None) -> int:
         default="2048",
         help="METIS part sizes measured besides the default METIS_PART_SIZE ('' for none)",
     )
+    parser.add_argument(
+        "--orders",
+        default=None,
+        help="comma-separated labels of the orders to measure (default: all; see orders())",
+    )
+    parser.add_argument(
+        "--sampled",
+        default="",
+        help="samplers (tree, dedup) whose GraphSAGE step is timed after each order ('': none)",
+    )
+    parser.add_argument(
+        "--layouts",
+        default=",".join(LAYOUTS),
+        help=f"the Â·X layouts timed, from {LAYOUTS}; '' for none (packing the full "
+        "products graph needs more than 24 GB)",
+    )
+    parser.add_argument("--fanouts", default="15,10,5")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--out", default=None, help="writes OUT.json and OUT.md")
     args = parser.parse_args(argv)
+    part_sizes = [int(v) for v in args.metis_part_sizes.split(",") if v]
+    measured = orders(args.threads, part_sizes)
+    if args.orders is not None:
+        wanted = [v for v in args.orders.split(",") if v]
+        known = [label for label, _, _ in measured]
+        unknown = [v for v in wanted if v not in known]
+        if unknown or "none" not in wanted:
+            parser.error(
+                f"--orders {args.orders!r}: must include 'none' (the reference) and name only "
+                f"{', '.join(known)}"
+            )
+        measured = [o for o in measured if o[0] in wanted]
+    samplers = [v for v in args.sampled.split(",") if v]
+    for sampler in samplers:
+        if sampler not in ("tree", "dedup"):
+            parser.error(f"--sampled: unknown sampler {sampler!r} (tree, dedup)")
+    fanouts = check_fanouts(args.fanouts)
+    layouts = [v for v in args.layouts.split(",") if v]
+    if any(v not in LAYOUTS for v in layouts):
+        parser.error(f"--layouts {args.layouts!r}: name layouts of {', '.join(LAYOUTS)} or none")
 
     info = machine()
     tick = time.perf_counter()
@@ -124,9 +233,8 @@ def main(argv=None) -> int:
         module = require_order_library(method)  # imported before timing (networkit: seconds)
         version = getattr(module, "__version__", None) or getattr(module, "version", None)
         info[f"{module.__name__}_version"] = str(version)
-    rows, prepared, reference = [], {}, {}
-    part_sizes = [int(v) for v in args.metis_part_sizes.split(",") if v]
-    for label, method, threads in orders(args.threads, part_sizes):
+    rows, prepared, reference, reorderings = [], {}, {}, {}
+    for label, method, threads in measured:
         tick = time.perf_counter()
         if method is None:
             permutation = np.arange(n, dtype=np.int64)
@@ -146,10 +254,11 @@ def main(argv=None) -> int:
             f"{row['edges_in_blocks']:.3f} of edges in blocks",
             file=sys.stderr,
         )
-        graphs = {
-            "csr": pack_gcn_norm(r.graph, format="csr"),
-            "edges": sg.sort_edges(sg.gcn_norm(r.graph)),
+        builders = {
+            "csr": lambda g: pack_gcn_norm(g, format="csr"),
+            "edges": lambda g: sg.sort_edges(sg.gcn_norm(g)),
         }
+        graphs = {layout: builders[layout](r.graph) for layout in layouts}
         xs = jnp.asarray(r.permute(x))
         for layout, g in graphs.items():
             fn = jax.jit(sg.propagate)
@@ -163,6 +272,8 @@ def main(argv=None) -> int:
             else:
                 np.testing.assert_allclose(restored, reference[layout], rtol=1e-4, atol=1e-4)
         rows.append(row)
+        if samplers:
+            reorderings[label] = r
 
     times: dict = {key: [] for key in prepared}
     for _ in range(args.runs):
@@ -171,10 +282,15 @@ def main(argv=None) -> int:
             jax.block_until_ready(fn(g, xs))
             times[key].append(time.perf_counter() - tick)
     for row in rows:
-        for layout in LAYOUTS:
+        for layout in layouts:
             samples = times[row["order"], layout]
             row[f"{layout}_ms_median"] = 1e3 * float(np.median(samples))
             row[f"{layout}_ms_min"] = 1e3 * float(np.min(samples))
+    del prepared, reference
+    if samplers:
+        settings = {"fanouts": list(fanouts), "batch_size": args.batch_size, "hidden": args.hidden}
+        for row in sampled_steps(dataset, reorderings, samplers, fanouts, args):
+            next(r for r in rows if r["order"] == row["order"]).update(row)
 
     info["load_average_1m_at_end"] = os.getloadavg()[0]
     report = {
@@ -185,6 +301,8 @@ def main(argv=None) -> int:
         "features": args.features,
         "runs": args.runs,
         "metis_part_size": METIS_PART_SIZE,
+        "samplers": samplers,
+        "sampled_settings": settings if samplers else None,
         "machine": info,
         "rows": rows,
     }
@@ -206,20 +324,33 @@ def markdown(report: dict) -> str:
         f"`Â·X` with F = {report['features']}, float32, median of {report['runs']} runs "
         f"(interleaved rounds), compile apart. {m['processor']}, {m['cpu_count']} cores, "
         f"{m['backend']}; load average {m['load_average_1m_at_start']:.1f} at the start and "
-        f"{m['load_average_1m_at_end']:.1f} at the end: the machine was shared with other "
-        "jobs, so the times are noisy; ratios within this table are what to read. "
+        f"{m['load_average_1m_at_end']:.1f} at the end (a load above about 1 means other jobs "
+        "shared the 2 cores: then only the ratios within this table mean anything). "
         f"pymetis {m.get('pymetis_version', '?')}, networkit {m.get('networkit_version', '?')}.",
-        "",
-        f"| order | order s | relabel s | edges in {report['metis_part_size']}-blocks "
-        "| median id distance "
-        "| Â·X csr ms | Â·X edge list ms |",
-        "|---|---|---|---|---|---|---|",
     ]
+    samplers = report.get("samplers") or []
+    if samplers:
+        st = report["sampled_settings"]
+        lines.append(
+            f"Sampled step: GraphSAGE mean, {len(st['fanouts'])} layers, hidden {st['hidden']}, "
+            f"fanouts {','.join(map(str, st['fanouts']))}, {st['batch_size']} seeds, one "
+            "optimizer step (sampling, gather, forward, backward), median of the same rounds."
+        )
+    head = (
+        f"| order | order s | relabel s | edges in {report['metis_part_size']}-blocks "
+        "| median id distance | Â·X csr ms | Â·X edge list ms |"
+    )
+    head += "".join(f" {s} step ms |" for s in samplers)
+    lines += ["", head, "|---" * (7 + len(samplers)) + "|"]
     for r in report["rows"]:
         lines.append(
             f"| {r['order']} | {r['order_s']:.2f} | {r['relabel_s']:.2f} "
-            f"| {r['edges_in_blocks']:.3f} | {r['median_id_distance']:,.0f} "
-            f"| {r['csr_ms_median']:.1f} | {r['edges_ms_median']:.1f} |"
+            f"| {r['edges_in_blocks']:.3f} | {r['median_id_distance']:,.0f} |"
+            + "".join(
+                f" {r[layout + '_ms_median']:.1f} |" if layout + "_ms_median" in r else " - |"
+                for layout in LAYOUTS
+            )
+            + "".join(f" {r[s + '_step_ms_median']:.0f} |" for s in samplers)
         )
     return "\n".join(lines) + "\n"
 

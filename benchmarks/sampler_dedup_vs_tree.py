@@ -89,6 +89,17 @@ def frontier_counts(fanouts, batch_size, data, key, num_batches, caps=None):
     return np.asarray(counts), np.asarray(overflow)
 
 
+def probe_caps(fanouts, batch_size, data, key, batches: int, margin: float) -> list[int]:
+    """Per-hop caps of the capped dedup sampler: the largest number of new nodes
+    over ``batches`` batches of the epoch ``key`` draws, times ``margin``, rounded
+    up to a multiple of 256 and at most the uncapped frontier size."""
+    probe, _ = frontier_counts(fanouts, batch_size, data, key, batches)
+    largest = probe[:, 1:].max(axis=0)
+    caps = [int(-(-int(c * margin) // 256) * 256) for c in largest]
+    bounds = dedup_sizes(batch_size, fanouts, num_nodes=data.graph.indptr.shape[0] - 1)[1:]
+    return [min(c, s) for c, s in zip(caps, bounds, strict=True)]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, help="data root for the synthetic cache")
@@ -115,7 +126,6 @@ def main(argv=None) -> int:
     results: dict = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
         "machine": machine(),
-        "note": "CPU shared with other agents: timings are loaded (see load averages)",
     }
     dataset = load(args.dataset, args.root, scale=args.scale)
     n = dataset.num_nodes
@@ -152,11 +162,7 @@ def main(argv=None) -> int:
     epoch_key, cap_key = jax.random.key(0), jax.random.key(1)
 
     # Caps from another epoch's batches, then the measured epoch's own rows.
-    probe, _ = frontier_counts(fanouts, batch_size, data, cap_key, args.cap_batches)
-    largest = probe[:, 1:].max(axis=0)
-    caps = [int(-(-int(c * args.cap_margin) // 256) * 256) for c in largest]
-    bounds = dedup_sizes(batch_size, fanouts, num_nodes=n)[1:]
-    caps = [min(c, s) for c, s in zip(caps, bounds, strict=True)]
+    caps = probe_caps(fanouts, batch_size, data, cap_key, args.cap_batches, args.cap_margin)
     counts, _ = frontier_counts(fanouts, batch_size, data, epoch_key, steps)
     _, overflow = frontier_counts(fanouts, batch_size, data, epoch_key, steps, caps)
     tree_rows = tree_sizes(batch_size, fanouts)
@@ -254,6 +260,12 @@ def main(argv=None) -> int:
         runs["tree"]["step_ms_median"] / runs["dedup_capped"]["step_ms_median"]
     )
     results["machine"]["load_average_1m_at_end"] = os.getloadavg()[0]
+    loads = [results["machine"]["load_average_1m_at_start"], os.getloadavg()[0]]
+    results["note"] = (
+        f"load average {min(loads):.1f}-{max(loads):.1f} at start and end on "
+        f"{os.cpu_count()} cores: above the core count, other jobs shared the machine and "
+        "only the side-by-side ratios mean anything"
+    )
     if args.out:
         write_json_atomic(args.out, results)
     return 0

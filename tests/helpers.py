@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
 
 import jax
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 import sparsegcn as sg
 from sparsegcn.datasets.download import sha256_file
 from sparsegcn.datasets.planetoid import PARTS
+from sparsegcn.ops.ordering import ORDER_LIBRARIES
 from sparsegcn.train import NodeData, index_mask
 
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -37,6 +40,21 @@ def two_communities(n=120, seed=0, train=40) -> NodeData:
         val_mask=index_mask(perm[train : train + 30], n),
         test_mask=index_mask(perm[train + 30 :], n),
     )
+
+
+def needs_order(method: str):
+    """A mark that skips, naming the extra, when the library reorder ``method``
+    needs (``ORDER_LIBRARIES``) is not installed; no mark for built-in methods."""
+    library = ORDER_LIBRARIES.get(method)
+    return pytest.mark.skipif(
+        library is not None and importlib.util.find_spec(library) is None,
+        reason=f'{library} is not installed (the order extra: pip install -e ".[order]")',
+    )
+
+
+def order_method(method: str, *marks):
+    """``method`` as a test parameter, skipped when its library is missing (``needs_order``)."""
+    return pytest.param(method, marks=(needs_order(method), *marks))
 
 
 def compiled_programs(fn) -> list[str]:

@@ -93,6 +93,7 @@ def _writable(folder: str) -> bool:
 # -- 1. a checkpoint folder belongs to one run --------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_run_refuses_a_folder_holding_another_runs_checkpoints(tmp_path, capsys):
     folder = tmp_path / "ck"
     first = ["train", *FAST, "--checkpoint", str(folder), "--checkpoint-every", "1"]
@@ -420,6 +421,7 @@ def test_loss_growth_is_divergence_after_the_stated_epochs():
     raise_if_loss_grew(history, [7, 8], factor=None, epochs=10)
 
 
+@pytest.mark.slow
 def test_a_runaway_finite_loss_fails_the_cli(capsys):
     assert main(["train", "--lr", "1e6", "--no-progress"]) == 2
     line = error_line(capsys)

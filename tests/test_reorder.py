@@ -2,7 +2,6 @@
 locality it promises (RCM narrows the band, degree order sorts degrees,
 community and partition orders keep planted communities in blocks)."""
 
-import importlib.util
 import sys
 
 import jax
@@ -11,21 +10,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from graphs import random_graph
+from helpers import needs_order, order_method
 
 import sparsegcn as sg
 from sparsegcn.backends import pack
 from sparsegcn.transforms import Reordering, reorder
 
-
-def needs(library: str):
-    return pytest.mark.skipif(
-        importlib.util.find_spec(library) is None,
-        reason=f'{library} is not installed (the order extra: pip install -e ".[order]")',
-    )
-
-
-METIS = pytest.param("metis", marks=needs("pymetis"))
-NETWORKIT = pytest.param("networkit", marks=needs("networkit"))
+METIS, NETWORKIT = order_method("metis"), order_method("networkit")
 METHODS = ["rcm", "degree", "community", METIS, NETWORKIT]
 
 
@@ -211,7 +202,7 @@ def test_orders_are_deterministic_for_a_seed(method):
     np.testing.assert_array_equal(a.permutation, b.permutation)
 
 
-@needs("pymetis")
+@needs_order("metis")
 def test_metis_parts_recover_planted_communities():
     from sparsegcn.ops import metis_parts
 
@@ -226,7 +217,7 @@ def test_metis_parts_recover_planted_communities():
         metis_parts(np.asarray(g.senders), np.asarray(g.receivers), g.num_nodes, part_size=0)
 
 
-@needs("networkit")
+@needs_order("networkit")
 def test_networkit_runs_on_several_threads_and_restores_the_thread_count():
     import networkit as nk
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from graphs import random_graph
+from helpers import order_method
 
 import sparsegcn as sg
 from sparsegcn import Graph, transforms
@@ -243,29 +244,7 @@ def test_transforms_refuse_traced_graphs():
         jax.jit(sg.gcn_norm)(g)
 
 
-def _installed(method: str) -> bool:
-    from sparsegcn.ops.ordering import require_order_library
-
-    try:
-        require_order_library(method)
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.mark.parametrize(
-    "method",
-    [
-        pytest.param(
-            method,
-            marks=pytest.mark.skipif(
-                not _installed(method),
-                reason=f'{method} needs the order extra: pip install -e ".[order]"',
-            ),
-        )
-        for method in transforms.REORDER_METHODS
-    ],
-)
+@pytest.mark.parametrize("method", [order_method(m) for m in transforms.REORDER_METHODS])
 def test_reorder_verb_is_graph_reorder(method):
     g = random_graph(30, 90, seed=9, weighted=True)
     a, b = transforms.reorder(g, method=method), g.reorder(method)

@@ -128,7 +128,7 @@ class External:
 
 def interleaved_rows(
     case: str,
-    ours: tuple,
+    ours: tuple | list[tuple],
     theirs: list[tuple[str, str, str, dict]],
     external: External,
     rounds: Rounds,
@@ -137,25 +137,28 @@ def interleaved_rows(
 
     Args:
       case: the case name (rows get ``case + " | interleaved"``).
-      ours: ``(label, fn, args)``; ``jax.jit(fn)`` is compiled apart and
-        called with ``block_until_ready``.
+      ours: ``(label, fn, args)``, or a list of them (each timed in every
+        round, in that order); ``jax.jit(fn)`` is compiled apart and called
+        with ``block_until_ready``.
       theirs: ``(label, peer, peer_case, spec)``; ``spec`` goes to the peer's
         case builder (it names the shared ``.npz``).
       external: the started peers.
       rounds: rounds and calls per round.
 
     Returns:
-      One row for ours, then one per peer case (``missing: ...`` rows for
+      One row per entry of ours, then one per peer case (``missing: ...`` rows for
       peers that are not there or failed to set up); ``stats`` holds what a
       peer case reported (sampled block sizes, say).
     """
     case = f"{case} | interleaved"
-    label, fn, args = ours
-    tick = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    compile_s = time.perf_counter() - tick
-    for _ in range(2):
-        jax.block_until_ready(compiled(*args))
+    mine = []  # (label, compiled, args, compile seconds, times)
+    for label, fn, args in ours if isinstance(ours, list) else [ours]:
+        tick = time.perf_counter()
+        compiled = jax.jit(fn).lower(*args).compile()
+        compile_s = time.perf_counter() - tick
+        for _ in range(2):
+            jax.block_until_ready(compiled(*args))
+        mine.append((label, compiled, args, compile_s, []))
     live, rows_after = [], {}
     for impl, name, peer_case, spec in theirs:
         peer = external.peers.get(name, f"{name} not requested")
@@ -168,13 +171,13 @@ def interleaved_rows(
             rows_after[impl] = _missing_row(case, impl, str(err))
             continue
         live.append((impl, peer, peer_case, info, []))
-    ours_times: list[float] = []
     last_stats: dict[str, dict] = {}
     for _ in range(rounds.rounds):
-        for _ in range(rounds.per_round):
-            start = time.perf_counter()
-            jax.block_until_ready(compiled(*args))
-            ours_times.append(time.perf_counter() - start)
+        for _, compiled, args, _, ours_times in mine:
+            for _ in range(rounds.per_round):
+                start = time.perf_counter()
+                jax.block_until_ready(compiled(*args))
+                ours_times.append(time.perf_counter() - start)
         for entry in list(live):
             impl, peer, peer_case, _, times = entry
             try:
@@ -185,7 +188,7 @@ def interleaved_rows(
                 continue
             times.extend(answer["times_s"])
             last_stats[impl] = answer["stats"]
-    rows = [_row(case, label, ours_times, f"compile {compile_s:.1f} s")]
+    rows = [_row(case, label, times, f"compile {c:.1f} s") for label, _, _, c, times in mine]
     versions = {}
     for impl, peer, _, info, times in live:
         row = _row(
@@ -462,8 +465,14 @@ def sage_rows(
     hidden: int = 256,
     dropout: float = 0.5,
     lr: float = 0.003,
+    samplers: tuple[str, ...] = ("tree",),
 ) -> list[dict]:
     """Mini-batch GraphSAGE training batches on the ogbn-products-sized graph.
+
+    ``samplers`` picks our rows: ``tree`` (a row per sampled path) and
+    ``dedup`` (a row per distinct node per hop, DGL's blocks; capped per hop
+    at the largest count over 20 probe batches of another epoch, +5%, as
+    ``benchmarks/sampler_dedup_vs_tree.py`` does).
 
     Ours is one compiled step (sampling inside, forward, backward, Adam;
     ``benchmarks/sage_products_epoch.py`` runs the same step in a scan over
@@ -475,9 +484,11 @@ def sage_rows(
     a batch computes on (fixed), DGL the distinct input rows and block edges
     of the batches it timed (they vary; medians).
     """
+    from sampler_dedup_vs_tree import probe_caps
+
     import sparsegcn as sg
     from sparsegcn.datasets import load
-    from sparsegcn.sampling import tree_sizes
+    from sparsegcn.sampling import dedup_sizes, tree_sizes
     from sparsegcn.train import (
         NodeData,
         TrainConfig,
@@ -521,13 +532,26 @@ def sage_rows(
     )
     tx = make_optimizer(TrainConfig(learning_rate=lr, weight_decay=0.0, decay_layers="none"))
     state = init_state(model, tx, jax.random.key(0))
-    grad_fn = make_grad_fn(model, fanouts)
     batch = first_batch(jax.random.key(1), data.train_nodes, batch_size)
+    ours, slots = [], {}
+    for sampler in samplers:
+        caps = None
+        if sampler == "dedup":
+            caps = probe_caps(fanouts, batch_size, data, jax.random.key(3), 20, 1.05)
+        grad_fn = make_grad_fn(model, fanouts, sampler=sampler, caps=caps)
 
-    def step(params, opt_state, data, batch, key):
-        loss, grads = grad_fn(params, data, batch, key)
-        params, opt_state = apply_optimizer(tx, grads, opt_state, params)
-        return params, opt_state, loss
+        def step(params, opt_state, data, batch, key, grad_fn=grad_fn):
+            loss, grads = grad_fn(params, data, batch, key)
+            params, opt_state = apply_optimizer(tx, grads, opt_state, params)
+            return params, opt_state, loss
+
+        label = "sparsegcn" if sampler == "tree" else f"sparsegcn {sampler} sampler, caps {caps}"
+        args = (state.params, state.opt_state, data, batch, jax.random.key(2))
+        ours.append((label, step, args))
+        sizes = tree_sizes(batch_size, fanouts) if caps is None else None
+        if sampler == "dedup":
+            sizes = dedup_sizes(batch_size, fanouts, num_nodes=n, caps=caps)
+        slots[label] = (sampler, list(sizes))
 
     spec = {
         "data": write_npz(
@@ -553,12 +577,11 @@ def sage_rows(
     )
     rows = interleaved_rows(
         case,
-        ("sparsegcn", step, (state.params, state.opt_state, data, batch, jax.random.key(2))),
+        ours,
         [("DGL NeighborSampler + SAGEConv(mean)", "dgl", "sage_batch", spec)],
         external,
         rounds,
     )
-    slots = tree_sizes(batch_size, fanouts)
     for row in rows:
         if row["median_ms"] is None:
             continue
@@ -575,9 +598,11 @@ def sage_rows(
                 f"; median {row['per_batch']['input_rows']:.0f} distinct input rows, "
                 f"{row['per_batch']['block_edges']:.0f} block edges a batch"
             )
-        else:
-            row["per_batch"] = {"tree_slots": list(slots), "tree_slots_total": sum(slots)}
-            row["note"] += f"; {sum(slots)} tree slots a batch {list(slots)}"
+        elif row["impl"] in slots:
+            sampler, sizes = slots[row["impl"]]
+            kind = "tree slots" if sampler == "tree" else "padded dedup rows"
+            row["per_batch"] = {"sampler": sampler, "rows": sizes, "rows_total": sum(sizes)}
+            row["note"] += f"; {sum(sizes)} {kind} a batch {sizes}"
         row["note"] += f"; {row['batches_per_s']:.2f} batches/s, epoch ~{steps * seconds:.0f} s"
     return rows
 
@@ -635,7 +660,9 @@ def run_parts(parts, args, device, forms, external: External, parser) -> list[di
         )
         rows += gcn_peer_rows(name, setup, external, Rounds(rounds.rounds, 1), ("jraph",))
     if "sage" in parts:
-        rows += sage_rows(args.sage_root, external, rounds, scale=args.sage_scale)
+        rows += sage_rows(
+            args.sage_root, external, rounds, scale=args.sage_scale, samplers=args.sage_samplers
+        )
     return rows
 
 
@@ -679,6 +706,12 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--sage-scale", type=float, default=1.0, help="shrink the products-sized graph"
     )
+    parser.add_argument(
+        "--sage-samplers",
+        default="tree",
+        type=lambda v: tuple(p.strip() for p in v.split(",") if p.strip()),
+        help="our samplers in the sage part, side by side: tree, dedup (default: tree)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     parser.add_argument(
         "--default-malloc",
@@ -696,6 +729,9 @@ def main(argv=None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not args.sage_scale > 0:
         parser.error(f"--sage-scale must be > 0, got {args.sage_scale}")
+    for position, sampler in enumerate(args.sage_samplers):
+        if sampler not in ("tree", "dedup"):
+            parser.error(f"--sage-samplers[{position}] = {sampler!r} is not tree or dedup")
     if "sage" in parts and args.sage_root is None:
         parser.error("the sage part needs --sage-root (where the synthetic graph is cached)")
     if not args.default_malloc:

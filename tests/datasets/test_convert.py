@@ -188,7 +188,13 @@ def test_matches_ogbs_own_loader(tmp_path, name):
     reason="needs the optional extra: torch (CPU) and sparsegcn[ogb]",
 )
 @pytest.mark.parametrize(
-    "extra", [[], ["--model", "sage", "--fanouts", "3,2", "--batch-size", "4"]]
+    "extra",
+    [
+        [],
+        pytest.param(
+            ["--model", "sage", "--fanouts", "3,2", "--batch-size", "4"], marks=pytest.mark.slow
+        ),
+    ],
 )
 def test_train_report_carries_ogbs_evaluator_metric(tmp_path, extra):
     write_raw(tmp_path, "ogbn-arxiv")

@@ -1,12 +1,12 @@
 """``sparsegcn predict``: a round trip through training, checkpoint and prediction."""
 
-import importlib.util
 import json
 import sys
 
 import jax
 import numpy as np
 import pytest
+from helpers import order_method
 
 from sparsegcn.cli import main
 from sparsegcn.datasets import load
@@ -159,20 +159,13 @@ def test_checkpoint_predictions_reproduce_the_report(model, tmp_path):
     )
 
 
-def _needs(library: str):
-    return pytest.mark.skipif(
-        importlib.util.find_spec(library) is None,
-        reason=f'{library} is not installed (the order extra: pip install -e ".[order]")',
-    )
-
-
 @pytest.mark.parametrize(
     "method",
     [
         "community",
-        pytest.param("metis", marks=_needs("pymetis")),
-        pytest.param("networkit", marks=_needs("networkit")),
-        pytest.param("rcm", marks=pytest.mark.slow),
+        order_method("metis"),
+        order_method("networkit"),
+        order_method("rcm", pytest.mark.slow),
     ],
 )
 def test_reordered_training_predicts_in_the_datasets_order(method, tmp_path):
@@ -204,6 +197,7 @@ def test_a_missing_order_library_is_refused_before_loading(monkeypatch, capsys):
     )
 
 
+@pytest.mark.slow
 def test_gat_resume_is_bit_exact(tmp_path):
     """Ten epochs, then ten more from the epoch-10 checkpoint, equal twenty at once."""
     from sparsegcn.experiment import Experiment

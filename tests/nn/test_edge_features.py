@@ -170,7 +170,14 @@ def build(model_name, edge_dim=EDGE_DIM):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("model_name", ["gat", "gatv2", "gin"])
+@pytest.mark.parametrize(
+    "model_name",
+    [
+        pytest.param("gat", marks=pytest.mark.slow),
+        pytest.param("gatv2", marks=pytest.mark.slow),
+        "gin",
+    ],
+)
 def test_models_thread_edge_features_through_every_layer(model_name):
     prepare = "unweighted" if model_name == "gin" else "self_loops"
     graph = PREPARATIONS[prepare](raw_graph(seed=6))

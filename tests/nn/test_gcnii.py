@@ -111,6 +111,7 @@ def test_bad_settings_are_refused_with_the_value():
     assert exp.options() == {"alpha": 0.1, "lam": 0.5}
 
 
+@pytest.mark.slow
 def test_cli_trains_checkpoints_and_predicts(tmp_path):
     argv = ["train", "--model", "gcnii", "--scale", "0.1", "--epochs", "5", "--seeds", "2"]
     ckpt = tmp_path / "ckpt"

@@ -210,6 +210,7 @@ def test_sage_with_jk_matches_dense_reference_on_full_chunked_and_sampled_views(
     )
 
 
+@pytest.mark.slow
 def test_cli_trains_gcn_and_sampled_sage_with_jk(tmp_path):
     for model, extra in (("gcn", ["--jk", "cat"]), ("sage", ["--jk", "max", "--fanouts", "5,5"])):
         out = tmp_path / f"{model}.json"

@@ -32,7 +32,7 @@ def dense_adjacency(graph) -> np.ndarray:
     return a
 
 
-@pytest.mark.parametrize("hops", [1, 2, 3])
+@pytest.mark.parametrize("hops", [1, 2, pytest.param(3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_logits_match_dense_propagation_forward_and_gradient(layout, hops):
     graph = normalized_graph()

@@ -119,7 +119,10 @@ def initial_states(model, tx):
     return jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(seed_keys(SEEDS))
 
 
-@pytest.mark.parametrize(("devices", "sampler"), [(2, "tree"), (4, "tree"), (4, "dedup")])
+@pytest.mark.parametrize(
+    ("devices", "sampler"),
+    [(2, "tree"), pytest.param(4, "tree", marks=pytest.mark.slow), (4, "dedup")],
+)
 def test_one_step_with_sampling_and_dropout_is_bitwise_the_replicated_step(data, devices, sampler):
     # N = 122 exceeds each device's sample (tree: ceil(11 / D) (1 + 3 + 6)
     # rows; dedup: at most as many), so both paths gather before projecting
@@ -145,6 +148,7 @@ def test_one_step_with_sampling_and_dropout_is_bitwise_the_replicated_step(data,
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_training_with_sharded_features_equals_one_device_and_replicated(data):
     # Exact samples (fanout >= max degree) and no dropout: four devices must
     # reproduce one device, at test_data_parallel's tolerance. (Here each

@@ -76,6 +76,7 @@ def test_settings_are_checked_and_reach_the_config():
         MinibatchConfig((5,), 8, caps=(3,))
 
 
+@pytest.mark.slow
 def test_cli_trains_with_the_dedup_sampler(tmp_path):
     out = tmp_path / "sage.json"
     argv = ["train", "--model", "sage", "--epochs", "2", "--hidden", "8", "--fanouts", "5,3"]
@@ -125,7 +126,9 @@ def test_epoch_overflow_counts_what_the_caps_drop_over_the_epochs_batches(data):
         epoch_overflow(data, MinibatchConfig((5, 5), 16), key)
 
 
-@pytest.mark.parametrize(("caps", "overflows"), [("8,8", True), ("4000,4000", False)])
+@pytest.mark.parametrize(
+    ("caps", "overflows"), [("8,8", True), pytest.param("4000,4000", False, marks=pytest.mark.slow)]
+)
 def test_cli_report_counts_the_dedup_overflow_of_an_epoch(tmp_path, caps, overflows):
     out = tmp_path / "sage.json"
     argv = ["train", "--model", "sage", "--epochs", "1", "--hidden", "8", "--fanouts", "5,3"]

@@ -108,6 +108,7 @@ def test_no_epoch_after_the_first_recompiles(data):
     assert long <= 3  # init, the epoch chunk, the timed step
 
 
+@pytest.mark.slow
 def test_step_timing_is_opt_in(data):
     model = sg.gcn(8, 2)
     results = []
