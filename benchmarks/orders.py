@@ -324,8 +324,9 @@ def markdown(report: dict) -> str:
         f"`Â·X` with F = {report['features']}, float32, median of {report['runs']} runs "
         f"(interleaved rounds), compile apart. {m['processor']}, {m['cpu_count']} cores, "
         f"{m['backend']}; load average {m['load_average_1m_at_start']:.1f} at the start and "
-        f"{m['load_average_1m_at_end']:.1f} at the end (a load above about 1 means other jobs "
-        "shared the 2 cores: then only the ratios within this table mean anything). "
+        f"{m['load_average_1m_at_end']:.1f} at the end (the benchmark's own threads count; a "
+        "load above the core count means other jobs shared the machine, and then only the "
+        "ratios within this table mean anything). "
         f"pymetis {m.get('pymetis_version', '?')}, networkit {m.get('networkit_version', '?')}.",
     ]
     samplers = report.get("samplers") or []
