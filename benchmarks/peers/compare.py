@@ -548,9 +548,10 @@ def sage_rows(
         label = "sparsegcn" if sampler == "tree" else f"sparsegcn {sampler} sampler, caps {caps}"
         args = (state.params, state.opt_state, data, batch, jax.random.key(2))
         ours.append((label, step, args))
-        sizes = tree_sizes(batch_size, fanouts) if caps is None else None
         if sampler == "dedup":
             sizes = dedup_sizes(batch_size, fanouts, num_nodes=n, caps=caps)
+        else:
+            sizes = tree_sizes(batch_size, fanouts)
         slots[label] = (sampler, list(sizes))
 
     spec = {
