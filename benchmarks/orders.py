@@ -21,14 +21,15 @@ core):
   mini-batches (fanouts ``--fanouts``, ``--batch-size`` seeds, hidden
   ``--hidden``; sampling, feature gather, forward and backward) for each
   order and sampler, on the relabelled graph, features, labels and train
-  nodes. Every order runs the same compiled step (the shapes do not change)
-  on its own first batch, median of ``--runs`` interleaved rounds.
+  nodes, on its own first batch, compiled per order (the evaluation chunks
+  of the sampling graph are static and depend on the order), median of
+  ``--runs`` interleaved rounds.
 
 Usage::
 
     python benchmarks/orders.py --scale 0.1 --out benchmarks/results/orders-products-0.1
-    python benchmarks/orders.py --scale 1 --orders none,random,metis,networkit-2 \
-        --metis-part-sizes '' --sampled tree,dedup --out benchmarks/results/orders-products-1
+    python benchmarks/orders.py --scale 1 --orders none,metis,networkit-2 --metis-part-sizes '' \
+        --layouts '' --sampled tree,dedup --runs 3 --out benchmarks/results/orders-products-1
 """
 
 from __future__ import annotations
@@ -63,7 +64,11 @@ from sparsegcn.train.minibatch import (
     minibatch_data,
 )
 
-LAYOUTS = ("csr", "edges")
+# The GCN-normalized graph in each timed Â·X layout.
+LAYOUTS = {
+    "csr": lambda g: pack_gcn_norm(g, format="csr"),
+    "edges": lambda g: sg.sort_edges(sg.gcn_norm(g)),
+}
 
 
 def relabel(graph: sg.Graph, permutation: np.ndarray) -> Reordering:
@@ -187,7 +192,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--layouts",
         default=",".join(LAYOUTS),
-        help=f"the Â·X layouts timed, from {LAYOUTS}; '' for none (packing the full "
+        help=f"the Â·X layouts timed, from {', '.join(LAYOUTS)}; '' for none (packing the full "
         "products graph needs more than 24 GB)",
     )
     parser.add_argument("--fanouts", default="15,10,5")
@@ -254,11 +259,7 @@ def main(argv=None) -> int:
             f"{row['edges_in_blocks']:.3f} of edges in blocks",
             file=sys.stderr,
         )
-        builders = {
-            "csr": lambda g: pack_gcn_norm(g, format="csr"),
-            "edges": lambda g: sg.sort_edges(sg.gcn_norm(g)),
-        }
-        graphs = {layout: builders[layout](r.graph) for layout in layouts}
+        graphs = {layout: LAYOUTS[layout](r.graph) for layout in layouts}
         xs = jnp.asarray(r.permute(x))
         for layout, g in graphs.items():
             fn = jax.jit(sg.propagate)
@@ -287,10 +288,8 @@ def main(argv=None) -> int:
             row[f"{layout}_ms_median"] = 1e3 * float(np.median(samples))
             row[f"{layout}_ms_min"] = 1e3 * float(np.min(samples))
     del prepared, reference
-    if samplers:
-        settings = {"fanouts": list(fanouts), "batch_size": args.batch_size, "hidden": args.hidden}
-        for row in sampled_steps(dataset, reorderings, samplers, fanouts, args):
-            next(r for r in rows if r["order"] == row["order"]).update(row)
+    for row in sampled_steps(dataset, reorderings, samplers, fanouts, args) if samplers else ():
+        next(r for r in rows if r["order"] == row["order"]).update(row)
 
     info["load_average_1m_at_end"] = os.getloadavg()[0]
     report = {
@@ -302,7 +301,11 @@ def main(argv=None) -> int:
         "runs": args.runs,
         "metis_part_size": METIS_PART_SIZE,
         "samplers": samplers,
-        "sampled_settings": settings if samplers else None,
+        "sampled_settings": {
+            "fanouts": list(fanouts),
+            "batch_size": args.batch_size,
+            "hidden": args.hidden,
+        },
         "machine": info,
         "rows": rows,
     }
