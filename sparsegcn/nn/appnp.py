@@ -114,7 +114,7 @@ def appnp(
             params["layers"],
             None,  # the MLP is row-wise; the propagation follows it
             x,
-            project=lambda layer, h, i: matmul(h, layer["w"]),
+            project=lambda layer, h, i, view: matmul(h, layer["w"]),
             propagate=lambda layer, view, z, key, i: z + layer["b"][None, :],
             key=key,
             training=training,

@@ -9,14 +9,42 @@ from sparsegcn.backends.base import fence
 from sparsegcn.features import Features, SparseFeatures, matmul
 from sparsegcn.graph import Graph
 
+# What reading and adding one aggregated element costs, in multiply-adds of
+# a dense matmul: a gather/segment step is memory-bound, a matmul is not
+# (this CPU: ~67 GFLOP/s against ~1-2 G aggregated floats/s).
+AGGREGATE_COST = 32
 
-def transform_first(in_features: int, out_features: int, x: Features) -> bool:
+
+def transform_first(
+    in_features: int, out_features: int, x: Features, view=None, *, products: int = 1
+) -> bool:
     """Whether to compute ``Â (X W)`` rather than ``(Â X) W``.
 
-    Both are equal; the cheaper one propagates the narrower matrix. Sparse
-    ``X`` is always transformed first (it cannot be propagated densely).
+    Both are equal. ``X W`` multiplies every row ``x`` holds (``R``);
+    ``(Â X) W`` multiplies only the view's targets (``T = view.num_dst``)
+    but aggregates the wider side. With ``E ≈ max(R, T)`` aggregated rows
+    and ``p = products`` matmuls per row (SAGE's root and neighbour
+    weights: 2), projecting first costs ``p R F F' + c E F'`` against
+    ``p T F F' + c E F`` (``c`` = :data:`AGGREGATE_COST`), and the cheaper
+    one wins, ties to projecting first.
+
+    On a square graph, a row chunk or an edge shard ``R = T``, so this is
+    "propagate the narrower matrix". A sampled block has several source
+    rows per target (a tree: about the fanout), so it aggregates first
+    unless the output is much narrower: projecting all sources of a
+    256-wide layer of a 15,10,5 tree multiplies 10x the rows it needs.
+    Without a view, ``R = T``. Sparse ``X`` is always transformed first (it
+    cannot be propagated densely).
     """
-    return isinstance(x, SparseFeatures) or out_features <= in_features
+    if isinstance(x, SparseFeatures):
+        return True
+    rows = int(x.shape[0])
+    targets = rows if view is None else int(view.num_dst)
+    edges = max(rows, targets)
+    per_row = products * in_features * out_features
+    first = per_row * rows + AGGREGATE_COST * edges * out_features
+    later = per_row * targets + AGGREGATE_COST * edges * in_features
+    return first <= later
 
 
 def propagate_view(graph, h: jax.Array, backend: str | Backend | None = None) -> jax.Array:
@@ -31,11 +59,11 @@ def propagate_view(graph, h: jax.Array, backend: str | Backend | None = None) ->
     return propagate(graph, h, backend=backend)
 
 
-def gcn_project(params: dict, x: Features):
-    """The row-wise part of a GCN layer: ``x W`` when that narrows (see
-    :func:`transform_first`), else ``x`` itself (propagated first)."""
+def gcn_project(params: dict, x: Features, view=None):
+    """The row-wise part of a GCN layer: ``x W`` when that is cheaper on
+    ``view`` (see :func:`transform_first`), else ``x`` itself (propagated first)."""
     w = params["w"]
-    if transform_first(w.shape[0], w.shape[1], x):
+    if transform_first(w.shape[0], w.shape[1], x, view):
         if isinstance(x, SparseFeatures):
             # X W gathers rows of W per stored value: without the fence XLA
             # fuses the values' producer (dropout's hash) into that gather
@@ -47,11 +75,23 @@ def gcn_project(params: dict, x: Features):
 
 
 def gcn_propagate(
-    params: dict, graph, z: jax.Array, *, backend: str | Backend | None = None
+    params: dict,
+    graph,
+    z: jax.Array,
+    *,
+    backend: str | Backend | None = None,
+    projected: bool | None = None,
 ) -> jax.Array:
-    """The neighbourhood part of a GCN layer, on any view: ``Â z (+ W) + b``."""
+    """The neighbourhood part of a GCN layer, on any view: ``Â z (W) + b``.
+
+    ``projected`` says whether ``z`` is :func:`gcn_project`'s ``x W``
+    (``True``) or ``x`` (``False``: multiplied by ``W`` after propagating);
+    ``None`` tells them apart by width, which needs ``F != F'``.
+    """
     h = propagate_view(graph, z, backend)
-    if z.shape[-1] != params["w"].shape[1]:  # not projected first: (Â X) W
+    if projected is None:
+        projected = z.shape[-1] == params["w"].shape[1]
+    if not projected:  # (Â X) W
         h = h @ params["w"]
     return h + params["b"][None, :] if "b" in params else h
 

@@ -297,7 +297,7 @@ def gat(
             ]
         }
 
-    def project(layer, h, i):
+    def project(layer, h, i, view):
         return gat_project(layer, h)
 
     def propagate(layer, view, z, key, i, edge_features=None):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import jax
 
 from sparsegcn.backends import Backend, get_backend
-from sparsegcn.nn.conv import gcn_project, gcn_propagate
 from sparsegcn.nn.jk import check_jk, gcn_layer, jk_net
 from sparsegcn.nn.model import Model, check_model_settings, init_linear_stack, layer_sizes
 from sparsegcn.nn.stack import layered_model
@@ -91,18 +90,13 @@ def gcn(
     def init(key: jax.Array) -> dict:
         return init_linear_stack(key, sizes)
 
-    def project(layer, h, i):
-        return gcn_project(layer, h)
-
-    def propagate(layer, view, z, key, i):
-        return gcn_propagate(layer, view, z, backend=resolved)
-
+    layer = gcn_layer(resolved)
     return layered_model(
         init,
         "gcn",
         config,
-        project=project,
-        propagate=propagate,
+        project=layer["project"],
+        propagate=layer["propagate"],
         dropout_rate=dropout_rate,
         dropout_impl=dropout_impl,
         residual=residual,

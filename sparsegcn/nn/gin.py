@@ -212,7 +212,7 @@ def gin(
             ]
         }
 
-    def project(layer, h, i):
+    def project(layer, h, i, view):
         if edge_dim is None:
             return gin_project(layer, h)
         return h.todense() if isinstance(h, SparseFeatures) else h

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from sparsegcn.features import Features
-from sparsegcn.nn.conv import gcn_project, gcn_propagate
+from sparsegcn.nn.conv import gcn_project, gcn_propagate, transform_first
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import linear_params
 from sparsegcn.nn.model import Model, check_model_settings, split_dropout_keys
@@ -215,12 +215,20 @@ def jk(
 
 
 def gcn_layer(backend=None) -> dict:
-    """A GCN layer as :func:`jk_net` takes it: ``init_layer``, ``project``, ``propagate``."""
+    """A GCN layer as :func:`jk_net` and :func:`~sparsegcn.nn.stack.run_layers`
+    take it: ``init_layer``, ``project``, ``propagate``.
 
-    def project(layer, h, i):
-        return gcn_project(layer, h)
+    ``project`` returns ``{"xw": x W}`` or ``{"x": x}``, whichever
+    :func:`~sparsegcn.nn.conv.transform_first` finds cheaper on the view, so
+    ``propagate`` knows which it got even when ``F = F'``.
+    """
+
+    def project(layer, h, i, view):
+        first = transform_first(*layer["w"].shape, h, view)
+        return {"xw" if first else "x": gcn_project(layer, h, view)}
 
     def propagate(layer, view, z, key, i):
-        return gcn_propagate(layer, view, z, backend=backend)
+        ((name, rows),) = z.items()
+        return gcn_propagate(layer, view, rows, backend=backend, projected=name == "xw")
 
     return dict(init_layer=linear_params, project=project, propagate=propagate)

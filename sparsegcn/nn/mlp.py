@@ -44,7 +44,7 @@ def mlp(
             params["layers"],
             None,  # no graph: every layer is row-wise
             x,
-            project=lambda layer, h, i: matmul(h, layer["w"]),
+            project=lambda layer, h, i, view: matmul(h, layer["w"]),
             propagate=lambda layer, view, z, key, i: z + layer["b"][None, :],
             key=key,
             training=training,

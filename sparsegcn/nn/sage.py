@@ -31,6 +31,7 @@ from sparsegcn import _checks
 from sparsegcn.backends import Backend, get_backend
 from sparsegcn.features import Features, matmul
 from sparsegcn.message_passing import message_passing
+from sparsegcn.nn.conv import transform_first
 from sparsegcn.nn.initializers import glorot_uniform
 from sparsegcn.nn.jk import check_jk, jk_net
 from sparsegcn.nn.model import Model, check_model_settings, layer_sizes
@@ -47,22 +48,31 @@ def l2_normalize(h: jax.Array) -> jax.Array:
     return h / jnp.maximum(norm, jnp.asarray(_EPS, h.dtype))
 
 
-def projects_first(aggregator: str, fan_in: int, fan_out: int) -> bool:
-    """Whether a layer multiplies by its weights before aggregating.
+def projects_first(aggregator: str, fan_in: int, fan_out: int, h=None, view=None) -> bool:
+    """Whether a layer multiplies its rows ``h`` by its weights before aggregating.
 
-    ``mean`` and ``sum`` are linear, so ``agg(x) W == agg(x W)``: aggregating
-    the narrower side is cheaper, and sparse inputs must be projected first
-    anyway. ``max`` does not commute with ``W``: PyG's ``SAGEConv(aggr="max")``
-    takes the maximum of the inputs, then projects.
+    ``mean`` and ``sum`` are linear, so ``agg(x) W == agg(x W)``: the choice
+    is :func:`~sparsegcn.nn.conv.transform_first`'s cost rule with two
+    matmuls per row (root and neighbour weights), on ``view`` when given.
+    On a square graph that is "aggregate the narrower side"; on a sampled
+    block, whose sources outnumber its targets, it aggregates first.
+    Sparse inputs are always projected first. ``max`` does not commute with
+    ``W``: PyG's ``SAGEConv(aggr="max")`` takes the maximum of the inputs,
+    then projects. Without ``h``, the widths alone decide.
     """
-    return aggregator != "max" and fan_out <= fan_in
+    if aggregator == "max":
+        return False
+    if h is None:
+        return fan_out <= fan_in
+    return transform_first(fan_in, fan_out, h, view, products=2)
 
 
-def sage_project(params: dict, h: Features, aggregator: str = "mean"):
+def sage_project(params: dict, h: Features, aggregator: str = "mean", view=None):
     """The row-wise part of a layer: ``[h W_root, h W_neigh]`` stacked on axis 1
-    when the layer projects first (:func:`projects_first`), else ``h`` itself."""
+    when the layer projects first on ``view`` (:func:`projects_first`), else
+    ``h`` itself."""
     w_root, w_neigh = params["w_root"], params["w_neigh"]
-    if projects_first(aggregator, *w_root.shape):
+    if projects_first(aggregator, *w_root.shape, h, view):
         return jnp.stack([matmul(h, w_root), matmul(h, w_neigh)], axis=1)
     return h
 
@@ -125,7 +135,7 @@ def sage_conv(
       separate as in PyG's ``SAGEConv``). https://arxiv.org/abs/1706.02216
     """
     view = graph if backend is None else get_backend(backend).view(graph)
-    z = sage_project(params, x, aggregator)
+    z = sage_project(params, x, aggregator, view)
     return sage_propagate(params, view, z, aggregator=aggregator, normalize=normalize)
 
 
@@ -177,10 +187,12 @@ def sage(
       normalize: L2-normalize hidden layers' outputs (Hamilton et al.).
       residual: skip connections between hidden layers of equal width.
       dropout_impl: ``"hash"`` (fast) or ``"threefry"``.
-      project_first: on a sample, project all ``N`` rows of ``x`` and
-        gather the tree's projected rows (``True``), or gather the tree's
-        rows of ``x`` first (``False``); ``None`` picks the cheaper from the
-        shapes. Equal results, different cost.
+      project_first: on a sample, run the first layer's row-wise step on
+        all ``N`` rows of ``x`` and gather the sample's rows of its result
+        (``True``), or gather the sample's rows of ``x`` first (``False``);
+        ``None`` gathers first when ``N`` exceeds the sample's rows. Whether
+        that step multiplies by the weights is :func:`projects_first`'s
+        rule on the layer's block. Equal results, different cost.
       jk: ``"none"`` (default), or ``"cat"``/``"max"`` for JK-Net over SAGE
         layers (:func:`~sparsegcn.nn.jk.jk_net`): ``num_layers`` layers of
         width ``hidden``, all ReLU (and L2-normalized when ``normalize``),
@@ -220,8 +232,8 @@ def sage(
     check_jk(jk, residual)
     gather_first = None if project_first is None else not project_first
 
-    def project(layer, h, i):
-        return sage_project(layer, h, aggregator)
+    def project(layer, h, i, view):
+        return sage_project(layer, h, aggregator, view)
 
     if jk != "none":
 

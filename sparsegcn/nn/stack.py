@@ -2,8 +2,14 @@
 
 A layer written against :mod:`sparsegcn.views` is two pure functions:
 
-- ``project(params, h) -> z``, row by row (``h W``), so that it commutes
-  with taking rows: ``project(h)[ids] == project(h[ids])``;
+- ``project(params, h, i, view) -> z``, row by row (``h W``), so that it
+  commutes with taking rows: ``project(h)[ids] == project(h[ids])``.
+  ``view`` is the view the layer's ``propagate`` will read (for row chunks,
+  the whole graph, since one ``z`` serves every chunk; ``None`` for
+  graph-free models): a linear layer may return ``h`` itself and multiply
+  after aggregating when the view has fewer targets than ``h`` has rows
+  (:func:`~sparsegcn.nn.conv.transform_first`). ``z`` may be an array or
+  any pytree of row arrays;
 - ``propagate(params, view, z, key) -> [num_dst, ...]``, the message
   passing, reading ``view.sources(z)`` and ``view.targets(z)``.
 
@@ -114,7 +120,9 @@ def run_layers(
       layers: per-layer params.
       graph: the view to run on (see the module table).
       x: ``[N, F]`` dense or :class:`~sparsegcn.SparseFeatures` inputs.
-      project: ``project(layer_params, h, index) -> z``, row-wise.
+      project: ``project(layer_params, h, index, view) -> z``, row-wise;
+        ``view`` is the view ``propagate`` reads next (the whole graph for
+        chunks, ``None`` without a graph).
       propagate: ``propagate(layer_params, view, z, key, index) -> out``;
         ``key`` is ``None`` unless training (for attention dropout).
       key: PRNG key, required when training with dropout.
@@ -184,17 +192,21 @@ def run_layers(
         rows = None
         if isinstance(x, jax.Array) and (residual or first):
             rows = jnp.take(x, ids, axis=0, mode="clip")
+        block = _sample_block(graph, count)
         if first:
-            z = project(layers[0], drop(rows, 0), 0)
+            z = project(layers[0], drop(rows, 0), 0, block)
         else:
-            z = jnp.take(project(layers[0], drop(x, 0), 0), ids, axis=0, mode="clip")
+            z = jax.tree.map(
+                lambda a: jnp.take(a, ids, axis=0, mode="clip"),
+                project(layers[0], drop(x, 0), 0, block),
+            )
         h = rows
         seeds = int(graph.nodes[0].size)
         outputs = []
         for i in range(count):
             if i > 0:
-                z = project(layers[i], drop(h, i), i)
-            block = _sample_block(graph, count - i)
+                block = _sample_block(graph, count - i)
+                z = project(layers[i], drop(h, i), i, block)
             h = finish(propagate(layers[i], block, z, _key(inner_keys, i), i), i, block, h)
             if every_output:
                 outputs.append(h[:seeds])  # the seeds lead every block's targets
@@ -206,7 +218,9 @@ def run_layers(
     for i in range(count):
         if stop_before_last and i == count - 1:
             return h
-        z = project(layers[i], drop(h, i), i)
+        z = project(
+            layers[i], drop(h, i), i, graph.graph if isinstance(graph, ChunkedGraph) else graph
+        )
         if isinstance(graph, ChunkedGraph):
             layer_key = _key(inner_keys, i)
 
