@@ -30,7 +30,8 @@ neighbour hits both sides alike; their ratios refer to ours from the same
 rounds. Compile time (ours, Jraph) and first calls (DGL) are reported apart.
 The ``sage`` part (run only when named) times mini-batch GraphSAGE training
 batches on the ogbn-products-sized synthetic graph, ours against DGL's
-``NeighborSampler`` + ``SAGEConv``, and projects an epoch. On a GPU (``--torch-device cuda``, the default when JAX
+``NeighborSampler`` + ``SAGEConv``, and projects an epoch; with
+``--sage-epoch`` it then times one whole epoch of each side. On a GPU (``--torch-device cuda``, the default when JAX
 runs on one and torch sees it) the torch peers run on the same GPU, ours
 adds the BCOO backend with its cuSPARSE lowering, and the host-only scipy
 row is left out.
@@ -466,6 +467,7 @@ def sage_rows(
     dropout: float = 0.5,
     lr: float = 0.003,
     samplers: tuple[str, ...] = ("tree",),
+    epoch: bool = False,
 ) -> list[dict]:
     """Mini-batch GraphSAGE training batches on the ogbn-products-sized graph.
 
@@ -483,6 +485,12 @@ def sage_rows(
     ``ceil(train / batch_size)`` batches project; ours counts the tree slots
     a batch computes on (fixed), DGL the distinct input rows and block edges
     of the batches it timed (they vary; medians).
+
+    With ``epoch``, one whole epoch of each side follows the rounds, in
+    the same run: ours one compiled ``lax.scan`` over every batch (the
+    first sampler's), compiled apart; DGL one full pass of its
+    ``DataLoader`` (after one untimed batch). Their rows' ``median_ms`` is
+    the epoch's wall time.
     """
     from sampler_dedup_vs_tree import probe_caps
 
@@ -503,6 +511,7 @@ def sage_rows(
         make_grad_fn,
         minibatch_data,
         steps_per_epoch,
+        train_epoch,
     )
 
     dataset = load("synthetic:products", root, scale=scale)
@@ -533,11 +542,12 @@ def sage_rows(
     tx = make_optimizer(TrainConfig(learning_rate=lr, weight_decay=0.0, decay_layers="none"))
     state = init_state(model, tx, jax.random.key(0))
     batch = first_batch(jax.random.key(1), data.train_nodes, batch_size)
-    ours, slots = [], {}
+    ours, slots, caps_of = [], {}, {}
     for sampler in samplers:
         caps = None
         if sampler == "dedup":
             caps = probe_caps(fanouts, batch_size, data, jax.random.key(3), 20, 1.05)
+        caps_of[sampler] = caps
         grad_fn = make_grad_fn(model, fanouts, sampler=sampler, caps=caps)
 
         def step(params, opt_state, data, batch, key, grad_fn=grad_fn):
@@ -583,8 +593,51 @@ def sage_rows(
         external,
         rounds,
     )
+    if epoch:
+        sampler = samplers[0]
+        epoch_grad_fn = make_grad_fn(model, fanouts, sampler=sampler, caps=caps_of[sampler])
+
+        def one_epoch(params, opt_state, data, key):
+            return train_epoch(epoch_grad_fn, tx, batch_size, params, opt_state, data, key)
+
+        epoch_args = (state.params, state.opt_state, data, jax.random.key(4))
+        tick = time.perf_counter()
+        compiled = jax.jit(one_epoch).lower(*epoch_args).compile()
+        compile_s = time.perf_counter() - tick
+        tick = time.perf_counter()
+        jax.block_until_ready(compiled(*epoch_args))
+        wall = time.perf_counter() - tick
+        epoch_case = f"sage epoch products-sized x{scale:g}, {steps} batches of {batch_size}"
+        rows.append(
+            _row(
+                epoch_case,
+                f"sparsegcn ({sampler} sampler), one compiled scan",
+                [wall],
+                f"compile {compile_s:.1f} s; {1e3 * wall / steps:.0f} ms a batch",
+            )
+        )
+        peer = external.peers.get("dgl", "dgl not requested")
+        impl = "DGL NeighborSampler + SAGEConv(mean), one DataLoader pass"
+        try:
+            if isinstance(peer, str):
+                raise PeerError(peer)
+            info = peer.setup("sage_epoch", warmup=0, **spec)
+            answer = peer.time("sage_epoch", 1)
+            (dgl_wall,) = answer["times_s"]
+            batches = answer["stats"].get("batches")
+            rows.append(
+                _row(
+                    epoch_case,
+                    impl,
+                    [dgl_wall],
+                    f"setup {info['setup_s']:.1f} s; {batches} batches, "
+                    f"{1e3 * dgl_wall / max(batches or 1, 1):.0f} ms a batch",
+                )
+            )
+        except PeerError as err:
+            rows.append(_missing_row(epoch_case, impl, str(err)))
     for row in rows:
-        if row["median_ms"] is None:
+        if row["median_ms"] is None or row["case"].startswith("sage epoch"):
             continue
         seconds = row["median_ms"] / 1e3
         row["batches_per_s"] = 1 / seconds
@@ -662,7 +715,12 @@ def run_parts(parts, args, device, forms, external: External, parser) -> list[di
         rows += gcn_peer_rows(name, setup, external, Rounds(rounds.rounds, 1), ("jraph",))
     if "sage" in parts:
         rows += sage_rows(
-            args.sage_root, external, rounds, scale=args.sage_scale, samplers=args.sage_samplers
+            args.sage_root,
+            external,
+            rounds,
+            scale=args.sage_scale,
+            samplers=args.sage_samplers,
+            epoch=args.sage_epoch,
         )
     return rows
 
@@ -712,6 +770,12 @@ def main(argv=None) -> int:
         default="tree",
         type=lambda v: tuple(p.strip() for p in v.split(",") if p.strip()),
         help="our samplers in the sage part, side by side: tree, dedup (default: tree)",
+    )
+    parser.add_argument(
+        "--sage-epoch",
+        action="store_true",
+        help="sage part: after the rounds, time one whole epoch of ours (the first sampler) "
+        "and of DGL, in the same run",
     )
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     parser.add_argument(

@@ -72,7 +72,8 @@ def sage_project(params: dict, h: Features, aggregator: str = "mean", view=None)
     when the layer projects first on ``view`` (:func:`projects_first`), else
     ``h`` itself."""
     w_root, w_neigh = params["w_root"], params["w_neigh"]
-    if projects_first(aggregator, *w_root.shape, h, view):
+    fan_in, fan_out = w_root.shape
+    if projects_first(aggregator, fan_in, fan_out, h, view):
         return jnp.stack([matmul(h, w_root), matmul(h, w_neigh)], axis=1)
     return h
 
