@@ -196,10 +196,14 @@ def run_layers(
         if first:
             z = project(layers[0], drop(rows, 0), 0, block)
         else:
-            z = jax.tree.map(
-                lambda a: jnp.take(a, ids, axis=0, mode="clip"),
-                project(layers[0], drop(x, 0), 0, block),
-            )
+            z = project(layers[0], drop(x, 0), 0, block)
+            if isinstance(z, SparseFeatures):
+                raise TypeError(
+                    "the first layer keeps sparse features unprojected (it aggregates them "
+                    "first, as SAGE's max aggregator does), and a sample can't take rows of "
+                    "sparse features: pass them dense (x.todense())"
+                )
+            z = jax.tree.map(lambda a: jnp.take(a, ids, axis=0, mode="clip"), z)
         h = rows
         seeds = int(graph.nodes[0].size)
         outputs = []
