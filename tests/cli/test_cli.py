@@ -113,3 +113,15 @@ def test_bad_input_is_a_clean_error(capsys, tmp_path):
     assert "is not a directory" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--backend", "csr"])
+
+
+def test_version_is_the_one_pyproject_declares(capsys):
+    import re
+    from pathlib import Path
+
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    declared = re.search(r'^version = "([^"]+)"', pyproject, re.MULTILINE).group(1)
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"sparsegcn {declared}"
