@@ -251,7 +251,6 @@ def shared_data() -> Path | None:
     for candidate in (
         os.environ.get("SPARSEGCN_TEST_DATA"),
         REPO.parent / "shared" / "data",
-        "/work/shared/data",
     ):
         if candidate and (Path(candidate) / "planetoid" / "ind.cora.x").exists():
             return Path(candidate)
@@ -263,7 +262,7 @@ _BASE: dict[str, Path] = {}
 
 
 def base_checkpoint(tmp: Path) -> Path:
-    """A copy of a 1-seed synthetic:tiny checkpoint folder, trained once per session."""
+    """A copy of a 1-seed synthetic:tiny checkpoint folder, trained once per run."""
     if "ck" not in _BASE:
         folder = Path(tempfile.mkdtemp(prefix="faults-base-")) / "ck"
         rc, _, err = cli(["train", *FAST, "--checkpoint", str(folder)])

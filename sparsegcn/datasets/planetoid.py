@@ -71,7 +71,7 @@ PICKLE_GLOBALS = frozenset(
     }
 )
 
-# Cora: /work/shared/data/planetoid/SHA256SUMS, files verified against a copy of
+# Cora: the SHA256SUMS file of the shared test data (planetoid/SHA256SUMS), files verified against a copy of
 # kimiyoung/planetoid/data. CiteSeer and PubMed: published in
 # skygazer42/sky-vgl, vgl/data/public.py (commit 7cbb28df98d5eea988f5b010f3e0df6a191f533b),
 # pinned there to kimiyoung/planetoid commit af6abf468a772cc055bec88c52e4d6f51b7c37e3;
