@@ -48,7 +48,6 @@ import contextlib
 import math
 import shutil
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
@@ -59,6 +58,7 @@ from tqdm.auto import tqdm
 from sparsegcn.datasets.base import SPLITS
 from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
 from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
+from sparsegcn.files import temp_folder
 
 GROUP_EDGES = 1 << 26
 """Default directed edges sorted at once: bounds the converter's memory."""
@@ -357,7 +357,7 @@ def convert_ogb(
     n = _num_nodes(folder, layout)
     raw_edges = _num_raw_edges(folder, layout)
     dedup = not layout.add_inverse_edge
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.edges.", dir=tmp_dir or out.parent))
+    work = temp_folder(tmp_dir or out.parent, out.name, "edges")
     try:
         average = 2 * (raw_edges or group_edges) / group_edges
         buckets = _Buckets(work, n, max(1, math.ceil(_BUCKETS_PER_GROUP * average)))
