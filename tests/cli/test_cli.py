@@ -113,3 +113,25 @@ def test_bad_input_is_a_clean_error(capsys, tmp_path):
     assert "is not a directory" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--backend", "csr"])
+
+
+def test_train_refuses_an_output_that_is_one_of_its_inputs(tmp_path, capsys):
+    """``--json DS/manifest.json`` destroyed the dataset's manifest; refused before any work."""
+    import sparsegcn as sg
+
+    dataset = sg.datasets.load("synthetic:tiny", scale=0.1)
+    folder = sg.datasets.save(dataset, tmp_path / "ds")
+    manifest = (folder / "manifest.json").read_bytes()
+    argv = ["train", "--dataset", str(folder), "--no-progress"]
+    assert main([*argv, "--json", str(folder / "manifest.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"--json {folder / 'manifest.json'} would overwrite the dataset {folder}" in err
+    assert main([*argv, "--plot", str(folder / "labels.npy")]) == 2
+    assert "--plot" in capsys.readouterr().err
+    assert main([*argv, "--checkpoint", str(folder)]) == 2
+    assert "--checkpoint" in capsys.readouterr().err
+    assert (folder / "manifest.json").read_bytes() == manifest
+    arrays = ("indptr", "indices", "features", "labels", "train", "valid", "test")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["manifest.json", *(f"{name}.npy" for name in arrays)]
+    )
