@@ -115,7 +115,7 @@ def test_bad_input_is_a_clean_error(capsys, tmp_path):
         main(["train", "--backend", "csr"])
 
 
-def test_train_refuses_an_output_that_is_one_of_its_inputs(tmp_path, capsys):
+def test_train_and_info_refuse_an_output_that_is_one_of_their_inputs(tmp_path, capsys):
     """``--json DS/manifest.json`` destroyed the dataset's manifest; refused before any work."""
     import sparsegcn as sg
 
@@ -130,6 +130,8 @@ def test_train_refuses_an_output_that_is_one_of_its_inputs(tmp_path, capsys):
     assert "--plot" in capsys.readouterr().err
     assert main([*argv, "--checkpoint", str(folder)]) == 2
     assert "--checkpoint" in capsys.readouterr().err
+    assert main(["info", "--dataset", str(folder), "--json", str(folder / "test.npy")]) == 2
+    assert "--json" in capsys.readouterr().err
     assert (folder / "manifest.json").read_bytes() == manifest
     arrays = ("indptr", "indices", "features", "labels", "train", "valid", "test")
     assert sorted(p.name for p in folder.iterdir()) == sorted(
