@@ -1874,6 +1874,27 @@ def _(tmp):
     return _crash_or(rc, err, expect_error=True, words="shrank")
 
 
+_TRUNCATE_LOADED = """
+import os, sys
+import sparsegcn as sg
+from sparsegcn.experiment import node_data
+folder = sg.datasets.save(sg.datasets.load("synthetic:tiny", scale=0.1), sys.argv[1])
+dataset = sg.datasets.load(str(folder))
+os.truncate(folder / "features.npy", 128)
+try:
+    node_data(dataset)
+except OSError as err:
+    print(f"run: error: {err}", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+@case("26 disk", "features truncated between loading and training: error, not SIGBUS")
+def _(tmp):
+    rc, err = _python(_TRUNCATE_LOADED, str(tmp / "ds"))
+    return _crash_or(rc, err, expect_error=True, words="shrank")
+
+
 @case("26 disk", "a dataset folder follows the umask (022: readable by others)")
 def _(tmp):
     old = os.umask(0o022)

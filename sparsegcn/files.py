@@ -128,6 +128,12 @@ def _umask() -> int:
     return mask
 
 
+def _through_link(path: Path) -> Path:
+    """Where a write of ``path`` lands: a symbolic link's target (the link itself is not
+    replaced; ``/dev/stdout`` writes to what the process's stdout is), else ``path``."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 def _sink_kind(path: Path) -> str | None:
     """What a non-regular file at ``path`` is (following links), or ``None``.
 
@@ -200,7 +206,8 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     The bytes go to a temporary file in the same folder, which is fsynced,
     renamed over ``path`` with ``os.replace`` and followed by an fsync of the
     folder. On any error the temporary file is removed and ``path`` is left
-    as it was. A character device or FIFO at ``path`` (``/dev/null``, a
+    as it was. A symbolic link is written through: its target is replaced,
+    the link stays. A character device or FIFO at ``path`` (``/dev/null``, a
     terminal, a named pipe; see :data:`SINKS`) is written in place, never
     replaced; any other non-regular file is refused.
 
@@ -208,27 +215,31 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
       ``path`` as a :class:`~pathlib.Path`.
     """
     path = Path(path)
-    kind = _sink_kind(path)
+    target = _through_link(path)
+    kind = _sink_kind(target)
     if kind is not None:
         _check_sink(path, kind)
         _write_sink(path, _to_bytes(write))
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as err:
+        raise _naming(err, path) from err
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make results private
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        _replace_regular(tmp, path)
+        _replace_regular(tmp, target)
     except OSError as err:  # a full disk, a quota: name the file the user asked for
         Path(tmp).unlink(missing_ok=True)
         raise _naming(err, path) from err
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_directory(path.parent)
+    fsync_directory(target.parent)
     return path
 
 
@@ -300,7 +311,8 @@ def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) 
     path = Path(path)
     if path.is_dir() and not folder:
         raise IsADirectoryError(f"{what} {path} is a folder; give the path of a file to write")
-    kind = None if folder else _sink_kind(path)
+    target = path if folder else _through_link(path)
+    kind = None if folder else _sink_kind(target)
     if kind is not None:  # written in place (SINKS), never replaced
         if kind not in SINKS:
             raise OSError(
@@ -309,7 +321,7 @@ def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) 
         if not os.access(path, os.W_OK):
             raise PermissionError(f"{what} {path} cannot be written: permission denied")
         return path
-    where = path if folder else path.parent
+    where = target if folder else target.parent
     while not where.exists() and where != where.parent:
         where = where.parent
     if not where.is_dir():
@@ -343,7 +355,7 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], ob
     path = None
     try:
         for path, write in writers.items():
-            path = Path(path)
+            path = _through_link(Path(path))
             kind = _sink_kind(path)
             if kind is not None:
                 _check_sink(path, kind)

@@ -97,6 +97,35 @@ def test_a_socket_is_refused_and_kept(tmp_path):
         server.close()
 
 
+def test_a_symbolic_link_is_written_through_not_replaced(tmp_path):
+    (tmp_path / "results").mkdir()
+    target = tmp_path / "results" / "r1.json"
+    target.write_text("old")
+    link = tmp_path / "report.json"
+    link.symlink_to(target)
+    write_json_atomic(link, {"a": 1})
+    assert link.is_symlink() and target.read_text() == '{\n  "a": 1\n}\n'
+    write_all_atomic({link: lambda f: f.write(b"x")})
+    assert link.is_symlink() and target.read_bytes() == b"x"
+    fifo = tmp_path / "pipe"  # as /dev/stdout -> /proc/self/fd/1 -> a pipe
+    reader = _fifo_with_reader(fifo)
+    stdout = tmp_path / "stdout"
+    stdout.symlink_to(fifo)
+    try:
+        assert check_writable(stdout, what="--json") == stdout
+        write_atomic(stdout, lambda f: f.write(b"through"))
+        assert os.read(reader, 100) == b"through"
+    finally:
+        os.close(reader)
+    assert stdout.is_symlink() and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "pipe",
+        "report.json",
+        "results",
+        "stdout",
+    ]
+
+
 # -- outputs that are inputs ----------------------------------------------------
 
 

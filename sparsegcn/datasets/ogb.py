@@ -345,13 +345,13 @@ def download_verified(
             f"{name!r}, root=...)) or unzip the archive into {str(root)!r} and rename its "
             f"folder {member_dir!r} to {dataset_dir.name!r}; then pass that root"
         )
-    root.mkdir(parents=True, exist_ok=True)
-    archive = root / f".{member_dir}.zip"
-    download_file(url, archive, sha256=digest, progress=progress)
+    work = temp_folder(root, dataset_dir.name, "download")  # nothing of the user's is touched
     try:
+        archive = work / f"{member_dir}.zip"
+        download_file(url, archive, sha256=digest, progress=progress)
         _extract(archive, member_dir, dataset_dir)
     finally:
-        archive.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
     return dataset_dir
 
 
