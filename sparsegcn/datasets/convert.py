@@ -314,7 +314,7 @@ def convert_ogb(
       root: data root holding the dataset folder as ``ogb`` lays it out.
       out: the folder to write (see :class:`~sparsegcn.datasets.ondisk.DatasetWriter`).
       features_dtype: ``"float32"`` or ``"float16"``.
-      overwrite: replace a non-empty ``out``.
+      overwrite: replace ``out`` if it is a sparsegcn dataset folder.
       download: fetch a missing dataset folder first
         (``sparsegcn.datasets.ogb.download_verified``: sha256-checked;
         papers100M has no published checksum and is refused).
@@ -534,7 +534,9 @@ def main(argv=None) -> int:
     parser.add_argument("--root", required=True, help="data root holding <name with _>/raw")
     parser.add_argument("--out", required=True, help="the dataset folder to write")
     parser.add_argument("--features-dtype", choices=FEATURE_DTYPES, default="float32")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace --out if it is a sparsegcn dataset folder"
+    )
     parser.add_argument("--download", action="store_true", help="fetch a missing dataset")
     parser.add_argument("--group-edges", type=int, default=GROUP_EDGES)
     parser.add_argument("--tmp-dir", default=None, help="folder for the edge buckets")

@@ -226,11 +226,12 @@ class DatasetWriter:
 
     Args:
       path: the folder to create. An existing empty folder is replaced; a
-        non-empty one only with ``overwrite=True``, once the new one is
+        non-empty one only with ``overwrite=True`` and only if it is a
+        sparsegcn dataset folder (a manifest and the files it lists), once the new one is
         complete.
       num_nodes, num_stored_edges, num_features: ``N``, ``E``, ``F``.
       features_dtype: ``"float32"`` or ``"float16"``.
-      overwrite: replace an existing non-empty ``path``.
+      overwrite: replace an existing dataset folder at ``path``.
     """
 
     def __init__(
@@ -423,7 +424,8 @@ def save(
       path: the folder to write.
       features_dtype: ``"float32"`` or ``"float16"``; default: float16 if the
         features are float16, else float32.
-      overwrite: replace an existing non-empty folder.
+      overwrite: replace an existing dataset folder (a folder holding
+        anything else is refused).
       progress: progress bars.
       chunk: rows and edges copied at a time.
 
@@ -431,7 +433,8 @@ def save(
       ``Path(path)``.
 
     Raises:
-      ValueError: ``path`` is a non-empty folder (without ``overwrite``) or
+      ValueError: ``path`` is a non-empty folder (without ``overwrite``, or
+        not a sparsegcn dataset folder) or
         a file, the graph has weights, or a bad ``features_dtype``.
     """
     if not isinstance(dataset, Dataset):

@@ -233,7 +233,8 @@ def generate_to_disk(
       seed: non-negative int; a seed defines the output bit for bit,
         whatever ``group_edges``.
       features_dtype: ``"float32"`` or ``"float16"`` (half the disk).
-      overwrite: replace a non-empty ``out``.
+      overwrite: replace ``out`` if it is a sparsegcn dataset folder (never a
+        folder holding anything else).
       progress: tqdm bars.
       group_edges: bound on the directed edges sorted at once (memory, see
         :func:`stream_bytes`).

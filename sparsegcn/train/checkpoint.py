@@ -19,7 +19,10 @@ A folder belongs to one run. Each manifest records its writer's ``run_id``
 (a random hex string a :class:`CheckpointHook` makes, or continues when
 resuming); pruning touches only the writer's own checkpoints, and a hook
 refuses a folder that holds another run's checkpoints unless told to
-``overwrite`` them (it then deletes them first). A writer holds an
+``overwrite`` them (it then deletes them first). Nothing else is ever
+deleted: pruning removes manifests and the arrays files they list (or that
+the lock file records as being written, after a ``kill -9``), never a file
+that merely has a checkpoint's name. A writer holds an
 exclusive ``fcntl.flock`` on ``<folder>/.lock`` (which records its pid)
 while it may write, so a second writer is refused with
 :class:`CheckpointLockedError` naming the holder, instead of the two
