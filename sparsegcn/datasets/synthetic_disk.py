@@ -62,7 +62,7 @@ from sparsegcn.datasets.synthetic import (
     _check_class_sizes,
     _draw_splits,
 )
-from sparsegcn.files import release_pages, temp_folder
+from sparsegcn.files import naming_errors, release_pages, temp_folder
 
 GROUP_EDGES = 1 << 26
 """Default bound on the directed edges one bucket sorts at once."""
@@ -272,7 +272,7 @@ def generate_to_disk(
         features_dtype=features_dtype,
         overwrite=overwrite,
     )
-    with writer:
+    with writer, naming_errors(out):  # a full disk names the dataset, not a bucket file
         model = sbm.block_model(
             n,
             e,
