@@ -32,7 +32,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset
-from sparsegcn.files import temp_folder
+from sparsegcn.files import naming_errors, temp_folder
 from sparsegcn.graph import Graph
 
 GENERATOR = "dcsbm-1"  # bump when a seed's output changes: older caches are then refused
@@ -488,6 +488,11 @@ def _manifest(dataset: Dataset, spec: SyntheticSpec, seed: int, arrays: dict) ->
 
 
 def _write_cache(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int) -> None:
+    with naming_errors(folder):  # a full disk names the cache, not a temporary file
+        _write_cache_files(folder, dataset, spec, seed)
+
+
+def _write_cache_files(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_folder(folder.parent, folder.name)
     try:

@@ -119,7 +119,15 @@ def test_train_and_info_refuse_an_output_that_is_one_of_their_inputs(tmp_path, c
     """``--json DS/manifest.json`` destroyed the dataset's manifest; refused before any work."""
     import sparsegcn as sg
 
-    dataset = sg.datasets.load("synthetic:tiny", scale=0.1)
+    ids = np.arange(4)
+    dataset = sg.datasets.Dataset(
+        name="four",
+        graph=sg.Graph(ids, np.roll(ids, 1), None, 4),
+        features=np.eye(4, dtype=np.float32),
+        labels=np.array([0, 1, 0, 1]),
+        split={"train": ids[:2], "valid": ids[2:3], "test": ids[3:]},
+        num_classes=2,
+    )
     folder = sg.datasets.save(dataset, tmp_path / "ds")
     manifest = (folder / "manifest.json").read_bytes()
     argv = ["train", "--dataset", str(folder), "--no-progress"]
