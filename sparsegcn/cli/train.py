@@ -78,7 +78,8 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
     Lifecycle.check(experiment)
     inputs = run_inputs(experiment)
     check_not_inputs({"--json": json_path, "--plot": experiment.plot}, inputs)
-    check_not_inputs({"--checkpoint": experiment.checkpoint}, inputs[:1])
+    folders = {"--checkpoint": experiment.checkpoint, "--feature-cache": experiment.feature_cache}
+    check_not_inputs(folders, inputs[:1])  # the dataset's folder: no files of ours in it
 
 
 def run(args: argparse.Namespace) -> int:
