@@ -25,7 +25,6 @@ import math
 import numbers
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset
+from sparsegcn.files import naming_errors, temp_folder
 from sparsegcn.graph import Graph
 
 GENERATOR = "dcsbm-1"  # bump when a seed's output changes: older caches are then refused
@@ -488,8 +488,13 @@ def _manifest(dataset: Dataset, spec: SyntheticSpec, seed: int, arrays: dict) ->
 
 
 def _write_cache(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int) -> None:
+    with naming_errors(folder):  # a full disk names the cache, not a temporary file
+        _write_cache_files(folder, dataset, spec, seed)
+
+
+def _write_cache_files(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    tmp = temp_folder(folder.parent, folder.name)
     try:
         arrays = _dataset_arrays(dataset)
         for name, array in arrays.items():

@@ -314,6 +314,43 @@ def test_folder_without_release_marker_is_refused_before_ogb_prompts(tmp_path):
     assert (folder / "raw" / "edge.csv.gz").exists()  # ogb would have offered to delete it
 
 
+@pytest.mark.parametrize("name", ["ogbn-arxiv", "ogbn-papers100M"])
+def test_folder_without_its_raw_file_is_refused_and_never_downloaded_or_deleted(
+    tmp_path, monkeypatch, name
+):
+    # ogb's own pre_process would download the archive over http, unverified,
+    # and shutil.rmtree the folder with the user's other files in it.
+    folder = write_fake(
+        tmp_path,
+        name,
+        edges=ARXIV_EDGES,
+        features=_features(9, 4, seed=0),
+        labels=_arxiv_labels(),
+        split=ARXIV_SPLIT,
+    )
+    raw = folder / ("raw/data.npz" if name == "ogbn-papers100M" else "raw/edge.csv.gz")
+    raw.unlink()
+    (folder / "notes.txt").write_text("mine")
+    import ogb.nodeproppred.dataset as ogb_dataset
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("ogb was allowed to download")
+
+    monkeypatch.setattr(ogb_dataset, "decide_download", no_download)
+    monkeypatch.setattr(ogb_dataset, "download_url", no_download)
+    with pytest.raises(FileNotFoundError, match=rf"has no {raw.relative_to(folder)}"):
+        load_ogb(name, tmp_path)
+    assert (folder / "notes.txt").read_text() == "mine"
+    assert (folder / "raw").is_dir()
+    # pre_process refuses too, should a caller bypass the folder check.
+    from sparsegcn.datasets.ogb import _dataset_class, raw_file
+
+    nodeproppred = import_ogb()
+    with pytest.raises(FileNotFoundError, match="has no"):
+        _dataset_class(nodeproppred, raw_file(_master(name)))(name=name, root=str(tmp_path))
+    assert (folder / "notes.txt").read_text() == "mine"
+
+
 def _zipped_arxiv(tmp_path: Path) -> bytes:
     """The fake ogbn-arxiv as ogb's archive holds it: one folder named ``arxiv``."""
     folder = write_arxiv(tmp_path / "staging")
