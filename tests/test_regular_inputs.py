@@ -144,3 +144,15 @@ def test_a_fifo_checkpoint_manifest_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2, err
     assert "ckpt-000001.json" in err and "not a regular file: it is a FIFO" in err
+
+
+def test_a_fifo_in_place_of_a_feature_cache_entry_is_refused_not_replaced(tmp_path):
+    from sparsegcn.experiment.precompute import precompute_key, sgc_precompute
+
+    dataset = tiny_dataset()
+    features = np.asarray(dataset.features)
+    key = precompute_key(dataset, dataset.graph, features, hops=2, normalize_features="none")
+    entry = tmp_path / f"sgc-{key}.npy"
+    with fifo(entry), pytest.raises(ValueError, match=r"is not a regular file: it is a FIFO"):
+        sgc_precompute(dataset, features, hops=2, normalize_features="none", cache_dir=tmp_path)
+    assert not entry.is_file()  # left as it was, not replaced by a computed file
