@@ -640,6 +640,10 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
 #: and Python's recursion (the decoder's, or any code that walks the result) stops near 1000.
 MAX_JSON_DEPTH = 64
 
+#: JSON files larger than this are refused unread (manifests and checkpoint histories
+#: take kilobytes to megabytes).
+MAX_JSON_BYTES = 1 << 28
+
 _KINDS = (
     (stat.S_ISDIR, "a folder"),
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -742,9 +746,16 @@ def read_json(path: str | os.PathLike, *, what: str | None = None):
       FileNotFoundError, PermissionError, NotRegularFileError: see
         :func:`open_regular`.
       UnicodeDecodeError: the file is not UTF-8.
-      ValueError: not JSON, or nested too deeply (the message names the file).
+      ValueError: not JSON, larger than :data:`MAX_JSON_BYTES`, or nested
+        deeper than :data:`MAX_JSON_DEPTH` (the message names the file).
     """
-    text = read_text(path, what=what)
+    with open_regular(path, what=what) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_JSON_BYTES:  # e.g. a sparse file of terabytes: never read it whole
+            raise ValueError(
+                f"{path}: {size} bytes is too large for JSON we read (at most {MAX_JSON_BYTES})"
+            )
+        text = f.read().decode("utf-8")
     try:
         value = json.loads(text)
         deep = _nested_deeper(value, MAX_JSON_DEPTH)

@@ -156,3 +156,10 @@ def test_a_fifo_in_place_of_a_feature_cache_entry_is_refused_not_replaced(tmp_pa
     with fifo(entry), pytest.raises(ValueError, match=r"is not a regular file: it is a FIFO"):
         sgc_precompute(dataset, features, hops=2, normalize_features="none", cache_dir=tmp_path)
     assert not entry.is_file()  # left as it was, not replaced by a computed file
+
+
+def test_a_huge_sparse_manifest_is_refused_unread(folder):
+    with open(folder / MANIFEST, "r+b") as f:
+        f.truncate((1 << 28) + 1)  # sparse, one byte past MAX_JSON_BYTES: not read
+    with pytest.raises(FormatError, match=r"manifest.json: json: unreadable .*too large"):
+        load_ondisk(folder)

@@ -21,6 +21,7 @@ before anything is compiled.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -65,7 +66,9 @@ def estimate_bytes(exp: Experiment, dataset: Dataset, fanouts=None) -> int:
     gathered feature sampled), the float32 activations of every layer (``N``
     rows, or every tree entry, times the layer widths), and for sampled runs
     the tree (int32 ids and a mask byte per entry), a hidden row per entry
-    and the gathered float32 feature rows of its deepest level. Times
+    and the gathered float32 feature rows of its deepest level; and the
+    weights of a plain stack (``F -> H -> ... -> C``, times the heads) four
+    times over: the params, their gradients and Adam's two moments. Times
     ``K = exp.seeds``. (The features themselves are left out: they may stay
     on the host.)
 
@@ -86,7 +89,9 @@ def estimate_bytes(exp: Experiment, dataset: Dataset, fanouts=None) -> int:
         per_seed = sum(levels) * (5 + hidden * heads * 4) + levels[-1] * f * (4 + mask)
     else:
         per_seed = n * f * mask + n * (hidden * heads * (layers - 1) + c) * 4
-    return exp.seeds * per_seed
+    widths = [f] + [hidden * heads] * (layers - 1) + [c]
+    weights = sum(a * b for a, b in itertools.pairwise(widths))
+    return exp.seeds * (per_seed + 16 * weights)
 
 
 def _gib(nbytes: float) -> str:

@@ -77,11 +77,12 @@ def test_the_memory_estimate_counts_what_grows_with_the_seeds():
 
     dataset = star(9)  # N = 10, F = 3, C = 2
     gcn = Experiment(model="gcn", seeds=7)  # hidden 16, 2 layers, dropout 0.5
-    # Per seed: a dropout mask byte per feature, float32 activations 16 + 2 wide.
-    assert estimate_bytes(gcn, dataset) == 7 * (10 * 3 + 10 * (16 + 2) * 4)
+    # Per seed: a dropout mask byte per feature, float32 activations 16 + 2 wide,
+    # and 3x16 + 16x2 weights, each with a gradient and two Adam moments.
+    assert estimate_bytes(gcn, dataset) == 7 * (10 * 3 + 10 * (16 + 2) * 4 + 16 * (48 + 32))
     sage = Experiment(model="sage", fanouts="2,3", seeds=2, batch_size=4, hidden=8, dropout=0.5)
     levels = [4, 8, 24]  # a batch of 4 seeds, then 2 and 3 neighbours each
-    per_seed = sum(levels) * (5 + 8 * 4) + 24 * 3 * (4 + 1)
+    per_seed = sum(levels) * (5 + 8 * 4) + 24 * 3 * (4 + 1) + 16 * (3 * 8 + 8 * 2)
     assert estimate_bytes(sage, dataset) == 2 * per_seed
     with pytest.raises(
         ValueError, match=r"needs an estimated 0.0 GiB \(7 seed\(s\) x .* but 0.0 GiB is available"
