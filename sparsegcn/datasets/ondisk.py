@@ -180,7 +180,7 @@ def _foreign_entries(path: Path) -> list[str] | None:
     """
     names = sorted(entry.name for entry in os.scandir(path))
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
+        manifest = read_json(path / MANIFEST)
         listed = {entry["file"] for entry in manifest["files"].values()}
         ours = manifest.get("format") == FORMAT and all(isinstance(f, str) for f in listed)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
