@@ -21,6 +21,8 @@ Runs every case and prints one row per case and the table::
   or a wrong output (goal 0).
 - lost data: a file that existed before the fault is gone or changed, or
   some but not all of an all-or-nothing output was written (goal 0).
+- hang: a subprocess case still running after ``HANG_S`` seconds, or a
+  download not cut off in time (goal 0).
 - open: refusals that belong to code being changed elsewhere (the model
   builders, which will call ``sparsegcn._checks.check_hyperparameters``);
   listed, not hidden.
@@ -98,6 +100,7 @@ KINDS = (
     "silent",
     "lost",
     "open",
+    "hang",
 )
 API_ERRORS = (ValueError, TypeError, OSError, pickle.UnpicklingError, EOFError, LookupError)
 FAST = ["--epochs", "3", "--patience", "0", "--no-progress"]
@@ -1907,6 +1910,234 @@ def _(tmp):
     return Result("correct", "mode 0o755")
 
 
+# -- 10. only regular files are read, nothing waits forever (issue 26, 3 and 10) -
+
+HANG_S = 180  # a case still running after this long is a hang
+
+
+def sub_judged(argv, *, expect_error=True, words=None, extra_env=None, timeout=HANG_S) -> Result:
+    """``python -m sparsegcn argv`` in a subprocess (a hang cannot stall the table)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sparsegcn", *argv],
+            env=dict(env(), **(extra_env or {})),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return Result("hang", f"no answer in {timeout} s")
+    return judge_cli(done.returncode, done.stderr, expect_error=expect_error, words=words)
+
+
+def tiny_ondisk(tmp: Path) -> Path:
+    """A 6-node on-disk dataset (a path graph, 2 features, 2 classes)."""
+    from sparsegcn.datasets.base import Dataset
+    from sparsegcn.datasets.ondisk import save
+
+    senders = np.array([0, 1, 1, 2, 2, 3, 3, 4, 4, 5])
+    receivers = np.array([1, 0, 2, 1, 3, 2, 4, 3, 5, 4])
+    dataset = Dataset(
+        name="tiny",
+        graph=sg.Graph(senders, receivers, None, 6),
+        features=np.arange(12, dtype=np.float32).reshape(6, 2),
+        labels=np.array([0, 0, 0, 1, 1, 1]),
+        split={"train": np.array([0, 5]), "valid": np.array([1, 4]), "test": np.array([2, 3])},
+        num_classes=2,
+        num_edges=5,
+    )
+    return save(dataset, tmp / "tiny")
+
+
+def _replace(path: Path, by: str) -> None:
+    """Puts a FIFO (``by="fifo"``) or a link to a device (``by="/dev/zero"``) at ``path``."""
+    path.unlink(missing_ok=True)
+    if by == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(by)
+
+
+for _name in ("manifest.json", "indptr.npy", "indices.npy", "features.npy", "labels.npy"):
+    for _by in ("fifo", "/dev/zero"):
+
+        def _ondisk(tmp, name=_name, by=_by):
+            folder = tiny_ondisk(tmp)
+            _replace(folder / name, by)
+            return sub_judged(
+                ["info", "--dataset", str(folder), "--no-progress"], words="not a regular file"
+            )
+
+        add("regular files", f"on-disk {_name} is {_by}", _ondisk)
+
+
+@case("regular files", "info --verify: a FIFO in place of test.npy is not 'missing'")
+def _(tmp):
+    folder = tiny_ondisk(tmp)
+    _replace(folder / "test.npy", "fifo")
+    return sub_judged(
+        ["info", "--dataset", str(folder), "--verify", "--no-progress"], words="not a regular file"
+    )
+
+
+@case("regular files", "on-disk manifest.json nested 100,000 deep")
+def _(tmp):
+    folder = tiny_ondisk(tmp)
+    (folder / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    return sub_judged(["info", "--dataset", str(folder), "--no-progress"], words="nested more than")
+
+
+@case("regular files", "on-disk manifest.json: an object nested 70 deep")
+def _(tmp):
+    folder = tiny_ondisk(tmp)
+    (folder / "manifest.json").write_text('{"a":' * 70 + "1" + "}" * 70)
+    return sub_judged(["info", "--dataset", str(folder), "--no-progress"], words="nested more than")
+
+
+for _part in ("ind.cora.x", "ind.cora.graph", "ind.cora.test.index"):
+    for _by in ("fifo", "/dev/zero"):
+
+        def _cora(tmp, part=_part, by=_by):
+            root = cora_copy(tmp)
+            _replace(root / "planetoid" / part, by)
+            return sub_judged(info(root), words="not a regular file")
+
+        add("regular files", f"cora {_part} is {_by}", needs_cora(_cora))
+
+
+def _checkpoint_case(what: str):
+    def run(tmp):
+        folder = base_checkpoint(tmp)
+        manifest = list_checkpoints(folder)[-1]
+        target = {
+            "manifest": manifest,
+            "arrays": folder / json.loads(manifest.read_text())["arrays"],
+        }[what]
+        _replace(target, "fifo")
+        return sub_judged(predict_argv(folder, tmp), words="not a regular file")
+
+    add("regular files", f"predict: the checkpoint's {what} file is a FIFO", run)
+
+
+_checkpoint_case("manifest")
+_checkpoint_case("arrays")
+
+
+@case("regular files", "train --checkpoint: the folder's .lock is a FIFO")
+def _(tmp):
+    folder = tmp / "ck"
+    folder.mkdir()
+    _replace(folder / ".lock", "fifo")
+    return sub_judged(["train", *FAST, "--checkpoint", str(folder)], words="not a regular file")
+
+
+@case("downloads", "a body trickling a byte every 0.2 s (min_rate 100 B/s over 1 s)")
+def _(tmp):
+    with serve({"/b": ("trickle", 0.2, b"x" * 50)}) as (_, url):
+        tick = time.perf_counter()
+        result = api(
+            lambda: download_file(f"{url}/b", tmp / "b", sha256=None, timeout=1, min_rate=100),
+            words="stalled",
+        )
+        if result.kind == "clean" and time.perf_counter() - tick > 5:
+            return Result("hang", f"cut off after {time.perf_counter() - tick:.1f} s")
+    return result
+
+
+@case("downloads", "headers trickling a byte every 0.2 s (default min_rate, timeout 1 s)")
+def _(tmp):
+    with serve({"/b": ("trickle-headers", 0.2)}) as (_, url):
+        return api(lambda: download_file(f"{url}/b", tmp / "b", sha256=None, timeout=1))
+
+
+@case("downloads", "a download past its deadline")
+def _(tmp):
+    with serve({"/b": ("trickle", 0.05, b"x" * 100)}) as (_, url):
+        return api(
+            lambda: download_file(f"{url}/b", tmp / "b", sha256=None, timeout=1, deadline=0.5),
+            words="deadline of 0.5 s",
+        )
+
+
+def _bomb(mib: int = 200, members: int = 0) -> bytes:
+    """A zip of ``mib`` MiB of zeros in one member (~1 KiB per MiB), or of ``members``
+    empty members."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        if mib:
+            with zf.open("arxiv/raw/zeros.bin", "w", force_zip64=True) as f:
+                block = bytes(1 << 20)
+                for _ in range(mib):
+                    f.write(block)
+        for i in range(members):
+            zf.writestr(f"arxiv/{i}", b"")
+    return buffer.getvalue()
+
+
+_archive_case("a zip bomb: 200 MiB of zeros in ~200 KiB", _bomb, words="refusing to extract")
+_archive_case(
+    "an archive of 20,000 empty members",
+    lambda: _bomb(0, 20_000),
+    words="refusing to extract 20000 files",
+)
+
+
+@case("resources", "train --model sage --fanouts 2147483648 (refused before reading)")
+def _(tmp):
+    return run_cli(
+        ["train", *FAST, "--dataset", str(tmp / "none"), "--model", "sage", "--fanouts",
+         "2147483648"],
+        words="fanouts[0] must be <= 2**31 - 1",
+    )  # fmt: skip
+
+
+@case("resources", "cora gcn --seeds 10000 (memory estimate)")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA), "--seeds", "10000"]
+    return sub_judged(argv, words="needs an estimated")
+
+
+@case("resources", "cora sage --fanouts 100000,100000 --seeds 8 (memory estimate, ~210 GiB)")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA), "--model", "sage"]
+    argv += ["--fanouts", "100000,100000", "--seeds", "8"]
+    return sub_judged(argv, words="needs an estimated")
+
+
+@case("resources", "cora sage --fanouts 100000 trains, lowered to the max in-degree 168")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    report = tmp / "r.json"
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA), "--model", "sage"]
+    result = sub_judged([*argv, "--fanouts", "100000", "--json", str(report)], expect_error=False)
+    if result.kind == "correct":
+        fanouts = json.loads(report.read_text())["config"]["fanouts"]
+        if fanouts != "168":
+            return Result("silent", f"fanouts {fanouts!r}, expected '168'")
+    return result
+
+
+@case("x64", "JAX_ENABLE_X64=1 train cora --model sage (the documented advice)")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA), "--model", "sage"]
+    return sub_judged(argv, expect_error=False, extra_env={"JAX_ENABLE_X64": "1"})
+
+
+@case("x64", "JAX_ENABLE_X64=1 train cora --model gcn")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA)]
+    return sub_judged(argv, expect_error=False, extra_env={"JAX_ENABLE_X64": "1"})
+
+
 # -- running ------------------------------------------------------------------
 
 
@@ -1961,13 +2192,15 @@ def main_(argv=None) -> int:
         "lost": "lost data (goal 0)",
         "open": "open (model builders)",
         "harness": "harness failures",
+        "hang": "hangs (goal 0)",
     }
     for kind, label in labels.items():
         print(f"{label:30s} {counts[kind]}")
     if args.json:
         Path(args.json).write_text(json.dumps({"counts": dict(counts), "rows": rows}, indent=1))
     bad = sum(
-        counts[k] for k in ("traceback", "unexpected", "false_error", "silent", "lost", "harness")
+        counts[k]
+        for k in ("traceback", "unexpected", "false_error", "silent", "lost", "harness", "hang")
     )
     return 1 if bad else 0
 

@@ -20,7 +20,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 import numpy as np
 
@@ -632,3 +632,199 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
                     f"{flag} {out} would overwrite {what} {source}, an input of this run; "
                     f"write it elsewhere"
                 )
+
+
+# -- reading inputs -------------------------------------------------------------------
+
+#: JSON nesting deeper than this is refused: no manifest or report nests past a few levels,
+#: and Python's recursion (the decoder's, or any code that walks the result) stops near 1000.
+MAX_JSON_DEPTH = 64
+
+#: JSON files larger than this are refused unread (manifests and checkpoint histories
+#: take kilobytes to megabytes).
+MAX_JSON_BYTES = 1 << 28
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class NotRegularFileError(OSError, ValueError):
+    """An input path names something other than a regular file (a FIFO, a device, a folder).
+
+    Reading a FIFO waits for a writer forever, and ``/dev/zero`` never ends, so inputs
+    are refused before they are opened for reading. An ``OSError`` (code that handles
+    unreadable files handles it) and a ``ValueError`` (the input is at fault: the CLI
+    exits with status 2).
+
+    Attributes:
+      kind: what the path is instead, e.g. ``"a FIFO (named pipe)"``.
+    """
+
+    kind: str = "not a regular file"
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _refuse(path: str | os.PathLike, mode: int, what: str | None) -> NotRegularFileError:
+    named = f"{what} {path}" if what else str(path)
+    err = NotRegularFileError(f"{named} is not a regular file: it is {_kind(mode)}")
+    err.kind = _kind(mode)
+    return err
+
+
+def check_regular_file(path: str | os.PathLike, *, what: str | None = None) -> Path:
+    """Refuses a path that is not a regular file (symbolic links are followed).
+
+    ``os.stat`` does not open the path, so a FIFO does not block here.
+
+    Args:
+      path: the input file.
+      what: how the message names it (e.g. ``"--resume"``), before the path.
+
+    Returns:
+      ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+      FileNotFoundError: ``path`` does not exist.
+      NotRegularFileError: it is a folder, a FIFO, a device or a socket (the
+        message names the path and what it is).
+    """
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise _refuse(path, mode, what)
+    return Path(path)
+
+
+def open_regular(path: str | os.PathLike, *, what: str | None = None) -> BinaryIO:
+    """Opens a regular file for binary reading; anything else is refused without waiting.
+
+    The file is opened non-blocking (so a FIFO without a writer does not
+    block), checked with ``fstat`` on the open descriptor (no race with a
+    rename), and then switched back to blocking reads.
+
+    Raises:
+      FileNotFoundError, PermissionError: as ``open`` would.
+      NotRegularFileError: ``path`` is not a regular file (see
+        :func:`check_regular_file`).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _refuse(path, mode, what)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str | os.PathLike, *, what: str | None = None) -> bytes:
+    """The contents of a regular file (:func:`open_regular`)."""
+    with open_regular(path, what=what) as f:
+        return f.read()
+
+
+def read_text(path: str | os.PathLike, *, encoding: str = "utf-8", what: str | None = None) -> str:
+    """The text of a regular file (:func:`open_regular`)."""
+    return read_bytes(path, what=what).decode(encoding)
+
+
+def read_json(path: str | os.PathLike, *, what: str | None = None):
+    """Decodes the JSON of a regular file, refusing nesting deeper than :data:`MAX_JSON_DEPTH`.
+
+    Raises:
+      FileNotFoundError, PermissionError, NotRegularFileError: see
+        :func:`open_regular`.
+      UnicodeDecodeError: the file is not UTF-8.
+      ValueError: not JSON, larger than :data:`MAX_JSON_BYTES`, or nested
+        deeper than :data:`MAX_JSON_DEPTH` (the message names the file).
+    """
+    with open_regular(path, what=what) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_JSON_BYTES:  # e.g. a sparse file of terabytes: never read it whole
+            raise ValueError(
+                f"{path}: {size} bytes is too large for JSON we read (at most {MAX_JSON_BYTES})"
+            )
+        text = f.read().decode("utf-8")
+    try:
+        value = json.loads(text)
+        deep = _nested_deeper(value, MAX_JSON_DEPTH)
+    except RecursionError:
+        deep = True
+    if deep:
+        raise ValueError(f"{path}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
+def _nested_deeper(value, limit: int) -> bool:
+    """Whether lists and objects nest more than ``limit`` levels in ``value`` (no recursion)."""
+    level, depth = [value], 0
+    while True:
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if not containers:
+            return False
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            child
+            for item in containers
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+
+
+def check_regular_tree(folder: str | os.PathLike) -> None:
+    """Refuses a folder holding anything but folders and regular files (links followed).
+
+    For folders a third-party reader walks by itself (``ogb`` reads its raw
+    files with pandas): a FIFO among them would block it, a device never end.
+    Links to folders are not walked into.
+
+    Raises:
+      NotRegularFileError: naming the first entry that is a FIFO, a device
+        or a socket.
+      FileNotFoundError: a broken link.
+    """
+    for top, _, names in os.walk(os.fspath(folder)):
+        for name in names:
+            check_regular_file(Path(top) / name)
+
+
+def load_npy(
+    path: str | os.PathLike, *, mmap_mode: Literal["r", "r+", "c"] | None = None
+) -> np.ndarray:
+    """``np.load`` of an ``.npy`` regular file without pickles; anything else is refused first.
+
+    Raises:
+      NotRegularFileError: ``path`` is a FIFO, a device, a folder, ...
+      FileNotFoundError, ValueError, EOFError: as ``np.load`` would.
+    """
+    if mmap_mode is not None:
+        check_regular_file(path)
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    with open_regular(path) as f:
+        return np.load(f, allow_pickle=False)
+
+
+def sha256_file(path: str | os.PathLike, *, block: int = 1 << 20) -> str:
+    """The sha256 hex digest of a regular file, read in ``block``-byte pieces.
+
+    Raises:
+      NotRegularFileError: ``path`` is not a regular file (hashing ``/dev/zero``
+        or a FIFO would never end).
+    """
+    digest = hashlib.sha256()
+    with open_regular(path) as f:
+        while piece := f.read(block):
+            digest.update(piece)
+    return digest.hexdigest()

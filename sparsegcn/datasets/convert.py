@@ -58,7 +58,7 @@ from tqdm.auto import tqdm
 from sparsegcn.datasets.base import SPLITS
 from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
 from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
-from sparsegcn.files import temp_folder
+from sparsegcn.files import check_regular_file, temp_folder
 
 GROUP_EDGES = 1 << 26
 """Default directed edges sorted at once: bounds the converter's memory."""
@@ -112,8 +112,9 @@ def _pandas():
 
 def _csv_chunks(path: Path, rows: int, dtype):
     """``[r, columns]`` arrays of a headerless gzip CSV, ``rows`` lines at a time."""
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"{path} is missing")
+    check_regular_file(path)
     reader = _pandas().read_csv(
         path, header=None, chunksize=rows, dtype=dtype, compression="gzip", na_filter=True
     )
@@ -147,8 +148,9 @@ class NpzMember(NamedTuple):
     @classmethod
     def open(cls, archive: Path, key: str) -> NpzMember:
         member = f"{key}.npy"
-        if not archive.is_file():
+        if not archive.exists():
             raise FileNotFoundError(f"{archive} is missing")
+        check_regular_file(archive)
         with zipfile.ZipFile(archive) as zf:
             if member not in zf.namelist():
                 raise ValueError(f"{archive} has no array {key!r} (members: {zf.namelist()})")

@@ -66,7 +66,7 @@ from sparsegcn.datasets import OGB
 from sparsegcn.datasets.base import Dataset
 from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.unpickle import safe_load
-from sparsegcn.files import temp_folder
+from sparsegcn.files import check_regular_file, check_regular_tree, temp_folder
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import to_undirected
 
@@ -115,6 +115,15 @@ PROCESSED_GLOBALS = frozenset(
 # import_ogb swaps entries of sys.modules and os.environ; two threads doing it
 # at once could restore each other's state.
 _IMPORT_LOCK = threading.Lock()
+
+# Bounds on what an archive may expand to: a zip bomb declares far more bytes or
+# members than its own size could honestly hold. The published archives hold
+# gzip-compressed CSV or NumPy files, which zip stores at about 1:1; Python's
+# zipfile never writes more than a member's declared size.
+MAX_EXPANSION = 100
+"""The most an archive's members may declare in all, as a multiple of the archive's size."""
+MAX_MEMBERS = 10_000
+"""The most members an archive may hold."""
 
 
 def import_ogb():
@@ -182,7 +191,7 @@ def load_processed(path: str | os.PathLike) -> dict:
       pickle.UnpicklingError: the pickle references a global outside
         :data:`PROCESSED_GLOBALS`, or a tensor.
     """
-    path = Path(path)
+    path = check_regular_file(path)
     try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as err:
@@ -301,6 +310,7 @@ def _extract(archive: Path, member_dir: str, dataset_dir: Path) -> None:
     work = temp_folder(dataset_dir.parent, dataset_dir.name, "extract")
     try:
         with zipfile.ZipFile(archive) as zf:
+            _check_expansion(archive, zf.infolist(), work)
             for info in zf.infolist():
                 target = (work / info.filename).resolve()
                 if not target.is_relative_to(work.resolve()):
@@ -314,6 +324,21 @@ def _extract(archive: Path, member_dir: str, dataset_dir: Path) -> None:
         raise ValueError(f"{archive} is not a valid zip archive: {err}") from err
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_expansion(archive: Path, infos: list, work: Path) -> None:
+    """Refuses an archive whose members declare more than :data:`MAX_MEMBERS` files,
+    :data:`MAX_EXPANSION` times its size, or the free space where they would go."""
+    packed = archive.stat().st_size
+    declared = sum(info.file_size for info in infos)
+    free = shutil.disk_usage(work).free
+    limit = min(MAX_EXPANSION * max(packed, 1 << 20), free)
+    if len(infos) > MAX_MEMBERS or declared > limit:
+        raise ValueError(
+            f"{archive}: refusing to extract {len(infos)} files of {declared} bytes in all from "
+            f"{packed} bytes (at most {MAX_MEMBERS} files and {limit} bytes: "
+            f"{MAX_EXPANSION} times the archive, and no more than the {free} bytes free)"
+        )
 
 
 def download_verified(
@@ -456,6 +481,7 @@ def load_ogb(
             )
         download_verified(name, root, source, str(meta["download_name"]), progress=progress)
         _check_folders(name, root, dataset_dir, str(meta["version"]), raw)
+    check_regular_tree(dataset_dir)  # ogb reads what is there: no FIFO or device
     try:
         dataset = _dataset_class(nodeproppred, raw)(name=name, root=str(root))
         split = dataset.get_idx_split()

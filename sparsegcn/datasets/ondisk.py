@@ -84,7 +84,6 @@ the full receiver array run (host sampling, ``--graph-on host``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import numbers
 import os
@@ -94,8 +93,18 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from sparsegcn import files as _files
 from sparsegcn.datasets.base import SPLITS, Dataset
-from sparsegcn.files import naming_errors, release_pages, reserve_space, temp_folder
+from sparsegcn.files import (
+    NotRegularFileError,
+    check_regular_file,
+    load_npy,
+    naming_errors,
+    read_json,
+    release_pages,
+    reserve_space,
+    temp_folder,
+)
 from sparsegcn.graph import Graph
 
 FORMAT = "sparsegcn-graph"
@@ -138,12 +147,9 @@ def is_ondisk(path) -> bool:
 
 
 def sha256_file(path, *, block: int = _HASH_BLOCK) -> str:
-    """The sha256 hex digest of a file, read in ``block``-byte pieces."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while piece := f.read(block):
-            digest.update(piece)
-    return digest.hexdigest()
+    """The sha256 hex digest of a regular file, read in ``block``-byte pieces
+    (:func:`sparsegcn.files.sha256_file`: a FIFO or a device is refused)."""
+    return _files.sha256_file(path, block=block)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -174,7 +180,7 @@ def _foreign_entries(path: Path) -> list[str] | None:
     """
     names = sorted(entry.name for entry in os.scandir(path))
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
+        manifest = read_json(path / MANIFEST)
         listed = {entry["file"] for entry in manifest["files"].values()}
         ours = manifest.get("format") == FORMAT and all(isinstance(f, str) for f in listed)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -489,9 +495,11 @@ def read_manifest(path) -> dict:
     """
     file = Path(path) / MANIFEST
     try:
-        manifest = json.loads(file.read_text())
+        manifest = read_json(file)
     except FileNotFoundError as err:
         raise FormatError(file, "file", "missing: not an on-disk dataset folder") from err
+    except NotRegularFileError as err:
+        raise FormatError(file, "file", f"not a regular file: it is {err.kind}") from None
     except (OSError, ValueError) as err:
         raise FormatError(file, "json", f"unreadable ({err})") from err
     if not isinstance(manifest, dict):
@@ -553,9 +561,11 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
         entry = manifest["files"][key]
         file = folder / entry["file"]
         try:
-            array = np.load(file, mmap_mode="r", allow_pickle=False)
+            array = load_npy(file, mmap_mode="r")
         except FileNotFoundError as err:
             raise FormatError(file, key, "missing") from err
+        except NotRegularFileError as err:
+            raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
         except (OSError, ValueError, EOFError) as err:
             raise FormatError(file, key, f"not a readable .npy file or truncated ({err})") from err
         if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
@@ -692,8 +702,12 @@ def verify_checksums(path, *, progress: bool = False) -> None:
     for key in tqdm(_FILES, disable=not progress, desc="sha256", leave=False):
         entry = manifest["files"][key]
         file = folder / entry["file"]
-        if not file.is_file():
+        if not file.exists():
             raise FormatError(file, key, "missing")
+        try:
+            check_regular_file(file)
+        except NotRegularFileError as err:
+            raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
         digest = sha256_file(file)
         if digest != entry["sha256"]:
             raise FormatError(

@@ -38,8 +38,9 @@ import scipy.sparse as sp
 
 from sparsegcn import _checks
 from sparsegcn.datasets.base import Dataset
-from sparsegcn.datasets.download import download_file, sha256_file
+from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.unpickle import safe_load
+from sparsegcn.files import read_text, sha256_file
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import remove_self_loops, to_undirected
 
@@ -173,7 +174,7 @@ def _unpickle(path: Path):
 def _read_test_index(path: Path) -> np.ndarray:
     ids = []
     try:
-        text = path.read_text(encoding="ascii")
+        text = read_text(path, encoding="ascii")
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: not a text file of node ids ({err})") from None
     for lineno, line in enumerate(text.splitlines(), start=1):

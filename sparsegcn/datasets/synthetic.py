@@ -32,7 +32,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset
-from sparsegcn.files import naming_errors, temp_folder
+from sparsegcn.files import load_npy, naming_errors, read_json, temp_folder
 from sparsegcn.graph import Graph
 
 GENERATOR = "dcsbm-1"  # bump when a seed's output changes: older caches are then refused
@@ -521,7 +521,7 @@ def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
     path = folder / MANIFEST
     hint = f"delete {folder} to regenerate it"
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
         shapes = {k: manifest["arrays"][k] for k in _ARRAYS}
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(
@@ -540,7 +540,7 @@ def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
     for name in _ARRAYS:
         file = folder / f"{name}.npy"
         try:
-            array = np.load(file, mmap_mode="r", allow_pickle=False)
+            array = load_npy(file, mmap_mode="r")
         except (OSError, ValueError, EOFError) as err:
             raise ValueError(
                 f"synthetic cache file {file} is missing, truncated or corrupt ({err}); {hint}"

@@ -54,6 +54,7 @@ import json
 import math
 import os
 import re
+import stat
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -64,7 +65,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sparsegcn.files import fsync_directory, save_npy_atomic, write_atomic
+from sparsegcn.files import (
+    fsync_directory,
+    read_bytes,
+    read_json,
+    read_text,
+    save_npy_atomic,
+    write_atomic,
+)
 from sparsegcn.train.state import TrainState
 
 FORMAT = "sparsegcn.checkpoint"
@@ -136,7 +144,7 @@ def _lock_key(directory: Path) -> Path:
 
 def _holder_pid(directory: Path) -> int | None:
     try:
-        text = (directory / LOCK_NAME).read_text().strip()
+        text = read_text(directory / LOCK_NAME).strip()
         return int(text.split()[0]) if text else None
     except (OSError, ValueError, IndexError):
         return None
@@ -151,7 +159,7 @@ def _pending(directory: Path) -> list[str]:
     Only names recorded there are ever removed as orphans.
     """
     try:
-        lines = (directory / LOCK_NAME).read_text().splitlines()
+        lines = read_text(directory / LOCK_NAME).splitlines()
     except (OSError, UnicodeDecodeError):
         return []
     names = [line[len(_PENDING) :] for line in lines if line.startswith(_PENDING)]
@@ -172,6 +180,18 @@ def _record_pending(directory: Path, name: str) -> None:
     if fd is None:
         return
     _rewrite_lock(fd, [*_pending(directory), name])
+
+
+def _open_lock(directory: Path, flags: int) -> int:
+    """Opens the lock file without blocking (a FIFO in its place would wait for a
+    writer), refusing anything but a regular file."""
+    path = directory / LOCK_NAME
+    fd = os.open(path, flags | os.O_NONBLOCK, 0o666)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise CheckpointError(f"checkpoint lock {path} is not a regular file; remove it")
+    return fd
 
 
 def _unlock(key: Path, fd: int) -> None:
@@ -199,7 +219,7 @@ class FolderLock:
         key = _lock_key(self.directory)
         if key in _HELD:
             return self
-        fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = _open_lock(self.directory, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -239,7 +259,7 @@ def new_run_id() -> str:
 def _arrays_of(path: Path) -> str | None:
     """The arrays file a checkpoint manifest lists, or ``None`` for anything else."""
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -251,7 +271,7 @@ def _arrays_of(path: Path) -> str | None:
 def _manifest_run_id(path: Path) -> tuple[bool, str | None]:
     """``(readable, run_id)`` of a manifest on disk."""
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
     except (OSError, UnicodeDecodeError, ValueError):
         return False, None
     if not isinstance(manifest, dict):
@@ -288,7 +308,7 @@ def check_checkpoint_folder(
         return
     if _lock_key(directory) not in _HELD and (directory / LOCK_NAME).exists():
         try:
-            fd = os.open(directory / LOCK_NAME, os.O_RDONLY)
+            fd = _open_lock(directory, os.O_RDONLY)
         except OSError:
             fd = None
         if fd is not None:
@@ -568,7 +588,7 @@ def read_manifest(path: str | os.PathLike) -> dict:
     """The validated manifest of a checkpoint (a folder's newest, or a manifest file)."""
     path = resolve_checkpoint(path)
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise CheckpointError(f"{path} is not a readable checkpoint manifest: {err}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -664,7 +684,7 @@ def _check_manifest_fields(path: Path, manifest: dict) -> None:
 def _read_arrays(folder: Path, manifest: dict) -> dict[str, np.ndarray]:
     arrays_path = folder / manifest["arrays"]
     try:
-        payload = arrays_path.read_bytes()
+        payload = read_bytes(arrays_path)
     except OSError as err:
         raise CheckpointError(f"checkpoint arrays {arrays_path} cannot be read: {err}") from None
     if len(payload) != manifest["arrays_bytes"]:

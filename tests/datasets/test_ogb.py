@@ -400,6 +400,42 @@ def test_corrupt_archive_is_refused_and_nothing_is_left(tmp_path, monkeypatch):
     assert list(root.iterdir()) == []
 
 
+def test_an_archive_that_expands_past_its_bound_is_refused_and_nothing_is_left(
+    tmp_path, monkeypatch
+):
+    import hashlib
+
+    from http_server import serve
+
+    from sparsegcn.datasets import ogb as ogb_module
+
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("arxiv/raw/zeros.bin", bytes(4 << 20))  # 4 MiB of zeros in ~4 KiB
+    body = archive.read_bytes()
+    monkeypatch.setitem(ogb_module.ARCHIVE_SHA256, "ogbn-arxiv", hashlib.sha256(body).hexdigest())
+    # raising=False: the old code, which had no bound, expands it (and fails this test).
+    monkeypatch.setattr(ogb_module, "MAX_EXPANSION", 2, raising=False)  # 2 MiB for this one
+    root = tmp_path / "data"
+    with (
+        serve({"/arxiv.zip": body}) as (_, base),
+        pytest.raises(ValueError, match=r"refusing to extract 1 files of 4194304 bytes in all"),
+    ):
+        load_ogb("ogbn-arxiv", root, url=f"{base}/arxiv.zip")
+    assert list(root.iterdir()) == []
+
+
+def test_a_fifo_among_the_raw_files_is_refused_before_ogb_reads(tmp_path):
+    from fifos import fifo
+
+    folder = write_arxiv(tmp_path)
+    with (
+        fifo(folder / "raw" / "node-label.csv.gz"),
+        pytest.raises(ValueError, match=r"node-label.csv.gz is not a regular file: it is a FIFO"),
+    ):
+        load_ogb("ogbn-arxiv", tmp_path)
+
+
 def test_default_url_is_masters_over_https_and_papers100m_is_not_fetched_unverified(
     tmp_path, monkeypatch
 ):
