@@ -54,8 +54,8 @@ def test_product_with_run_time_head_weights_matches_dense_forward_and_gradient(l
     reference = lambda w, x: dense_heads(edges, w, x)  # noqa: E731
     np.testing.assert_allclose(ours(w, x), reference(w, x), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(jax.jit(ours)(w, x), reference(w, x), rtol=1e-5, atol=1e-5)
-    got = jax.grad(lambda w, x: loss(ours, w, x), argnums=(0, 1))(w, x)
-    want = jax.grad(lambda w, x: loss(reference, w, x), argnums=(0, 1))(w, x)
+    got = jax.jit(jax.grad(lambda w, x: loss(ours, w, x), argnums=(0, 1)))(w, x)
+    want = jax.jit(jax.grad(lambda w, x: loss(reference, w, x), argnums=(0, 1)))(w, x)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 

@@ -81,8 +81,8 @@ def check_forward_and_gradient(ours, reference, params, x, e):
         jax.jit(ours)(params, x, e), reference(params, x, e), rtol=1e-5, atol=1e-5
     )
     loss = lambda f: lambda p, x, e: jnp.sum(jnp.tanh(f(p, x, e)))  # noqa: E731
-    got = jax.grad(loss(ours), argnums=(0, 1, 2))(params, x, e)
-    want = jax.grad(loss(reference), argnums=(0, 1, 2))(params, x, e)
+    got = jax.jit(jax.grad(loss(ours), argnums=(0, 1, 2)))(params, x, e)
+    want = jax.jit(jax.grad(loss(reference), argnums=(0, 1, 2)))(params, x, e)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 

@@ -60,8 +60,8 @@ def test_model_matches_dense_reference_forward_and_gradient(layout, mode):
     np.testing.assert_allclose(ours(params, x), reference(params, x), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(jax.jit(ours)(params, x), reference(params, x), rtol=1e-5, atol=1e-5)
     loss = lambda f: lambda p, x: jnp.sum(jnp.tanh(f(p, x)))  # noqa: E731
-    got = jax.grad(loss(ours), argnums=(0, 1))(params, x)
-    want = jax.grad(loss(reference), argnums=(0, 1))(params, x)
+    got = jax.jit(jax.grad(loss(ours), argnums=(0, 1)))(params, x)
+    want = jax.jit(jax.grad(loss(reference), argnums=(0, 1)))(params, x)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     width = 3 * HIDDEN if mode == "cat" else HIDDEN
@@ -188,8 +188,8 @@ def test_sage_with_jk_matches_dense_reference_on_full_chunked_and_sampled_views(
 
     np.testing.assert_allclose(full(params, x), reference(params, x), rtol=1e-5, atol=1e-5)
     loss = lambda f: lambda p, x: jnp.sum(jnp.tanh(f(p, x)))  # noqa: E731
-    got = jax.grad(loss(full), argnums=(0, 1))(params, x)
-    want = jax.grad(loss(reference), argnums=(0, 1))(params, x)
+    got = jax.jit(jax.grad(loss(full), argnums=(0, 1)))(params, x)
+    want = jax.jit(jax.grad(loss(reference), argnums=(0, 1)))(params, x)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     chunked = ChunkedGraph.build(graph, chunk_size=6)

@@ -52,8 +52,8 @@ def test_logits_match_dense_propagation_forward_and_gradient(layout, hops):
     np.testing.assert_allclose(ours(params, x), reference(params, x), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(jax.jit(ours)(params, x), reference(params, x), rtol=1e-5, atol=1e-5)
     loss = lambda f: lambda p, x: jnp.sum(jnp.tanh(f(p, x)))  # noqa: E731
-    got = jax.grad(loss(ours), argnums=(0, 1))(params, x)
-    want = jax.grad(loss(reference), argnums=(0, 1))(params, x)
+    got = jax.jit(jax.grad(loss(ours), argnums=(0, 1)))(params, x)
+    want = jax.jit(jax.grad(loss(reference), argnums=(0, 1)))(params, x)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(model.embed(params, view, x), power @ x, rtol=1e-5, atol=1e-5)
