@@ -125,8 +125,15 @@ class SyntheticSpec:
             scale=self.scale * scale,
         )
 
+    def _scale_for_one(self, key: str) -> float:
+        """About the scale at which split ``key`` holds one node."""
+        fraction = getattr(self, f"{key}_fraction")
+        full = self.num_nodes / self.scale
+        return min(1.0, 1.0 / max(fraction * full, 1e-300))
+
     def split_sizes(self) -> dict:
-        """``{"train", "valid", "test", "labelled"}`` node counts.
+        """``{"train", "valid", "test", "labelled"}`` node counts, each split
+        at least 1 (else ``ValueError``: scaled too far).
 
         Fractions are rounded cumulatively, so splits that cover every node
         (ogbn-arxiv, ogbn-products) still do after scaling.
@@ -139,6 +146,13 @@ class SyntheticSpec:
         else:
             train = self.train_per_class * self.num_classes
             valid, test = round(n * self.valid_fraction), round(n * self.test_fraction)
+        for key, size in (("train", train), ("valid", valid), ("test", test)):
+            if size < 1:
+                raise ValueError(
+                    f"synthetic:{self.name} at scale {self.scale:g} has {n} node(s) and an "
+                    f"empty {key!r} split; use a larger --scale (at least "
+                    f"{self._scale_for_one(key):.2g})"
+                )
         labelled = max(round(n * self.labelled_fraction), train + valid + test)
         if labelled > n:
             raise ValueError(
@@ -439,6 +453,7 @@ def load_synthetic(
     if preset not in PRESETS:
         raise ValueError(f"unknown synthetic preset {preset!r}; choose one of {list(PRESETS)}")
     spec = PRESETS[preset].scaled(scale)
+    spec.split_sizes()  # a scale that empties a split is refused, cached or not
     seed = _checks.check_static_int("seed", seed)
     if not cache or preset in _NEVER_CACHED:
         return generate(spec, seed=seed, progress=progress)

@@ -117,6 +117,7 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
     mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
     dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
+    dataset.require_splits()
     tick = time.perf_counter()
     relabelled, _ = reorder_dataset(dataset, exp.reorder)
     reorder_s = time.perf_counter() - tick

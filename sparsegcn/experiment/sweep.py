@@ -60,6 +60,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
     points = expand_grid(axes)
     experiments = [dataclasses.replace(base, **point) for point in points]
     dataset = load(base.dataset, base.root, scale=base.scale, progress=progress)
+    dataset.require_splits()
     programs: dict[tuple, list[int]] = {}
     for i, exp in enumerate(experiments):
         shape = tuple((k, v) for k, v in dataclasses.asdict(exp).items() if k not in SWEEP_AS_DATA)
