@@ -125,11 +125,30 @@ class SyntheticSpec:
             scale=self.scale * scale,
         )
 
-    def _scale_for_one(self, key: str) -> float:
-        """About the scale at which split ``key`` holds one node."""
-        fraction = getattr(self, f"{key}_fraction")
-        full = self.num_nodes / self.scale
-        return min(1.0, 1.0 / max(fraction * full, 1e-300))
+    def _smallest_scale(self) -> float:
+        """A scale (two significant digits) above this one at which the preset has
+        a node in every split (rounding makes that not monotone in the scale)."""
+        base = PRESETS.get(self.name, self)
+        scale = self.scale
+        for _ in range(200):
+            scale = min(1.0, float(f"{scale * 1.25:.2g}"))
+            spec = dataclasses.replace(base, scale=1.0).scaled(scale)
+            n, sizes = spec.num_nodes, spec.split_counts()
+            if (min(sizes) >= 1 and sum(sizes) <= n) or scale == 1.0:
+                return scale
+        return 1.0
+
+    def split_counts(self) -> tuple[int, int, int]:
+        """``(train, valid, test)`` node counts, unchecked (see :meth:`split_sizes`)."""
+        n = self.num_nodes
+        if self.train_per_class is None:
+            fractions = (self.train_fraction, self.valid_fraction, self.test_fraction)
+            bounds = np.round(n * np.cumsum(fractions)).astype(np.int64)
+            train, valid, test = (int(v) for v in np.diff(bounds, prepend=0))
+        else:
+            train = self.train_per_class * self.num_classes
+            valid, test = round(n * self.valid_fraction), round(n * self.test_fraction)
+        return train, valid, test
 
     def split_sizes(self) -> dict:
         """``{"train", "valid", "test", "labelled"}`` node counts, each split
@@ -139,19 +158,13 @@ class SyntheticSpec:
         (ogbn-arxiv, ogbn-products) still do after scaling.
         """
         n = self.num_nodes
-        if self.train_per_class is None:
-            fractions = (self.train_fraction, self.valid_fraction, self.test_fraction)
-            bounds = np.round(n * np.cumsum(fractions)).astype(np.int64)
-            train, valid, test = (int(v) for v in np.diff(bounds, prepend=0))
-        else:
-            train = self.train_per_class * self.num_classes
-            valid, test = round(n * self.valid_fraction), round(n * self.test_fraction)
+        train, valid, test = self.split_counts()
         for key, size in (("train", train), ("valid", valid), ("test", test)):
             if size < 1:
                 raise ValueError(
                     f"synthetic:{self.name} at scale {self.scale:g} has {n} node(s) and an "
-                    f"empty {key!r} split; use a larger --scale (at least "
-                    f"{self._scale_for_one(key):.2g})"
+                    f"empty {key!r} split; use a larger --scale (e.g. "
+                    f"{self._smallest_scale():g})"
                 )
         labelled = max(round(n * self.labelled_fraction), train + valid + test)
         if labelled > n:

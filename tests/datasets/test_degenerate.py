@@ -123,7 +123,7 @@ def test_synthetic_scale_that_empties_a_split_is_refused(tmp_path, capsys):
     assert main([*argv, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "synthetic:arxiv at scale 1e-09 has 1 node(s) and an empty 'valid' split" in err
-    assert "use a larger --scale" in err
+    assert "use a larger --scale (e.g. 2.5e-05)" in err
     assert not (tmp_path / "synthetic").exists()  # refused before generating or caching
 
 
