@@ -210,7 +210,7 @@ class DatasetWriter:
         overwrite: bool = False,
     ):
         self.path = Path(path)
-        self.num_nodes = _count("num_nodes", num_nodes)
+        self.num_nodes = _count("num_nodes", num_nodes, 1)
         self.num_stored_edges = _count("num_stored_edges", num_stored_edges)
         self.num_features = _count("num_features", num_features, 1)
         if self.num_nodes >= 2**31:

@@ -197,3 +197,11 @@ def test_a_failed_overwrite_keeps_the_old_dataset(tmp_path):
         save(bad, out, overwrite=True)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_the_writer_refuses_zero_nodes_before_writing(tmp_path):
+    from sparsegcn.datasets.ondisk import DatasetWriter
+
+    with pytest.raises(ValueError, match="num_nodes must be >= 1, got 0"):
+        DatasetWriter(tmp_path / "out", num_nodes=0, num_stored_edges=0, num_features=1)
+    assert list(tmp_path.iterdir()) == []
