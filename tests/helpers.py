@@ -33,13 +33,14 @@ def two_communities(n=120, seed=0, train=40) -> NodeData:
     g = sg.remove_self_loops(sg.to_undirected(sg.Graph(s, r, None, n)))
     x = rng.normal(size=(n, 8)).astype(np.float32) + 0.3 * labels[:, None]
     perm = rng.permutation(n)
+    valid = min(30, (n - train) // 2)  # and at least as many test nodes: no empty split
     return NodeData(
         graph=g,
         features=sg.as_features(x, n),
         labels=labels,
         train_mask=index_mask(perm[:train], n),
-        val_mask=index_mask(perm[train : train + 30], n),
-        test_mask=index_mask(perm[train + 30 :], n),
+        val_mask=index_mask(perm[train : train + valid], n),
+        test_mask=index_mask(perm[train + valid :], n),
     )
 
 
