@@ -1,5 +1,7 @@
 """sparsegcn: scalable sparse message passing for graph neural networks in JAX."""
 
+from importlib import metadata as _metadata
+
 from sparsegcn.backends import (
     BACKENDS,
     LAYOUTS,
@@ -68,7 +70,10 @@ from sparsegcn.xla_tuning import tune_xla_flags
 # not started yet unless the caller started them: XLA reads $XLA_FLAGS then.
 tune_xla_flags()
 
-__version__ = "0.1.0"
+try:  # the installed distribution's version, as pyproject.toml declares it
+    __version__ = _metadata.version("sparsegcn")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "BACKENDS",

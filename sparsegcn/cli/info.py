@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from sparsegcn.datasets import load
+from sparsegcn.datasets import data_location, load
 from sparsegcn.datasets.stats import describe
 from sparsegcn.experiment import DEFAULT_DATASET
-from sparsegcn.files import check_writable, write_json_atomic
+from sparsegcn.files import check_not_inputs, check_writable, write_json_atomic
 
 
 def add_parser(subparsers) -> None:
@@ -69,6 +69,9 @@ def format_stats(stats: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.json:
         check_writable(args.json, what="--json")
+        check_not_inputs(
+            {"--json": args.json}, [("the dataset", data_location(args.dataset, args.root))]
+        )
     start = time.perf_counter()
     dataset = load(
         args.dataset,

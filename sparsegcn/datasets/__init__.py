@@ -93,6 +93,28 @@ def load(
     )
 
 
+def data_location(name: str, root: str | Path | None = None) -> Path | None:
+    """The file or folder :func:`load` reads for ``(name, root)``, found without reading it.
+
+    What a run's outputs may not overwrite (see
+    :func:`~sparsegcn.files.check_not_inputs`): an on-disk dataset's folder,
+    ``<root>/planetoid``, ``<root>/ogbn_arxiv`` etc., ``<root>/synthetic``;
+    ``None`` for a name :func:`load` would refuse.
+    """
+    from sparsegcn.datasets.ondisk import is_ondisk
+
+    if is_ondisk(name) or (os.sep in name and not name.startswith(SYNTHETIC_PREFIX)):
+        return Path(name)
+    root = default_root() if root is None else Path(root)
+    if name in PLANETOID:
+        return root / "planetoid"
+    if name in OGB:
+        return root / name.replace("-", "_")
+    if name.startswith(SYNTHETIC_PREFIX):
+        return root / "synthetic"
+    return None
+
+
 def save(dataset: Dataset, path, **kwargs):
     """Writes ``dataset`` to folder ``path`` in the on-disk format; see
     :func:`sparsegcn.datasets.ondisk.save` for the keywords."""

@@ -88,19 +88,27 @@ the full receiver array run (host sampling, ``--graph-on host``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import numbers
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from sparsegcn import files as _files
 from sparsegcn.datasets.base import SPLITS, Dataset, check_disjoint_splits
-from sparsegcn.files import release_pages
+from sparsegcn.files import (
+    NotRegularFileError,
+    check_regular_file,
+    load_npy,
+    naming_errors,
+    read_json,
+    release_pages,
+    reserve_space,
+    temp_folder,
+)
 from sparsegcn.graph import Graph
 
 FORMAT = "sparsegcn-graph"
@@ -144,12 +152,9 @@ def is_ondisk(path) -> bool:
 
 
 def sha256_file(path, *, block: int = _HASH_BLOCK) -> str:
-    """The sha256 hex digest of a file, read in ``block``-byte pieces."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while piece := f.read(block):
-            digest.update(piece)
-    return digest.hexdigest()
+    """The sha256 hex digest of a regular file, read in ``block``-byte pieces
+    (:func:`sparsegcn.files.sha256_file`: a FIFO or a device is refused)."""
+    return _files.sha256_file(path, block=block)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -169,12 +174,52 @@ def _count(name: str, value, minimum: int = 0) -> int:
     return int(value)
 
 
+def _foreign_entries(path: Path) -> list[str] | None:
+    """What in folder ``path`` is not part of the sparsegcn dataset its manifest describes.
+
+    Returns:
+      ``None`` when ``path`` holds a readable manifest of this format and
+      nothing but the regular files it lists (a folder :func:`save` or
+      :class:`DatasetWriter` made); otherwise the names that are not such
+      files (all entries when there is no valid manifest).
+    """
+    names = sorted(entry.name for entry in os.scandir(path))
+    try:
+        manifest = read_json(path / MANIFEST)
+        listed = {entry["file"] for entry in manifest["files"].values()}
+        ours = manifest.get("format") == FORMAT and all(isinstance(f, str) for f in listed)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return names
+    if not ours:
+        return names
+    listed.add(MANIFEST)
+    return [
+        name
+        for name in names
+        if name not in listed or not (path / name).is_file() or (path / name).is_symlink()
+    ]
+
+
 def _check_target(path: Path, overwrite: bool) -> None:
+    """Refuses an output folder that is a file, holds data without ``overwrite``, or holds
+    anything but a sparsegcn dataset (what ``overwrite`` may replace)."""
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a folder")
-    if path.is_dir() and any(path.iterdir()) and not overwrite:
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if not overwrite:
         raise ValueError(
             f"{path} exists and is not empty; pass overwrite=True (--overwrite) to replace it"
+        )
+    foreign = _foreign_entries(path)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        raise ValueError(
+            f"{path} is not a sparsegcn dataset folder (it holds {shown}, which no "
+            f"{FORMAT} manifest there lists); overwrite replaces only such a folder or an "
+            f"empty one: choose another folder, or empty this one yourself"
         )
 
 
@@ -192,11 +237,12 @@ class DatasetWriter:
 
     Args:
       path: the folder to create. An existing empty folder is replaced; a
-        non-empty one only with ``overwrite=True``, once the new one is
+        non-empty one only with ``overwrite=True`` and only if it is a
+        sparsegcn dataset folder (a manifest and the files it lists), once the new one is
         complete.
       num_nodes, num_stored_edges, num_features: ``N``, ``E``, ``F``.
       features_dtype: ``"float32"`` or ``"float16"``.
-      overwrite: replace an existing non-empty ``path``.
+      overwrite: replace an existing dataset folder at ``path``.
     """
 
     def __init__(
@@ -221,25 +267,39 @@ class DatasetWriter:
             )
         self.overwrite = bool(overwrite)
         _check_target(self.path, self.overwrite)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp: Path | None = Path(
-            tempfile.mkdtemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        )
-        n, e = self.num_nodes, self.num_stored_edges
-        self.indptr = self._open("indptr", np.int64, (n + 1,))
-        self.indices = self._open("indices", np.int32, (e,))
-        self.features = self._open("features", np.dtype(features_dtype), (n, self.num_features))
-        self.labels = self._open("labels", np.int64, (n,))
+        self._tmp: Path | None = temp_folder(self.path.parent, self.path.name)
         self._splits: dict = {}
+        n, e = self.num_nodes, self.num_stored_edges
+        try:
+            self.indptr = self._open("indptr", np.int64, (n + 1,))
+            self.indices = self._open("indices", np.int32, (e,))
+            self.features = self._open("features", np.dtype(features_dtype), (n, self.num_features))
+            self.labels = self._open("labels", np.int64, (n,))
+        except BaseException:
+            self.abort()
+            raise
 
     def _open(self, name: str, dtype, shape):
-        return np.lib.format.open_memmap(self.tmp / f"{name}.npy", "w+", dtype, shape)
+        """A writable memory map of ``name.npy`` whose blocks are all allocated on disk.
+
+        ``open_memmap`` makes a sparse file; storing into its pages on a full
+        disk would be ``SIGBUS``. :func:`~sparsegcn.files.reserve_space`
+        makes a full disk an ``OSError`` here instead, before any work.
+        """
+        file = self.tmp / f"{name}.npy"
+        with naming_errors(self.path):
+            array = np.lib.format.open_memmap(file, "w+", dtype, shape)
+        reserve_space(
+            file, int(array.offset) + int(array.nbytes), name=f"{self.path} ({file.name})"
+        )
+        return array
 
     def write_split(self, name: str, ids) -> None:
         """Writes split ``name`` (``train``/``valid``/``test``) as int64 node ids."""
         if name not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
-        np.save(self.tmp / f"{name}.npy", np.asarray(ids, np.int64), allow_pickle=False)
+        with naming_errors(self.path):
+            np.save(self.tmp / f"{name}.npy", np.asarray(ids, np.int64), allow_pickle=False)
         self._splits[name] = True
 
     def finish(
@@ -263,6 +323,10 @@ class DatasetWriter:
           FormatError: the written data fails a check (naming the file under
             ``path`` and the entry); ``path`` is left as it was.
         """
+        with naming_errors(self.path):
+            return self._finish(name, num_edges, num_classes, metric, info, progress)
+
+    def _finish(self, name, num_edges, num_classes, metric, info, progress) -> Path:
         missing = [s for s in SPLITS if s not in self._splits]
         if missing:
             raise ValueError(f"splits {missing} were not written (write_split)")
@@ -310,7 +374,7 @@ class DatasetWriter:
         _check_target(self.path, self.overwrite)
         old = None
         if self.path.is_dir() and any(self.path.iterdir()):
-            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old.", dir=self.path.parent))
+            old = temp_folder(self.path.parent, self.path.name, "old")
             os.replace(self.path, old / "data")
         os.replace(self.tmp, self.path)  # an empty target folder is replaced too
         _fsync_dir(self.path.parent)
@@ -390,7 +454,8 @@ def save(
       path: the folder to write.
       features_dtype: ``"float32"`` or ``"float16"``; default: float16 if the
         features are float16, else float32.
-      overwrite: replace an existing non-empty folder.
+      overwrite: replace an existing dataset folder (a folder holding
+        anything else is refused).
       progress: progress bars.
       chunk: rows and edges copied at a time.
 
@@ -398,7 +463,8 @@ def save(
       ``Path(path)``.
 
     Raises:
-      ValueError: ``path`` is a non-empty folder (without ``overwrite``) or
+      ValueError: ``path`` is a non-empty folder (without ``overwrite``, or
+        not a sparsegcn dataset folder) or
         a file, the graph has weights, or a bad ``features_dtype``.
     """
     if not isinstance(dataset, Dataset):
@@ -453,9 +519,11 @@ def read_manifest(path) -> dict:
     """
     file = Path(path) / MANIFEST
     try:
-        manifest = json.loads(file.read_text())
+        manifest = read_json(file)
     except FileNotFoundError as err:
         raise FormatError(file, "file", "missing: not an on-disk dataset folder") from err
+    except NotRegularFileError as err:
+        raise FormatError(file, "file", f"not a regular file: it is {err.kind}") from None
     except (OSError, ValueError) as err:
         raise FormatError(file, "json", f"unreadable ({err})") from err
     if not isinstance(manifest, dict):
@@ -517,9 +585,11 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
         entry = manifest["files"][key]
         file = folder / entry["file"]
         try:
-            array = np.load(file, mmap_mode="r", allow_pickle=False)
+            array = load_npy(file, mmap_mode="r")
         except FileNotFoundError as err:
             raise FormatError(file, key, "missing") from err
+        except NotRegularFileError as err:
+            raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
         except (OSError, ValueError, EOFError) as err:
             raise FormatError(file, key, f"not a readable .npy file or truncated ({err})") from err
         if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
@@ -725,8 +795,12 @@ def verify_checksums(path, *, progress: bool = False) -> None:
     for key in tqdm(_FILES, disable=not progress, desc="sha256", leave=False):
         entry = manifest["files"][key]
         file = folder / entry["file"]
-        if not file.is_file():
+        if not file.exists():
             raise FormatError(file, key, "missing")
+        try:
+            check_regular_file(file)
+        except NotRegularFileError as err:
+            raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
         digest = sha256_file(file)
         if digest != entry["sha256"]:
             raise FormatError(

@@ -25,7 +25,6 @@ import math
 import numbers
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset
+from sparsegcn.files import load_npy, naming_errors, read_json, temp_folder
 from sparsegcn.graph import Graph
 
 GENERATOR = "dcsbm-1"  # bump when a seed's output changes: older caches are then refused
@@ -516,8 +516,13 @@ def _manifest(dataset: Dataset, spec: SyntheticSpec, seed: int, arrays: dict) ->
 
 
 def _write_cache(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int) -> None:
+    with naming_errors(folder):  # a full disk names the cache, not a temporary file
+        _write_cache_files(folder, dataset, spec, seed)
+
+
+def _write_cache_files(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    tmp = temp_folder(folder.parent, folder.name)
     try:
         arrays = _dataset_arrays(dataset)
         for name, array in arrays.items():
@@ -544,7 +549,7 @@ def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
     path = folder / MANIFEST
     hint = f"delete {folder} to regenerate it"
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
         shapes = {k: manifest["arrays"][k] for k in _ARRAYS}
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(
@@ -563,7 +568,7 @@ def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
     for name in _ARRAYS:
         file = folder / f"{name}.npy"
         try:
-            array = np.load(file, mmap_mode="r", allow_pickle=False)
+            array = load_npy(file, mmap_mode="r")
         except (OSError, ValueError, EOFError) as err:
             raise ValueError(
                 f"synthetic cache file {file} is missing, truncated or corrupt ({err}); {hint}"

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from sparsegcn.datasets import Dataset, load
+from sparsegcn.datasets import Dataset, data_location, load
 from sparsegcn.datasets.ogb import official_test_metric
 from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import Experiment
@@ -21,6 +21,7 @@ from sparsegcn.train.checkpoint import (
     CheckpointHook,
     check_checkpoint_folder,
     check_metadata,
+    checkpoint_files,
     dataset_fingerprint,
     fingerprint_expectation,
     load_checkpoint,
@@ -183,6 +184,20 @@ class Lifecycle:
             "resumed_epoch": self.resumed.epoch if self.resumed else None,
             "plot": exp.plot,
         }
+
+
+def run_inputs(exp: Experiment, checkpoint: str | None = None) -> list[tuple[str, object]]:
+    """``(description, path)`` of what a run of ``exp`` reads, for
+    :func:`~sparsegcn.files.check_not_inputs`: the dataset's file or folder,
+    the files of the checkpoint resumed from (``exp.resume``) or predicted
+    from (``checkpoint``), and, when predicting, the feature cache."""
+    inputs: list[tuple[str, object]] = [("the dataset", data_location(exp.dataset, exp.root))]
+    for source in (exp.resume, checkpoint):
+        if source:
+            inputs += [("the checkpoint file", path) for path in checkpoint_files(source)]
+    if checkpoint and exp.feature_cache:
+        inputs.append(("the feature cache", exp.feature_cache))
+    return inputs
 
 
 def experiment_from_checkpoint(manifest: dict, **overrides) -> Experiment:

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 
 from sparsegcn import _checks, transforms
 from sparsegcn.features import Features, SparseFeatures, as_features
-from sparsegcn.files import write_atomic
+from sparsegcn.files import NotRegularFileError, open_regular, write_atomic
 from sparsegcn.graph import Graph
 from sparsegcn.nn.sgc import sgc_features
 from sparsegcn.train.checkpoint import dataset_fingerprint
@@ -102,13 +102,15 @@ def _read(path: Path, key: str, shape: tuple[int, int]) -> np.ndarray | None:
     """The cached features, or ``None`` when absent, unreadable, not the expected
     float32 ``shape``, recorded under another key, or not matching their digest."""
     try:
-        with open(path, "rb") as f:  # closed here whatever np.load makes of it
+        with open_regular(path) as f:  # closed here whatever np.load makes of it
             npz = np.load(f, allow_pickle=False)
             if not isinstance(npz, np.lib.npyio.NpzFile):  # a bare .npy (version 1)
                 return None
             if sorted(npz.files) != ["features", "key", "sha256"]:
                 return None
             array, stored_key, digest = npz["features"], npz["key"], npz["sha256"]
+    except NotRegularFileError:  # a FIFO or a device is not a cache to read or replace
+        raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
         return None  # absent, truncated, or an object array
     if array.shape != shape or array.dtype != np.float32:

@@ -25,6 +25,7 @@ from sparsegcn.experiment.build import (
 )
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import Lifecycle, check_dataset
+from sparsegcn.experiment.resources import fit_to_graph
 from sparsegcn.train import FitResult, fit
 from sparsegcn.train.minibatch import (
     MinibatchFitResult,
@@ -120,6 +121,7 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     dataset.require_splits()
     if exp.resume:  # the data the checkpoint was trained on, before any preparation
         check_dataset(exp.resume, dataset)
+    exp = fit_to_graph(exp, dataset)  # fanouts, tree size and memory, before any compile
     tick = time.perf_counter()
     relabelled, _ = reorder_dataset(dataset, exp.reorder)
     reorder_s = time.perf_counter() - tick
