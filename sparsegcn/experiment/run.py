@@ -24,7 +24,7 @@ from sparsegcn.experiment.build import (
     streamed_data,
 )
 from sparsegcn.experiment.config import Experiment
-from sparsegcn.experiment.lifecycle import Lifecycle
+from sparsegcn.experiment.lifecycle import Lifecycle, check_dataset
 from sparsegcn.experiment.resources import fit_to_graph
 from sparsegcn.train import FitResult, fit
 from sparsegcn.train.minibatch import (
@@ -118,6 +118,9 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
     mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
     dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
+    dataset.require_splits()
+    if exp.resume:  # the data the checkpoint was trained on, before any preparation
+        check_dataset(exp.resume, dataset)
     exp = fit_to_graph(exp, dataset)  # fanouts, tree size and memory, before any compile
     tick = time.perf_counter()
     relabelled, _ = reorder_dataset(dataset, exp.reorder)
