@@ -10,6 +10,7 @@ from sparsegcn.backends import (
     pack_gcn_norm,
     propagate,
 )
+from sparsegcn.batch import Budget, GraphBatch, choose_budget, pack_graphs
 from sparsegcn.features import SparseFeatures, as_features, row_normalize
 from sparsegcn.graph import CSR, Graph
 from sparsegcn.message_passing import edge_scores, edge_softmax, message_passing
@@ -26,6 +27,8 @@ from sparsegcn.nn import (
     run_layers,
     sage,
 )
+from sparsegcn.nn.graph_gin import GraphModel, graph_gin
+from sparsegcn.nn.readout import attention_pool, readout
 from sparsegcn.ops import (
     segment_max,
     segment_mean,
@@ -48,6 +51,7 @@ from sparsegcn.train import (
     predict,
     save_checkpoint,
 )
+from sparsegcn.train.graphs import GraphTrainConfig, fit_graphs, fold_splits
 from sparsegcn.train.minibatch import MinibatchConfig, fit_minibatch, minibatch_data
 from sparsegcn.transforms import (
     add_remaining_self_loops,
@@ -77,12 +81,16 @@ __all__ = [
     "MODELS",
     "Backend",
     "Bipartite",
+    "Budget",
     "CheckpointError",
     "ChunkedGraph",
     "DivergenceError",
     "EdgeListView",
     "FitResult",
     "Graph",
+    "GraphBatch",
+    "GraphModel",
+    "GraphTrainConfig",
     "MinibatchConfig",
     "Model",
     "ModelSpec",
@@ -95,6 +103,8 @@ __all__ = [
     "add_self_loops",
     "as_features",
     "as_layout",
+    "attention_pool",
+    "choose_budget",
     "coalesce",
     "create_model",
     "degree",
@@ -103,8 +113,10 @@ __all__ = [
     "fit",
     "fit_data_parallel",
     "fit_edge_sharded",
+    "fit_graphs",
     "fit_minibatch",
     "fit_sweep",
+    "fold_splits",
     "gat",
     "gatv2",
     "gcn",
@@ -112,6 +124,7 @@ __all__ = [
     "gcn_norm_factors",
     "get_backend",
     "get_model_spec",
+    "graph_gin",
     "load_checkpoint",
     "make_mesh",
     "mean_norm",
@@ -120,9 +133,11 @@ __all__ = [
     "mlp",
     "pack",
     "pack_gcn_norm",
+    "pack_graphs",
     "plot_curves",
     "predict",
     "propagate",
+    "readout",
     "remove_self_loops",
     "row_normalize",
     "run_layers",
