@@ -100,8 +100,12 @@ def test_each_graph_alone_equals_its_row_forward_and_gradient(gin_model):
     assert checked == DATA.num_graphs
 
 
-def test_padding_changes_no_real_output_or_gradient(gin_model):
+@pytest.mark.parametrize("virtual_node", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_padding_changes_no_real_output_or_gradient(gin_model, virtual_node):
     model, params, stats = gin_model
+    if virtual_node:
+        model = graph_gin(3, 2, hidden=5, num_layers=3, dropout_rate=0.5, virtual_node=True)
+        params, stats = model.init(jax.random.key(2))
     order = np.arange(DATA.num_graphs)
     tight = pack_graphs(DATA, order, Budget(40, 120, 8), batch_size=7)
     loose = pack_graphs(DATA, order, Budget(64, 200, 12), batch_size=7)
@@ -124,6 +128,21 @@ def test_padding_changes_no_real_output_or_gradient(gin_model):
         jax.tree.leaves((grad_a, stats_a)), jax.tree.leaves((grad_b, stats_b)), strict=True
     ):
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
+
+
+def test_virtual_node_keeps_graphs_apart():
+    """Evaluated, each graph alone gives its row of a batch of several (the virtual
+    node of one graph reads and writes only that graph's nodes)."""
+    model = graph_gin(3, 2, hidden=5, num_layers=4, dropout_rate=0.0, virtual_node=True)
+    params, stats = model.init(jax.random.key(3))
+    params["virtual"]["embedding"] = jnp.arange(3, dtype=jnp.float32)
+    stats = jax.tree.map(lambda s: s + 0.2, stats)
+    apply = jax.jit(lambda batch: model.apply(params, stats, batch)[0])
+    batch = one(pack_graphs(DATA, np.arange(DATA.num_graphs), Budget(40, 120, 8), 7), 0)
+    together = apply(batch)
+    for g in range(DATA.num_graphs):
+        alone = apply(one(pack_graphs(DATA, np.array([g]), Budget(40, 120, 8), 7), 0))
+        np.testing.assert_allclose(together[g], alone[0], rtol=1e-5, atol=1e-4)
 
 
 def test_overflow_splits_and_never_drops_a_graph():

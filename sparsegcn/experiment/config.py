@@ -221,6 +221,9 @@ class Experiment:
     learn_eps: bool = _field(
         False, "graph datasets: GIN-eps (learn eps per layer) instead of GIN-0 (eps = 0)"
     )
+    virtual_node: bool = _field(
+        False, "graph datasets: a virtual node joined to every node of its graph (GIN-virtual)"
+    )
 
     def __post_init__(self):
         if not isinstance(self.model, str) or self.model not in MODELS:

@@ -115,6 +115,7 @@ def graph_gin(
     dropout_rate: float = 0.5,
     learn_eps: bool = False,
     readout_reduce: str = "sum",
+    virtual_node: bool = False,
 ) -> GraphModel:
     """GIN-0 (``learn_eps=False``) or GIN-ε with a readout of every layer.
 
@@ -127,6 +128,12 @@ def graph_gin(
         ``final_dropout``: 0 or 0.5).
       learn_eps: learn ``ε`` per layer (GIN-ε) instead of ``ε = 0`` (GIN-0).
       readout_reduce: ``"sum"`` (the paper's), ``"mean"`` or ``"max"``.
+      virtual_node: one extra node per graph joined to all its nodes, as in
+        OGB's GIN-virtual (Gilmer et al. 2017; Hu et al. 2020): its vector
+        (a learnt embedding at first) is added to every node's row before
+        each GIN layer, and after each layer but the last it becomes
+        ``ReLU(BN(MLP(Σ_i (h_i + v) + v)))`` (MLP ``w -> 2H -> H`` with batch
+        norm, over real graphs only). Readouts pool the rows without it.
 
     Returns:
       A :class:`GraphModel`. Params: ``{"layers": [{"eps", "w1", "b1",
@@ -149,6 +156,7 @@ def graph_gin(
         dropout_rate=dropout_rate,
         learn_eps=learn_eps,
         readout=readout_reduce,
+        virtual_node=virtual_node,
     )
     widths = [in_features] + [hidden] * (num_layers - 1)
 
@@ -172,7 +180,38 @@ def graph_gin(
             )
             layer_stats.append({"bn1": _bn_stats(hidden), "bn": _bn_stats(hidden)})
         heads = [linear_params(keys[k], widths[k], num_classes) for k in range(num_layers)]
-        return {"layers": layers, "heads": heads}, {"layers": layer_stats}
+        params: dict = {"layers": layers, "heads": heads}
+        stats: dict = {"layers": layer_stats}
+        if virtual_node:
+            vn_keys = jax.random.split(keys[1], 2 * num_layers)
+            updates, update_stats = [], []
+            for k in range(1, num_layers - 1):
+                first = linear_params(vn_keys[2 * k], widths[k - 1], 2 * hidden)
+                second = linear_params(vn_keys[2 * k + 1], 2 * hidden, hidden)
+                updates.append(
+                    {
+                        "w1": first["w"],
+                        "b1": first["b"],
+                        "bn1": _bn_params(2 * hidden),
+                        "w2": second["w"],
+                        "b2": second["b"],
+                        "bn": _bn_params(hidden),
+                    }
+                )
+                update_stats.append({"bn1": _bn_stats(2 * hidden), "bn": _bn_stats(hidden)})
+            params["virtual"] = {
+                "embedding": jnp.zeros((in_features,), jnp.float32),
+                "updates": updates,
+            }
+            stats["virtual"] = update_stats
+        return params, stats
+
+    def update_virtual(update, update_stats, v, graph_mask, training):
+        u = v @ update["w1"] + update["b1"][None, :]
+        u, bn1 = masked_batch_norm(update["bn1"], update_stats["bn1"], u, graph_mask, training)
+        u = jax.nn.relu(u) @ update["w2"] + update["b2"][None, :]
+        u, bn = masked_batch_norm(update["bn"], update_stats["bn"], u, graph_mask, training)
+        return jax.nn.relu(u), {"bn1": bn1, "bn": bn}
 
     def apply(params, stats, batch, *, key=None, training=False):
         if training and dropout_rate > 0.0 and key is None:
@@ -186,12 +225,28 @@ def graph_gin(
             else [None] * num_layers
         )
         h = jnp.asarray(batch.x)
-        new_stats = []
+        new_stats, virtual_stats = [], []
         scores = None
+        if virtual_node:
+            shape = (batch.num_graphs, params["virtual"]["embedding"].shape[0])
+            v = jnp.broadcast_to(params["virtual"]["embedding"][None, :], shape)
         for k in range(num_layers):
             if k > 0:
                 layer, layer_stats = params["layers"][k - 1], stats["layers"][k - 1]
                 eps = layer["eps"] if learn_eps else 0.0
+                if virtual_node:
+                    h_in = h + v[batch.node_graph]
+                    if k < num_layers - 1:
+                        total = readout(h_in, batch.node_graph, batch.num_graphs, node_mask=mask)
+                        v, vs = update_virtual(
+                            params["virtual"]["updates"][k - 1],
+                            stats["virtual"][k - 1],
+                            total + v,
+                            batch.graph_mask,
+                            training,
+                        )
+                        virtual_stats.append(vs)
+                    h = h_in
                 u = (1.0 + eps) * h + message_passing(graph, h)
                 u = u @ layer["w1"] + layer["b1"][None, :]
                 u, bn1 = masked_batch_norm(layer["bn1"], layer_stats["bn1"], u, mask, training)
@@ -205,6 +260,8 @@ def graph_gin(
             if keys[k] is not None:
                 score = dropout(score, dropout_rate, key=keys[k])
             scores = score if scores is None else scores + score
+        if virtual_node:
+            return scores, {"layers": new_stats, "virtual": virtual_stats}
         return scores, {"layers": new_stats}
 
     return GraphModel(init, apply, "gin", config)

@@ -132,7 +132,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             datasets=("tu:",),
             models=("gin",),
             defaults={"gin": _XU},
-            fields={"folds": 0, "readout": "sum", "learn_eps": False},
+            fields={"folds": 0, "readout": "sum", "learn_eps": False, "virtual_node": False},
             check="sparsegcn.tasks.graph:check_graph_experiment",
             sweeps=False,
         ),

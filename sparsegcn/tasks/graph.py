@@ -159,6 +159,7 @@ def run_graph_experiment(exp, *, progress: bool = False) -> dict:
         dropout_rate=exp.dropout,
         learn_eps=exp.learn_eps,
         readout_reduce=exp.readout,
+        virtual_node=exp.virtual_node,
     )
     budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), config.batch_size)
     result = fit_graphs(

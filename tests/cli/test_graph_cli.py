@@ -22,6 +22,7 @@ def one_error(capsys) -> str:
     [
         (["--folds", "3"], r"--folds 3 applies to graph-level datasets \(tu:NAME\)"),
         (["--learn-eps"], r"--learn-eps True applies to graph-level datasets"),
+        (["--virtual-node"], r"--virtual-node True applies to graph-level datasets"),
         (["--dataset", "tu:MUTAG"], r"model 'gcn' does not train on it, choose one of \['gin'\]"),
         (["--dataset", "tu:MUTAG", "--model", "gin", "--folds", "1"], r"--folds must be 0"),
         (
