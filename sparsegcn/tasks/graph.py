@@ -127,6 +127,7 @@ def summarize_graphs(exp, dataset, result, wall_s: float) -> dict:
         "train_graphs_per_s": result.train_graphs_per_s,
         "batch_budget": {"nodes": budget.nodes, "edges": budget.edges, "graphs": budget.graphs},
         "batches_per_epoch": result.batches_per_epoch,
+        "packings": result.packings,
         "node_fill": float(nodes.mean() * (budget.graphs - 1) / budget.nodes),
         "train_step_ms_median": 1e3 * result.train_s / (epochs * result.batches_per_epoch),
         "epoch_ms_median": 1e3 * result.train_s / epochs,

@@ -42,6 +42,12 @@ from sparsegcn import _checks
 from sparsegcn.batch import Budget, GraphBatch, batch_count, choose_budget, pack_graphs
 from sparsegcn.nn.graph_gin import GraphModel
 
+MAX_PACKINGS = 8
+"""The most packings of each member's training graphs (see :func:`member_batches`)."""
+
+PACKING_BYTES = 32 << 20
+"""Host and device bytes the packings of one member may take together."""
+
 INNER_VALIDATION = 0.1
 """Fraction of each fold's training graphs held out (stratified) for model selection."""
 
@@ -57,6 +63,8 @@ class GraphTrainConfig:
       halve_every: the rate halves every this many epochs (50; 0: never).
       batch_size: graphs per batch (32).
       epochs_per_call: epochs per compiled call (default: about 10 calls).
+      packings: how many packings of each member's graphs the epochs cycle
+        through (default: :func:`packings_for`).
     """
 
     epochs: int = 350
@@ -65,11 +73,14 @@ class GraphTrainConfig:
     halve_every: int = 50
     batch_size: int = 32
     epochs_per_call: int | None = None
+    packings: int | None = None
 
     def __post_init__(self):
         _checks.check_static_int("epochs", self.epochs, minimum=1)
         _checks.check_static_int("halve_every", self.halve_every, minimum=0)
         _checks.check_static_int("batch_size", self.batch_size, minimum=1)
+        if self.packings is not None:
+            _checks.check_static_int("packings", self.packings, minimum=1)
         if self.epochs_per_call is not None:
             _checks.check_static_int("epochs_per_call", self.epochs_per_call, minimum=1)
             if self.epochs % self.epochs_per_call:
@@ -173,6 +184,7 @@ class GraphFitResult:
       test_acc: ``[M]`` at ``best_epoch``; val_acc likewise.
       budget: the batch :class:`~sparsegcn.batch.Budget`.
       batches_per_epoch: padded batches per member and epoch.
+      packings: packings of each member's graphs, used in turn by the epochs.
       train_graphs: ``[M]`` training graphs per member.
       train_s: seconds of the compiled calls after compilation.
       compile_s: seconds compiling.
@@ -187,6 +199,7 @@ class GraphFitResult:
     val_acc: np.ndarray
     budget: Budget
     batches_per_epoch: int
+    packings: int
     train_graphs: np.ndarray
     train_s: float
     compile_s: float
@@ -247,14 +260,15 @@ def make_epochs_fn(model: GraphModel, config: GraphTrainConfig, num_epochs: int)
 
     def train_epoch(state: MemberState, train: GraphBatch, epoch: jax.Array):
         key, perm_key, drop_key = jax.random.split(state.key, 3)
-        num_batches = train.graph_mask.shape[0]
+        packings, num_batches = train.graph_mask.shape[:2]
+        packing = epoch % packings
         order = jax.random.permutation(perm_key, num_batches)
         halvings = epoch // config.halve_every if config.halve_every else jnp.zeros((), jnp.int32)
         lr = config.learning_rate * jnp.power(jnp.float32(0.5), halvings.astype(jnp.float32))
 
         def body(carry, inputs):
             b, k = inputs
-            batch = jax.tree.map(lambda a: a[b], train)
+            batch = jax.tree.map(lambda a: a[packing, b], train)
             params, stats, opt_state, updates, loss, count = step(carry, (batch, k))
             new_params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
             real = count > 0
@@ -312,23 +326,45 @@ def make_epochs_fn(model: GraphModel, config: GraphTrainConfig, num_epochs: int)
     return run
 
 
-def member_batches(
-    dataset, splits: Splits, seeds: Sequence[int], budget: Budget, batch_size: int
-) -> tuple[GraphBatch, np.ndarray]:
-    """Every member's training graphs packed, stacked ``[M, B, ...]``; and ``[M]`` counts.
+def packings_for(dataset, budget: Budget, train_graphs: int, batch_size: int) -> int:
+    """How many packings of a member's training graphs to prepare: up to
+    :data:`MAX_PACKINGS`, within :data:`PACKING_BYTES` per member."""
+    batches = -(-train_graphs // batch_size)
+    width = dataset.features.shape[1] + 1
+    edge_width = 8 + 4 * (0 if dataset.edge_features is None else dataset.edge_features.shape[1])
+    one = batches * (4 * width * budget.nodes + edge_width * budget.edges + 13 * budget.graphs)
+    return int(max(1, min(MAX_PACKINGS, PACKING_BYTES // max(one, 1))))
 
-    Members are fold-major; each packs its graphs in an order drawn from
-    its seed (the device reshuffles the batches every epoch).
+
+def member_batches(
+    dataset,
+    splits: Splits,
+    seeds: Sequence[int],
+    budget: Budget,
+    batch_size: int,
+    packings: int = 1,
+) -> tuple[GraphBatch, np.ndarray]:
+    """Every member's training graphs packed ``packings`` times, stacked
+    ``[M, P, B, ...]``; and ``[M]`` counts.
+
+    Members are fold-major; each packs its graphs in orders drawn from its
+    seed and fold, so a member packs the same whatever else trains beside
+    it. Epoch ``e`` steps on packing ``e mod P``, its batches in an order
+    the device draws, so batches change composition as well as order.
     """
     orders = []
     for f in range(splits.train.shape[0]):
         graphs = np.flatnonzero(splits.train[f])
         for s in seeds:
-            orders.append(np.random.default_rng([s, int(splits.fold[f])]).permutation(graphs))
-    most = max(batch_count(dataset, o, budget, batch_size) for o in orders)
-    packed = [pack_graphs(dataset, o, budget, batch_size, num_batches=most) for o in orders]
-    stacked = jax.tree.map(lambda *a: np.stack(a), *packed)
-    return stacked, np.array([o.shape[0] for o in orders], np.int64)
+            rng = np.random.default_rng([s, int(splits.fold[f])])
+            orders.append([rng.permutation(graphs) for _ in range(packings)])
+    most = max(batch_count(dataset, o, budget, batch_size) for member in orders for o in member)
+    members = []
+    for member in orders:
+        packed = [pack_graphs(dataset, o, budget, batch_size, num_batches=most) for o in member]
+        members.append(jax.tree.map(lambda *a: np.stack(a), *packed))
+    stacked = jax.tree.map(lambda *a: np.stack(a), *members)
+    return stacked, np.array([member[0].shape[0] for member in orders], np.int64)
 
 
 def select_best(curves: Curves) -> np.ndarray:
@@ -378,7 +414,13 @@ def fit_graphs(
         budget = choose_budget(
             dataset.nodes_per_graph(), dataset.edges_per_graph(), config.batch_size
         )
-    train, train_graphs = member_batches(dataset, splits, seeds, budget, config.batch_size)
+    # From the whole dataset's size, so that a fold packs alike alone or among others.
+    packings = config.packings or packings_for(
+        dataset, budget, dataset.num_graphs, config.batch_size
+    )
+    train, train_graphs = member_batches(
+        dataset, splits, seeds, budget, config.batch_size, packings
+    )
     everything = np.arange(dataset.num_graphs)
     eval_batches = pack_graphs(dataset, everything, budget, config.batch_size)
     folds = splits.train.shape[0]
@@ -437,7 +479,8 @@ def fit_graphs(
         test_acc=curves.test_accuracy[best, members],
         val_acc=curves.val_accuracy[best, members],
         budget=budget,
-        batches_per_epoch=int(train.graph_mask.shape[1]),
+        batches_per_epoch=int(train.graph_mask.shape[2]),
+        packings=packings,
         train_graphs=train_graphs,
         train_s=train_s,
         compile_s=compile_s,
@@ -454,6 +497,8 @@ __all__ = [
     "fit_graphs",
     "fold_splits",
     "make_epochs_fn",
+    "member_batches",
+    "packings_for",
     "select_best",
     "stratified_folds",
 ]
