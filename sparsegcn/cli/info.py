@@ -9,6 +9,7 @@ from sparsegcn.datasets import load
 from sparsegcn.datasets.stats import describe
 from sparsegcn.experiment import DEFAULT_DATASET
 from sparsegcn.files import check_writable, write_json_atomic
+from sparsegcn.tasks import resolve, task_for
 
 
 def add_parser(subparsers) -> None:
@@ -69,6 +70,13 @@ def format_stats(stats: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.json:
         check_writable(args.json, what="--json")
+    task = task_for(args.dataset)
+    if task.info is not None:
+        stats, text = resolve(task.info)(args.dataset, args.root, progress=args.progress)
+        print(text)
+        if args.json:
+            write_json_atomic(args.json, stats)
+        return 0
     start = time.perf_counter()
     dataset = load(
         args.dataset,

@@ -72,6 +72,8 @@ class Task:
       check: ``"module:function"``, ``check(experiment)`` refusing settings
         the task does not support, before any data is read (or ``None``).
       sweeps: whether ``--sweep`` runs on it.
+      info: ``"module:function"``, ``info(dataset, root, *, progress) ->
+        (stats, text)`` for ``sparsegcn info``; ``None``: the node statistics.
     """
 
     description: str
@@ -85,6 +87,7 @@ class Task:
     fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     check: str | None = None
     sweeps: bool = True
+    info: str | None = None
 
     def owns(self, dataset: str) -> bool:
         """Whether ``dataset`` names one of this task's datasets."""
@@ -135,6 +138,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             fields={"folds": 0, "readout": "sum", "learn_eps": False, "virtual_node": False},
             check="sparsegcn.tasks.graph:check_graph_experiment",
             sweeps=False,
+            info="sparsegcn.tasks.graph:describe_graphs",
         ),
     }
 )

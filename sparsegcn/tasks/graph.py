@@ -92,6 +92,78 @@ def prepare_graphs(exp, *, progress: bool = False):
     return dataset, splits, config
 
 
+def _distribution(counts: np.ndarray) -> dict:
+    q = np.percentile(counts, [0, 50, 90, 100])
+    return {
+        "mean": float(counts.mean()),
+        "min": float(q[0]),
+        "median": float(q[1]),
+        "p90": float(q[2]),
+        "max": float(q[3]),
+    }
+
+
+def describe_graphs(name: str, root, *, progress: bool = False) -> tuple[dict, str]:
+    """``sparsegcn info`` of a graph dataset: counts, classes, and the
+    distributions of nodes and edges per graph, with the batch budget.
+
+    Returns:
+      ``(stats, text)``.
+    """
+    from sparsegcn.datasets.base import default_root
+    from sparsegcn.datasets.tu import load_tu
+
+    start = time.perf_counter()
+    dataset = load_tu(name, default_root() if root is None else root, progress=progress)
+    nodes, edges = dataset.nodes_per_graph(), dataset.edges_per_graph()
+    budget = choose_budget(nodes, edges, 32)
+    edge_width = 0 if dataset.edge_features is None else dataset.edge_features.shape[1]
+    stats = {
+        "name": dataset.name,
+        "num_graphs": dataset.num_graphs,
+        "num_nodes": dataset.num_nodes,
+        "num_edges": dataset.num_edges,
+        "num_features": int(dataset.features.shape[1]),
+        "num_edge_features": int(edge_width),
+        "num_classes": dataset.num_classes,
+        "class_counts": np.bincount(dataset.labels, minlength=dataset.num_classes).tolist(),
+        "nodes_per_graph": _distribution(nodes),
+        "edges_per_graph": _distribution(edges),
+        "batch_budget_32": {"nodes": budget.nodes, "edges": budget.edges, "graphs": budget.graphs},
+        "load_s": time.perf_counter() - start,
+    }
+
+    def line(d: dict) -> str:
+        return (
+            f"mean {d['mean']:.1f}; min {d['min']:.0f}, median {d['median']:.0f}, "
+            f"p90 {d['p90']:.0f}, max {d['max']:.0f}"
+        )
+
+    rows = [
+        ("dataset", stats["name"]),
+        ("graphs", f"{dataset.num_graphs:,}"),
+        ("nodes", f"{dataset.num_nodes:,}"),
+        ("stored directed edges", f"{dataset.num_edges:,}"),
+        ("node features", str(stats["num_features"])),
+        ("edge features", str(edge_width)),
+        (
+            "classes",
+            ", ".join(
+                f"{c}: {n}" for c, n in zip(dataset.classes, stats["class_counts"], strict=True)
+            ),
+        ),
+        ("nodes per graph", line(stats["nodes_per_graph"])),
+        ("edges per graph", line(stats["edges_per_graph"])),
+        (
+            "batch of 32",
+            f"{budget.nodes} node rows, {budget.edges} edge slots, {budget.graphs} graph slots",
+        ),
+        ("load time", f"{stats['load_s']:.2f} s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return stats, "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
 def summarize_graphs(exp, dataset, result, wall_s: float) -> dict:
     """The report of a graph run; see ``docs/graph-tasks.md`` for every key."""
     folds, seeds = result.folds, len(result.seeds)
@@ -169,4 +241,10 @@ def run_graph_experiment(exp, *, progress: bool = False) -> dict:
     return summarize_graphs(exp, dataset, result, time.perf_counter() - start)
 
 
-__all__ = ["check_graph_experiment", "prepare_graphs", "run_graph_experiment", "summarize_graphs"]
+__all__ = [
+    "check_graph_experiment",
+    "describe_graphs",
+    "prepare_graphs",
+    "run_graph_experiment",
+    "summarize_graphs",
+]

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from graph_sets import write_mini
 
 from sparsegcn.cli import main
 
@@ -45,6 +46,19 @@ def test_refused_before_any_data_is_read(argv, message, capsys, tmp_path):
     assert code == 2
     assert re.search(message, one_error(capsys))
     assert not (tmp_path / "tu").exists() or not any((tmp_path / "tu").iterdir())
+
+
+def test_info_shows_graph_counts_and_size_distributions(tmp_path, capsys):
+    write_mini(tmp_path / "tu" / "MINI")
+    out = tmp_path / "info.json"
+    code = main(["info", "--dataset", "tu:MINI", "--root", str(tmp_path), "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert re.search(r"graphs\s+3\n", text) and "classes                -1: 1, 1: 2" in text
+    stats = json.loads(out.read_text())
+    assert stats["num_graphs"] == 3 and stats["class_counts"] == [1, 2]
+    assert stats["nodes_per_graph"]["max"] == 3 and stats["edges_per_graph"]["min"] == 0
+    assert stats["num_features"] == 5 and stats["num_edge_features"] == 4
 
 
 @pytest.mark.slow

@@ -11,31 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from graph_sets import write_mini
 from http_server import serve
 
 from sparsegcn.datasets import tu
 from sparsegcn.datasets.tu import load_tu, read_tu
-
-# Three graphs: 1 = nodes 1-3 (a path), 2 = nodes 4-5, 3 = node 6 alone.
-# Edge lines deliberately out of graph order (graph 2's edge first).
-MINI = {
-    "A": "4, 5\n1, 2\n2, 1\n2, 3\n5, 4\n3, 2\n",
-    "graph_indicator": "1\n1\n1\n2\n2\n3\n",
-    "graph_labels": "1\n-1\n1\n",
-    "node_labels": "0\n2\n0\n1\n1\n2\n",
-    "node_attributes": "0.5, 1\n1.5, 2\n2.5, 3\n3.5, 4\n4.5, 5\n5.5, 6\n",
-    "edge_labels": "3\n1\n1\n2\n3\n2\n",
-    "edge_attributes": "10\n11\n12\n13\n14\n15\n",
-    "graph_attributes": "0.25\n0.5\n0.75\n",
-}
-
-
-def write_mini(folder: Path, name: str = "MINI", **changes) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for suffix, text in {**MINI, **changes}.items():
-        if text is not None:
-            (folder / f"{name}_{suffix}.txt").write_text(text)
-    return folder
 
 
 def test_miniature_with_every_optional_file(tmp_path):
