@@ -130,12 +130,22 @@ def test_padding_changes_no_real_output_or_gradient(gin_model, virtual_node):
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
 
 
-def test_virtual_node_keeps_graphs_apart():
+@pytest.mark.parametrize(("virtual_node", "how"), [(True, "sum"), (False, "attention")])
+def test_virtual_node_and_attention_keep_graphs_apart(virtual_node, how):
     """Evaluated, each graph alone gives its row of a batch of several (the virtual
-    node of one graph reads and writes only that graph's nodes)."""
-    model = graph_gin(3, 2, hidden=5, num_layers=4, dropout_rate=0.0, virtual_node=True)
+    node and the attention gate of one graph read only that graph's nodes)."""
+    model = graph_gin(
+        3,
+        2,
+        hidden=5,
+        num_layers=4,
+        dropout_rate=0.0,
+        virtual_node=virtual_node,
+        readout_reduce=how,
+    )
     params, stats = model.init(jax.random.key(3))
-    params["virtual"]["embedding"] = jnp.arange(3, dtype=jnp.float32)
+    if virtual_node:
+        params["virtual"]["embedding"] = jnp.arange(3, dtype=jnp.float32)
     stats = jax.tree.map(lambda s: s + 0.2, stats)
     apply = jax.jit(lambda batch: model.apply(params, stats, batch)[0])
     batch = one(pack_graphs(DATA, np.arange(DATA.num_graphs), Budget(40, 120, 8), 7), 0)

@@ -39,7 +39,10 @@ from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import linear_params
 from sparsegcn.nn.model import check_model_settings
-from sparsegcn.nn.readout import READOUTS, readout
+from sparsegcn.nn.readout import READOUTS, attention_pool, attention_pool_params, readout
+
+GRAPH_READOUTS = (*READOUTS, "attention")
+"""The readouts :func:`graph_gin` takes: a reduction, or global attention pooling."""
 
 BN_MOMENTUM = 0.1
 BN_EPS = 1e-5
@@ -127,7 +130,9 @@ def graph_gin(
       dropout_rate: dropout of each layer's class scores (Xu et al.'s
         ``final_dropout``: 0 or 0.5).
       learn_eps: learn ``ε`` per layer (GIN-ε) instead of ``ε = 0`` (GIN-0).
-      readout_reduce: ``"sum"`` (the paper's), ``"mean"`` or ``"max"``.
+      readout_reduce: ``"sum"`` (the paper's), ``"mean"``, ``"max"``, or
+        ``"attention"`` (:func:`~sparsegcn.nn.readout.attention_pool`, one
+        gate per layer).
       virtual_node: one extra node per graph joined to all its nodes, as in
         OGB's GIN-virtual (Gilmer et al. 2017; Hu et al. 2020): its vector
         (a learnt embedding at first) is added to every node's row before
@@ -146,8 +151,10 @@ def graph_gin(
     check_model_settings(hidden, num_layers, dropout_rate)
     if num_layers < 2:
         raise ValueError(f"num_layers counts the input and must be >= 2, got {num_layers}")
-    if readout_reduce not in READOUTS:
-        raise ValueError(f"unknown readout {readout_reduce!r}; choose one of {list(READOUTS)}")
+    if readout_reduce not in GRAPH_READOUTS:
+        raise ValueError(
+            f"unknown readout {readout_reduce!r}; choose one of {list(GRAPH_READOUTS)}"
+        )
     config = dict(
         in_features=in_features,
         num_classes=num_classes,
@@ -181,6 +188,11 @@ def graph_gin(
             layer_stats.append({"bn1": _bn_stats(hidden), "bn": _bn_stats(hidden)})
         heads = [linear_params(keys[k], widths[k], num_classes) for k in range(num_layers)]
         params: dict = {"layers": layers, "heads": heads}
+        if readout_reduce == "attention":
+            gate_keys = jax.random.split(keys[0], num_layers)
+            params["gates"] = [
+                attention_pool_params(gate_keys[k], widths[k]) for k in range(num_layers)
+            ]
         stats: dict = {"layers": layer_stats}
         if virtual_node:
             vn_keys = jax.random.split(keys[1], 2 * num_layers)
@@ -254,7 +266,14 @@ def graph_gin(
                 u, bn = masked_batch_norm(layer["bn"], layer_stats["bn"], u, mask, training)
                 h = jax.nn.relu(u)
                 new_stats.append({"bn1": bn1, "bn": bn})
-            pooled = readout(h, batch.node_graph, batch.num_graphs, readout_reduce, node_mask=mask)
+            if readout_reduce == "attention":
+                pooled = attention_pool(
+                    params["gates"][k], h, batch.node_graph, batch.num_graphs, node_mask=mask
+                )
+            else:
+                pooled = readout(
+                    h, batch.node_graph, batch.num_graphs, readout_reduce, node_mask=mask
+                )
             head = params["heads"][k]
             score = pooled @ head["w"] + head["b"][None, :]
             if keys[k] is not None:
@@ -267,4 +286,4 @@ def graph_gin(
     return GraphModel(init, apply, "gin", config)
 
 
-__all__ = ["GraphModel", "graph_gin", "masked_batch_norm"]
+__all__ = ["GRAPH_READOUTS", "GraphModel", "graph_gin", "masked_batch_norm"]

@@ -56,12 +56,13 @@ def check_graph_experiment(exp) -> None:
                 f"{exp.dataset}: graph classification trains every fold on one device without "
                 f"checkpoints or early stopping; {name}={value!r} is not supported with it"
             )
-    if exp.folds == 1 or exp.folds < 0:
-        raise ValueError(f"--folds must be 0 (one holdout split) or at least 2, got {exp.folds}")
-    from sparsegcn.nn.readout import READOUTS
+    from sparsegcn import _checks
+    from sparsegcn.nn.graph_gin import GRAPH_READOUTS
 
-    if exp.readout not in READOUTS:
-        raise ValueError(f"--readout must be one of {list(READOUTS)}, got {exp.readout!r}")
+    if _checks.check_static_int("folds", exp.folds) == 1:
+        raise ValueError(f"--folds must be 0 (one holdout split) or at least 2, got {exp.folds}")
+    if exp.readout not in GRAPH_READOUTS:
+        raise ValueError(f"--readout must be one of {list(GRAPH_READOUTS)}, got {exp.readout!r}")
 
 
 def prepare_graphs(exp, *, progress: bool = False):
