@@ -130,7 +130,10 @@ def test_padding_changes_no_real_output_or_gradient(gin_model, virtual_node):
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize(("virtual_node", "how"), [(True, "sum"), (False, "attention")])
+@pytest.mark.parametrize(
+    ("virtual_node", "how"),
+    [(True, "sum"), pytest.param(False, "attention", marks=pytest.mark.slow)],
+)
 def test_virtual_node_and_attention_keep_graphs_apart(virtual_node, how):
     """Evaluated, each graph alone gives its row of a batch of several (the virtual
     node and the attention gate of one graph read only that graph's nodes)."""
@@ -224,7 +227,7 @@ def test_registered_node_models_run_on_a_batch_unchanged(name):
     out = apply(params, spec.prepare_graph(batch.graph), jnp.asarray(batch.x))
     for slot in range(4):
         g = int(batch.graph_ids[slot])
-        alone = one(pack_graphs(DATA, np.array([g]), Budget(8, 40, 2), batch_size=1), 0)
+        alone = one(pack_graphs(DATA, np.array([g]), Budget(24, 60, 5), batch_size=4), 0)
         expected = apply(params, spec.prepare_graph(alone.graph), jnp.asarray(alone.x))
         rows = np.flatnonzero(np.asarray(batch.node_graph) == slot)
         n = rows.shape[0]
