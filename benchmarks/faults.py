@@ -2345,6 +2345,49 @@ def _(tmp):
         return Result("skipped", "no shared Cora")
     argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA)]
     return sub_judged(argv, expect_error=False, extra_env={"JAX_ENABLE_X64": "1"})
+# -- 10. graph datasets (tu:NAME) -------------------------------------------
+
+
+def _tu_folder(tmp: Path, **changes) -> Path:
+    """A three-graph TU folder ``tmp/root/tu/MINI`` with ``changes`` replacing files."""
+    files = {
+        "A": "1, 2\n2, 1\n4, 5\n5, 4\n",
+        "graph_indicator": "1\n1\n2\n2\n2\n3\n",
+        "graph_labels": "1\n-1\n1\n",
+        **changes,
+    }
+    folder = tmp / "root" / "tu" / "MINI"
+    folder.mkdir(parents=True)
+    for suffix, text in files.items():
+        (folder / f"MINI_{suffix}.txt").write_text(text)
+    return tmp / "root"
+
+
+def _train_tu(root: Path, *extra: str) -> list[str]:
+    return ["train", "--dataset", "tu:MINI", "--root", str(root), "--model", "gin", *extra]
+
+
+@case("graph datasets", "tu: an edge line with one value")
+def _(tmp):
+    root = _tu_folder(tmp, A="1, 2\n2\n")
+    return run_cli(_train_tu(root, "--no-progress"), words="MINI_A.txt line 2")
+
+
+@case("graph datasets", "tu: an edge joining two graphs")
+def _(tmp):
+    root = _tu_folder(tmp, A="1, 2\n2, 3\n")
+    return run_cli(_train_tu(root, "--no-progress"), words="joins graphs 1 and 2")
+
+
+@case("graph datasets", "tu: more folds than graphs")
+def _(tmp):
+    root = _tu_folder(tmp)
+    return run_cli(_train_tu(root, "--folds", "10", "--no-progress"), words="folds must be in")
+
+
+@case("graph datasets", "--folds on a node dataset")
+def _(tmp):
+    return run_cli(["train", *FAST, "--folds", "5"], words="applies to graph-level datasets")
 
 
 # -- running ------------------------------------------------------------------

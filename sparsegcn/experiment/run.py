@@ -26,6 +26,7 @@ from sparsegcn.experiment.build import (
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import Lifecycle, check_dataset
 from sparsegcn.experiment.resources import fit_to_graph
+from sparsegcn.tasks import task_for, task_name
 from sparsegcn.train import FitResult, fit
 from sparsegcn.train.minibatch import (
     MinibatchFitResult,
@@ -98,7 +99,18 @@ def summarize(
 
 
 def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
-    """Loads the data, trains ``exp.seeds`` models at once, returns the report.
+    """Runs ``exp`` through the pipeline of the task that owns its dataset.
+
+    The task registry (:mod:`sparsegcn.tasks`) declares each task's data,
+    trainer and report; the report names the task (``"task"``).
+    """
+    report = task_for(exp.dataset).run(exp, progress=progress)
+    return {"task": task_name(exp.dataset), **report}
+
+
+def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
+    """The node task's pipeline: loads the data, trains ``exp.seeds`` models at once,
+    returns the report.
 
     ``exp.resume``, ``exp.checkpoint`` and ``exp.plot`` are handled by
     :class:`Lifecycle`; the report then also names the newest checkpoint,
