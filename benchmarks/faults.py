@@ -2345,6 +2345,8 @@ def _(tmp):
         return Result("skipped", "no shared Cora")
     argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA)]
     return sub_judged(argv, expect_error=False, extra_env={"JAX_ENABLE_X64": "1"})
+
+
 # -- 10. graph datasets (tu:NAME) -------------------------------------------
 
 
