@@ -73,6 +73,7 @@ import scipy.sparse as sp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from helpers import TOY_SPLIT, toy_ondisk  # noqa: E402
 from http_server import serve  # noqa: E402
 
 import sparsegcn as sg  # noqa: E402
@@ -1503,6 +1504,214 @@ for name, fn in API_CASES:
     _api_case(name, fn)
 
 
+# -- issue 26, class 4: degenerate data is refused, not trained on --------------
+
+DEGENERATE = [
+    ("an empty train split", {"split": {**TOY_SPLIT, "train": []}}, "'train' split is empty"),
+    ("an empty valid split", {"split": {**TOY_SPLIT, "valid": []}}, "'valid' split is empty"),
+    ("an empty test split", {"split": {**TOY_SPLIT, "test": []}}, "'test' split is empty"),
+    ("test = train", {"split": {**TOY_SPLIT, "test": [0, 1, 2, 3]}}, "in both the 'train'"),
+    ("valid overlapping test", {"split": {**TOY_SPLIT, "valid": [4, 7]}}, "in both the 'valid'"),
+    ("a repeated train id", {"split": {**TOY_SPLIT, "train": [0, 1, 1]}}, "more than once"),
+    ("num_features: 0", {"features": np.ones((12, 0))}, "num_features: must be >= 1"),
+    (
+        "zero nodes",
+        {"n": 0, "split": {"train": [], "valid": [], "test": []}},
+        "num_nodes: must be >= 1",
+    ),
+]
+
+for _name, _kwargs, _words in DEGENERATE:
+
+    def _degenerate(tmp, kwargs=_kwargs, words=_words):
+        folder = toy_ondisk(tmp / "ds", **kwargs)
+        return run_cli(["train", "--dataset", str(folder), *FAST], words=words)
+
+    add("degenerate data", f"train on an on-disk dataset with {_name}", _degenerate)
+
+
+@case("degenerate data", "train synthetic:arxiv --scale 1e-9")
+def _(tmp):
+    argv = ["train", "--dataset", "synthetic:arxiv", "--scale", "1e-9", "--root", str(tmp)]
+    return run_cli([*argv, *FAST], words="empty 'valid' split")
+
+
+@case("degenerate data", "sweep on a dataset with an empty test split")
+def _(tmp):
+    folder = toy_ondisk(tmp / "ds", split={**TOY_SPLIT, "test": []})
+    argv = ["train", "--dataset", str(folder), "--sweep", "lr=0.01,0.02", *FAST]
+    return run_cli(argv, words="'test' split is empty")
+
+
+@case("degenerate data", "create_model(in_features=0) and (num_classes=0)")
+def _(tmp):
+    first = api(lambda: sg.create_model("gcn", 0, 2, hidden=4, layers=2, dropout=0.0))
+    if first.kind != "clean":
+        return first
+    return api(lambda: sg.create_model("gcn", 3, 0, hidden=4, layers=2, dropout=0.0))
+
+
+@case("degenerate data", "fit with an empty validation mask")
+def _(tmp):
+    n = 6
+    graph = sg.Graph(np.arange(n, dtype=np.int32), (np.arange(n, dtype=np.int32) + 1) % n, None, n)
+    data = sg.train.NodeData(
+        graph,
+        np.ones((n, 3), np.float32),
+        np.zeros(n, np.int32),
+        np.arange(n) < 3,
+        np.zeros(n, bool),
+        np.arange(n) >= 3,
+    )
+    model = sg.create_model("gcn", 3, 2, hidden=4, layers=2, dropout=0.0)
+    return api(lambda: sg.fit(model, data, TrainConfig(epochs=1)), words="val_mask")
+
+
+@case("degenerate data", "Dataset(...) with test = train")
+def _(tmp):
+    from sparsegcn.datasets import Dataset
+
+    n = 6
+    graph = sg.Graph(np.arange(n, dtype=np.int32), (np.arange(n, dtype=np.int32) + 1) % n, None, n)
+    split = {"train": np.arange(3), "valid": np.array([3]), "test": np.arange(3)}
+    return api(
+        lambda: Dataset("toy", graph, np.ones((n, 2), np.float32), np.arange(n) % 2, split, 2),
+        words="in both",
+    )
+
+
+def ogb_raw(root: Path, *, nan_train_label=False, ragged=False) -> None:
+    """A 12-node ogbn-arxiv raw layout (CSV) under ``root/ogbn_arxiv``."""
+    import gzip
+
+    folder = root / "ogbn_arxiv"
+    n = 12
+    rows = {
+        "raw/edge.csv.gz": [f"{i},{(i + 1) % n}" for i in range(n)],
+        "raw/node-feat.csv.gz": [f"{i},{i % 3},{i % 5}" for i in range(n)],
+        "raw/node-label.csv.gz": [str(i % 40) for i in range(n)],
+        "raw/num-node-list.csv.gz": [str(n)],
+        "raw/num-edge-list.csv.gz": [str(n)],
+        "split/time/train.csv.gz": ["0", "1", "2", "3"],
+        "split/time/valid.csv.gz": ["4", "5"],
+        "split/time/test.csv.gz": ["6", "7", "8"],
+    }
+    if nan_train_label:
+        rows["raw/node-label.csv.gz"][0] = "nan"
+    if ragged:
+        rows["raw/node-feat.csv.gz"][3] = "3,0"
+    for name, lines in rows.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def _convert_case(tmp: Path, words: str, **fault) -> Result:
+    from sparsegcn.datasets.convert import main as convert_main
+
+    ogb_raw(tmp, **fault)
+    out = tmp / "out"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            rc = convert_main(
+                ["ogbn-arxiv", "--root", str(tmp), "--out", str(out), "--no-progress"]
+            )
+        except BaseException as exc:
+            return Result("traceback", f"{type(exc).__name__}: {exc}")
+    lines = [line for line in err.getvalue().splitlines() if line.strip()]
+    if rc == 0:
+        return Result("silent", "exit 0")
+    if len(lines) != 1 or words not in lines[0]:
+        return Result("unexpected", f"{len(lines)} lines: {lines[-1] if lines else ''}")
+    if out.exists() or [p for p in tmp.iterdir() if p.name.startswith(".")]:
+        return Result("lost", "an output or a temporary folder was left")
+    return Result("clean", lines[0])
+
+
+@case("degenerate data", "convert: a NaN label on a train node")
+def _(tmp):
+    return _convert_case(tmp, "node 0 has no label", nan_train_label=True)
+
+
+@case("degenerate data", "convert: a ragged feature row (padded with NaN)")
+def _(tmp):
+    return _convert_case(tmp, "is not finite", ragged=True)
+
+
+@case("degenerate data", "convert --overwrite with bad data keeps the old dataset")
+def _(tmp):
+    ogb_raw(tmp / "good")
+    from sparsegcn.datasets.convert import convert_ogb
+
+    out = convert_ogb("ogbn-arxiv", tmp / "good", tmp / "out")
+    before = snapshot(out)
+    ogb_raw(tmp / "bad", ragged=True)
+    result = api(lambda: convert_ogb("ogbn-arxiv", tmp / "bad", out, overwrite=True))
+    if result.kind == "clean" and snapshot(out) != before:
+        return Result("lost", "the old dataset changed")
+    return result
+
+
+# -- issue 26, class 5: what a result depends on is fingerprinted --------------
+
+
+def _toy_checkpoint(tmp: Path) -> tuple[Path, Path]:
+    folder = toy_ondisk(tmp / "ds")
+    rc, _, err = cli(["train", "--dataset", str(folder), *FAST, "--checkpoint", str(tmp / "ck")])
+    assert rc == 0, err
+    return folder, tmp / "ck"
+
+
+@case("fingerprints", "predict on a same-named dataset with other features")
+def _(tmp):
+    _, ck = _toy_checkpoint(tmp)
+    other = toy_ondisk(tmp / "other", features=np.random.default_rng(1).random((12, 3)))
+    argv = ["predict", "--checkpoint", str(ck), "--dataset", str(other)]
+    return run_cli([*argv, "--out", str(tmp / "p.npy")], words="the features differ")
+
+
+@case("fingerprints", "resume on the same folder with a rewired graph")
+def _(tmp):
+    folder, ck = _toy_checkpoint(tmp)
+    shutil.rmtree(folder)
+    toy_ondisk(folder, shift=3)  # same name, sizes, labels, splits and features
+    argv = ["train", "--dataset", str(folder), *FAST, "--resume", str(ck)]
+    return run_cli([*argv, "--epochs", "6"], words="the graph's edges differ")
+
+
+@case("fingerprints", "predict on the same folder with one feature row changed in place")
+def _(tmp):
+    folder, ck = _toy_checkpoint(tmp)
+    features = np.load(folder / "features.npy")
+    features[5] += 1.0
+    np.save(folder / "features.npy", features)  # the manifest's sha256 is now stale
+    argv = ["predict", "--checkpoint", str(ck), "--out", str(tmp / "p.npy")]
+    return run_cli(argv, words="the features differ")
+
+
+@case("fingerprints", "sgc --feature-cache overwritten with zeros")
+def _(tmp):
+    cache = tmp / "cache"
+    argv = ["train", "--model", "sgc", "--scale", "0.3", *FAST, "--feature-cache", str(cache)]
+    rc, _, err = cli([*argv, "--json", str(tmp / "a.json")])
+    if rc != 0:
+        return Result("false_error", err.strip()[-200:])
+    (path,) = cache.iterdir()
+    with np.load(path, allow_pickle=False) as npz:
+        stored = {k: npz[k] for k in npz.files}
+    with open(path, "wb") as f:  # same shape, same key, zeros
+        np.savez(f, **dict(stored, features=np.zeros_like(stored["features"])))
+    rc, _, err = cli([*argv, "--json", str(tmp / "b.json")])
+    if rc != 0:
+        return Result("false_error", err.strip()[-200:])
+    first, second = (json.loads((tmp / n).read_text())["test_acc"] for n in ("a.json", "b.json"))
+    if first != second:
+        return Result("silent", f"test acc {first} then {second} from the zeroed cache")
+    return Result("correct", f"recomputed: test acc {second} both times")
+
+
 # -- issue 26, class 1: never delete or replace what sparsegcn did not create ---
 # -- issue 26, class 2: a full disk or a changing file never kills silently ---
 
@@ -2136,6 +2345,51 @@ def _(tmp):
         return Result("skipped", "no shared Cora")
     argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA)]
     return sub_judged(argv, expect_error=False, extra_env={"JAX_ENABLE_X64": "1"})
+
+
+# -- 10. graph datasets (tu:NAME) -------------------------------------------
+
+
+def _tu_folder(tmp: Path, **changes) -> Path:
+    """A three-graph TU folder ``tmp/root/tu/MINI`` with ``changes`` replacing files."""
+    files = {
+        "A": "1, 2\n2, 1\n4, 5\n5, 4\n",
+        "graph_indicator": "1\n1\n2\n2\n2\n3\n",
+        "graph_labels": "1\n-1\n1\n",
+        **changes,
+    }
+    folder = tmp / "root" / "tu" / "MINI"
+    folder.mkdir(parents=True)
+    for suffix, text in files.items():
+        (folder / f"MINI_{suffix}.txt").write_text(text)
+    return tmp / "root"
+
+
+def _train_tu(root: Path, *extra: str) -> list[str]:
+    return ["train", "--dataset", "tu:MINI", "--root", str(root), "--model", "gin", *extra]
+
+
+@case("graph datasets", "tu: an edge line with one value")
+def _(tmp):
+    root = _tu_folder(tmp, A="1, 2\n2\n")
+    return run_cli(_train_tu(root, "--no-progress"), words="MINI_A.txt line 2")
+
+
+@case("graph datasets", "tu: an edge joining two graphs")
+def _(tmp):
+    root = _tu_folder(tmp, A="1, 2\n2, 3\n")
+    return run_cli(_train_tu(root, "--no-progress"), words="joins graphs 1 and 2")
+
+
+@case("graph datasets", "tu: more folds than graphs")
+def _(tmp):
+    root = _tu_folder(tmp)
+    return run_cli(_train_tu(root, "--folds", "10", "--no-progress"), words="folds must be in")
+
+
+@case("graph datasets", "--folds on a node dataset")
+def _(tmp):
+    return run_cli(["train", *FAST, "--folds", "5"], words="applies to graph-level datasets")
 
 
 # -- running ------------------------------------------------------------------

@@ -152,7 +152,7 @@ def test_a_fifo_in_place_of_a_feature_cache_entry_is_refused_not_replaced(tmp_pa
     dataset = tiny_dataset()
     features = np.asarray(dataset.features)
     key = precompute_key(dataset, dataset.graph, features, hops=2, normalize_features="none")
-    entry = tmp_path / f"sgc-{key}.npy"
+    entry = tmp_path / f"sgc-{key}.npz"
     with fifo(entry), pytest.raises(ValueError, match=r"is not a regular file: it is a FIFO"):
         sgc_precompute(dataset, features, hops=2, normalize_features="none", cache_dir=tmp_path)
     assert not entry.is_file()  # left as it was, not replaced by a computed file

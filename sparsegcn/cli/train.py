@@ -16,6 +16,7 @@ from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_
 from sparsegcn.experiment.lifecycle import Lifecycle, run_inputs
 from sparsegcn.files import check_not_inputs, check_writable, write_json_atomic
 from sparsegcn.nn.registry import MODELS
+from sparsegcn.tasks import task_for
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 # Experiment fields that place a run on devices and processes.
@@ -90,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     if experiment.coordinator is not None:
         # Before anything starts JAX's backend: it then sees every process's devices.
         parallel.initialize(experiment.coordinator, experiment.num_processes, experiment.process_id)
+    if args.sweep and not task_for(experiment.dataset).sweeps:
+        raise ValueError(f"--sweep does not run on {experiment.dataset}; train one setting per run")
     if args.sweep:
         axes = parse_sweep(args.sweep, Experiment, exclude=NOT_SWEEPABLE)
         if experiment.parallel or set(axes) & PLACEMENT:

@@ -98,10 +98,12 @@ def data_location(name: str, root: str | Path | None = None) -> Path | None:
 
     What a run's outputs may not overwrite (see
     :func:`~sparsegcn.files.check_not_inputs`): an on-disk dataset's folder,
-    ``<root>/planetoid``, ``<root>/ogbn_arxiv`` etc., ``<root>/synthetic``;
+    ``<root>/planetoid``, ``<root>/ogbn_arxiv`` etc., ``<root>/synthetic``,
+    ``<root>/tu/NAME``;
     ``None`` for a name :func:`load` would refuse.
     """
     from sparsegcn.datasets.ondisk import is_ondisk
+    from sparsegcn.datasets.tu import TU_PREFIX
 
     if is_ondisk(name) or (os.sep in name and not name.startswith(SYNTHETIC_PREFIX)):
         return Path(name)
@@ -112,6 +114,8 @@ def data_location(name: str, root: str | Path | None = None) -> Path | None:
         return root / name.replace("-", "_")
     if name.startswith(SYNTHETIC_PREFIX):
         return root / "synthetic"
+    if name.startswith(TU_PREFIX):
+        return root / "tu" / name[len(TU_PREFIX) :]
     return None
 
 

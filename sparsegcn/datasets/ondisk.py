@@ -38,8 +38,8 @@ or ``hashlib``), e.g. for a 3-node path graph ``0 - 1 - 2``::
     np.save("g/indptr.npy", np.array([0, 1, 3, 4], np.int64))   # in-edges per node
     np.save("g/indices.npy", np.array([1, 0, 2, 1], np.int32))  # their senders
     np.save("g/features.npy", np.eye(3, dtype=np.float32))
-    np.save("g/labels.npy", np.array([0, 1, -1]))
-    for split, ids in {"train": [0], "valid": [1], "test": [1]}.items():
+    np.save("g/labels.npy", np.array([0, 1, 1]))
+    for split, ids in {"train": [0], "valid": [1], "test": [2]}.items():
         np.save(f"g/{split}.npy", np.array(ids, np.int64))
     # then g/manifest.json as below
 
@@ -61,8 +61,12 @@ Checks
 the manifest's keys and counts, every file's dtype and shape against the
 manifest, ``indptr`` (starts at 0, non-decreasing, ends at ``E``), every
 ``indices`` entry in range and ascending within its row, labels in
-``[-1, C)``, split ids in range and labelled. The first problem raises one
-:class:`FormatError` naming the file and the field.
+``[-1, C)``, at least one node and one feature, split ids in range,
+labelled, never repeated and in one split only (:func:`check_contents`).
+The first problem raises one :class:`FormatError` naming the file and the
+field. :class:`DatasetWriter` (so :func:`save`, the converter and the
+synthetic generator) runs the same checks, and the features' finiteness,
+on what it wrote before renaming it into place.
 
 The sha256 checksums are written always but verified only on request
 (``verify=True``, :func:`verify_checksums`, ``sparsegcn info --verify``):
@@ -94,7 +98,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsegcn import files as _files
-from sparsegcn.datasets.base import SPLITS, Dataset
+from sparsegcn.datasets.base import SPLITS, Dataset, check_disjoint_splits
 from sparsegcn.files import (
     NotRegularFileError,
     check_regular_file,
@@ -131,10 +135,11 @@ class FormatError(ValueError):
       file: the offending file's path.
       field: what is wrong in it (``"shape"``, ``"dtype"``, ``"sha256"``,
         ``"indptr[7]"``, a manifest key, ...).
+      message: the problem, without the file and field.
     """
 
     def __init__(self, file, field: str, message: str):
-        self.file, self.field = Path(file), field
+        self.file, self.field, self.message = Path(file), field, message
         super().__init__(f"{file}: {field}: {message}")
 
 
@@ -251,7 +256,7 @@ class DatasetWriter:
         overwrite: bool = False,
     ):
         self.path = Path(path)
-        self.num_nodes = _count("num_nodes", num_nodes)
+        self.num_nodes = _count("num_nodes", num_nodes, 1)
         self.num_stored_edges = _count("num_stored_edges", num_stored_edges)
         self.num_features = _count("num_features", num_features, 1)
         if self.num_nodes >= 2**31:
@@ -307,10 +312,16 @@ class DatasetWriter:
         info: dict | None = None,
         progress: bool = False,
     ) -> Path:
-        """Hashes the files, writes the manifest and renames the folder into place.
+        """Hashes the files, writes the manifest, checks the result as loading
+        would (:func:`check_contents`, features' finiteness included) and
+        renames the folder into place.
 
         Returns:
           ``path``.
+
+        Raises:
+          FormatError: the written data fails a check (naming the file under
+            ``path`` and the entry); ``path`` is left as it was.
         """
         with naming_errors(self.path):
             return self._finish(name, num_edges, num_classes, metric, info, progress)
@@ -359,6 +370,7 @@ class DatasetWriter:
             with open(self.tmp / f"{key}.npy", "rb+") as f:
                 os.fsync(f.fileno())
         _fsync_dir(self.tmp)
+        self._validate()
         _check_target(self.path, self.overwrite)
         old = None
         if self.path.is_dir() and any(self.path.iterdir()):
@@ -370,6 +382,18 @@ class DatasetWriter:
             shutil.rmtree(old, ignore_errors=True)
         self._tmp = None
         return self.path
+
+    def _validate(self) -> None:
+        """Runs the checks loading runs (and the features' finiteness) on the temporary
+        folder: what fails them is never renamed into place."""
+        try:
+            manifest = read_manifest(self.tmp)
+            check_contents(self.tmp, manifest, _open_arrays(self.tmp, manifest), features=True)
+        except FormatError as err:
+            file = self.path / err.file.name if err.file.parent == self.tmp else err.file
+            raise FormatError(
+                file, err.field, f"{err.message} (so nothing was written to {self.path})"
+            ) from None
 
     @property
     def tmp(self) -> Path:
@@ -689,6 +713,75 @@ def _check_split(file: Path, key: str, ids, labels, num_nodes: int) -> None:
         raise FormatError(file, f"{key}[{pos}]", f"node {int(ids[pos])} has no label (-1)")
 
 
+def _check_features(file: Path, features, chunk: int) -> None:
+    rows = max(1, chunk // max(1, int(features.shape[1])))
+    for start in range(0, features.shape[0], rows):
+        part = np.asarray(features[start : start + rows])
+        finite = np.isfinite(part)
+        if not finite.all():
+            row, col = np.unravel_index(int(np.flatnonzero(~finite.ravel())[0]), part.shape)
+            raise FormatError(
+                file,
+                f"features[{start + row}, {col}]",
+                f"{part[row, col]} is not finite (a missing value in the source?)",
+            )
+        release_pages(features)
+
+
+def check_contents(
+    folder, manifest: dict, arrays: dict, *, features: bool = False, chunk: int = CHECK_CHUNK
+) -> None:
+    """The load-time checks of an on-disk dataset's contents, in bounded memory.
+
+    Counts (at least one node, feature and class; ids that fit int32), the
+    CSR (:func:`check_csr_chunked`), labels in ``[-1, C)``, split ids in
+    range, labelled, never repeated and in one split only; with
+    ``features``, every feature finite too (a full read: :class:`DatasetWriter`
+    checks what it wrote, loading does not).
+
+    Args:
+      folder: the dataset folder (for the messages).
+      manifest: its :func:`read_manifest`.
+      arrays: the opened arrays (memory maps), by file key.
+      features: also check the features are finite.
+      chunk: entries per step.
+
+    Raises:
+      FormatError: the first problem, naming the file and the field.
+    """
+    folder = Path(folder)
+    files = {key: folder / manifest["files"][key]["file"] for key in _FILES}
+    n, num_classes = manifest["num_nodes"], manifest["num_classes"]
+    if n < 1:
+        raise FormatError(folder / MANIFEST, "num_nodes", "must be >= 1: the dataset has no nodes")
+    if n >= 2**31:
+        raise FormatError(folder / MANIFEST, "num_nodes", f"{n} does not fit int32 node ids")
+    if manifest["num_features"] < 1:
+        raise FormatError(
+            folder / MANIFEST,
+            "num_features",
+            f"must be >= 1, got {manifest['num_features']}: the nodes have no features",
+        )
+    if num_classes < 1:
+        raise FormatError(folder / MANIFEST, "num_classes", f"must be >= 1, got {num_classes}")
+    check_csr_chunked(
+        arrays["indptr"],
+        arrays["indices"],
+        n,
+        files=(files["indptr"], files["indices"]),
+        chunk=chunk,
+    )
+    _check_labels(files["labels"], arrays["labels"], num_classes, chunk)
+    for key in SPLITS:
+        _check_split(files[key], key, arrays[key], arrays["labels"], n)
+    check_disjoint_splits(
+        {key: arrays[key] for key in SPLITS},
+        error=lambda key, message: FormatError(files[key], key, message),
+    )
+    if features:
+        _check_features(files["features"], arrays["features"], chunk)
+
+
 def verify_checksums(path, *, progress: bool = False) -> None:
     """Hashes every file of the dataset in ``path`` and compares with the manifest.
 
@@ -853,18 +946,8 @@ def load_ondisk(
     if verify:
         verify_checksums(folder, progress=progress)
     arrays = _open_arrays(folder, manifest)
-    files = {key: folder / manifest["files"][key]["file"] for key in _FILES}
+    check_contents(folder, manifest, arrays)
     n, num_classes = manifest["num_nodes"], manifest["num_classes"]
-    if n >= 2**31:
-        raise FormatError(folder / MANIFEST, "num_nodes", f"{n} does not fit int32 node ids")
-    if num_classes < 1:
-        raise FormatError(folder / MANIFEST, "num_classes", f"must be >= 1, got {num_classes}")
-    check_csr_chunked(
-        arrays["indptr"], arrays["indices"], n, files=(files["indptr"], files["indices"])
-    )
-    _check_labels(files["labels"], arrays["labels"], num_classes, CHECK_CHUNK)
-    for key in SPLITS:
-        _check_split(files[key], key, arrays[key], arrays["labels"], n)
     e = manifest["num_stored_edges"]
     limit = EXPAND_FRACTION * physical_memory_bytes() if expand_limit is None else expand_limit
     receivers: np.ndarray | ExpandedRows
@@ -900,6 +983,7 @@ __all__ = [
     "DatasetWriter",
     "ExpandedRows",
     "FormatError",
+    "check_contents",
     "check_csr_chunked",
     "expand_rows",
     "is_ondisk",

@@ -125,12 +125,21 @@ class SyntheticSpec:
             scale=self.scale * scale,
         )
 
-    def split_sizes(self) -> dict:
-        """``{"train", "valid", "test", "labelled"}`` node counts.
+    def _smallest_scale(self) -> float:
+        """A scale (two significant digits) above this one at which the preset has
+        a node in every split (rounding makes that not monotone in the scale)."""
+        base = PRESETS.get(self.name, self)
+        scale = self.scale
+        for _ in range(200):
+            scale = min(1.0, float(f"{scale * 1.25:.2g}"))
+            spec = dataclasses.replace(base, scale=1.0).scaled(scale)
+            n, sizes = spec.num_nodes, spec.split_counts()
+            if (min(sizes) >= 1 and sum(sizes) <= n) or scale == 1.0:
+                return scale
+        return 1.0
 
-        Fractions are rounded cumulatively, so splits that cover every node
-        (ogbn-arxiv, ogbn-products) still do after scaling.
-        """
+    def split_counts(self) -> tuple[int, int, int]:
+        """``(train, valid, test)`` node counts, unchecked (see :meth:`split_sizes`)."""
         n = self.num_nodes
         if self.train_per_class is None:
             fractions = (self.train_fraction, self.valid_fraction, self.test_fraction)
@@ -139,6 +148,24 @@ class SyntheticSpec:
         else:
             train = self.train_per_class * self.num_classes
             valid, test = round(n * self.valid_fraction), round(n * self.test_fraction)
+        return train, valid, test
+
+    def split_sizes(self) -> dict:
+        """``{"train", "valid", "test", "labelled"}`` node counts, each split
+        at least 1 (else ``ValueError``: scaled too far).
+
+        Fractions are rounded cumulatively, so splits that cover every node
+        (ogbn-arxiv, ogbn-products) still do after scaling.
+        """
+        n = self.num_nodes
+        train, valid, test = self.split_counts()
+        for key, size in (("train", train), ("valid", valid), ("test", test)):
+            if size < 1:
+                raise ValueError(
+                    f"synthetic:{self.name} at scale {self.scale:g} has {n} node(s) and an "
+                    f"empty {key!r} split; use a larger --scale (e.g. "
+                    f"{self._smallest_scale():g})"
+                )
         labelled = max(round(n * self.labelled_fraction), train + valid + test)
         if labelled > n:
             raise ValueError(
@@ -439,6 +466,7 @@ def load_synthetic(
     if preset not in PRESETS:
         raise ValueError(f"unknown synthetic preset {preset!r}; choose one of {list(PRESETS)}")
     spec = PRESETS[preset].scaled(scale)
+    spec.split_sizes()  # a scale that empties a split is refused, cached or not
     seed = _checks.check_static_int("seed", seed)
     if not cache or preset in _NEVER_CACHED:
         return generate(spec, seed=seed, progress=progress)

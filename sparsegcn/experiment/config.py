@@ -20,6 +20,7 @@ from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import SAMPLERS, check_fanouts
 from sparsegcn.sampling.feature_store import FEATURES_ON, check_features_on
 from sparsegcn.sampling.host import GRAPH_ON, check_graph_on
+from sparsegcn.tasks import check_task, task_for
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, MONITORS
@@ -39,13 +40,14 @@ MODEL_DEFAULTS = (
     "epochs",
     "patience",
     "monitor",
+    "batch_size",
 )
 
 HOST_GRAPH_PREPARATIONS = ("unweighted", "none")
 """Graph preparations (:data:`~sparsegcn.nn.registry.PREPARATIONS`) that keep the
 stored structure, so the host sampler can read the on-disk CSR as it is."""
 
-FALLBACK_DEFAULTS = {"epochs": 200, "patience": 100, "monitor": "val_acc"}
+FALLBACK_DEFAULTS = {"epochs": 200, "patience": 100, "monitor": "val_acc", "batch_size": 512}
 """Values of the fields in :data:`MODEL_DEFAULTS` a model does not set."""
 
 
@@ -138,7 +140,9 @@ class Experiment:
         "neighbours sampled per hop, one hop per layer: trains on sampled mini-batches "
         "(sage by default, 25,10; gat and gatv2 when given; 'none': full batch)",
     )
-    batch_size: int = _field(512, "seeds per sampled mini-batch")
+    batch_size: int | None = _field(
+        None, "seeds per sampled mini-batch; graphs per batch of a graph task [512; graph: 32]"
+    )
     sampler: str = _field(
         "tree",
         "neighbour sampler of mini-batches: 'tree' (a row per sampled path) or 'dedup' (a row "
@@ -204,6 +208,22 @@ class Experiment:
     divergence_epochs: int = _field(
         DIVERGENCE_EPOCHS, "consecutive epochs above --divergence-factor that stop a run"
     )
+    folds: int = _field(
+        0,
+        "graph datasets (tu:NAME): stratified folds of cross-validation, each with an inner "
+        "validation split, trained together as one program (0: one holdout split)",
+    )
+    readout: str = _field(
+        "sum",
+        "graph datasets: how each layer's node rows become one row per graph",
+        choices=("sum", "mean", "max", "attention"),
+    )
+    learn_eps: bool = _field(
+        False, "graph datasets: GIN-eps (learn eps per layer) instead of GIN-0 (eps = 0)"
+    )
+    virtual_node: bool = _field(
+        False, "graph datasets: a virtual node joined to every node of its graph (GIN-virtual)"
+    )
 
     def __post_init__(self):
         if not isinstance(self.model, str) or self.model not in MODELS:
@@ -212,9 +232,10 @@ class Experiment:
         if self.layers is None and spec.sampled and self.fanouts not in (None, "none"):
             # A sampled model takes one layer per hop: --fanouts 15,10,5 alone means 3 layers.
             object.__setattr__(self, "layers", len(check_fanouts(self.fanouts)))
+        defaults = task_for(self.dataset).model_defaults(self.model, spec.defaults)
         for name in MODEL_DEFAULTS:
-            if getattr(self, name) is None and name in spec.defaults:
-                object.__setattr__(self, name, spec.defaults[name])
+            if getattr(self, name) is None and name in defaults:
+                object.__setattr__(self, name, defaults[name])
             if getattr(self, name) is None and name in FALLBACK_DEFAULTS:
                 object.__setattr__(self, name, FALLBACK_DEFAULTS[name])
         given = dict(self.model_options or ())
@@ -324,6 +345,7 @@ class Experiment:
             self.check_streamed("graph_on='host'")
         if self.max_batches:
             self.check_streamed(f"max_batches={self.max_batches}")
+        check_task(self)
         if self.sampled:
             hops = len(self.minibatch_config().fanouts)
             if hops != self.layers:
@@ -383,7 +405,7 @@ class Experiment:
         """Sampling settings of mini-batch training."""
         return MinibatchConfig(
             fanouts=check_fanouts(self.fanouts),
-            batch_size=self.batch_size,
+            batch_size=_resolved("batch_size", self.batch_size, self.model),
             sampler=self.sampler,
             caps=self.dedup_caps,
         )

@@ -20,8 +20,10 @@ from sparsegcn.train.checkpoint import (
     CheckpointError,
     CheckpointHook,
     check_checkpoint_folder,
+    check_metadata,
     checkpoint_files,
     dataset_fingerprint,
+    fingerprint_expectation,
     load_checkpoint,
     read_manifest,
     state_template,
@@ -84,8 +86,32 @@ def restore_checkpoint(exp: Experiment, dataset: Dataset, model: Model) -> Check
         exp.resume,
         template,
         seeds=exp.seed_list(),
-        expect={"dataset": dataset_fingerprint(dataset), "config": settings},
+        expect={
+            "dataset": expected_fingerprint(read_manifest(exp.resume), dataset),
+            "config": settings,
+        },
     )
+
+
+def expected_fingerprint(manifest: dict, dataset: Dataset) -> dict:
+    """What a checkpoint's manifest must record for ``dataset``: its
+    :func:`~sparsegcn.train.checkpoint.dataset_fingerprint`, less the digests an
+    older checkpoint lacks (:func:`~sparsegcn.train.checkpoint.fingerprint_expectation`)."""
+    return fingerprint_expectation(manifest, dataset_fingerprint(dataset))
+
+
+def check_dataset(checkpoint, dataset: Dataset) -> None:
+    """Refuses ``dataset`` unless it is the one ``checkpoint`` was trained on: same
+    name and sizes, labels and splits, features and edges (their digests).
+
+    Runs right after loading, before features are prepared or anything is
+    compiled.
+
+    Raises:
+      CheckpointError: naming the first entry of the fingerprint that differs.
+    """
+    manifest = read_manifest(checkpoint)
+    check_metadata(manifest, {"dataset": expected_fingerprint(manifest, dataset)})
 
 
 @dataclasses.dataclass
@@ -205,6 +231,7 @@ def predict_checkpoint(
     Args:
       checkpoint: checkpoint folder (its newest checkpoint) or manifest file.
       dataset: dataset name (default: the one trained on); its fingerprint
+        (name, sizes, labels, splits, and digests of the features and edges)
         must match the checkpoint's.
       root: data root (default: the training run's).
       params: ``"best"`` (the early-stopping restored params, whose test
@@ -225,12 +252,12 @@ def predict_checkpoint(
     manifest = read_manifest(checkpoint)
     exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
     data_set = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
+    expect = {"dataset": expected_fingerprint(manifest, data_set)}
+    check_metadata(manifest, expect)  # before the model is built or anything compiled
     model = build_model(exp, data_set)
     tx = make_optimizer(exp.train_config())
     template = state_template(lambda key: init_state(model, tx, key), len(manifest["seeds"]))
-    ckpt = load_checkpoint(
-        manifest["path"], template, expect={"dataset": dataset_fingerprint(data_set)}
-    )
+    ckpt = load_checkpoint(manifest["path"], template, expect=expect)
     # Trained on relabelled nodes: predict in that order, then restore the dataset's.
     relabelled, reordering = reorder_dataset(data_set, exp.reorder)
     full = node_data(

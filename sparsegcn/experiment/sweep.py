@@ -61,6 +61,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
     points = expand_grid(axes)
     experiments = [dataclasses.replace(base, **point) for point in points]
     dataset = load(base.dataset, base.root, scale=base.scale, progress=progress)
+    dataset.require_splits()
     experiments = [fit_to_graph(exp, dataset) for exp in experiments]
     programs: dict[tuple, list[int]] = {}
     for i, exp in enumerate(experiments):

@@ -64,6 +64,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse as sp
 
 from sparsegcn.files import (
     fsync_directory,
@@ -715,11 +716,26 @@ def _check_expected(manifest: Mapping, expect: Mapping, where: str = "") -> None
         found = manifest[key]
         if isinstance(wanted, Mapping) and isinstance(found, Mapping):
             _check_expected(found, wanted, f"{name}.")
+        elif not _same_value(found, wanted) and key in DATA_DIGESTS:
+            raise CheckpointError(
+                f"incompatible checkpoint: {DATA_DIGESTS[key]} ({name} is {str(found)[:12]}... "
+                f"in the checkpoint but {str(wanted)[:12]}... in this run)"
+            )
         elif not _same_value(found, wanted):
             raise CheckpointError(
                 f"incompatible checkpoint: {name} is {found!r} in the checkpoint but "
                 f"{wanted!r} in this run"
             )
+
+
+def check_metadata(manifest: Mapping, expect: Mapping) -> None:
+    """Raises unless a checkpoint's manifest carries ``expect`` in its metadata
+    (compared recursively, as :func:`load_checkpoint` does), before any array is read.
+
+    Raises:
+      CheckpointError: naming the first entry that is missing or differs.
+    """
+    _check_expected(manifest.get("metadata", {}), expect, "metadata.")
 
 
 def _same_value(a, b) -> bool:
@@ -935,16 +951,85 @@ class CheckpointHook:
         self._lock.release()
 
 
+FINGERPRINT_BYTES = 1 << 26
+"""Features (as float32) and edge lists up to this many bytes are hashed whole
+into a dataset's fingerprint; larger ones by :data:`FINGERPRINT_ROWS` evenly
+spaced rows (or edges)."""
+
+FINGERPRINT_ROWS = 4096
+
+DATA_DIGESTS = {
+    "features_sha256": "the features differ from those it was trained on",
+    "graph_sha256": "the graph's edges differ from those it was trained on",
+    "labels_split_sha256": "the labels or splits differ from those it was trained on",
+}
+"""The fingerprint's digests, and what a mismatch means. Checkpoints written
+before ``features_sha256`` and ``graph_sha256`` existed are compared on the
+entries they record (:func:`fingerprint_expectation`)."""
+
+
+def _positions(count: int, row_bytes: int) -> np.ndarray | None:
+    """``None`` (hash everything) for small arrays, else evenly spaced row ids."""
+    if count * row_bytes <= FINGERPRINT_BYTES:
+        return None
+    return np.unique(np.linspace(0, count - 1, FINGERPRINT_ROWS).astype(np.int64))
+
+
+def features_sha256(features) -> str:
+    """sha256 of ``[N, F]`` features as float32 rows: all of them up to
+    :data:`FINGERPRINT_BYTES`, else :data:`FINGERPRINT_ROWS` evenly spaced rows.
+
+    Dense and scipy-sparse, float16 and float32 copies of the same values hash
+    alike, so the same dataset loaded from another source matches.
+    """
+    n, f = (int(d) for d in features.shape)
+    digest = hashlib.sha256(f"features [{n}, {f}] float32\n".encode())
+    positions = _positions(n, 4 * f)
+    rows = features if positions is None else features[positions]
+    rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows)
+    digest.update(np.ascontiguousarray(rows, np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def graph_sha256(graph) -> str:
+    """sha256 of a host graph's edges as (receiver, sender[, weight]) in
+    (receiver, sender) order: every edge up to :data:`FINGERPRINT_BYTES`, else
+    :data:`FINGERPRINT_ROWS` evenly spaced stored edges (in stored order).
+    """
+    e, weights = int(graph.num_edges), graph.weights
+    digest = hashlib.sha256(
+        f"graph {int(graph.num_nodes)} nodes {e} edges weighted={weights is not None}\n".encode()
+    )
+    positions = _positions(e, 12 if weights is not None else 8)
+    if positions is None:
+        senders = np.asarray(graph.senders[:e], np.int64)
+        receivers = np.asarray(graph.receivers[:e], np.int64)
+        order = None if graph.edges_sorted else np.lexsort((senders, receivers))
+        parts = [receivers, senders] + ([] if weights is None else [np.asarray(weights)])
+        if order is not None:
+            parts = [part[order] for part in parts]
+    else:
+        parts = [graph.receivers[positions], graph.senders[positions]]
+        parts += [] if weights is None else [np.asarray(weights)[positions]]
+    for part, dtype in zip(parts, (np.int64, np.int64, np.float32), strict=False):
+        digest.update(np.ascontiguousarray(part, dtype).tobytes())
+    return digest.hexdigest()
+
+
 def dataset_fingerprint(dataset) -> dict:
-    """What identifies a dataset for a checkpoint: sizes, and a hash of labels and split.
+    """What identifies a dataset for a checkpoint: sizes, and digests of its data.
 
     Args:
       dataset: a :class:`~sparsegcn.datasets.Dataset`.
 
     Returns:
       ``{"name", "num_nodes", "num_edges", "num_features", "num_classes",
-      "labels_split_sha256"}``; the hash covers the labels and the train,
-      valid and test indices, so another split of the same graph differs.
+      "labels_split_sha256", "features_sha256", "graph_sha256"}``: the
+      labels and the train, valid and test indices are hashed whole (another
+      split of the same graph differs); the features and the edges whole up
+      to :data:`FINGERPRINT_BYTES`, else a deterministic sample of rows
+      (:func:`features_sha256`, :func:`graph_sha256`), so a fingerprint costs
+      milliseconds to a fraction of a second at any size.
     """
     digest = hashlib.sha256()
     digest.update(np.ascontiguousarray(dataset.labels, np.int64).tobytes())
@@ -958,7 +1043,26 @@ def dataset_fingerprint(dataset) -> dict:
         "num_features": int(dataset.num_features),
         "num_classes": int(dataset.num_classes),
         "labels_split_sha256": digest.hexdigest(),
+        "features_sha256": features_sha256(dataset.features),
+        "graph_sha256": graph_sha256(dataset.graph),
     }
+
+
+def fingerprint_expectation(manifest: Mapping, fingerprint: Mapping) -> dict:
+    """``fingerprint`` less the digests a checkpoint's older fingerprint lacks.
+
+    A checkpoint written before the features and the graph were
+    fingerprinted records neither: it stays loadable, checked on what it
+    records (name, sizes, labels and splits).
+
+    Args:
+      manifest: the checkpoint's manifest (:func:`read_manifest`).
+      fingerprint: this run's :func:`dataset_fingerprint`.
+    """
+    stored = manifest.get("metadata", {}).get("dataset")
+    if not isinstance(stored, Mapping):
+        return dict(fingerprint)
+    return {k: v for k, v in fingerprint.items() if k in stored or k not in DATA_DIGESTS}
 
 
 __all__ = [
@@ -970,10 +1074,14 @@ __all__ = [
     "CheckpointLockedError",
     "FolderLock",
     "check_checkpoint_folder",
+    "check_metadata",
     "checkpoint_files",
     "dataset_fingerprint",
     "describe_tree",
+    "features_sha256",
+    "fingerprint_expectation",
     "foreign_checkpoints",
+    "graph_sha256",
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",

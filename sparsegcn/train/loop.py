@@ -27,7 +27,14 @@ import optax
 from sparsegcn.nn.model import Model
 from sparsegcn.train.guard import raise_if_diverged, raise_if_loss_grew
 from sparsegcn.train.optim import make_optimizer
-from sparsegcn.train.state import TrainConfig, TrainState, init_state, resume_state, seed_keys
+from sparsegcn.train.state import (
+    TrainConfig,
+    TrainState,
+    check_masks,
+    init_state,
+    resume_state,
+    seed_keys,
+)
 
 
 @dataclasses.dataclass
@@ -158,7 +165,8 @@ def run_training(
       ``trainer.result(...)``, a :class:`FitResult`.
 
     Raises:
-      ValueError: no seeds, or a state or history that does not match them.
+      ValueError: no seeds, a state or history that does not match them, or
+        an empty train, validation or test mask (:func:`~sparsegcn.train.state.check_masks`).
       DivergenceError: a seed's loss or gradient became non-finite; raised
         after the compiled call in which it happened, before ``on_chunk``.
     """
@@ -167,6 +175,7 @@ def run_training(
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError(f"{trainer.name} needs at least one seed")
+    check_masks(data, trainer.name)
     tx = make_optimizer(config)
     state = start_state(model, tx, config, seeds, state, history)
     state, data = trainer.place(state, data)

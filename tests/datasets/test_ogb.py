@@ -235,7 +235,7 @@ def test_products_keeps_both_directions_and_counts_pairs(tmp_path):
 def test_papers100m_binary_layout_maps_nan_labels_to_minus_one(tmp_path):
     edges = np.array([[1, 0], [2, 0], [2, 1], [3, 2], [4, 3]])
     labels = np.array([3.0, np.nan, 171.0, 0.0, np.nan])
-    split = {"train": [0, 2], "valid": [3], "test": [0]}
+    split = {"train": [0], "valid": [3], "test": [2]}
     write_fake(
         tmp_path,
         "ogbn-papers100M",

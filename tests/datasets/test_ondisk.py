@@ -436,8 +436,8 @@ def test_a_folder_written_by_hand_as_documented(tmp_path):
     np.save(g / "indptr.npy", np.array([0, 1, 3, 4], np.int64))
     np.save(g / "indices.npy", np.array([1, 0, 2, 1], np.int32))
     np.save(g / "features.npy", np.eye(3, dtype=np.float32))
-    np.save(g / "labels.npy", np.array([0, 1, -1]))
-    for split, ids in {"train": [0], "valid": [1], "test": [1]}.items():
+    np.save(g / "labels.npy", np.array([0, 1, 1]))
+    for split, ids in {"train": [0], "valid": [1], "test": [2]}.items():
         np.save(g / f"{split}.npy", np.array(ids, np.int64))
     files = {}
     for key in ("indptr", "indices", "features", "labels", "train", "valid", "test"):

@@ -54,7 +54,7 @@ def test_max_in_degree_matches_a_count_of_receivers():
 def test_fanouts_above_the_largest_in_degree_are_lowered_to_it():
     from sparsegcn.experiment.resources import fit_to_graph
 
-    dataset = star(5)  # largest in-degree 5 (node 0), every other node 1
+    dataset = star(5, train=2)  # disjoint splits; largest in-degree 5 (node 0), others 1
     exp = Experiment(model="sage", fanouts="100000,3,7")
     fitted = fit_to_graph(exp, dataset, available=None)
     assert fitted.fanouts == "5,3,5" and fitted.layers == 3
