@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TypeVar
+import types
+from collections.abc import Callable, Iterable
+from typing import NamedTuple, TypeVar, cast
 
 from sparsegcn._checks import check_hyperparameter, check_hyperparameters, check_static_int
 from sparsegcn.backends import DEFAULT_BACKEND, get_backend
+from sparsegcn.datasets import is_path
 from sparsegcn.features import FEATURE_NORMALIZATIONS
 from sparsegcn.nn.registry import MODELS as REGISTRY
 from sparsegcn.nn.registry import get_model_spec
@@ -50,6 +53,122 @@ FALLBACK_DEFAULTS = {"epochs": 200, "patience": 100, "monitor": "val_acc"}
 
 
 _T = TypeVar("_T")
+
+
+class Applies(NamedTuple):
+    """Where an :class:`Experiment` field has an effect (a row of :data:`APPLIES`).
+
+    Attributes:
+      when: ``when(experiment)`` is true where the field does something.
+      where: what it applies to, in words.
+      here: ``here(experiment)``: why this run is not such a run, in words.
+      idle: values besides the field's default that ask for nothing
+        (``fanouts="none"``: full batch).
+    """
+
+    when: Callable[[Experiment], bool]
+    where: str
+    here: Callable[[Experiment], str]
+    idle: tuple = ()
+
+
+def _names(test: Callable) -> str:
+    return ", ".join(m for m in MODELS if test(REGISTRY[m]))
+
+
+def _sampled(exp) -> bool:
+    return exp.fanouts is not None and exp.fanouts != "none"
+
+
+def _full_batch(exp: Experiment) -> str:
+    return f"{exp.model} trains full batch here (fanouts={exp.fanouts or 'none'!r})"
+
+
+_SAMPLED_RUN = Applies(
+    _sampled,
+    f"sampled mini-batch training (--fanouts; models {_names(lambda s: s.sampled)})",
+    _full_batch,
+)
+
+APPLIES: dict[str, Applies] = {
+    "fanouts": Applies(
+        lambda e: get_model_spec(e.model).sampled,
+        f"a model that runs on sampled blocks ({_names(lambda s: s.sampled)})",
+        lambda e: f"{e.model} trains full batch only",
+        idle=("none",),
+    ),
+    "batch_size": _SAMPLED_RUN,
+    "sampler": _SAMPLED_RUN,
+    "dedup_caps": Applies(
+        lambda e: _sampled(e) and e.sampler == "dedup",
+        "the dedup sampler (--sampler dedup, with --fanouts)",
+        lambda e: f"sampler={e.sampler!r}" if _sampled(e) else _full_batch(e),
+    ),
+    "features_on": _SAMPLED_RUN._replace(idle=("auto",)),
+    "graph_on": _SAMPLED_RUN._replace(idle=("auto",)),
+    "max_batches": _SAMPLED_RUN,
+    "residual": Applies(
+        lambda e: get_model_spec(e.model).residual,
+        f"models with skip connections ({_names(lambda s: s.residual)})",
+        lambda e: f"{e.model} has no skip connections",
+    ),
+    "feature_cache": Applies(
+        lambda e: get_model_spec(e.model).precompute,
+        f"models that precompute their features ({_names(lambda s: s.precompute)})",
+        lambda e: f"{e.model} has none to cache",
+    ),
+    "checkpoint_every": Applies(
+        lambda e: e.checkpoint is not None,
+        "runs that write checkpoints (--checkpoint)",
+        lambda e: "this run writes none",
+    ),
+    "keep": Applies(
+        lambda e: e.checkpoint is not None,
+        "runs that write checkpoints (--checkpoint)",
+        lambda e: "this run writes none",
+    ),
+    "overwrite": Applies(
+        lambda e: e.checkpoint is not None,
+        "runs that write checkpoints (--checkpoint)",
+        lambda e: "this run writes none",
+    ),
+    "divergence_epochs": Applies(
+        lambda e: bool(e.divergence_factor),
+        "runs that watch for divergence (--divergence-factor above 0)",
+        lambda e: "divergence_factor=0 turns the watch off",
+    ),
+    "root": Applies(
+        lambda e: not is_path(e.dataset),
+        "datasets named by name (their files live under the data root)",
+        lambda e: f"dataset {e.dataset!r} is a folder path, read as it is",
+    ),
+    "scale": Applies(
+        lambda e: e.dataset.startswith("synthetic:"),
+        "generated datasets (synthetic:<preset>)",
+        lambda e: f"dataset {e.dataset!r} is read as it is",
+    ),
+}
+"""Fields that apply only to some models or modes. A field given a value other than
+its default (or an ``idle`` one) where its row's ``when`` is false is refused with
+one line (:meth:`Experiment.check_applies`), as a model option is for the wrong
+model (:meth:`~sparsegcn.nn.registry.ModelSpec.resolve_options`). A new option
+that applies only sometimes needs one row here and nothing else."""
+
+
+def without_inapplicable(settings: dict) -> dict:
+    """``settings`` (:class:`Experiment` field values, every field present, as a
+    checkpoint records them) with each field that does not apply (:data:`APPLIES`)
+    set back to its default: checkpoints written before such fields were refused
+    recorded values that had no effect, and still load."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Experiment)}
+    # Read as an Experiment by the rows (the fields they read are all present).
+    view = cast(Experiment, types.SimpleNamespace(**{**defaults, **settings}))
+    cleaned = dict(settings)
+    for name, rule in APPLIES.items():
+        value = getattr(view, name)
+        if value != defaults[name] and value not in rule.idle and not rule.when(view):
+            cleaned[name] = defaults[name]
+    return cleaned
 
 
 def _resolved(name: str, value: _T | None, model: str) -> _T:
@@ -220,21 +339,9 @@ class Experiment:
         given = dict(self.model_options or ())
         resolved = spec.resolve_options(self.model, given)
         object.__setattr__(self, "model_options", tuple(sorted(resolved.items())))
-        if self.residual and not spec.residual:
-            raise ValueError(f"--residual: {self.model} has no skip connections")
-        if self.feature_cache is not None and not spec.precompute:
-            users = ", ".join(m for m in MODELS if REGISTRY[m].precompute)
-            raise ValueError(
-                f"--feature-cache caches precomputed features ({users}); {self.model} has none"
-            )
         if self.residual and resolved.get("jk", "none") != "none":
             raise ValueError(
                 f"--residual with --jk {resolved['jk']}: jumping knowledge has no skip connections"
-            )
-        if self.fanouts is not None and self.fanouts != "none" and not spec.sampled:
-            raise ValueError(
-                f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "
-                f"that runs on sampled blocks ({', '.join(m for m in MODELS if REGISTRY[m].sampled)})"
             )
         # Every number first, through the table the Python API shares
         # (sparsegcn._checks.HYPERPARAMETERS), so a bad value is named before
@@ -294,9 +401,9 @@ class Experiment:
         require_order_library(self.reorder)  # metis and networkit: refused before any data is read
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
-        if self.dedup_caps is not None and self.sampler != "dedup":
-            raise ValueError(f"--dedup-caps {self.dedup_caps!r} needs --sampler dedup")
         check_features_on(self.features_on)
+        check_graph_on(self.graph_on)
+        self.check_applies()
         if self.shard_features:
             # Sharded features live on the devices of a data-parallel run.
             refused = {
@@ -316,7 +423,6 @@ class Experiment:
                         f"--shard-features splits the features over the devices of a sampled "
                         f"data-parallel run; {name}={value!r}: {why[name]}"
                     )
-        check_graph_on(self.graph_on)
         check_static_int("max_batches", self.max_batches, minimum=0)
         if self.features_on in ("host", "mmap"):
             self.check_streamed(f"features_on={self.features_on!r}")
@@ -331,6 +437,30 @@ class Experiment:
                     f"{self.model} samples one hop per layer, but fanouts={self.fanouts!r} has "
                     f"{hops} hops and layers={self.layers}; pass --layers {hops}"
                 )
+
+    def check_applies(self, given: Iterable[str] = ()) -> None:
+        """Refuses a setting that would do nothing in this run (:data:`APPLIES`).
+
+        Args:
+          given: fields set explicitly (the command line's flags), checked
+            even where their value is the default; any field whose value
+            differs from its default is checked anyway.
+
+        Raises:
+          ValueError: naming the first such field, its value, what it
+            applies to and why this run is not that.
+        """
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        given = set(given)
+        for name, rule in APPLIES.items():
+            value = getattr(self, name)
+            unset = value == defaults[name] and name not in given
+            if unset or value in rule.idle or rule.when(self):
+                continue
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(
+                f"{name}={value!r} ({flag}) applies only to {rule.where}; {rule.here(self)}"
+            )
 
     def check_streamed(self, reason: str) -> None:
         """Refuses what a streamed run (:func:`~sparsegcn.train.fit_streamed`: one seed,
