@@ -59,6 +59,7 @@ from tqdm.auto import tqdm
 from sparsegcn.datasets.base import SPLITS
 from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
 from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
+from sparsegcn.files import reading
 
 GROUP_EDGES = 1 << 26
 """Default directed edges sorted at once: bounds the converter's memory."""
@@ -114,12 +115,13 @@ def _csv_chunks(path: Path, rows: int, dtype):
     """``[r, columns]`` arrays of a headerless gzip CSV, ``rows`` lines at a time."""
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing")
-    reader = _pandas().read_csv(
-        path, header=None, chunksize=rows, dtype=dtype, compression="gzip", na_filter=True
-    )
-    with reader:
-        for frame in reader:
-            yield frame.to_numpy()
+    with reading(path):  # a truncated or corrupt gzip, a malformed CSV: one error naming path
+        reader = _pandas().read_csv(
+            path, header=None, chunksize=rows, dtype=dtype, compression="gzip", na_filter=True
+        )
+        with reader:
+            for frame in reader:
+                yield frame.to_numpy()
 
 
 def _read_csv(path: Path, dtype) -> np.ndarray:
@@ -149,7 +151,7 @@ class NpzMember(NamedTuple):
         member = f"{key}.npy"
         if not archive.is_file():
             raise FileNotFoundError(f"{archive} is missing")
-        with zipfile.ZipFile(archive) as zf:
+        with reading(archive), zipfile.ZipFile(archive) as zf:
             if member not in zf.namelist():
                 raise ValueError(f"{archive} has no array {key!r} (members: {zf.namelist()})")
             with zf.open(member) as f:
@@ -168,7 +170,8 @@ class NpzMember(NamedTuple):
     def read_flat(self, start: int, count: int, chunk: int):
         """Elements ``[start, start + count)`` in storage order, ``chunk`` at a time."""
         size = self.dtype.itemsize
-        with zipfile.ZipFile(self.archive) as zf, zf.open(self.member) as f:
+        where = f"{self.archive}:{self.member}"
+        with reading(where), zipfile.ZipFile(self.archive) as zf, zf.open(self.member) as f:
             f.seek(self.data_offset + start * size)
             for first in range(0, count, chunk):
                 want = min(chunk, count - first)
@@ -552,9 +555,11 @@ def main(argv=None) -> int:
             group_edges=args.group_edges,
             tmp_dir=args.tmp_dir,
         )
-    except (ValueError, OSError, ImportError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except Exception as err:
+        from sparsegcn.cli import exit_status, one_line
+
+        print(f"error: {one_line(err)}", file=sys.stderr)
+        return exit_status(err)
     print(path)
     return 0
 

@@ -96,7 +96,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsegcn.datasets.base import SPLITS, Dataset
-from sparsegcn.files import release_pages
+from sparsegcn.files import CorruptFileError, json_text, load_npy, naming, release_pages
 from sparsegcn.graph import Graph
 
 FORMAT = "sparsegcn-graph"
@@ -228,13 +228,15 @@ class DatasetWriter:
         self._splits: dict = {}
 
     def _open(self, name: str, dtype, shape):
-        return np.lib.format.open_memmap(self.tmp / f"{name}.npy", "w+", dtype, shape)
+        with naming(self.path / f"{name}.npy"):  # not the temporary folder's name
+            return np.lib.format.open_memmap(self.tmp / f"{name}.npy", "w+", dtype, shape)
 
     def write_split(self, name: str, ids) -> None:
         """Writes split ``name`` (``train``/``valid``/``test``) as int64 node ids."""
         if name not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
-        np.save(self.tmp / f"{name}.npy", np.asarray(ids, np.int64), allow_pickle=False)
+        with naming(self.path / f"{name}.npy"):
+            np.save(self.tmp / f"{name}.npy", np.asarray(ids, np.int64), allow_pickle=False)
         self._splits[name] = True
 
     def finish(
@@ -266,7 +268,7 @@ class DatasetWriter:
 
         for key in tqdm(_FILES, disable=not progress, desc="sha256", leave=False):
             file = self.tmp / f"{key}.npy"
-            header = np.load(file, mmap_mode="r", allow_pickle=False)
+            header = load_npy(file, mmap_mode="r")
             files[key] = {
                 "file": file.name,
                 "dtype": str(header.dtype),
@@ -288,7 +290,7 @@ class DatasetWriter:
             "files": files,
         }
         with open(self.tmp / MANIFEST, "w") as f:
-            json.dump(manifest, f, indent=1)
+            f.write(json_text(manifest, indent=1))
             f.flush()
             os.fsync(f.fileno())
         for key in _FILES:
@@ -493,11 +495,13 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
         entry = manifest["files"][key]
         file = folder / entry["file"]
         try:
-            array = np.load(file, mmap_mode="r", allow_pickle=False)
+            array = load_npy(file, mmap_mode="r")
         except FileNotFoundError as err:
             raise FormatError(file, key, "missing") from err
-        except (OSError, ValueError, EOFError) as err:
-            raise FormatError(file, key, f"not a readable .npy file or truncated ({err})") from err
+        except CorruptFileError as err:
+            raise FormatError(file, key, err.cause) from err
+        except OSError as err:
+            raise FormatError(file, key, f"unreadable ({err.strerror or err})") from err
         if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
             raise FormatError(
                 file,

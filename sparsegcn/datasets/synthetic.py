@@ -33,6 +33,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset
+from sparsegcn.files import json_text, load_npy
 from sparsegcn.graph import Graph
 
 GENERATOR = "dcsbm-1"  # bump when a seed's output changes: older caches are then refused
@@ -494,7 +495,7 @@ def _write_cache(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int)
         arrays = _dataset_arrays(dataset)
         for name, array in arrays.items():
             _save_array(tmp / f"{name}.npy", np.asarray(array))
-        manifest = json.dumps(_manifest(dataset, spec, seed, arrays), indent=1)
+        manifest = json_text(_manifest(dataset, spec, seed, arrays), indent=1)
         with open(tmp / MANIFEST, "w") as f:
             f.write(manifest)
             f.flush()
@@ -535,8 +536,8 @@ def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
     for name in _ARRAYS:
         file = folder / f"{name}.npy"
         try:
-            array = np.load(file, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError, EOFError) as err:
+            array = load_npy(file, mmap_mode="r")
+        except (OSError, ValueError) as err:
             raise ValueError(
                 f"synthetic cache file {file} is missing, truncated or corrupt ({err}); {hint}"
             ) from err

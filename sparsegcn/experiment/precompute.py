@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from sparsegcn import _checks, transforms
 from sparsegcn.features import Features, SparseFeatures, as_features
-from sparsegcn.files import save_npy_atomic
+from sparsegcn.files import load_npy, save_npy_atomic
 from sparsegcn.graph import Graph
 from sparsegcn.nn.sgc import sgc_features
 from sparsegcn.train.checkpoint import dataset_fingerprint
@@ -94,8 +94,8 @@ def precompute_key(dataset, graph: Graph, features, *, hops: int, normalize_feat
 def _read(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
     """The cached array, or ``None`` when absent or not the expected float32 ``shape``."""
     try:
-        array = np.load(path, allow_pickle=False, mmap_mode=None)
-    except (OSError, ValueError, EOFError):  # absent, truncated, or an object array
+        array = load_npy(path)
+    except (OSError, ValueError):  # absent, truncated, not .npy, or an object array
         return None
     if array.shape != shape or array.dtype != np.float32:
         return None

@@ -61,7 +61,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sparsegcn.files import fsync_directory, save_npy_atomic, write_atomic
+from sparsegcn.files import fsync_directory, json_text, save_npy_atomic, write_atomic
 from sparsegcn.train.state import TrainState
 
 FORMAT = "sparsegcn.checkpoint"
@@ -410,7 +410,7 @@ def save_checkpoint(
         raise TypeError(f"run_id must be a string or None, got {run_id!r}")
     with FolderLock(directory):
         write_atomic(directory / arrays_name, lambda f: f.write(payload))
-        text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        text = json_text(manifest)
         path = write_atomic(directory / f"ckpt-{epoch:06d}.json", lambda f: f.write(text.encode()))
         _prune(directory, keep, run_id)
     return path

@@ -27,7 +27,14 @@ import optax
 from sparsegcn.nn.model import Model
 from sparsegcn.train.guard import raise_if_diverged, raise_if_loss_grew
 from sparsegcn.train.optim import make_optimizer
-from sparsegcn.train.state import TrainConfig, TrainState, init_state, resume_state, seed_keys
+from sparsegcn.train.state import (
+    TrainConfig,
+    TrainState,
+    check_node_data,
+    init_state,
+    resume_state,
+    seed_keys,
+)
 
 
 @dataclasses.dataclass
@@ -158,11 +165,15 @@ def run_training(
       ``trainer.result(...)``, a :class:`FitResult`.
 
     Raises:
-      ValueError: no seeds, or a state or history that does not match them.
+      TypeError: ``model`` or ``data`` of the wrong type
+        (:func:`~sparsegcn.train.state.check_node_data`).
+      ValueError: no seeds, a state or history that does not match them, or
+        labels outside the model's classes.
       DivergenceError: a seed's loss or gradient became non-finite; raised
         after the compiled call in which it happened, before ``on_chunk``.
     """
     start = time.perf_counter()
+    check_node_data(trainer.name, model, data)
     config = TrainConfig() if config is None else config
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
