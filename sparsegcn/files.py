@@ -14,6 +14,7 @@ import mmap
 import os
 import stat
 import tempfile
+import traceback
 import zipfile
 import zlib
 from collections.abc import Callable, Mapping
@@ -204,9 +205,16 @@ def read_cause(err: BaseException) -> str | None:
         return "corrupt compressed data"
     if isinstance(err, UnicodeDecodeError):
         return "not text in the expected encoding"
-    if type(err).__module__.split(".")[0] == "pandas" and isinstance(err, ValueError):
-        return "malformed CSV"
+    if isinstance(err, ValueError) and _raised_in_pandas(err):
+        return "malformed CSV"  # its parser errors, or int('a') on a cell
     return None
+
+
+def _raised_in_pandas(err: BaseException) -> bool:
+    if type(err).__module__.split(".")[0] == "pandas":
+        return True
+    frames = traceback.extract_tb(err.__traceback__)
+    return any(f"{os.sep}pandas{os.sep}" in frame.filename for frame in frames)
 
 
 @contextlib.contextmanager

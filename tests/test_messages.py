@@ -210,6 +210,7 @@ def _gzip_bytes(text: str) -> bytes:
         (lambda good: good[: len(good) // 2], "truncated"),
         (lambda good: good[:10] + b"\xff" * 40 + good[50:], "corrupt compressed data"),
         (lambda good: b"0,1\n1,2\n", "not a gzip file"),
+        (lambda good: gzip.compress(b"a,b\nc,d\n"), "malformed CSV"),
     ],
 )
 def test_convert_names_a_bad_gzip_file(tmp_path, capsys, damage, words):
@@ -222,6 +223,7 @@ def test_convert_names_a_bad_gzip_file(tmp_path, capsys, damage, words):
     argv = ["ogbn-arxiv", "--root", str(tmp_path / "root"), "--out", str(tmp_path / "out")]
     assert convert.main([*argv, "--no-progress"]) == 2
     line = one_error_line(capsys)
+    assert line.startswith("python -m sparsegcn.datasets.convert: error: ")
     assert str(raw / "edge.csv.gz") in line and words in line, line
 
 

@@ -59,7 +59,7 @@ from tqdm.auto import tqdm
 from sparsegcn.datasets.base import SPLITS
 from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
 from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
-from sparsegcn.files import reading
+from sparsegcn.files import naming, reading
 
 GROUP_EDGES = 1 << 26
 """Default directed edges sorted at once: bounds the converter's memory."""
@@ -233,7 +233,10 @@ class _Buckets:
         self.width = -(-num_nodes // count)
         self.count = -(-num_nodes // self.width)
         self.sizes = np.zeros(self.count, np.int64)
-        self.files = [open(self.path(b), "wb") for b in range(self.count)]  # noqa: SIM115
+        # Errors name the folder the buckets live in, not their temporary names.
+        self.where = f"the temporary edge buckets in {folder.parent}"
+        with naming(self.where):
+            self.files = [open(self.path(b), "wb") for b in range(self.count)]  # noqa: SIM115
 
     def path(self, b: int) -> Path:
         return self.folder / f"bucket{b:05d}.bin"
@@ -245,8 +248,9 @@ class _Buckets:
         counts = np.bincount(bucket, minlength=self.count)
         bounds = np.concatenate([[0], np.cumsum(counts)])
         keys = keys[order]
-        for b in np.flatnonzero(counts):
-            keys[bounds[b] : bounds[b + 1]].tofile(self.files[b])
+        with naming(self.where):
+            for b in np.flatnonzero(counts):
+                keys[bounds[b] : bounds[b + 1]].tofile(self.files[b])
         self.sizes += counts
 
     def close(self) -> None:
@@ -558,7 +562,7 @@ def main(argv=None) -> int:
     except Exception as err:
         from sparsegcn.cli import exit_status, one_line
 
-        print(f"error: {one_line(err)}", file=sys.stderr)
+        print(f"{parser.prog}: error: {one_line(err)}", file=sys.stderr)
         return exit_status(err)
     print(path)
     return 0

@@ -33,7 +33,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset
-from sparsegcn.files import json_text, load_npy
+from sparsegcn.files import json_text, load_npy, naming
 from sparsegcn.graph import Graph
 
 GENERATOR = "dcsbm-1"  # bump when a seed's output changes: older caches are then refused
@@ -493,10 +493,11 @@ def _write_cache(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
     try:
         arrays = _dataset_arrays(dataset)
-        for name, array in arrays.items():
-            _save_array(tmp / f"{name}.npy", np.asarray(array))
+        with naming(folder):  # the cache's name, not the temporary folder's
+            for name, array in arrays.items():
+                _save_array(tmp / f"{name}.npy", np.asarray(array))
         manifest = json_text(_manifest(dataset, spec, seed, arrays), indent=1)
-        with open(tmp / MANIFEST, "w") as f:
+        with naming(folder / MANIFEST), open(tmp / MANIFEST, "w") as f:
             f.write(manifest)
             f.flush()
             os.fsync(f.fileno())
