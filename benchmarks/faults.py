@@ -1747,7 +1747,9 @@ add(
     "one-line faults",
     "fit_sweep(model, {'x': 1})",
     lambda tmp: api(
-        lambda: sg.fit_sweep(sg.mlp(3, 2, hidden=4), {"x": 1}, TrainConfig(), [0], [{}]),
+        lambda: sg.fit_sweep(
+            sg.mlp(3, 2, hidden=4), {"x": 1}, TrainConfig(), seeds=[0], points=[{}]
+        ),
         words="NodeData",
     ),
 )
@@ -1764,7 +1766,8 @@ add(
 def _tiny_dataset(num_edges: int = 2):
     from sparsegcn.datasets import Dataset
 
-    senders, receivers = np.array([0, 1][:num_edges]), np.array([1, 0][:num_edges])
+    senders = np.array([0, 1][:num_edges], np.int64)
+    receivers = np.array([1, 0][:num_edges], np.int64)
     return Dataset(
         "tiny",
         sg.Graph(senders, receivers, None, 3),
@@ -1879,8 +1882,8 @@ add(
             sg.mlp(3, 2, hidden=4),
             _tiny_node_data([0, 1, 0, 1]),
             TrainConfig(),
-            [0],
-            [{"learning_rate": 1e300}],
+            seeds=[0],
+            points=[{"learning_rate": 1e300}],
         ),
         words="not representable",
     ),
