@@ -81,7 +81,7 @@ def _sampled(exp) -> bool:
 
 
 def _full_batch(exp: Experiment) -> str:
-    return f"{exp.model} trains full batch here (fanouts={exp.fanouts or 'none'!r})"
+    return f"{exp.model} trains full batch here, with fanouts={exp.fanouts or 'none'!r}"
 
 
 _SAMPLED_RUN = Applies(
@@ -193,7 +193,9 @@ class Experiment:
     """
 
     dataset: str = _field(
-        DEFAULT_DATASET, "dataset name; the default is generated in-process, no download"
+        DEFAULT_DATASET,
+        "dataset name, or the path of an on-disk dataset folder (./NAME, DIR/NAME); the "
+        "default is generated in-process, no download",
     )
     root: str | None = _field(None, "data root (default: $SPARSEGCN_DATA or ./datasets)")
     scale: float = _field(1.0, "shrink factor for synthetic presets")
