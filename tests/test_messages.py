@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -72,6 +73,8 @@ def test_a_registered_name_is_not_shadowed_by_a_folder(tmp_path, monkeypatch):
         load("cora", root, download=False)
     with pytest.raises(FormatError, match=r"manifest\.json"):
         load("./cora")
+    with pytest.raises(FormatError, match=r"manifest\.json"):
+        load(Path("cora"))  # a path object is a folder
 
 
 def test_an_unregistered_bare_name_is_not_read_as_a_folder(tmp_path, monkeypatch):

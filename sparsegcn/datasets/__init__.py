@@ -56,7 +56,7 @@ def is_path(name: str) -> bool:
 
 
 def load(
-    name: str,
+    name: str | os.PathLike,
     root: str | Path | None = None,
     *,
     scale: float = 1.0,
@@ -88,12 +88,15 @@ def load(
         (:func:`~sparsegcn.datasets.ondisk.load_ondisk`).
 
     Raises:
-      TypeError: ``name`` is not a string.
+      TypeError: ``name`` is neither a string nor a path object.
       ValueError: unknown name, or a bad ``root``/``scale``;
         :class:`~sparsegcn.datasets.ondisk.FormatError` for a bad on-disk folder.
     """
     from sparsegcn.datasets.ondisk import is_ondisk, load_ondisk
 
+    if isinstance(name, os.PathLike):  # a pathlib.Path is a folder, whatever it looks like
+        text = str(os.fspath(name))
+        name = text if is_path(text) else os.path.join(os.curdir, text)
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string, got {name!r} ({type(name).__name__})")
     _check_applies(name, root=root, scale=scale, seed=seed, verify=verify)
