@@ -35,7 +35,8 @@ Usage::
 
     PYTHONPATH=. python benchmarks/faults.py [--only WORDS] [--json PATH] [--kills 12]
 
-Takes about 5-10 minutes on 2 CPU cores.
+Takes about 5-10 minutes on 2 CPU cores, plus about 5 for group 10 (issue 26:
+``--only names``, ``applicability``, ``one-line faults``, ``outputs``).
 """
 
 from __future__ import annotations
