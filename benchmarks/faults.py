@@ -21,6 +21,8 @@ Runs every case and prints one row per case and the table::
   or a wrong output (goal 0).
 - lost data: a file that existed before the fault is gone or changed, or
   some but not all of an all-or-nothing output was written (goal 0).
+- hang: a subprocess case still running after ``HANG_S`` seconds, or a
+  download not cut off in time (goal 0).
 - open: refusals that belong to code being changed elsewhere (the model
   builders, which will call ``sparsegcn._checks.check_hyperparameters``);
   listed, not hidden.
@@ -35,8 +37,10 @@ Usage::
 
     PYTHONPATH=. python benchmarks/faults.py [--only WORDS] [--json PATH] [--kills 12]
 
-Takes about 5-10 minutes on 2 CPU cores, plus about 5 for group 10 (issue 26:
-``--only names``, ``applicability``, ``one-line faults``, ``outputs``).
+Takes about 5-10 minutes on 2 CPU cores, plus about 5 for group 11 (issue 26:
+``--only names``, ``applicability``, ``one-line faults``, ``outputs``). The issue 26
+cases (``--only "26 "``) mount a 4 MiB tmpfs for full disks and mknod a device when
+run as root, and report "skipped" otherwise.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ import scipy.sparse as sp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from helpers import TOY_SPLIT, toy_ondisk  # noqa: E402
 from http_server import serve  # noqa: E402
 
 import sparsegcn as sg  # noqa: E402
@@ -97,6 +102,7 @@ KINDS = (
     "silent",
     "lost",
     "open",
+    "hang",
 )
 API_ERRORS = (ValueError, TypeError, OSError, pickle.UnpicklingError, EOFError, LookupError)
 FAST = ["--epochs", "3", "--patience", "0", "--no-progress"]
@@ -156,8 +162,9 @@ def judge_cli(rc, err: str, *, expect_error: bool, words: str | None = None) -> 
     return Result("clean", last)
 
 
-def cli(argv: list[str]) -> tuple[int | None, str, str]:
-    """Runs ``sparsegcn argv`` in this process; ``(status, stdout, stderr)``.
+def cli(argv: list[str], entry=None) -> tuple[int | None, str, str]:
+    """Runs ``sparsegcn argv`` (or ``entry(argv)``, another program's ``main``) in this
+    process; ``(status, stdout, stderr)``.
 
     An exception escaping :func:`main` is rendered as the traceback Python
     would print (status ``None``).
@@ -165,7 +172,7 @@ def cli(argv: list[str]) -> tuple[int | None, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            rc = main(argv)
+            rc = (entry or main)(argv)
         except SystemExit as exit_:
             rc = exit_.code if isinstance(exit_.code, int) else 1
         except BaseException:
@@ -252,7 +259,6 @@ def shared_data() -> Path | None:
     for candidate in (
         os.environ.get("SPARSEGCN_TEST_DATA"),
         REPO.parent / "shared" / "data",
-        "/work/shared/data",
     ):
         if candidate and (Path(candidate) / "planetoid" / "ind.cora.x").exists():
             return Path(candidate)
@@ -264,7 +270,7 @@ _BASE: dict[str, Path] = {}
 
 
 def base_checkpoint(tmp: Path) -> Path:
-    """A copy of a 1-seed synthetic:tiny checkpoint folder, trained once per session."""
+    """A copy of a 1-seed synthetic:tiny checkpoint folder, trained once per run."""
     if "ck" not in _BASE:
         folder = Path(tempfile.mkdtemp(prefix="faults-base-")) / "ck"
         rc, _, err = cli(["train", *FAST, "--checkpoint", str(folder)])
@@ -1500,7 +1506,895 @@ for name, fn in API_CASES:
     _api_case(name, fn)
 
 
-# -- 10. names, options that do not apply, one-line faults, valid outputs (issue 26) --
+# -- issue 26, class 4: degenerate data is refused, not trained on --------------
+
+DEGENERATE = [
+    ("an empty train split", {"split": {**TOY_SPLIT, "train": []}}, "'train' split is empty"),
+    ("an empty valid split", {"split": {**TOY_SPLIT, "valid": []}}, "'valid' split is empty"),
+    ("an empty test split", {"split": {**TOY_SPLIT, "test": []}}, "'test' split is empty"),
+    ("test = train", {"split": {**TOY_SPLIT, "test": [0, 1, 2, 3]}}, "in both the 'train'"),
+    ("valid overlapping test", {"split": {**TOY_SPLIT, "valid": [4, 7]}}, "in both the 'valid'"),
+    ("a repeated train id", {"split": {**TOY_SPLIT, "train": [0, 1, 1]}}, "more than once"),
+    ("num_features: 0", {"features": np.ones((12, 0))}, "num_features: must be >= 1"),
+    (
+        "zero nodes",
+        {"n": 0, "split": {"train": [], "valid": [], "test": []}},
+        "num_nodes: must be >= 1",
+    ),
+]
+
+for _name, _kwargs, _words in DEGENERATE:
+
+    def _degenerate(tmp, kwargs=_kwargs, words=_words):
+        folder = toy_ondisk(tmp / "ds", **kwargs)
+        return run_cli(["train", "--dataset", str(folder), *FAST], words=words)
+
+    add("degenerate data", f"train on an on-disk dataset with {_name}", _degenerate)
+
+
+@case("degenerate data", "train synthetic:arxiv --scale 1e-9")
+def _(tmp):
+    argv = ["train", "--dataset", "synthetic:arxiv", "--scale", "1e-9", "--root", str(tmp)]
+    return run_cli([*argv, *FAST], words="empty 'valid' split")
+
+
+@case("degenerate data", "sweep on a dataset with an empty test split")
+def _(tmp):
+    folder = toy_ondisk(tmp / "ds", split={**TOY_SPLIT, "test": []})
+    argv = ["train", "--dataset", str(folder), "--sweep", "lr=0.01,0.02", *FAST]
+    return run_cli(argv, words="'test' split is empty")
+
+
+@case("degenerate data", "create_model(in_features=0) and (num_classes=0)")
+def _(tmp):
+    first = api(lambda: sg.create_model("gcn", 0, 2, hidden=4, layers=2, dropout=0.0))
+    if first.kind != "clean":
+        return first
+    return api(lambda: sg.create_model("gcn", 3, 0, hidden=4, layers=2, dropout=0.0))
+
+
+@case("degenerate data", "fit with an empty validation mask")
+def _(tmp):
+    n = 6
+    graph = sg.Graph(np.arange(n, dtype=np.int32), (np.arange(n, dtype=np.int32) + 1) % n, None, n)
+    data = sg.train.NodeData(
+        graph,
+        np.ones((n, 3), np.float32),
+        np.zeros(n, np.int32),
+        np.arange(n) < 3,
+        np.zeros(n, bool),
+        np.arange(n) >= 3,
+    )
+    model = sg.create_model("gcn", 3, 2, hidden=4, layers=2, dropout=0.0)
+    return api(lambda: sg.fit(model, data, TrainConfig(epochs=1)), words="val_mask")
+
+
+@case("degenerate data", "Dataset(...) with test = train")
+def _(tmp):
+    from sparsegcn.datasets import Dataset
+
+    n = 6
+    graph = sg.Graph(np.arange(n, dtype=np.int32), (np.arange(n, dtype=np.int32) + 1) % n, None, n)
+    split = {"train": np.arange(3), "valid": np.array([3]), "test": np.arange(3)}
+    return api(
+        lambda: Dataset("toy", graph, np.ones((n, 2), np.float32), np.arange(n) % 2, split, 2),
+        words="in both",
+    )
+
+
+def ogb_raw(root: Path, *, nan_train_label=False, ragged=False) -> None:
+    """A 12-node ogbn-arxiv raw layout (CSV) under ``root/ogbn_arxiv``."""
+    import gzip
+
+    folder = root / "ogbn_arxiv"
+    n = 12
+    rows = {
+        "raw/edge.csv.gz": [f"{i},{(i + 1) % n}" for i in range(n)],
+        "raw/node-feat.csv.gz": [f"{i},{i % 3},{i % 5}" for i in range(n)],
+        "raw/node-label.csv.gz": [str(i % 40) for i in range(n)],
+        "raw/num-node-list.csv.gz": [str(n)],
+        "raw/num-edge-list.csv.gz": [str(n)],
+        "split/time/train.csv.gz": ["0", "1", "2", "3"],
+        "split/time/valid.csv.gz": ["4", "5"],
+        "split/time/test.csv.gz": ["6", "7", "8"],
+    }
+    if nan_train_label:
+        rows["raw/node-label.csv.gz"][0] = "nan"
+    if ragged:
+        rows["raw/node-feat.csv.gz"][3] = "3,0"
+    for name, lines in rows.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def _convert_case(tmp: Path, words: str, **fault) -> Result:
+    from sparsegcn.datasets.convert import main as convert_main
+
+    ogb_raw(tmp, **fault)
+    out = tmp / "out"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            rc = convert_main(
+                ["ogbn-arxiv", "--root", str(tmp), "--out", str(out), "--no-progress"]
+            )
+        except BaseException as exc:
+            return Result("traceback", f"{type(exc).__name__}: {exc}")
+    lines = [line for line in err.getvalue().splitlines() if line.strip()]
+    if rc == 0:
+        return Result("silent", "exit 0")
+    if len(lines) != 1 or words not in lines[0]:
+        return Result("unexpected", f"{len(lines)} lines: {lines[-1] if lines else ''}")
+    if out.exists() or [p for p in tmp.iterdir() if p.name.startswith(".")]:
+        return Result("lost", "an output or a temporary folder was left")
+    return Result("clean", lines[0])
+
+
+@case("degenerate data", "convert: a NaN label on a train node")
+def _(tmp):
+    return _convert_case(tmp, "node 0 has no label", nan_train_label=True)
+
+
+@case("degenerate data", "convert: a ragged feature row (padded with NaN)")
+def _(tmp):
+    return _convert_case(tmp, "is not finite", ragged=True)
+
+
+@case("degenerate data", "convert --overwrite with bad data keeps the old dataset")
+def _(tmp):
+    ogb_raw(tmp / "good")
+    from sparsegcn.datasets.convert import convert_ogb
+
+    out = convert_ogb("ogbn-arxiv", tmp / "good", tmp / "out")
+    before = snapshot(out)
+    ogb_raw(tmp / "bad", ragged=True)
+    result = api(lambda: convert_ogb("ogbn-arxiv", tmp / "bad", out, overwrite=True))
+    if result.kind == "clean" and snapshot(out) != before:
+        return Result("lost", "the old dataset changed")
+    return result
+
+
+# -- issue 26, class 5: what a result depends on is fingerprinted --------------
+
+
+def _toy_checkpoint(tmp: Path) -> tuple[Path, Path]:
+    folder = toy_ondisk(tmp / "ds")
+    rc, _, err = cli(["train", "--dataset", str(folder), *FAST, "--checkpoint", str(tmp / "ck")])
+    assert rc == 0, err
+    return folder, tmp / "ck"
+
+
+@case("fingerprints", "predict on a same-named dataset with other features")
+def _(tmp):
+    _, ck = _toy_checkpoint(tmp)
+    other = toy_ondisk(tmp / "other", features=np.random.default_rng(1).random((12, 3)))
+    argv = ["predict", "--checkpoint", str(ck), "--dataset", str(other)]
+    return run_cli([*argv, "--out", str(tmp / "p.npy")], words="the features differ")
+
+
+@case("fingerprints", "resume on the same folder with a rewired graph")
+def _(tmp):
+    folder, ck = _toy_checkpoint(tmp)
+    shutil.rmtree(folder)
+    toy_ondisk(folder, shift=3)  # same name, sizes, labels, splits and features
+    argv = ["train", "--dataset", str(folder), *FAST, "--resume", str(ck)]
+    return run_cli([*argv, "--epochs", "6"], words="the graph's edges differ")
+
+
+@case("fingerprints", "predict on the same folder with one feature row changed in place")
+def _(tmp):
+    folder, ck = _toy_checkpoint(tmp)
+    features = np.load(folder / "features.npy")
+    features[5] += 1.0
+    np.save(folder / "features.npy", features)  # the manifest's sha256 is now stale
+    argv = ["predict", "--checkpoint", str(ck), "--out", str(tmp / "p.npy")]
+    return run_cli(argv, words="the features differ")
+
+
+@case("fingerprints", "sgc --feature-cache overwritten with zeros")
+def _(tmp):
+    cache = tmp / "cache"
+    argv = ["train", "--model", "sgc", "--scale", "0.3", *FAST, "--feature-cache", str(cache)]
+    rc, _, err = cli([*argv, "--json", str(tmp / "a.json")])
+    if rc != 0:
+        return Result("false_error", err.strip()[-200:])
+    (path,) = cache.iterdir()
+    with np.load(path, allow_pickle=False) as npz:
+        stored = {k: npz[k] for k in npz.files}
+    with open(path, "wb") as f:  # same shape, same key, zeros
+        np.savez(f, **dict(stored, features=np.zeros_like(stored["features"])))
+    rc, _, err = cli([*argv, "--json", str(tmp / "b.json")])
+    if rc != 0:
+        return Result("false_error", err.strip()[-200:])
+    first, second = (json.loads((tmp / n).read_text())["test_acc"] for n in ("a.json", "b.json"))
+    if first != second:
+        return Result("silent", f"test acc {first} then {second} from the zeroed cache")
+    return Result("correct", f"recomputed: test acc {second} both times")
+
+
+# -- issue 26, class 1: never delete or replace what sparsegcn did not create ---
+# -- issue 26, class 2: a full disk or a changing file never kills silently ---
+
+
+def _ondisk(tmp: Path, name: str = "ds") -> Path:
+    """A small on-disk dataset folder (synthetic:tiny at scale 0.1)."""
+    return sg.datasets.save(load("synthetic:tiny", scale=0.1), tmp / name)
+
+
+def _intact(folder: Path, before: dict, result: Result) -> Result:
+    if snapshot(folder) != before:
+        return Result("lost", f"{folder.name} changed; {result.kind}: {result.detail}")
+    return result
+
+
+@case("26 replace", "save(overwrite=True) on a folder of the user's files")
+def _(tmp):
+    target = tmp / "mine"
+    target.mkdir()
+    (target / "thesis.tex").write_text("years of work")
+    (target / "indptr.npy").write_bytes(b"a file named like ours")
+    before = snapshot(target)
+    dataset = load("synthetic:tiny", scale=0.1)
+    result = api(lambda: sg.datasets.save(dataset, target, overwrite=True), words="thesis.tex")
+    return _intact(target, before, result)
+
+
+@case("26 replace", "save(overwrite=True) on a dataset folder holding a user's file")
+def _(tmp):
+    folder = _ondisk(tmp)
+    (folder / "notes.txt").write_text("mine")
+    before = snapshot(folder)
+    dataset = load("synthetic:tiny", scale=0.1, seed=1)
+    result = api(lambda: sg.datasets.save(dataset, folder, overwrite=True), words="notes.txt")
+    return _intact(folder, before, result)
+
+
+@case("26 replace", "save(overwrite=True) replaces a sparsegcn dataset folder")
+def _(tmp):
+    folder = _ondisk(tmp)
+    other = load("synthetic:tiny", scale=0.1, seed=1)
+    try:
+        sg.datasets.save(other, folder, overwrite=True)
+    except Exception as err:
+        return Result("false_error", f"{type(err).__name__}: {err}")
+    same = np.array_equal(load(str(folder)).features, other.features)
+    leftovers = [p.name for p in tmp.iterdir() if p.name != folder.name]
+    if not same or leftovers:
+        return Result("silent", f"features replaced: {same}; left: {leftovers}")
+    return Result("correct", "replaced, nothing left beside it")
+
+
+@case("26 replace", "synthetic_disk --overwrite on a folder of the user's files")
+def _(tmp):
+    from sparsegcn.datasets import synthetic_disk
+
+    target = tmp / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    before = snapshot(target)
+    argv = ["tiny", "--out", str(target), "--scale", "0.05", "--overwrite", "--no-progress"]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = synthetic_disk.main(argv)
+    result = judge_cli(rc, err.getvalue().replace("error: ", "synthetic_disk: error: "),
+                       expect_error=True, words="not a sparsegcn dataset folder")  # fmt: skip
+    return _intact(target, before, result)
+
+
+@case("26 replace", "ogbn folder with RELEASE_v1.txt but no raw file: no download, no delete")
+def _(tmp):
+    import importlib.util
+    import socket
+
+    if importlib.util.find_spec("ogb") is None:
+        return Result("skipped", "needs ogb")
+    folder = tmp / "ogbn_arxiv"
+    (folder / "raw").mkdir(parents=True)
+    (folder / "RELEASE_v1.txt").touch()
+    (folder / "notes.txt").write_text("mine")
+    before = snapshot(folder)
+    connect = socket.socket.connect
+    attempts = []
+
+    def refuse(self, address, *args):
+        attempts.append(address)
+        raise OSError(f"network access refused in this case: {address}")
+
+    socket.socket.connect = refuse  # type: ignore[method-assign]
+    try:
+        result = api(lambda: load("ogbn-arxiv", tmp), words="has no raw/edge.csv.gz")
+    finally:
+        socket.socket.connect = connect  # type: ignore[method-assign]
+    if attempts:
+        return Result("lost", f"tried to download: {attempts[0]}")
+    return _intact(folder, before, result)
+
+
+@case("26 replace", "checkpoint pruning keeps a user's file named like a checkpoint")
+def _(tmp):
+    user = tmp / "ckpt-000001-0123456789ab.npz"
+    user.write_bytes(b"a user's file")
+    for epoch in (1, 2, 3):
+        save_checkpoint(tmp, _tiny_state(epoch), seeds=[0], keep=1)
+    if not user.exists():
+        return Result("lost", "pruning removed a file no manifest listed")
+    arrays = sorted(p.name for p in tmp.glob("*.npz"))
+    if len(arrays) != 2:
+        return Result("silent", f"arrays files left: {arrays}")
+    return Result("correct", "kept; the run's own old arrays pruned")
+
+
+@case("26 replace", "train --overwrite with a look-alike ckpt-*.json of the user's")
+def _(tmp):
+    folder = base_checkpoint(tmp)
+    (folder / "ckpt-000099.json").write_text('{"my": "data"}')
+    before = snapshot(folder)
+    argv = ["train", *FAST, "--checkpoint", str(folder), "--overwrite"]
+    return _intact(folder, before, run_cli(argv, words="ckpt-000099.json"))
+
+
+@case("26 replace", "train --dataset DS --json DS/manifest.json")
+def _(tmp):
+    folder = _ondisk(tmp)
+    before = snapshot(folder)
+    argv = ["train", *FAST, "--dataset", str(folder), "--json", str(folder / "manifest.json")]
+    return _intact(folder, before, run_cli(argv, words="an input of this run"))
+
+
+@case("26 replace", "train --checkpoint DS (the dataset folder)")
+def _(tmp):
+    folder = _ondisk(tmp)
+    before = snapshot(folder)
+    argv = ["train", *FAST, "--dataset", str(folder), "--checkpoint", str(folder)]
+    return _intact(folder, before, run_cli(argv, words="an input of this run"))
+
+
+@case("26 replace", "predict --dataset DS --embeddings DS/features.npy")
+def _(tmp):
+    checkpoint = base_checkpoint(tmp)
+    folder = _ondisk(tmp)
+    before = snapshot(folder)
+    argv = [*predict_argv(checkpoint, tmp), "--dataset", str(folder)]
+    argv += ["--embeddings", str(folder / "features.npy")]
+    return _intact(folder, before, run_cli(argv, words="an input of this run"))
+
+
+@case("26 replace", "predict --json onto the checkpoint's own manifest")
+def _(tmp):
+    checkpoint = base_checkpoint(tmp)
+    before = snapshot(checkpoint)
+    argv = [*predict_argv(checkpoint, tmp), "--json", str(list_checkpoints(checkpoint)[-1])]
+    return _intact(checkpoint, before, run_cli(argv, words="an input of this run"))
+
+
+@case("26 replace", "predict --out a symbolic link to the checkpoint's arrays")
+def _(tmp):
+    checkpoint = base_checkpoint(tmp)
+    before = snapshot(checkpoint)
+    link = tmp / "p.npy"
+    link.symlink_to(checkpoint / read_manifest(checkpoint)["arrays"])
+    argv = ["predict", "--checkpoint", str(checkpoint), "--out", str(link)]
+    return _intact(checkpoint, before, run_cli(argv, words="an input of this run"))
+
+
+@case("26 replace", "info --json on a character device (root: mknod) stays a device")
+def _(tmp):
+    import stat
+
+    device = tmp / "null"
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except OSError:
+        return Result("skipped", "mknod needs root")
+    folder = _ondisk(tmp)
+    result = run_cli(["info", "--dataset", str(folder), "--json", str(device)], expect_error=False)
+    if not stat.S_ISCHR(os.stat(device).st_mode):
+        return Result("lost", "the device was replaced by a regular file")
+    return result
+
+
+@case("26 replace", "info --json /dev/null works (any user)")
+def _(tmp):
+    folder = _ondisk(tmp)
+    return run_cli(["info", "--dataset", str(folder), "--json", os.devnull], expect_error=False)
+
+
+@case("26 replace", "info --json on a FIFO with a reader: written in place")
+def _(tmp):
+    import stat
+
+    fifo = tmp / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        folder = _ondisk(tmp)
+        result = run_cli(
+            ["info", "--dataset", str(folder), "--json", str(fifo)], expect_error=False
+        )
+        try:
+            got = os.read(reader, 1 << 16)
+        except BlockingIOError:
+            got = b""
+    finally:
+        os.close(reader)
+    if not stat.S_ISFIFO(os.stat(fifo).st_mode):
+        return Result("lost", "the FIFO was replaced by a regular file")
+    if result.kind == "correct" and b'"num_nodes"' not in got:
+        return Result("silent", "nothing reached the reader")
+    return result
+
+
+@case("26 replace", "info --json on a FIFO nobody reads: refused, no hang")
+def _(tmp):
+    fifo = tmp / "pipe"
+    os.mkfifo(fifo)
+    folder = _ondisk(tmp)
+    return run_cli(
+        ["info", "--dataset", str(folder), "--json", str(fifo)], words="no process reads"
+    )
+
+
+@case("26 replace", "info --json on a socket: refused, kept")
+def _(tmp):
+    import socket
+    import stat
+
+    path = tmp / "s"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        folder = _ondisk(tmp)
+        result = run_cli(["info", "--dataset", str(folder), "--json", str(path)], words="socket")
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return Result("lost", "the socket was replaced")
+        return result
+    finally:
+        server.close()
+
+
+@contextlib.contextmanager
+def small_disk(tmp: Path, size: str = "4m"):
+    """A ``size`` tmpfs mounted under ``tmp`` (root only), or ``None``."""
+    folder = tmp / "disk"
+    folder.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)]
+    if subprocess.run(mount, capture_output=True).returncode != 0:
+        yield None
+        return
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+_BIG_SAVE = """
+import sys, numpy as np
+from sparsegcn.datasets import Dataset, save
+from sparsegcn.graph import Graph
+n = 20000
+ids = np.arange(n, dtype=np.int32)
+graph = Graph(ids, np.roll(ids, 1), None, n)
+split = {"train": ids[:10], "valid": ids[10:20], "test": ids[20:30]}
+dataset = Dataset(name="big", graph=graph, features=np.ones((n, 64), np.float32),
+                  labels=np.zeros(n, np.int64), split=split, num_classes=2)
+try:
+    save(dataset, sys.argv[1])
+except OSError as err:
+    print(f"save: error: {err}", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def _python(code: str, *args: str, timeout: int = 300) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env(), capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+    return done.returncode, done.stderr
+
+
+def _crash_or(rc: int, err: str, **judge) -> Result:
+    if rc < 0:
+        return Result("traceback", f"killed by signal {signal.Signals(-rc).name}")
+    return judge_cli(rc, err, **judge)
+
+
+@case("26 disk", "save() of a 5 MB dataset on a 4 MiB tmpfs: OSError, no SIGBUS, no temp")
+def _(tmp):
+    with small_disk(tmp) as disk:
+        if disk is None:
+            return Result("skipped", "mounting a tmpfs needs root")
+        rc, err = _python(_BIG_SAVE, str(disk / "out"))
+        result = _crash_or(rc, err, expect_error=True, words="No space left")
+        left = sorted(p.name for p in disk.iterdir())
+    if result.kind == "clean" and left:
+        return Result("unexpected", f"left behind: {left}")
+    return result
+
+
+@case("26 disk", "synthetic_disk on a 4 MiB tmpfs: one line, no SIGBUS, no temp")
+def _(tmp):
+    with small_disk(tmp) as disk:
+        if disk is None:
+            return Result("skipped", "mounting a tmpfs needs root")
+        argv = ["-m", "sparsegcn.datasets.synthetic_disk", "arxiv", "--scale", "0.1"]
+        argv += ["--out", str(disk / "out"), "--no-progress"]
+        done = subprocess.run([sys.executable, *argv], env=env(), capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        err = done.stderr.replace("error: ", "synthetic_disk: error: ", 1)
+        result = _crash_or(done.returncode, err, expect_error=True, words="No space left")
+        left = sorted(p.name for p in disk.iterdir())
+    if result.kind == "clean" and left:
+        return Result("unexpected", f"left behind: {left}")
+    return result
+
+
+@case("26 disk", "kill -9 of synthetic_disk, then a rerun: no temp folder left")
+def _(tmp):
+    out = tmp / "out"
+    argv = [sys.executable, "-m", "sparsegcn.datasets.synthetic_disk", "arxiv", "--scale", "0.2"]
+    argv += ["--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(argv, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(p.name.startswith(".out.") for p in tmp.iterdir()):
+            break
+        time.sleep(0.01)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if out.exists():
+        return Result("skipped", "finished before the kill")
+    done = subprocess.run(argv, env=env(), capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        return Result("false_error", done.stderr.strip()[-200:])
+    left = sorted(p.name for p in tmp.iterdir() if p.name != "out")
+    if left:
+        return Result("unexpected", f"left behind for good: {left}")
+    return Result("correct", "the killed run's temp folders were removed by the rerun")
+
+
+_TRUNCATE = """
+import os, sys, numpy as np
+from pathlib import Path
+folder = Path(sys.argv[1])
+np.save(folder / "f.npy", np.ones((4000, 64), np.float32))
+np.save(folder / "i.npy", np.arange(4000, dtype=np.int32))
+from sparsegcn.sampling.feature_store import HostFeatureStore
+from sparsegcn.sampling.host import HostCSR
+store = HostFeatureStore(np.load(folder / "f.npy", mmap_mode="r"), 8, threads=1)
+csr = HostCSR.from_arrays(np.arange(4001), np.load(folder / "i.npy", mmap_mode="r"))
+rows = np.array([0, 3999])
+store.gather(rows, 2); csr.read(rows)
+os.truncate(folder / sys.argv[2], 4096)
+try:
+    store.gather(rows, 2) if sys.argv[2] == "f.npy" else csr.read(rows)
+except OSError as err:
+    print(f"run: error: {err}", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+@case("26 disk", "features file truncated under a host-store run: error, not SIGBUS")
+def _(tmp):
+    rc, err = _python(_TRUNCATE, str(tmp), "f.npy")
+    return _crash_or(rc, err, expect_error=True, words="shrank")
+
+
+@case("26 disk", "indices file truncated under a host-sampled run: error, not SIGBUS")
+def _(tmp):
+    rc, err = _python(_TRUNCATE, str(tmp), "i.npy")
+    return _crash_or(rc, err, expect_error=True, words="shrank")
+
+
+_TRUNCATE_LOADED = """
+import os, sys
+import sparsegcn as sg
+from sparsegcn.experiment import node_data
+folder = sg.datasets.save(sg.datasets.load("synthetic:tiny", scale=0.1), sys.argv[1])
+dataset = sg.datasets.load(str(folder))
+os.truncate(folder / "features.npy", 128)
+try:
+    node_data(dataset)
+except OSError as err:
+    print(f"run: error: {err}", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+@case("26 disk", "features truncated between loading and training: error, not SIGBUS")
+def _(tmp):
+    rc, err = _python(_TRUNCATE_LOADED, str(tmp / "ds"))
+    return _crash_or(rc, err, expect_error=True, words="shrank")
+
+
+@case("26 disk", "a dataset folder follows the umask (022: readable by others)")
+def _(tmp):
+    old = os.umask(0o022)
+    try:
+        folder = _ondisk(tmp)
+    finally:
+        os.umask(old)
+    mode = folder.stat().st_mode & 0o777
+    if mode != 0o755:
+        return Result("silent", f"mode {oct(mode)}")
+    return Result("correct", "mode 0o755")
+
+
+# -- 10. only regular files are read, nothing waits forever (issue 26, 3 and 10) -
+
+HANG_S = 180  # a case still running after this long is a hang
+
+
+def sub_judged(argv, *, expect_error=True, words=None, extra_env=None, timeout=HANG_S) -> Result:
+    """``python -m sparsegcn argv`` in a subprocess (a hang cannot stall the table)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sparsegcn", *argv],
+            env=dict(env(), **(extra_env or {})),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return Result("hang", f"no answer in {timeout} s")
+    return judge_cli(done.returncode, done.stderr, expect_error=expect_error, words=words)
+
+
+def tiny_ondisk(tmp: Path) -> Path:
+    """A 6-node on-disk dataset (a path graph, 2 features, 2 classes)."""
+    from sparsegcn.datasets.base import Dataset
+    from sparsegcn.datasets.ondisk import save
+
+    senders = np.array([0, 1, 1, 2, 2, 3, 3, 4, 4, 5])
+    receivers = np.array([1, 0, 2, 1, 3, 2, 4, 3, 5, 4])
+    dataset = Dataset(
+        name="tiny",
+        graph=sg.Graph(senders, receivers, None, 6),
+        features=np.arange(12, dtype=np.float32).reshape(6, 2),
+        labels=np.array([0, 0, 0, 1, 1, 1]),
+        split={"train": np.array([0, 5]), "valid": np.array([1, 4]), "test": np.array([2, 3])},
+        num_classes=2,
+        num_edges=5,
+    )
+    return save(dataset, tmp / "tiny")
+
+
+def _replace(path: Path, by: str) -> None:
+    """Puts a FIFO (``by="fifo"``) or a link to a device (``by="/dev/zero"``) at ``path``."""
+    path.unlink(missing_ok=True)
+    if by == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(by)
+
+
+for _name in ("manifest.json", "indptr.npy", "indices.npy", "features.npy", "labels.npy"):
+    for _by in ("fifo", "/dev/zero"):
+
+        def _ondisk(tmp, name=_name, by=_by):
+            folder = tiny_ondisk(tmp)
+            _replace(folder / name, by)
+            return sub_judged(
+                ["info", "--dataset", str(folder), "--no-progress"], words="not a regular file"
+            )
+
+        add("regular files", f"on-disk {_name} is {_by}", _ondisk)
+
+
+@case("regular files", "info --verify: a FIFO in place of test.npy is not 'missing'")
+def _(tmp):
+    folder = tiny_ondisk(tmp)
+    _replace(folder / "test.npy", "fifo")
+    return sub_judged(
+        ["info", "--dataset", str(folder), "--verify", "--no-progress"], words="not a regular file"
+    )
+
+
+@case("regular files", "on-disk manifest.json nested 100,000 deep")
+def _(tmp):
+    folder = tiny_ondisk(tmp)
+    (folder / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    return sub_judged(["info", "--dataset", str(folder), "--no-progress"], words="nested more than")
+
+
+@case("regular files", "on-disk manifest.json: an object nested 70 deep")
+def _(tmp):
+    folder = tiny_ondisk(tmp)
+    (folder / "manifest.json").write_text('{"a":' * 70 + "1" + "}" * 70)
+    return sub_judged(["info", "--dataset", str(folder), "--no-progress"], words="nested more than")
+
+
+for _part in ("ind.cora.x", "ind.cora.graph", "ind.cora.test.index"):
+    for _by in ("fifo", "/dev/zero"):
+
+        def _cora(tmp, part=_part, by=_by):
+            root = cora_copy(tmp)
+            _replace(root / "planetoid" / part, by)
+            return sub_judged(info(root), words="not a regular file")
+
+        add("regular files", f"cora {_part} is {_by}", needs_cora(_cora))
+
+
+def _checkpoint_case(what: str):
+    def run(tmp):
+        folder = base_checkpoint(tmp)
+        manifest = list_checkpoints(folder)[-1]
+        target = {
+            "manifest": manifest,
+            "arrays": folder / json.loads(manifest.read_text())["arrays"],
+        }[what]
+        _replace(target, "fifo")
+        return sub_judged(predict_argv(folder, tmp), words="not a regular file")
+
+    add("regular files", f"predict: the checkpoint's {what} file is a FIFO", run)
+
+
+_checkpoint_case("manifest")
+_checkpoint_case("arrays")
+
+
+@case("regular files", "train --checkpoint: the folder's .lock is a FIFO")
+def _(tmp):
+    folder = tmp / "ck"
+    folder.mkdir()
+    _replace(folder / ".lock", "fifo")
+    return sub_judged(["train", *FAST, "--checkpoint", str(folder)], words="not a regular file")
+
+
+@case("downloads", "a body trickling a byte every 0.2 s (min_rate 100 B/s over 1 s)")
+def _(tmp):
+    with serve({"/b": ("trickle", 0.2, b"x" * 50)}) as (_, url):
+        tick = time.perf_counter()
+        result = api(
+            lambda: download_file(f"{url}/b", tmp / "b", sha256=None, timeout=1, min_rate=100),
+            words="stalled",
+        )
+        if result.kind == "clean" and time.perf_counter() - tick > 5:
+            return Result("hang", f"cut off after {time.perf_counter() - tick:.1f} s")
+    return result
+
+
+@case("downloads", "headers trickling a byte every 0.2 s (default min_rate, timeout 1 s)")
+def _(tmp):
+    with serve({"/b": ("trickle-headers", 0.2)}) as (_, url):
+        return api(lambda: download_file(f"{url}/b", tmp / "b", sha256=None, timeout=1))
+
+
+@case("downloads", "a download past its deadline")
+def _(tmp):
+    with serve({"/b": ("trickle", 0.05, b"x" * 100)}) as (_, url):
+        return api(
+            lambda: download_file(f"{url}/b", tmp / "b", sha256=None, timeout=1, deadline=0.5),
+            words="deadline of 0.5 s",
+        )
+
+
+def _bomb(mib: int = 200, members: int = 0) -> bytes:
+    """A zip of ``mib`` MiB of zeros in one member (~1 KiB per MiB), or of ``members``
+    empty members."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        if mib:
+            with zf.open("arxiv/raw/zeros.bin", "w", force_zip64=True) as f:
+                block = bytes(1 << 20)
+                for _ in range(mib):
+                    f.write(block)
+        for i in range(members):
+            zf.writestr(f"arxiv/{i}", b"")
+    return buffer.getvalue()
+
+
+_archive_case("a zip bomb: 200 MiB of zeros in ~200 KiB", _bomb, words="refusing to extract")
+_archive_case(
+    "an archive of 20,000 empty members",
+    lambda: _bomb(0, 20_000),
+    words="refusing to extract 20000 files",
+)
+
+
+@case("resources", "train --model sage --fanouts 2147483648 (refused before reading)")
+def _(tmp):
+    return run_cli(
+        ["train", *FAST, "--dataset", str(tmp / "none"), "--model", "sage", "--fanouts",
+         "2147483648"],
+        words="fanouts[0] must be <= 2**31 - 1",
+    )  # fmt: skip
+
+
+@case("resources", "cora gcn --seeds 10000 (memory estimate)")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA), "--seeds", "10000"]
+    return sub_judged(argv, words="needs an estimated")
+
+
+@case("resources", "cora sage --fanouts 100000,100000 --seeds 8 (memory estimate, ~210 GiB)")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA), "--model", "sage"]
+    argv += ["--fanouts", "100000,100000", "--seeds", "8"]
+    return sub_judged(argv, words="needs an estimated")
+
+
+@case("resources", "cora sage --fanouts 100000 trains, lowered to the max in-degree 168")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    report = tmp / "r.json"
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA), "--model", "sage"]
+    result = sub_judged([*argv, "--fanouts", "100000", "--json", str(report)], expect_error=False)
+    if result.kind == "correct":
+        fanouts = json.loads(report.read_text())["config"]["fanouts"]
+        if fanouts != "168":
+            return Result("silent", f"fanouts {fanouts!r}, expected '168'")
+    return result
+
+
+@case("x64", "JAX_ENABLE_X64=1 train cora --model sage (the documented advice)")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA), "--model", "sage"]
+    return sub_judged(argv, expect_error=False, extra_env={"JAX_ENABLE_X64": "1"})
+
+
+@case("x64", "JAX_ENABLE_X64=1 train cora --model gcn")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared Cora")
+    argv = ["train", *FAST, "--dataset", "cora", "--root", str(DATA)]
+    return sub_judged(argv, expect_error=False, extra_env={"JAX_ENABLE_X64": "1"})
+
+
+# -- 10. graph datasets (tu:NAME) -------------------------------------------
+
+
+def _tu_folder(tmp: Path, **changes) -> Path:
+    """A three-graph TU folder ``tmp/root/tu/MINI`` with ``changes`` replacing files."""
+    files = {
+        "A": "1, 2\n2, 1\n4, 5\n5, 4\n",
+        "graph_indicator": "1\n1\n2\n2\n2\n3\n",
+        "graph_labels": "1\n-1\n1\n",
+        **changes,
+    }
+    folder = tmp / "root" / "tu" / "MINI"
+    folder.mkdir(parents=True)
+    for suffix, text in files.items():
+        (folder / f"MINI_{suffix}.txt").write_text(text)
+    return tmp / "root"
+
+
+def _train_tu(root: Path, *extra: str) -> list[str]:
+    return ["train", "--dataset", "tu:MINI", "--root", str(root), "--model", "gin", *extra]
+
+
+@case("graph datasets", "tu: an edge line with one value")
+def _(tmp):
+    root = _tu_folder(tmp, A="1, 2\n2\n")
+    return run_cli(_train_tu(root, "--no-progress"), words="MINI_A.txt line 2")
+
+
+@case("graph datasets", "tu: an edge joining two graphs")
+def _(tmp):
+    root = _tu_folder(tmp, A="1, 2\n2, 3\n")
+    return run_cli(_train_tu(root, "--no-progress"), words="joins graphs 1 and 2")
+
+
+@case("graph datasets", "tu: more folds than graphs")
+def _(tmp):
+    root = _tu_folder(tmp)
+    return run_cli(_train_tu(root, "--folds", "10", "--no-progress"), words="folds must be in")
+
+
+@case("graph datasets", "--folds on a node dataset")
+def _(tmp):
+    return run_cli(["train", *FAST, "--folds", "5"], words="applies only to graph-level datasets")
+
+
+# -- 11. names, options that do not apply, one-line faults, valid outputs (issue 26) --
 
 
 def _sub_env(argv, extra: dict, *, close_stderr=False, timeout=600) -> tuple[int, str, str]:
@@ -1648,16 +2542,7 @@ def _(tmp):
 def _convert_cli(argv) -> tuple[int | None, str, str]:
     from sparsegcn.datasets import convert
 
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = convert.main(argv)
-        except SystemExit as exit_:
-            rc = exit_.code if isinstance(exit_.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-            rc = None
-    return rc, out.getvalue(), err.getvalue()
+    return cli(argv, convert.main)
 
 
 def _raw_arxiv(tmp: Path, edges: bytes) -> Path:
@@ -1685,7 +2570,7 @@ for _label, _damage, _words in (
     ("text rows", lambda g: __import__("gzip").compress(b"a,b\nc,d\n"), "edge.csv.gz"),
 ):
 
-    def _convert_case(tmp, damage=_damage, words=_words):
+    def _raw_edges_case(tmp, damage=_damage, words=_words):
         raw = _raw_arxiv(tmp, damage(_good_edges()))
         argv = ["ogbn-arxiv", "--root", str(tmp / "root"), "--out", str(tmp / "out")]
         rc, _, err = _convert_cli([*argv, "--no-progress"])
@@ -1694,7 +2579,7 @@ for _label, _damage, _words in (
             return Result("unexpected", f"the file is not named: {err.strip()}")
         return result
 
-    add("one-line faults", f"convert: edge.csv.gz {_label}", _convert_case)
+    add("one-line faults", f"convert: edge.csv.gz {_label}", _raw_edges_case)
 
 
 @case("one-line faults", "convert: papers100M data.npz that is not a zip")
@@ -1967,13 +2852,15 @@ def main_(argv=None) -> int:
         "lost": "lost data (goal 0)",
         "open": "open (model builders)",
         "harness": "harness failures",
+        "hang": "hangs (goal 0)",
     }
     for kind, label in labels.items():
         print(f"{label:30s} {counts[kind]}")
     if args.json:
         Path(args.json).write_text(json.dumps({"counts": dict(counts), "rows": rows}, indent=1))
     bad = sum(
-        counts[k] for k in ("traceback", "unexpected", "false_error", "silent", "lost", "harness")
+        counts[k]
+        for k in ("traceback", "unexpected", "false_error", "silent", "lost", "harness", "hang")
     )
     return 1 if bad else 0
 

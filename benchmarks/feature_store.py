@@ -18,7 +18,7 @@ cache as the system left it (no cache dropping: the machine is shared).
 
 Usage::
 
-    python benchmarks/feature_store.py --root /tmp/fstore-bench \\
+    python benchmarks/feature_store.py --root DIR \\
         --out benchmarks/results/feature-store.json
 """
 

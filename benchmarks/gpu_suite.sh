@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The accelerator figures of benchmarks/README.md, in one run of about six minutes.
 #
-#   OUT=/tmp/gpu-results bash benchmarks/gpu_suite.sh
-#   OUT=/tmp/gpu-results PARTS="formats lowering steps" bash benchmarks/gpu_suite.sh
+#   OUT=DIR bash benchmarks/gpu_suite.sh
+#   OUT=DIR PARTS="formats lowering steps" bash benchmarks/gpu_suite.sh
 #
 # Run from the repository root on a machine whose python3 has jax with CUDA,
 # torch with CUDA and torch_geometric (the peers), scipy, optax, tqdm and
@@ -22,7 +22,7 @@ PY=${PYTHON:-python3}
 PARTS=${PARTS:-env bench-random bench-sbm peers multiseed sage-cora sage-epoch papers100M}
 # papers100M part: synthetic:papers100M at this scale (1 = the full 111M nodes,
 # whose generation alone takes over an hour on 2 cores and needs ~45 GB of
-# disk, more than one session's device time: run it with P100M_SCALE=1 only on
+# disk, more than a 15-minute loan of a device: run it with P100M_SCALE=1 only on
 # a machine of your own), float16 features, then one full SAGE epoch each with
 # the features on the device, in host RAM and memory-mapped.
 P100M_SCALE=${P100M_SCALE:-0.05}

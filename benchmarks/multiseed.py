@@ -16,7 +16,7 @@ time (median of the sequential runs) is reported for the GPU criterion
 
 Usage::
 
-    python benchmarks/multiseed.py --dataset cora --root /work/shared/data --seeds 10
+    python benchmarks/multiseed.py --dataset cora --root "$SPARSEGCN_TEST_DATA" --seeds 10
 
 Results (JSON, with the command, machine and load average) go to
 ``benchmarks/results/``.

@@ -19,7 +19,7 @@ cache, not of generating it. Delete the cache under ``--root`` afterwards.
 
 Usage::
 
-    python benchmarks/sage_products_epoch.py --root /tmp/sage-bench \\
+    python benchmarks/sage_products_epoch.py --root DIR \\
         --out benchmarks/results/sage_products_epoch.json
 """
 

@@ -23,7 +23,7 @@ with the same keys.
 
 Usage::
 
-    python benchmarks/sampler_dedup_vs_tree.py --root /tmp/dedup-bench --scale 1.0 \\
+    python benchmarks/sampler_dedup_vs_tree.py --root DIR --scale 1.0 \\
         --out benchmarks/results/sampler-dedup-vs-tree.json
 """
 

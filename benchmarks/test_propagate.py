@@ -70,7 +70,7 @@ _PREPARED: dict = {}
 
 
 def prepared_graph(case: Case):
-    """Generates each graph once per session and its per-variant form once."""
+    """Generates each graph once per pytest run and its per-variant form once."""
     key = (case.graph, case.num_nodes, case.avg_degree)
     if key not in _GRAPHS:
         _GRAPHS.clear()

@@ -1,5 +1,7 @@
 """sparsegcn: scalable sparse message passing for graph neural networks in JAX."""
 
+from importlib import metadata as _metadata
+
 from sparsegcn.backends import (
     BACKENDS,
     LAYOUTS,
@@ -10,6 +12,7 @@ from sparsegcn.backends import (
     pack_gcn_norm,
     propagate,
 )
+from sparsegcn.batch import Budget, GraphBatch, choose_budget, pack_graphs
 from sparsegcn.features import SparseFeatures, as_features, row_normalize
 from sparsegcn.graph import CSR, Graph
 from sparsegcn.message_passing import edge_scores, edge_softmax, message_passing
@@ -26,6 +29,8 @@ from sparsegcn.nn import (
     run_layers,
     sage,
 )
+from sparsegcn.nn.graph_gin import GraphModel, graph_gin
+from sparsegcn.nn.readout import attention_pool, readout
 from sparsegcn.ops import (
     segment_max,
     segment_mean,
@@ -48,6 +53,7 @@ from sparsegcn.train import (
     predict,
     save_checkpoint,
 )
+from sparsegcn.train.graphs import GraphTrainConfig, fit_graphs, fold_splits
 from sparsegcn.train.minibatch import MinibatchConfig, fit_minibatch, minibatch_data
 from sparsegcn.transforms import (
     add_remaining_self_loops,
@@ -68,7 +74,10 @@ from sparsegcn.xla_tuning import tune_xla_flags
 # not started yet unless the caller started them: XLA reads $XLA_FLAGS then.
 tune_xla_flags()
 
-__version__ = "0.1.0"
+try:  # the installed distribution's version, as pyproject.toml declares it
+    __version__ = _metadata.version("sparsegcn")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "BACKENDS",
@@ -77,12 +86,16 @@ __all__ = [
     "MODELS",
     "Backend",
     "Bipartite",
+    "Budget",
     "CheckpointError",
     "ChunkedGraph",
     "DivergenceError",
     "EdgeListView",
     "FitResult",
     "Graph",
+    "GraphBatch",
+    "GraphModel",
+    "GraphTrainConfig",
     "MinibatchConfig",
     "Model",
     "ModelSpec",
@@ -95,6 +108,8 @@ __all__ = [
     "add_self_loops",
     "as_features",
     "as_layout",
+    "attention_pool",
+    "choose_budget",
     "coalesce",
     "create_model",
     "degree",
@@ -103,8 +118,10 @@ __all__ = [
     "fit",
     "fit_data_parallel",
     "fit_edge_sharded",
+    "fit_graphs",
     "fit_minibatch",
     "fit_sweep",
+    "fold_splits",
     "gat",
     "gatv2",
     "gcn",
@@ -112,6 +129,7 @@ __all__ = [
     "gcn_norm_factors",
     "get_backend",
     "get_model_spec",
+    "graph_gin",
     "load_checkpoint",
     "make_mesh",
     "mean_norm",
@@ -120,9 +138,11 @@ __all__ = [
     "mlp",
     "pack",
     "pack_gcn_norm",
+    "pack_graphs",
     "plot_curves",
     "predict",
     "propagate",
+    "readout",
     "remove_self_loops",
     "row_normalize",
     "run_layers",

@@ -127,6 +127,8 @@ COMPUTE_DTYPE = np.float32
 #: mini-batch settings and the model builders all check through it, so a value
 #: refused by one is refused by all, with the same words.
 HYPERPARAMETERS: dict[str, Bound] = {
+    "in_features": Bound(int, low=1),
+    "num_classes": Bound(int, low=1),
     "hidden": Bound(int, low=1),
     "layers": Bound(int, low=1),
     "heads": Bound(int, low=1),

@@ -8,10 +8,15 @@ leaves a partial file where a complete one is expected.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
+import hashlib
 import json
 import mmap
 import os
+import re
+import shutil
+import socket
 import stat
 import tempfile
 import traceback
@@ -127,53 +132,146 @@ def _umask() -> int:
     return mask
 
 
+def _through_link(path: Path) -> Path:
+    """Where a write of ``path`` lands: a symbolic link's target (the link itself is not
+    replaced; ``/dev/stdout`` writes to what the process's stdout is), else ``path``."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _sink_kind(path: Path) -> str | None:
+    """What a non-regular file at ``path`` is (following links), or ``None``.
+
+    ``None``: nothing there, a regular file or a folder (the callers' own
+    checks handle those).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "special file"
+
+
+SINKS = ("character device", "FIFO")
+"""Non-regular outputs written in place (``/dev/null``, a terminal, a named
+pipe): never replaced, never renamed over. Other kinds are refused."""
+
+
+def _check_sink(path: Path, kind: str) -> None:
+    if kind not in SINKS:
+        raise OSError(
+            f"cannot write {path}: it is a {kind}, not a regular file, and is not replaced"
+        )
+
+
+def _write_sink(path: Path, data: bytes) -> None:
+    """Writes ``data`` straight into a character device or FIFO (no temporary file).
+
+    A FIFO nobody reads is refused (``ENXIO``) instead of waiting for a
+    reader forever.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno == errno.ENXIO:
+            raise OSError(f"cannot write {path}: no process reads from this FIFO") from None
+        raise _naming(err, path) from err
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as err:
+        raise _naming(err, path) from err
+    finally:
+        os.close(fd)
+
+
+def _to_bytes(write: Callable[[BinaryIO], object]) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    write(buffer)
+    return buffer.getvalue()
+
+
 def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
     """Writes a file through ``write(file)`` so that it appears complete or not at all.
 
     The bytes go to a temporary file in the same folder, which is fsynced,
     renamed over ``path`` with ``os.replace`` and followed by an fsync of the
     folder. On any error the temporary file is removed and ``path`` is left
-    as it was.
+    as it was. A symbolic link is written through: its target is replaced,
+    the link stays. A character device or FIFO at ``path`` (``/dev/null``, a
+    terminal, a named pipe; see :data:`SINKS`) is written in place, never
+    replaced; any other non-regular file is refused.
 
     Returns:
       ``path`` as a :class:`~pathlib.Path`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    target = _through_link(path)
+    kind = _sink_kind(target)
+    if kind is not None:
+        _check_sink(path, kind)
+        _write_sink(path, _to_bytes(write))
+        return path
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as err:
+        raise _naming(err, path) from err
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make results private
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        _replace_regular(tmp, target)
     except OSError as err:  # a full disk, a quota: name the file the user asked for
         Path(tmp).unlink(missing_ok=True)
         raise _naming(err, path) from err
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_directory(path.parent)
+    fsync_directory(target.parent)
     return path
 
 
+def _replace_regular(tmp: str | os.PathLike, path: Path) -> None:
+    """``os.replace(tmp, path)``, unless ``path`` became a non-regular file meanwhile."""
+    kind = _sink_kind(path)
+    if kind is not None:
+        raise OSError(f"it is a {kind}, not a regular file, and is not replaced")
+    os.replace(tmp, path)
+
+
 def _naming(err: OSError, path: str | os.PathLike) -> OSError:
-    """``err`` (same type) with a message that names ``path``."""
-    return type(err)(f"cannot write {path}: {err.strerror or err}")
+    """``err`` (same type and errno) with a message that names ``path``."""
+    named = type(err)(f"cannot write {path}: {err.strerror or err}")
+    named.errno = err.errno
+    return named
 
 
 @contextlib.contextmanager
-def naming(path: str | os.PathLike):
-    """Reraises an ``OSError`` from the block (same type) as ``cannot write <path>: <cause>``.
-
-    Around writes to a temporary file or folder that stands for ``path``, so
-    that messages name the user's path, never the temporary one
-    (``.ind.cora.y.<hex>.part``, ``.out.<hex>/features.npy``).
-    """
+def naming_errors(path: str | os.PathLike):
+    """Re-raises an ``OSError`` inside the block as one naming ``path`` (the user's output),
+    not the temporary file it happened on; messages that already start with "cannot"
+    pass unchanged."""
     try:
         yield
     except OSError as err:
+        if str(err).startswith("cannot "):
+            raise
         raise _naming(err, path) from err
 
 
@@ -240,46 +338,6 @@ def reading(path: str | os.PathLike):
         raise CorruptFileError(
             path, f"{cause} ({type(err).__name__}{': ' + detail if detail else ''})"
         ) from err
-
-
-NPY_MAGIC = b"\x93NUMPY"
-
-
-def load_npy(
-    path: str | os.PathLike, *, mmap_mode: Literal["r", "r+", "c"] | None = None
-) -> np.ndarray:
-    """``np.load`` of a ``.npy`` file, never unpickling, with errors that name the file.
-
-    ``np.load`` reads anything that is not ``.npy`` as a pickle, so a JSON or
-    text file in place of an array is reported as "pickled (object) data";
-    this checks the format first.
-
-    Raises:
-      FileNotFoundError: ``path`` does not exist.
-      CorruptFileError: ``path`` is not a ``.npy`` file (naming what it starts
-        with), is truncated, or holds Python objects (which would need pickle).
-      OSError: it cannot be read.
-    """
-    path = Path(path)
-    if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block or never end
-        raise CorruptFileError(path, "not a regular file")
-    with open(path, "rb") as f:
-        head = f.read(len(NPY_MAGIC))
-    if head != NPY_MAGIC:
-        what = "it is empty" if not head else f"it starts with {head!r}"
-        raise CorruptFileError(path, f"not a NumPy .npy file ({what})")
-    try:
-        with reading(path):
-            return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
-    except ValueError as err:
-        if isinstance(err, CorruptFileError):
-            raise
-        text = " ".join(str(err).split())
-        if "pickle" in text:
-            raise CorruptFileError(
-                path, "holds Python objects (an object array), which would need pickle; refused"
-            ) from err
-        raise CorruptFileError(path, f"not a readable .npy file or truncated ({text})") from err
 
 
 def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> Path:
@@ -351,7 +409,17 @@ def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) 
     path = Path(path)
     if path.is_dir() and not folder:
         raise IsADirectoryError(f"{what} {path} is a folder; give the path of a file to write")
-    where = path if folder else path.parent
+    target = path if folder else _through_link(path)
+    kind = None if folder else _sink_kind(target)
+    if kind is not None:  # written in place (SINKS), never replaced
+        if kind not in SINKS:
+            raise OSError(
+                f"{what} {path} is a {kind}, not a regular file; give the path of a file to write"
+            )
+        if not os.access(path, os.W_OK):
+            raise PermissionError(f"{what} {path} cannot be written: permission denied")
+        return path
+    where = target if folder else target.parent
     while not where.exists() and where != where.parent:
         where = where.parent
     if not where.is_dir():
@@ -373,16 +441,24 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], ob
     Every file is first written in full to a temporary file beside it and
     fsynced; only when all are written are they renamed into place (renames
     within a folder do not fail for want of space). On an error before the
-    renames, every temporary file is removed and no ``path`` is touched.
+    renames, every temporary file is removed and no ``path`` is touched. A
+    character device or FIFO among the paths (:data:`SINKS`) is written in
+    place after the renames; any other non-regular file is refused first.
 
     Args:
       writers: ``{path: write(file)}``.
     """
     temps: list[tuple[str, Path]] = []
+    sinks: list[tuple[Path, bytes]] = []
     path = None
     try:
         for path, write in writers.items():
-            path = Path(path)
+            path = _through_link(Path(path))
+            kind = _sink_kind(path)
+            if kind is not None:
+                _check_sink(path, kind)
+                sinks.append((path, _to_bytes(write)))
+                continue
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             temps.append((tmp, path))
@@ -391,16 +467,22 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], ob
                 write(f)
                 f.flush()
                 os.fsync(f.fileno())
+        for _tmp, path in temps:
+            kind = _sink_kind(path)
+            if kind is not None:
+                raise OSError(f"it is a {kind}, not a regular file, and is not replaced")
     except BaseException as err:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and path is not None:
+        if isinstance(err, OSError) and path is not None and not str(err).startswith("cannot "):
             raise _naming(err, path) from err
         raise
     for tmp, path in temps:
         os.replace(tmp, path)
     for folder in {path.parent for _, path in temps}:
         fsync_directory(folder)
+    for path, data in sinks:
+        _write_sink(path, data)
 
 
 def npy_writer(array: np.ndarray) -> Callable[[BinaryIO], object]:
@@ -416,3 +498,459 @@ def json_writer(payload: dict) -> Callable[[BinaryIO], object]:
     strict JSON (:func:`json_text`)."""
     text = json_text(payload)
     return lambda f: f.write(text.encode())
+
+
+# -- temporary folders --------------------------------------------------------
+
+_TEMP_SUFFIX = ".sparsegcn"
+
+
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _temp_pattern(stem: str) -> re.Pattern:
+    return re.compile(
+        rf"^\.{re.escape(stem)}\.[a-z]+-(?P<host>[0-9a-f]{{8}})-(?P<pid>\d+)-[a-z0-9_]+"
+        rf"{re.escape(_TEMP_SUFFIX)}$"
+    )
+
+
+def temp_folder(parent: str | os.PathLike, stem: str, kind: str = "tmp") -> Path:
+    """A new temporary folder in ``parent`` for building ``parent/stem``, mode per the umask.
+
+    Named ``.<stem>.<kind>-<host>-<pid>-<random>.sparsegcn`` so that a later
+    call recognises it as one of ours and, once its process is gone,
+    removes it (:func:`remove_stale_temp_folders`, called here first):
+    a ``kill -9`` leaves nothing behind for good. ``tempfile.mkdtemp``'s
+    mode 0700 is widened to what the umask allows, since the folder is
+    renamed into place as a result others may read.
+
+    Args:
+      parent: the folder to create it in (made if missing).
+      stem: the name of what is being built (``path.name``).
+      kind: a lowercase word naming the folder's role (``"tmp"``, ``"old"``,
+        ``"edges"``...).
+    """
+    parent = Path(parent)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _naming(err, parent / stem) from err
+    remove_stale_temp_folders(parent, stem)
+    prefix = f".{stem}.{kind}-{_host_tag()}-{os.getpid()}-"
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=prefix, suffix=_TEMP_SUFFIX, dir=parent))
+    except OSError as err:
+        raise _naming(err, parent / stem) from err
+    os.chmod(folder, 0o777 & ~_umask())
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, or no way to tell
+        return True
+    return True
+
+
+def remove_stale_temp_folders(parent: str | os.PathLike, stem: str) -> list[Path]:
+    """Removes the temporary folders of ``parent/stem`` whose process has ended.
+
+    Only folders named as :func:`temp_folder` names them, made on this host
+    by a process that no longer runs, owned by this user and not symbolic
+    links, are removed; anything else is left alone.
+
+    Returns:
+      The folders removed.
+    """
+    pattern = _temp_pattern(stem)
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(os.fspath(parent)))
+    except OSError:
+        return removed
+    host = _host_tag()
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if match is None or match["host"] != host:
+            continue
+        pid = int(match["pid"])
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue
+        if pid == os.getpid() or _alive(pid):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
+
+
+# -- space and mapped files ---------------------------------------------------
+
+
+def reserve_space(path: str | os.PathLike, size: int, *, name: str | None = None) -> None:
+    """Allocates the first ``size`` bytes of the file at ``path`` on disk now.
+
+    A file that a memory map writes must have its blocks before the pages
+    are stored: a sparse file on a full disk makes the store fault with
+    ``SIGBUS``, which kills the process without a message. With the blocks
+    reserved, a full disk is an :class:`OSError` here instead.
+
+    Args:
+      path: an existing file.
+      size: bytes to allocate from its start.
+      name: how the error names the file (default: ``path``), e.g. the
+        folder the user asked for rather than a temporary file in it.
+
+    Raises:
+      OSError: (``ENOSPC``, a quota, ...) naming ``name`` or ``path``.
+    """
+    if size <= 0:
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        allocate = getattr(os, "posix_fallocate", None)
+        if allocate is None:  # no posix_fallocate (macOS, Windows): write zeros
+            _write_zeros(fd, size)
+        else:
+            try:
+                allocate(fd, 0, size)
+            except OSError as err:
+                if err.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                    raise
+                _write_zeros(fd, size)
+    except OSError as err:
+        named = type(err)(
+            f"cannot write {name or path}: {err.strerror or err} ({size:,} bytes needed)"
+        )
+        named.errno = err.errno
+        raise named from err
+    finally:
+        os.close(fd)
+
+
+def _write_zeros(fd: int, size: int, block: int = 1 << 22) -> None:
+    zeros = bytes(block)
+    done = 0
+    os.lseek(fd, 0, os.SEEK_SET)
+    while done < size:
+        done += os.write(fd, zeros[: min(block, size - done)])
+
+
+def check_mapped(array, what: str = "a memory-mapped file") -> None:
+    """Raises if the file under a memory-mapped ``array`` is now shorter than its mapping.
+
+    A read of a mapped page past a file's end is ``SIGBUS``: the process
+    dies without a message. Call this before each batch of reads of a file
+    that another process might truncate or rewrite meanwhile; it costs one
+    ``stat``. A truncation between this check and the reads still crashes
+    the process (nothing in Python can catch that signal).
+
+    Args:
+      array: a :class:`numpy.memmap` or a view of one; anything else passes.
+      what: how the message names the array (e.g. ``"features"``).
+
+    Raises:
+      OSError: the file shrank, or is gone, naming it and both sizes.
+    """
+    holder = array
+    while holder is not None and not isinstance(holder, np.memmap):
+        holder = getattr(holder, "base", None)
+    mapped = memory_map(array)
+    if holder is None or mapped is None or getattr(holder, "filename", None) is None:
+        return
+    filename = str(holder.filename)
+    offset = int(holder.offset)  # the map starts at offset rounded down to the granularity
+    needed = offset - offset % mmap.ALLOCATIONGRANULARITY + len(mapped)
+    try:
+        size = os.stat(filename).st_size
+    except OSError as err:
+        raise OSError(
+            f"{what} {filename} can no longer be read ({err.strerror or err}) while it is "
+            f"memory-mapped by this run"
+        ) from None
+    if size < needed:
+        raise OSError(
+            f"{what} {filename} shrank to {size:,} bytes while this run reads it "
+            f"({needed:,} expected): it was truncated or rewritten under the run; restore "
+            f"it and run again"
+        )
+
+
+# -- outputs that are inputs --------------------------------------------------
+
+
+def _output_targets(path: Path) -> set[str]:
+    """The real paths a write of ``path`` may land on (the name, and a link's target)."""
+    parent = os.path.realpath(path.parent)
+    return {os.path.join(parent, path.name), os.path.realpath(path)}
+
+
+def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) -> None:
+    """Refuses an output that is one of the run's inputs, or lies inside an input folder.
+
+    Compares real paths (symbolic links resolved), and file identities
+    (``os.path.samefile``) for hard links, before any work is done.
+
+    Args:
+      outputs: ``{flag: path}`` of the files (or folders) the run writes;
+        ``None`` entries are skipped.
+      inputs: ``(description, path)`` pairs of what the run reads: a file,
+        or a folder whose every file is an input.
+
+    Raises:
+      ValueError: naming the flag, the output and the input.
+    """
+    inputs = [(what, Path(p)) for what, p in inputs if p is not None]
+    for flag, out in outputs.items():
+        if out is None:
+            continue
+        out = Path(out)
+        targets = _output_targets(out)
+        for what, source in inputs:
+            real = os.path.realpath(source)
+            clash = real in targets
+            if not clash and source.is_dir():
+                clash = any(
+                    t == real or t.startswith(real.rstrip(os.sep) + os.sep) for t in targets
+                )
+            if not clash and out.is_file() and source.is_file():
+                try:
+                    clash = os.path.samefile(out, source)
+                except OSError:
+                    clash = False
+            if clash:
+                raise ValueError(
+                    f"{flag} {out} would overwrite {what} {source}, an input of this run; "
+                    f"write it elsewhere"
+                )
+
+
+# -- reading inputs -------------------------------------------------------------------
+
+#: JSON nesting deeper than this is refused: no manifest or report nests past a few levels,
+#: and Python's recursion (the decoder's, or any code that walks the result) stops near 1000.
+MAX_JSON_DEPTH = 64
+
+#: JSON files larger than this are refused unread (manifests and checkpoint histories
+#: take kilobytes to megabytes).
+MAX_JSON_BYTES = 1 << 28
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class NotRegularFileError(OSError, ValueError):
+    """An input path names something other than a regular file (a FIFO, a device, a folder).
+
+    Reading a FIFO waits for a writer forever, and ``/dev/zero`` never ends, so inputs
+    are refused before they are opened for reading. An ``OSError`` (code that handles
+    unreadable files handles it) and a ``ValueError`` (the input is at fault: the CLI
+    exits with status 2).
+
+    Attributes:
+      kind: what the path is instead, e.g. ``"a FIFO (named pipe)"``.
+    """
+
+    kind: str = "not a regular file"
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _refuse(path: str | os.PathLike, mode: int, what: str | None) -> NotRegularFileError:
+    named = f"{what} {path}" if what else str(path)
+    err = NotRegularFileError(f"{named} is not a regular file: it is {_kind(mode)}")
+    err.kind = _kind(mode)
+    return err
+
+
+def check_regular_file(path: str | os.PathLike, *, what: str | None = None) -> Path:
+    """Refuses a path that is not a regular file (symbolic links are followed).
+
+    ``os.stat`` does not open the path, so a FIFO does not block here.
+
+    Args:
+      path: the input file.
+      what: how the message names it (e.g. ``"--resume"``), before the path.
+
+    Returns:
+      ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+      FileNotFoundError: ``path`` does not exist.
+      NotRegularFileError: it is a folder, a FIFO, a device or a socket (the
+        message names the path and what it is).
+    """
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise _refuse(path, mode, what)
+    return Path(path)
+
+
+def open_regular(path: str | os.PathLike, *, what: str | None = None) -> BinaryIO:
+    """Opens a regular file for binary reading; anything else is refused without waiting.
+
+    The file is opened non-blocking (so a FIFO without a writer does not
+    block), checked with ``fstat`` on the open descriptor (no race with a
+    rename), and then switched back to blocking reads.
+
+    Raises:
+      FileNotFoundError, PermissionError: as ``open`` would.
+      NotRegularFileError: ``path`` is not a regular file (see
+        :func:`check_regular_file`).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _refuse(path, mode, what)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str | os.PathLike, *, what: str | None = None) -> bytes:
+    """The contents of a regular file (:func:`open_regular`)."""
+    with open_regular(path, what=what) as f:
+        return f.read()
+
+
+def read_text(path: str | os.PathLike, *, encoding: str = "utf-8", what: str | None = None) -> str:
+    """The text of a regular file (:func:`open_regular`)."""
+    return read_bytes(path, what=what).decode(encoding)
+
+
+def read_json(path: str | os.PathLike, *, what: str | None = None):
+    """Decodes the JSON of a regular file, refusing nesting deeper than :data:`MAX_JSON_DEPTH`.
+
+    Raises:
+      FileNotFoundError, PermissionError, NotRegularFileError: see
+        :func:`open_regular`.
+      UnicodeDecodeError: the file is not UTF-8.
+      ValueError: not JSON, larger than :data:`MAX_JSON_BYTES`, or nested
+        deeper than :data:`MAX_JSON_DEPTH` (the message names the file).
+    """
+    with open_regular(path, what=what) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_JSON_BYTES:  # e.g. a sparse file of terabytes: never read it whole
+            raise ValueError(
+                f"{path}: {size} bytes is too large for JSON we read (at most {MAX_JSON_BYTES})"
+            )
+        text = f.read().decode("utf-8")
+    try:
+        value = json.loads(text)
+        deep = _nested_deeper(value, MAX_JSON_DEPTH)
+    except RecursionError:
+        deep = True
+    if deep:
+        raise ValueError(f"{path}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
+def _nested_deeper(value, limit: int) -> bool:
+    """Whether lists and objects nest more than ``limit`` levels in ``value`` (no recursion)."""
+    level, depth = [value], 0
+    while True:
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if not containers:
+            return False
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            child
+            for item in containers
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+
+
+def check_regular_tree(folder: str | os.PathLike) -> None:
+    """Refuses a folder holding anything but folders and regular files (links followed).
+
+    For folders a third-party reader walks by itself (``ogb`` reads its raw
+    files with pandas): a FIFO among them would block it, a device never end.
+    Links to folders are not walked into.
+
+    Raises:
+      NotRegularFileError: naming the first entry that is a FIFO, a device
+        or a socket.
+      FileNotFoundError: a broken link.
+    """
+    for top, _, names in os.walk(os.fspath(folder)):
+        for name in names:
+            check_regular_file(Path(top) / name)
+
+
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def load_npy(
+    path: str | os.PathLike, *, mmap_mode: Literal["r", "r+", "c"] | None = None
+) -> np.ndarray:
+    """``np.load`` of a ``.npy`` regular file, never unpickling, with errors that name the file.
+
+    The path is refused first if it is not a regular file (a FIFO would block,
+    a device never end), then if it does not start as a ``.npy`` file:
+    ``np.load`` reads anything else as a pickle, so a JSON or text file in
+    place of an array would be reported as "pickled (object) data".
+
+    Raises:
+      FileNotFoundError: ``path`` does not exist.
+      NotRegularFileError: ``path`` is a FIFO, a device, a folder, ...
+      CorruptFileError: ``path`` is not a ``.npy`` file (naming what it starts
+        with), is truncated, or holds Python objects (which would need pickle).
+      OSError: it cannot be read.
+    """
+    path = Path(path)
+    with open_regular(path) as f:
+        head = f.read(len(NPY_MAGIC))
+        if head != NPY_MAGIC:
+            what = "it is empty" if not head else f"it starts with {head!r}"
+            raise CorruptFileError(path, f"not a NumPy .npy file ({what})")
+        try:
+            with reading(path):
+                if mmap_mode is not None:
+                    return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+                f.seek(0)
+                return np.load(f, allow_pickle=False)
+        except ValueError as err:
+            if isinstance(err, CorruptFileError):
+                raise
+            text = " ".join(str(err).split())
+            if "pickle" in text:
+                raise CorruptFileError(
+                    path, "holds Python objects (an object array), which would need pickle; refused"
+                ) from err
+            raise CorruptFileError(path, f"not a readable .npy file or truncated ({text})") from err
+
+
+def sha256_file(path: str | os.PathLike, *, block: int = 1 << 20) -> str:
+    """The sha256 hex digest of a regular file, read in ``block``-byte pieces.
+
+    Raises:
+      NotRegularFileError: ``path`` is not a regular file (hashing ``/dev/zero``
+        or a FIFO would never end).
+    """
+    digest = hashlib.sha256()
+    with open_regular(path) as f:
+        while piece := f.read(block):
+            digest.update(piece)
+    return digest.hexdigest()

@@ -190,6 +190,15 @@ class EdgeListView:
         return segment_sum(ones, self.receivers, self.num_dst)
 
 
+def start_indices(first, ndim: int) -> tuple:
+    """``(first, 0, ..., 0)``, ``ndim`` start indices of ``lax.dynamic_slice`` (or
+    ``dynamic_update_slice``) along axis 0, all of ``first``'s integer dtype: ``lax``
+    refuses mixed index types, which a Python ``0`` next to an int32 id becomes
+    under ``jax_enable_x64`` (int64)."""
+    first = jnp.asarray(first)
+    return (first,) + (jnp.zeros((), first.dtype),) * (ndim - 1)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Bipartite(EdgeListView):
     """A bipartite edge list between ``num_src`` sources and ``num_dst`` targets; a pytree.
@@ -222,7 +231,7 @@ class Bipartite(EdgeListView):
     def targets(self, h):
         if isinstance(self.dst_start, int) and self.dst_start == 0 and h.shape[0] == self.num_dst:
             return h
-        start = (jnp.asarray(self.dst_start),) + (0,) * (h.ndim - 1)
+        start = start_indices(self.dst_start, h.ndim)
         return jax.lax.dynamic_slice(h, start, (self.num_dst, *h.shape[1:]))
 
     def tree_flatten_with_keys(self):

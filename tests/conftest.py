@@ -5,6 +5,12 @@
 - NumPy-style implicit dtype and rank promotion raise, so library code must
   say what it means.
 - Warnings are errors (``filterwarnings = error`` in pyproject.toml).
+- Compiled programs are kept in JAX's persistent compilation cache
+  (:func:`compilation_cache_dir`), so a rerun, and CI's second pass, reuse
+  them instead of compiling again; and XLA compiles with most optimizations
+  off (``SPARSEGCN_TEST_OPTIMIZE=1`` turns them back on).
+- Every test that reads the shared data (through the ``data_root`` fixture)
+  is marked ``shared_data``: ``pytest -m shared_data`` selects them.
 """
 
 from __future__ import annotations
@@ -15,15 +21,72 @@ os.environ.setdefault("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=8"
 
+import hashlib
+import importlib.metadata
+import platform
 from pathlib import Path
 
-import jax
-import pytest
+REPO = Path(__file__).resolve().parents[1]
+
+
+# /proc/cpuinfo fields that name the processor and its instruction set (x86, Arm).
+_CPU_IDENTITY = ("vendor_id", "model name", "flags", "CPU implementer", "CPU part", "Features")
+
+
+def cpu_fingerprint() -> str:
+    """A digest of this processor's model and instruction-set flags.
+
+    XLA compiles CPU programs for the host's instruction set, and JAX's cache
+    key does not name it: an entry compiled on a processor with AVX-512 would
+    crash one without. The cache folder is keyed by this digest.
+    """
+    try:
+        first_cpu = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0].splitlines()
+    except OSError:  # not Linux: the architecture alone
+        first_cpu = []
+    described = [platform.machine()] + [
+        line for line in first_cpu if line.split(":", 1)[0].strip() in _CPU_IDENTITY
+    ]
+    return hashlib.sha256("\n".join(described).encode()).hexdigest()[:16]
+
+
+def compilation_cache_dir() -> Path:
+    """Where the test run keeps compiled programs: ``$JAX_COMPILATION_CACHE_DIR``
+    when set, else ``.pytest_cache/jax-<jaxlib version>-<cpu_fingerprint()>``
+    in the checkout. JAX's own key covers the program, the compile options,
+    the XLA flags and the jaxlib version; the folder adds the processor."""
+    chosen = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if chosen:
+        return Path(chosen)
+    jaxlib = importlib.metadata.version("jaxlib")
+    return REPO / ".pytest_cache" / f"jax-{jaxlib}-{cpu_fingerprint()}"
+
+
+# Set before JAX starts, so subprocesses that tests run inherit them too.
+# - Every program is worth keeping: the suite compiles thousands of small ones.
+# - The suite's programs run on tiny graphs, so XLA's optimizations cost more
+#   than they save: JAX_DISABLE_MOST_OPTIMIZATIONS (LLVM at -O0, no expensive
+#   passes) compiles a GAT gradient in about half the CPU time. The checks are
+#   on values, which the optimization level does not change beyond rounding.
+#   SPARSEGCN_TEST_OPTIMIZE=1 compiles as users do.
+os.environ["JAX_COMPILATION_CACHE_DIR"] = str(compilation_cache_dir())
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+if os.environ.get("SPARSEGCN_TEST_OPTIMIZE", "0") != "1":
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-REPO = Path(__file__).resolve().parents[1]
+
+def pytest_collection_modifyitems(config, items):
+    """Marks ``shared_data`` every test that reads the shared data (``data_root``)."""
+    for item in items:
+        if "data_root" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.shared_data)
 
 
 def data_candidates() -> list[Path]:

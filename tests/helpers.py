@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import pickle
 
 import jax
@@ -32,13 +33,14 @@ def two_communities(n=120, seed=0, train=40) -> NodeData:
     g = sg.remove_self_loops(sg.to_undirected(sg.Graph(s, r, None, n)))
     x = rng.normal(size=(n, 8)).astype(np.float32) + 0.3 * labels[:, None]
     perm = rng.permutation(n)
+    valid = min(30, (n - train) // 2)  # and at least as many test nodes: no empty split
     return NodeData(
         graph=g,
         features=sg.as_features(x, n),
         labels=labels,
         train_mask=index_mask(perm[:train], n),
-        val_mask=index_mask(perm[train : train + 30], n),
-        test_mask=index_mask(perm[train + 30 :], n),
+        val_mask=index_mask(perm[train : train + valid], n),
+        test_mask=index_mask(perm[train + valid :], n),
     )
 
 
@@ -95,3 +97,47 @@ def write_mini(folder, name, *, test_index, graph, num_valid):
         (folder / f"ind.{name}.{part}").write_bytes(pickle.dumps(obj, protocol=4))
     (folder / f"ind.{name}.test.index").write_text("".join(f"{i}\n" for i in test_index))
     return {f"ind.{name}.{part}": sha256_file(folder / f"ind.{name}.{part}") for part in PARTS}
+
+
+TOY_SPLIT = {"train": [0, 1, 2, 3], "valid": [4, 5, 6], "test": [7, 8, 9, 10]}
+
+
+def toy_ondisk(folder, *, n=12, f=3, split=None, features=None, shift=1):
+    """An on-disk dataset named ``toy`` written with NumPy alone, as the format
+    documents, bypassing every writer's checks (so degenerate data can be made):
+    a circulant graph joining ``r`` to ``r ± shift``, labels ``r % 2``,
+    random features, :data:`TOY_SPLIT` unless ``split`` is given."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    rows = [sorted({(r - shift) % n, (r + shift) % n}) for r in range(n)]
+    x = np.random.default_rng(0).random((n, f)).astype(np.float32)
+    arrays = {
+        "indptr": np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64),
+        "indices": np.array([s for r in rows for s in r], np.int32),
+        "features": x if features is None else np.asarray(features, np.float32),
+        "labels": (np.arange(n) % 2).astype(np.int64),
+        **{k: np.asarray(v, np.int64) for k, v in (split or TOY_SPLIT).items()},
+    }
+    files = {}
+    for key, array in arrays.items():
+        np.save(folder / f"{key}.npy", array)
+        entry = {"file": f"{key}.npy", "dtype": str(array.dtype), "shape": list(array.shape)}
+        files[key] = dict(entry, sha256=sha256_file(folder / f"{key}.npy"))
+    e = int(arrays["indices"].shape[0])
+    manifest = {
+        "format": "sparsegcn-graph",
+        "version": 1,
+        "name": "toy",
+        "num_nodes": n,
+        "num_stored_edges": e,
+        "num_edges": e // 2,
+        "num_features": int(arrays["features"].shape[1]),
+        "num_classes": 2,
+        "metric": "acc",
+        "info": {},
+        "files": files,
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder

@@ -23,7 +23,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     - ``("redirect", location)``: a 302 to ``location``;
     - ``("status", code)``: an error status;
     - ``("slow", seconds)``: waits before answering;
-    - ``("broken-chunked", body)``: a chunked body cut off inside a chunk.
+    - ``("broken-chunked", body)``: a chunked body cut off inside a chunk;
+    - ``("trickle", seconds, body)``: headers at once, then the body one byte
+      every ``seconds``;
+    - ``("trickle-headers", seconds)``: the status line itself one byte every
+      ``seconds``.
     """
 
     def do_GET(self):
@@ -47,6 +51,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if kind == "slow":
             time.sleep(route[1])
             return
+        if kind.startswith("trickle"):
+            self._trickle(route)
+            return
         self.close_connection = True
         self.send_response(200)
         if kind == "broken-chunked":
@@ -58,6 +65,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(route[2]))
         self.end_headers()
         self.wfile.write(route[1])
+
+    def _trickle(self, route):
+        self.close_connection = True
+        if route[0] == "trickle-headers":
+            data = b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"
+        else:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(route[2])))
+            self.end_headers()
+            data = route[2]
+        try:
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                time.sleep(route[1])
+        except OSError:  # the client gave up: what the tests expect
+            pass
 
     def log_message(self, format, *args):
         pass

@@ -48,6 +48,9 @@ def one_error_line(capsys) -> str:
         ("cora", False),
         ("ogbn-arxiv", False),
         ("synthetic:tiny", False),
+        ("synthetic:a/b", False),
+        ("tu:MUTAG", False),
+        ("tu:a/b", False),
         ("mydata", False),
         ("./cora", True),
         ("../cora", True),
@@ -60,6 +63,21 @@ def one_error_line(capsys) -> str:
 )
 def test_a_path_looks_like_one(name, path):
     assert new("sparsegcn.datasets", "is_path")(name) is path
+
+
+def test_data_location_follows_the_same_names(tmp_path, monkeypatch):
+    # What a run may not overwrite is what load reads: "cora" is under the root
+    # even beside a ./cora folder; tu: and synthetic: names are never paths.
+    from sparsegcn.datasets import data_location
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cora").mkdir()
+    (tmp_path / "cora" / MANIFEST).write_text("{}")
+    root = tmp_path / "root"
+    assert data_location("cora", root) == root / "planetoid"
+    assert data_location("./cora", root) == Path("./cora")
+    assert data_location("tu:MUTAG", root) == root / "tu" / "MUTAG"
+    assert data_location("synthetic:tiny", root) == root / "synthetic"
 
 
 def test_a_registered_name_is_not_shadowed_by_a_folder(tmp_path, monkeypatch):
@@ -133,6 +151,11 @@ NOT_APPLYING = {
     "divergence_epochs": ({"divergence_factor": 0.0}, 3),
     "root": ({"dataset": "./folder"}, "data"),
     "scale": ({"dataset": "cora"}, 0.5),
+    # the graph task's own fields (sparsegcn.tasks.TASKS["graph"].fields), on a node dataset
+    "folds": ({"dataset": "cora"}, 3),
+    "readout": ({"dataset": "cora"}, "mean"),
+    "learn_eps": ({"dataset": "cora"}, True),
+    "virtual_node": ({"dataset": "cora"}, True),
 }
 
 
@@ -155,6 +178,12 @@ def test_options_that_apply_are_accepted():
     assert Experiment(model="gcn", features_on="auto", checkpoint="ck", keep=5).keep == 5
     assert Experiment(model="sage", graph_on="device").graph_on == "device"
     assert Experiment(dataset="synthetic:tiny", scale=0.5).scale == 0.5
+    graph = Experiment(
+        dataset="tu:MUTAG", model="gin", folds=3, readout="mean", learn_eps=True,
+        virtual_node=True, batch_size=16,
+    )  # fmt: skip
+    assert (graph.folds, graph.readout, graph.batch_size) == (3, "mean", 16)
+    assert Experiment(dataset="tu:MUTAG", model="gin").batch_size == 32  # the task's default
 
 
 def test_checkpoints_recording_settings_that_had_no_effect_still_load():

@@ -241,10 +241,11 @@ def test_debug_shows_the_traceback(monkeypatch):
 
 
 def test_an_offline_download_is_one_line(tmp_path, monkeypatch, capsys):
-    def offline(url, timeout):
-        raise urllib.error.URLError(OSError(-3, "Temporary failure in name resolution"))
+    class Offline:
+        def open(self, url, timeout):
+            raise urllib.error.URLError(OSError(-3, "Temporary failure in name resolution"))
 
-    monkeypatch.setattr(download._OPENER, "open", offline)
+    monkeypatch.setattr(download, "_opener", lambda watchdog: Offline())
     assert main(["info", "--dataset", "cora", "--root", str(tmp_path), "--no-progress"]) == 1
     line = error_line(capsys)
     assert "cannot download https://github.com/kimiyoung/planetoid" in line

@@ -3,7 +3,7 @@
     python benchmarks/peers/compare.py                      # propagation + GCN steps
     python benchmarks/peers/compare.py --only propagation --nodes 200000
     python benchmarks/peers/compare.py --only propagation,steps,gat,sage \
-        --dgl-python /work/envs/dgl/bin/python --jraph-python /work/envs/jraph/bin/python
+        --dgl-python "$DGL_PYTHON" --jraph-python "$JRAPH_PYTHON"
     python benchmarks/peers/compare.py --json benchmarks/results/peers.json
     python benchmarks/peers/compare.py --torch-device cuda --nodes 1000000   # on a GPU
 

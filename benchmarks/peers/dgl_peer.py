@@ -1,6 +1,6 @@
 """DGL's side of ``compare.py``: run under a Python that has DGL and torch.
 
-    /work/envs/dgl/bin/python benchmarks/peers/dgl_peer.py   # speaks peer_protocol
+    $DGL_PYTHON benchmarks/peers/dgl_peer.py   # speaks peer_protocol
 
 Made for ``dgl==2.1.0`` with ``torch==2.2.1`` (its own virtual environment;
 see benchmarks/README.md), on the CPU with all cores. Cases:

@@ -1,6 +1,6 @@
 """Jraph's side of ``compare.py``: run under a Python that has jraph and haiku.
 
-    /work/envs/jraph/bin/python benchmarks/peers/jraph_peer.py   # speaks peer_protocol
+    $JRAPH_PYTHON benchmarks/peers/jraph_peer.py   # speaks peer_protocol
 
 Made for ``jraph==0.0.6.dev0``, ``dm-haiku==0.0.17`` and ``jax==0.10.2``
 (its own virtual environment; see benchmarks/README.md). Cases:

@@ -5,8 +5,8 @@ and ``$SPARSEGCN_JRAPH_PYTHON`` name the Python of each environment (see
 benchmarks/README.md for how they are made). A peer whose environment is not
 given, or whose library does not import there, is skipped with the reason.
 
-    SPARSEGCN_DGL_PYTHON=/work/envs/dgl/bin/python \\
-    SPARSEGCN_JRAPH_PYTHON=/work/envs/jraph/bin/python \\
+    SPARSEGCN_DGL_PYTHON="$DGL_PYTHON" \\
+    SPARSEGCN_JRAPH_PYTHON="$JRAPH_PYTHON" \\
         python -m pytest benchmarks/peers/test_dgl_jraph.py -m slow
 """
 

@@ -29,6 +29,7 @@ import traceback
 import urllib.error
 import zipfile
 
+from sparsegcn import __version__
 from sparsegcn._env import check_switches, env_switch
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.cli import bench, info, predict, train
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sparsegcn", description="Sparse message passing for GNNs in JAX."
     )
+    parser.add_argument("--version", action="version", version=f"sparsegcn {__version__}")
     debug_help = "on an error, show the Python traceback (also: SPARSEGCN_DEBUG=1)"
     parser.add_argument("--debug", action="store_true", help=debug_help)
     subparsers = parser.add_subparsers(dest="command", required=True)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from sparsegcn.datasets import load
+from sparsegcn.datasets import data_location, load
 from sparsegcn.datasets.stats import describe
 from sparsegcn.experiment import DEFAULT_DATASET
-from sparsegcn.files import check_writable, write_json_atomic
+from sparsegcn.files import check_not_inputs, check_writable, write_json_atomic
+from sparsegcn.tasks import resolve, task_for
 
 
 def add_parser(subparsers) -> None:
@@ -71,6 +72,16 @@ def format_stats(stats: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.json:
         check_writable(args.json, what="--json")
+        check_not_inputs(
+            {"--json": args.json}, [("the dataset", data_location(args.dataset, args.root))]
+        )
+    task = task_for(args.dataset)
+    if task.info is not None:
+        stats, text = resolve(task.info)(args.dataset, args.root, progress=args.progress)
+        print(text)
+        if args.json:
+            write_json_atomic(args.json, stats)
+        return 0
     start = time.perf_counter()
     dataset = load(
         args.dataset,

@@ -26,7 +26,15 @@ import os
 import numpy as np
 
 from sparsegcn.experiment import predict_checkpoint
-from sparsegcn.files import check_writable, json_writer, npy_writer, write_all_atomic
+from sparsegcn.experiment.lifecycle import experiment_from_checkpoint, run_inputs
+from sparsegcn.files import (
+    check_not_inputs,
+    check_writable,
+    json_writer,
+    npy_writer,
+    write_all_atomic,
+)
+from sparsegcn.train.checkpoint import read_manifest
 
 
 def add_parser(subparsers) -> None:
@@ -74,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
             if path == other_path:
                 raise ValueError(f"{flag} and {other} name the same file {outputs[flag]!r}")
         check_writable(path, what=flag)
+    trained = experiment_from_checkpoint(
+        read_manifest(args.checkpoint), dataset=args.dataset, root=args.root
+    )
+    check_not_inputs(outputs, run_inputs(trained, args.checkpoint))
     result = predict_checkpoint(
         args.checkpoint, dataset=args.dataset, root=args.root, params=args.params
     )

@@ -14,9 +14,10 @@ from sparsegcn.cli.options import (
     model_options_from_args,
 )
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_sweep
-from sparsegcn.experiment.lifecycle import Lifecycle
-from sparsegcn.files import check_writable, write_json_atomic
+from sparsegcn.experiment.lifecycle import Lifecycle, run_inputs
+from sparsegcn.files import check_not_inputs, check_writable, write_json_atomic
 from sparsegcn.nn.registry import MODELS
+from sparsegcn.tasks import task_for
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 # Experiment fields that place a run on devices and processes.
@@ -77,6 +78,10 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
     if experiment.feature_cache:
         check_writable(experiment.feature_cache, what="--feature-cache", folder=True)
     Lifecycle.check(experiment)
+    inputs = run_inputs(experiment)
+    check_not_inputs({"--json": json_path, "--plot": experiment.plot}, inputs)
+    folders = {"--checkpoint": experiment.checkpoint, "--feature-cache": experiment.feature_cache}
+    check_not_inputs(folders, inputs[:1])  # the dataset's folder: no files of ours in it
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     if experiment.coordinator is not None:
         # Before anything starts JAX's backend: it then sees every process's devices.
         parallel.initialize(experiment.coordinator, experiment.num_processes, experiment.process_id)
+    if args.sweep and not task_for(experiment.dataset).sweeps:
+        raise ValueError(f"--sweep does not run on {experiment.dataset}; train one setting per run")
     if args.sweep:
         axes = parse_sweep(args.sweep, Experiment, exclude=NOT_SWEEPABLE)
         if experiment.parallel or set(axes) & PLACEMENT:

@@ -32,6 +32,9 @@ from sparsegcn.datasets.base import DATA_ROOT_ENV, SPLITS, Dataset, default_root
 PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("ogbn-arxiv", "ogbn-products", "ogbn-papers100M")
 SYNTHETIC_PREFIX = "synthetic:"
+TU_PREFIX = "tu:"  # graph-classification datasets (:mod:`.tu`)
+#: Names with these prefixes are registered names, never paths (``tu:MUTAG``).
+REGISTERED_PREFIXES = (SYNTHETIC_PREFIX, TU_PREFIX)
 
 
 def names() -> list[str]:
@@ -45,11 +48,11 @@ def is_path(name: str) -> bool:
     """Whether ``name`` names a folder rather than a registered dataset.
 
     A path contains a separator (``/``, or the platform's own) or starts
-    with ``.``, ``/`` or ``~``; ``synthetic:<preset>`` never is one. A
+    with ``.``, ``/`` or ``~``; ``synthetic:<preset>`` and ``tu:NAME`` never are. A
     registered name (:func:`names`) never contains a separator, so the two
     cannot be confused.
     """
-    if name.startswith(SYNTHETIC_PREFIX):
+    if name.startswith(REGISTERED_PREFIXES):
         return False
     separators = {"/", os.sep, *([os.altsep] if os.altsep else [])}
     return name.startswith((".", "~")) or any(s in name for s in separators)
@@ -149,6 +152,29 @@ def _check_applies(name: str, **given) -> None:
         value = given[key]
         if not applies and value is not unset and value != unset:
             raise ValueError(f"{key}={value!r} applies only to {where}, not {name!r}")
+
+
+def data_location(name: str, root: str | Path | None = None) -> Path | None:
+    """The file or folder :func:`load` reads for ``(name, root)``, found without reading it.
+
+    What a run's outputs may not overwrite (see
+    :func:`~sparsegcn.files.check_not_inputs`): an on-disk dataset's folder,
+    ``<root>/planetoid``, ``<root>/ogbn_arxiv`` etc., ``<root>/synthetic``,
+    ``<root>/tu/NAME``;
+    ``None`` for a name :func:`load` would refuse.
+    """
+    if is_path(name):
+        return Path(os.path.expanduser(name))
+    root = default_root() if root is None else Path(root)
+    if name in PLANETOID:
+        return root / "planetoid"
+    if name in OGB:
+        return root / name.replace("-", "_")
+    if name.startswith(SYNTHETIC_PREFIX):
+        return root / "synthetic"
+    if name.startswith(TU_PREFIX):
+        return root / "tu" / name[len(TU_PREFIX) :]
+    return None
 
 
 def save(dataset: Dataset, path, **kwargs):

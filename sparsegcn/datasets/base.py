@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,48 @@ def default_root() -> Path:
     return Path(os.environ.get(DATA_ROOT_ENV, "datasets"))
 
 
+def check_disjoint_splits(split: dict, error: Callable[[str, str], Exception] | None = None):
+    """Raises unless no split repeats a node and no node is in two splits.
+
+    A node in both ``train`` and ``test`` makes the test accuracy partly a
+    training accuracy; a repeated id weighs a node twice. Cost: a sort of
+    each split.
+
+    Args:
+      split: ``{name: int [n_name] node ids}`` (memory maps are read once).
+      error: ``(split name, message) -> exception`` to raise; default a
+        ``ValueError`` naming ``split[name]``.
+
+    Raises:
+      ValueError: (or ``error``'s) the first repeated or shared id, with the count.
+    """
+
+    def fail(key: str, message: str) -> Exception:
+        return error(key, message) if error else ValueError(f"split[{key!r}]: {message}")
+
+    ordered = {}
+    for key, ids in split.items():
+        ids = np.sort(np.asarray(ids, np.int64))
+        repeats = ids[1:][ids[1:] == ids[:-1]]
+        if repeats.size:
+            raise fail(
+                key,
+                f"node {int(repeats[0])} appears more than once in the {key!r} split "
+                f"({np.unique(repeats).size} repeated id(s)); each node may appear once",
+            )
+        ordered[key] = ids
+    keys = list(ordered)
+    for i, first in enumerate(keys):
+        for second in keys[i + 1 :]:
+            shared = np.intersect1d(ordered[first], ordered[second], assume_unique=True)
+            if shared.size:
+                raise fail(
+                    second,
+                    f"node {int(shared[0])} is in both the {first!r} and the {second!r} split "
+                    f"({shared.size} shared node(s)); the splits must be disjoint",
+                )
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Dataset:
     """A node-property-prediction dataset, ready for any model.
@@ -33,12 +76,19 @@ class Dataset:
         it so, without added self-loops.
       features: ``[N, F]`` float32, dense NumPy or scipy sparse (CSR).
       labels: int64 ``[N]`` in ``[0, num_classes)``, ``-1`` for unlabelled nodes.
-      split: ``{"train", "valid", "test"}`` -> int64 node indices.
+      split: ``{"train", "valid", "test"}`` -> int64 node indices: labelled
+        nodes, none repeated, no node in two splits.
       num_classes: ``C``.
       metric: the task's metric name (``"acc"``: accuracy).
       num_edges: edges as the publisher counts them (directed for
         ogbn-arxiv, undirected pairs for ogbn-products and Planetoid).
       info: free-form provenance (source URL, license, preset, ...).
+
+    Construction refuses degenerate data: no nodes, features without
+    columns, labels outside ``[-1, C)``, and splits that are out of range,
+    unlabelled, repeat a node or share one (:func:`check_disjoint_splits`).
+    An empty split is allowed here (``info`` shows it); training refuses it
+    (:meth:`require_splits`).
     """
 
     name: str
@@ -53,7 +103,14 @@ class Dataset:
 
     def __post_init__(self):
         n = self.graph.num_nodes
+        if n < 1:
+            raise ValueError(f"dataset {self.name!r} has no nodes (num_nodes={n})")
         _checks.check_num_rows("features", self.features.shape, n)
+        if len(self.features.shape) != 2 or self.features.shape[1] < 1:
+            raise ValueError(
+                f"dataset {self.name!r}: features must be [N, F] with F >= 1, got shape "
+                f"{tuple(self.features.shape)}"
+            )
         labels = np.asarray(self.labels)
         _checks.check_integer_array("labels", labels, ndim=1)
         _checks.check_num_rows("labels", labels.shape, n)
@@ -78,10 +135,30 @@ class Dataset:
                 pos = int(np.flatnonzero(unlabelled)[0])
                 raise ValueError(f"split[{key!r}][{pos}] = node {int(idx[pos])} has no label (-1)")
             split[key] = idx.astype(np.int64, copy=False)
+        check_disjoint_splits(split)
         object.__setattr__(self, "labels", labels.astype(np.int64, copy=False))
         object.__setattr__(self, "split", split)
         if self.num_edges < 0:
             object.__setattr__(self, "num_edges", self.graph.num_edges)
+
+    def require_splits(self, needed=SPLITS, *, purpose: str = "training") -> None:
+        """Raises unless every split in ``needed`` holds at least one node.
+
+        Training needs all three: ``train`` for the gradients, ``valid`` for
+        early stopping and the choice of the best epoch, ``test`` for the
+        accuracy the run reports (an empty one would read as 0).
+
+        Raises:
+          ValueError: naming the first empty split.
+        """
+        folder = self.info.get("folder")
+        where = f"dataset {self.name!r}" + (f" ({folder})" if folder else "")
+        for key in needed:
+            if self.split[key].shape[0] == 0:
+                raise ValueError(
+                    f"{where}: the {key!r} split is empty (0 nodes); {purpose} "
+                    f"needs nodes in each of {', '.join(map(repr, needed))}"
+                )
 
     @property
     def num_nodes(self) -> int:

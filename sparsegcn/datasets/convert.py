@@ -48,7 +48,6 @@ import contextlib
 import math
 import shutil
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
@@ -59,7 +58,7 @@ from tqdm.auto import tqdm
 from sparsegcn.datasets.base import SPLITS
 from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
 from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
-from sparsegcn.files import naming, reading
+from sparsegcn.files import check_regular_file, naming_errors, reading, temp_folder
 
 GROUP_EDGES = 1 << 26
 """Default directed edges sorted at once: bounds the converter's memory."""
@@ -113,8 +112,9 @@ def _pandas():
 
 def _csv_chunks(path: Path, rows: int, dtype):
     """``[r, columns]`` arrays of a headerless gzip CSV, ``rows`` lines at a time."""
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"{path} is missing")
+    check_regular_file(path)
     with reading(path):  # a truncated or corrupt gzip, a malformed CSV: one error naming path
         reader = _pandas().read_csv(
             path, header=None, chunksize=rows, dtype=dtype, compression="gzip", na_filter=True
@@ -149,8 +149,9 @@ class NpzMember(NamedTuple):
     @classmethod
     def open(cls, archive: Path, key: str) -> NpzMember:
         member = f"{key}.npy"
-        if not archive.is_file():
+        if not archive.exists():
             raise FileNotFoundError(f"{archive} is missing")
+        check_regular_file(archive)
         with reading(archive), zipfile.ZipFile(archive) as zf:
             if member not in zf.namelist():
                 raise ValueError(f"{archive} has no array {key!r} (members: {zf.namelist()})")
@@ -235,7 +236,7 @@ class _Buckets:
         self.sizes = np.zeros(self.count, np.int64)
         # Errors name the folder the buckets live in, not their temporary names.
         self.where = f"the temporary edge buckets in {folder.parent}"
-        with naming(self.where):
+        with naming_errors(self.where):
             self.files = [open(self.path(b), "wb") for b in range(self.count)]  # noqa: SIM115
 
     def path(self, b: int) -> Path:
@@ -248,7 +249,7 @@ class _Buckets:
         counts = np.bincount(bucket, minlength=self.count)
         bounds = np.concatenate([[0], np.cumsum(counts)])
         keys = keys[order]
-        with naming(self.where):
+        with naming_errors(self.where):
             for b in np.flatnonzero(counts):
                 keys[bounds[b] : bounds[b + 1]].tofile(self.files[b])
         self.sizes += counts
@@ -321,7 +322,7 @@ def convert_ogb(
       root: data root holding the dataset folder as ``ogb`` lays it out.
       out: the folder to write (see :class:`~sparsegcn.datasets.ondisk.DatasetWriter`).
       features_dtype: ``"float32"`` or ``"float16"``.
-      overwrite: replace a non-empty ``out``.
+      overwrite: replace ``out`` if it is a sparsegcn dataset folder.
       download: fetch a missing dataset folder first
         (``sparsegcn.datasets.ogb.download_verified``: sha256-checked;
         papers100M has no published checksum and is refused).
@@ -364,7 +365,7 @@ def convert_ogb(
     n = _num_nodes(folder, layout)
     raw_edges = _num_raw_edges(folder, layout)
     dedup = not layout.add_inverse_edge
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.edges.", dir=tmp_dir or out.parent))
+    work = temp_folder(tmp_dir or out.parent, out.name, "edges")
     try:
         average = 2 * (raw_edges or group_edges) / group_edges
         buckets = _Buckets(work, n, max(1, math.ceil(_BUCKETS_PER_GROUP * average)))
@@ -541,7 +542,9 @@ def main(argv=None) -> int:
     parser.add_argument("--root", required=True, help="data root holding <name with _>/raw")
     parser.add_argument("--out", required=True, help="the dataset folder to write")
     parser.add_argument("--features-dtype", choices=FEATURE_DTYPES, default="float32")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace --out if it is a sparsegcn dataset folder"
+    )
     parser.add_argument("--download", action="store_true", help="fetch a missing dataset")
     parser.add_argument("--group-edges", type=int, default=GROUP_EDGES)
     parser.add_argument("--tmp-dir", default=None, help="folder for the edge buckets")

@@ -9,11 +9,15 @@ temporary file and raises.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import os
 import re
 import secrets
+import socket
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,33 +25,131 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from sparsegcn.files import naming
+from sparsegcn.files import naming_errors, sha256_file
 
 _CHUNK = 1 << 20
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
-# Only HTTP(S) handlers: urllib's default opener would also follow a redirect
-# to ftp://, and open file:// and data: URLs.
-_OPENER = urllib.request.OpenerDirector()
-for _handler in (
-    urllib.request.ProxyHandler(),
-    urllib.request.UnknownHandler(),
-    urllib.request.HTTPHandler(),
-    urllib.request.HTTPSHandler(),
-    urllib.request.HTTPDefaultErrorHandler(),
-    urllib.request.HTTPRedirectHandler(),
-    urllib.request.HTTPErrorProcessor(),
-):
-    _OPENER.add_handler(_handler)
+MIN_RATE = 1024.0
+"""Bytes per second a download must average over every ``timeout`` seconds (a server
+that trickles a byte at a time never trips the per-read timeout)."""
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    """The sha256 digest of a file, as 64 lowercase hex digits, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+class _Watchdog:
+    """Shuts a download's sockets down when it falls below a rate or passes a deadline.
+
+    A thread wakes every fraction of ``window`` seconds. When fewer than
+    ``min_rate * window`` bytes arrived in the last ``window`` seconds (the
+    headers' wait included), or ``deadline`` seconds have passed since the
+    start, it records why and shuts every socket of the download down, so a
+    read blocked on it returns at once.
+    """
+
+    def __init__(self, *, window: float, min_rate: float, deadline: float | None):
+        self.window, self.min_rate, self.deadline = window, min_rate, deadline
+        self.received = 0
+        self.reason: str | None = None
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="download-watchdog", daemon=True)
+
+    def __enter__(self) -> _Watchdog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self._thread.join()
+
+    def stop(self) -> str | None:
+        """Stops watching; returns why the download was cut off, or ``None``."""
+        with self._lock:
+            self._done.set()
+            return self.reason
+
+    def watch(self, sock: socket.socket) -> socket.socket:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.reason is not None:
+                _shut(sock)
+        return sock
+
+    def _watch(self) -> None:
+        start = time.monotonic()
+        mark, marked = start, 0
+        step = min(self.window, self.deadline or self.window) / 8
+        while not self._done.wait(step):
+            now = time.monotonic()
+            if self.deadline is not None and now - start >= self.deadline:
+                self._fire(f"did not finish within the deadline of {self.deadline:g} s")
+                return
+            if now - mark >= self.window:
+                got = self.received - marked
+                if got < self.min_rate * (now - mark):
+                    self._fire(
+                        f"stalled: {got} bytes in the last {now - mark:.3g} s, below the "
+                        f"minimum rate of {self.min_rate:g} bytes/s"
+                    )
+                    return
+                mark, marked = now, self.received
+
+    def _fire(self, reason: str) -> None:
+        with self._lock:
+            if self._done.is_set():  # finished in the meantime
+                return
+            self.reason = reason
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watched(connection_class, watchdog: _Watchdog):
+    """``connection_class`` (an ``http.client`` connection) whose sockets ``watchdog`` watches."""
+
+    def make(*args, **kwargs):
+        connection = connection_class(*args, **kwargs)
+        create = connection._create_connection
+        connection._create_connection = lambda *a, **k: watchdog.watch(create(*a, **k))
+        return connection
+
+    return make
+
+
+class _WatchedHandler(urllib.request.HTTPSHandler):
+    """Opens ``http://`` and ``https://`` URLs on connections ``watchdog`` watches."""
+
+    def __init__(self, watchdog: _Watchdog):
+        super().__init__()
+        self.watchdog = watchdog
+
+    def http_open(self, req):
+        return self.do_open(_watched(http.client.HTTPConnection, self.watchdog), req)
+
+    def https_open(self, req):
+        return self.do_open(_watched(http.client.HTTPSConnection, self.watchdog), req)
+
+    http_request = urllib.request.AbstractHTTPHandler.do_request_
+
+
+def _opener(watchdog: _Watchdog) -> urllib.request.OpenerDirector:
+    """An opener with HTTP(S) handlers only (urllib's default one would also follow a
+    redirect to ftp://, and open file:// and data: URLs), its sockets watched."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler(),
+        urllib.request.UnknownHandler(),
+        _WatchedHandler(watchdog),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPRedirectHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
 
 
 def _check_url(url: str) -> None:
@@ -88,9 +190,9 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _open(url: str, timeout: float):
+def _open(url: str, timeout: float, watchdog: _Watchdog):
     try:
-        return _OPENER.open(url, timeout=timeout)
+        return _opener(watchdog).open(url, timeout=timeout)
     except urllib.error.HTTPError as err:
         err.close()
         raise OSError(f"HTTP {err.code} {err.reason} while downloading {url}") from err
@@ -102,7 +204,7 @@ def _open(url: str, timeout: float):
 
 def _read(response, url: str, received: int) -> bytes:
     try:
-        return response.read(_CHUNK)
+        return response.read1(_CHUNK)  # what one read brings: the watchdog counts it
     except http.client.HTTPException as err:
         # e.g. IncompleteRead on a broken chunked body: not an OSError by itself.
         raise OSError(
@@ -114,10 +216,10 @@ def _read(response, url: str, received: int) -> bytes:
         ) from err
 
 
-def _stream(url: str, out, *, dest: Path, progress: bool, timeout: float) -> str:
+def _stream(url: str, out, *, dest: Path, progress: bool, timeout: float, watchdog) -> str:
     """Copies the body of ``url`` into ``out`` (standing for ``dest``) and returns its
     sha256 hex digest."""
-    with _open(url, timeout) as response:
+    with _open(url, timeout, watchdog) as response:
         if response.status != 200:
             raise OSError(f"HTTP {response.status} {response.reason} from {url}, expected 200")
         total = _content_length(response)
@@ -126,10 +228,11 @@ def _stream(url: str, out, *, dest: Path, progress: bool, timeout: float) -> str
         bar = tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress)
         with bar:
             while chunk := _read(response, url, received):
-                with naming(dest):  # a full disk names dest, not the temporary file
+                with naming_errors(dest):  # a full disk names dest, not the temporary file
                     out.write(chunk)
                 digest.update(chunk)
                 received += len(chunk)
+                watchdog.received = received
                 bar.update(len(chunk))
     if total is not None and received != total:
         raise OSError(
@@ -145,7 +248,9 @@ def download_file(
     *,
     sha256: str | None,
     progress: bool = False,
-    timeout: float = 60,
+    timeout: float = 30,
+    min_rate: float = MIN_RATE,
+    deadline: float | None = None,
 ) -> Path:
     """Downloads ``url`` to ``dest`` atomically, verifying its sha256.
 
@@ -166,6 +271,10 @@ def download_file(
       progress: show a tqdm progress bar on stderr (its total comes from
         ``Content-Length`` when the server sends one).
       timeout: seconds to wait for the connection and for each read.
+      min_rate: bytes per second the download must average over every
+        ``timeout`` seconds, the wait for the headers included (0: no
+        minimum); a server that trickles its answer is cut off.
+      deadline: seconds the whole download may take (``None``: no limit).
 
     Returns:
       ``Path(dest)``.
@@ -176,8 +285,10 @@ def download_file(
         downloaded bytes differs from ``sha256`` (the message names the file,
         the expected and the actual digest).
       OSError: an HTTP error status, a network error or timeout
-        (:class:`urllib.error.URLError`, :class:`TimeoutError`), or a body
-        shorter than its ``Content-Length``. The message names the URL.
+        (:class:`urllib.error.URLError`, :class:`TimeoutError`), a download
+        slower than ``min_rate`` or longer than ``deadline``
+        (:class:`TimeoutError`), or a body shorter than its
+        ``Content-Length``. The message names the URL.
 
     Nothing is left at ``dest`` or in its folder when an error is raised.
     """
@@ -185,6 +296,10 @@ def download_file(
     expected = _check_sha256(sha256)
     if not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if not min_rate >= 0:
+        raise ValueError(f"min_rate must be a number of bytes per second >= 0, got {min_rate!r}")
+    if deadline is not None and not deadline > 0:
+        raise ValueError(f"deadline must be a positive number of seconds or None, got {deadline!r}")
     dest = Path(dest)
     if dest.is_dir():
         raise ValueError(f"dest {str(dest)!r} is a directory; give the path of the file to write")
@@ -192,20 +307,29 @@ def download_file(
     # A random name opened with "x" (not tempfile.mkstemp) so that the file
     # gets the permissions the umask gives, like any other file the user writes.
     tmp = dest.parent / f".{dest.name}.{secrets.token_hex(8)}.part"
-    with naming(dest):  # an error names dest, not the temporary name
+    with naming_errors(dest):  # an error names dest, not the temporary name
         out = open(tmp, "xb")  # noqa: SIM115 -- closed by the `with` below, inside the cleanup
     try:
-        with out:
-            actual = _stream(url, out, dest=dest, progress=progress, timeout=timeout)
+        with out, _Watchdog(window=timeout, min_rate=min_rate, deadline=deadline) as watchdog:
+            try:
+                actual = _stream(
+                    url, out, dest=dest, progress=progress, timeout=timeout, watchdog=watchdog
+                )
+            except Exception as err:
+                if watchdog.stop() is None:
+                    raise
+                raise TimeoutError(f"download from {url} {watchdog.reason}") from err
+            if watchdog.stop() is not None:  # the shut socket read as the end of the body
+                raise TimeoutError(f"download from {url} {watchdog.reason}")
             if expected is not None and actual != expected:
                 raise ValueError(
                     f"sha256 mismatch for {dest.name} downloaded from {url}: expected "
                     f"{expected}, got {actual}; the file was not saved to {str(dest)!r}"
                 )
-            with naming(dest):
+            with naming_errors(dest):
                 out.flush()
                 os.fsync(out.fileno())
-        with naming(dest):
+        with naming_errors(dest):
             os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -36,11 +36,12 @@ Three problems of ``ogb`` 1.3.6 with current libraries are handled here:
   published sha256 (:data:`ARCHIVE_SHA256`), extracted into a temporary
   folder and renamed into place, so ``ogb`` only ever processes a verified,
   complete folder. An archive with no published checksum is refused.
-- **Interactive prompts.** ``ogb`` calls ``input()`` when a dataset folder
-  lacks its ``RELEASE_v<version>.txt`` marker (and then may delete the
-  folder) and before downloads over 1 GB, and calls ``exit()`` when the
-  answer is no. The first case is refused here before ``ogb`` runs; the
-  others become exceptions.
+- **Interactive prompts and deletions.** ``ogb`` calls ``input()`` when a
+  dataset folder lacks its ``RELEASE_v<version>.txt`` marker (and then may
+  delete the folder), and when a folder lacks its raw file it downloads the
+  archive again over plain http, unverified, and removes the
+  folder. Both are refused here before ``ogb`` runs (and ``pre_process``
+  refuses the second again): ``ogb`` never downloads and never deletes.
 
 References:
   Hu et al., *Open Graph Benchmark: Datasets for Machine Learning on
@@ -56,7 +57,6 @@ import os
 import pickle
 import shutil
 import sys
-import tempfile
 import threading
 import traceback
 import zipfile
@@ -68,7 +68,14 @@ from sparsegcn.datasets import OGB
 from sparsegcn.datasets.base import Dataset
 from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.unpickle import safe_load
-from sparsegcn.files import CorruptFileError, read_cause, reading
+from sparsegcn.files import (
+    CorruptFileError,
+    check_regular_file,
+    check_regular_tree,
+    read_cause,
+    reading,
+    temp_folder,
+)
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import to_undirected
 
@@ -117,6 +124,15 @@ PROCESSED_GLOBALS = frozenset(
 # import_ogb swaps entries of sys.modules and os.environ; two threads doing it
 # at once could restore each other's state.
 _IMPORT_LOCK = threading.Lock()
+
+# Bounds on what an archive may expand to: a zip bomb declares far more bytes or
+# members than its own size could honestly hold. The published archives hold
+# gzip-compressed CSV or NumPy files, which zip stores at about 1:1; Python's
+# zipfile never writes more than a member's declared size.
+MAX_EXPANSION = 100
+"""The most an archive's members may declare in all, as a multiple of the archive's size."""
+MAX_MEMBERS = 10_000
+"""The most members an archive may hold."""
 
 
 def import_ogb():
@@ -184,7 +200,7 @@ def load_processed(path: str | os.PathLike) -> dict:
       pickle.UnpicklingError: the pickle references a global outside
         :data:`PROCESSED_GLOBALS`, or a tensor.
     """
-    path = Path(path)
+    path = check_regular_file(path)
     try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as err:
@@ -212,13 +228,31 @@ def load_processed(path: str | os.PathLike) -> dict:
     return loaded
 
 
-def _dataset_class(nodeproppred):
-    """``NodePropPredDataset`` with its cache read by :func:`load_processed`."""
+def raw_file(meta) -> str:
+    """The file under a dataset folder whose absence makes ``ogb`` download the archive
+    again (and delete the folder): ``raw/data.npz`` or ``raw/edge.csv.gz``."""
+    return "raw/data.npz" if str(meta["binary"]) == "True" else "raw/edge.csv.gz"
+
+
+def _missing_raw(name: str, dataset_dir: Path, raw: str) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"{name}: {str(dataset_dir)!r} has no {raw} (and no processed cache), so it is not a "
+        f"complete ogb download; it is left as it is (ogb would download the archive again "
+        f"without a checksum and delete the folder): restore the file, or move the folder away "
+        f"to download it again"
+    )
+
+
+def _dataset_class(nodeproppred, raw: str):
+    """``NodePropPredDataset`` with its cache read by :func:`load_processed`, and never a
+    download: ``ogb``'s own (unverified, then ``shutil.rmtree`` of the folder) is refused."""
 
     class SafeNodePropPredDataset(nodeproppred.NodePropPredDataset):
         def pre_process(self):
             cache = Path(self.root) / "processed" / "data_processed"
             if not cache.exists():
+                if not (Path(self.root) / raw).is_file():
+                    raise _missing_raw(self.name, Path(self.root), raw)
                 super().pre_process()
                 return
             loaded = load_processed(cache)
@@ -239,6 +273,7 @@ def _from_prompt(err: BaseException) -> bool:
 def _bad_raw_file(dataset_dir: Path, err: BaseException) -> CorruptFileError:
     """The raw file of ``dataset_dir`` that ``err`` (a decoding error inside ``ogb``)
     came from, found by decompressing each ``.gz`` file and testing each ``.npz``."""
+    hint = f"; restore it, or move {str(dataset_dir)!r} away to download the dataset again"
     for path in sorted(dataset_dir.rglob("*")):
         if not path.is_file() or path.suffix not in (".gz", ".npz"):
             continue
@@ -252,10 +287,10 @@ def _bad_raw_file(dataset_dir: Path, err: BaseException) -> CorruptFileError:
                     with zipfile.ZipFile(path) as zf:
                         zf.testzip()
         except CorruptFileError as found:
-            return found
+            return CorruptFileError(found.path, found.cause + hint)
     cause = read_cause(err) or "unreadable"
     return CorruptFileError(
-        dataset_dir, f"a file ogb read is {cause} ({type(err).__name__}: {err})"
+        dataset_dir, f"a file ogb read is {cause} ({type(err).__name__}: {err}){hint}"
     )
 
 
@@ -272,8 +307,9 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def _check_folders(name: str, root: Path, dataset_dir: Path, version: str) -> None:
-    """Refuses roots ``ogb`` would fail on, prompt about, or delete, before it runs."""
+def _check_folders(name: str, root: Path, dataset_dir: Path, version: str, raw: str) -> None:
+    """Refuses roots ``ogb`` would fail on, prompt about, download into or delete, before
+    it runs."""
     if root.exists() and not root.is_dir():
         raise ValueError(f"root {str(root)!r} exists but is not a directory")
     if dataset_dir.exists() and not dataset_dir.is_dir():
@@ -287,6 +323,8 @@ def _check_folders(name: str, root: Path, dataset_dir: Path, version: str) -> No
         )
     if (dataset_dir / "processed" / "data_processed").exists():
         return
+    if dataset_dir.is_dir() and not (dataset_dir / raw).is_file():
+        raise _missing_raw(name, dataset_dir, raw)
     # ogb writes processed/data_processed next to the raw files, or downloads
     # the archive into root; check now instead of failing after the download.
     target = dataset_dir / "processed" if dataset_dir.is_dir() else root
@@ -311,9 +349,10 @@ def _extract(archive: Path, member_dir: str, dataset_dir: Path) -> None:
     ``..``) are refused. A failure leaves neither the temporary folder nor a
     partial ``dataset_dir``.
     """
-    work = Path(tempfile.mkdtemp(prefix=f".{dataset_dir.name}.", dir=dataset_dir.parent))
+    work = temp_folder(dataset_dir.parent, dataset_dir.name, "extract")
     try:
         with zipfile.ZipFile(archive) as zf:
+            _check_expansion(archive, zf.infolist(), work)
             for info in zf.infolist():
                 target = (work / info.filename).resolve()
                 if not target.is_relative_to(work.resolve()):
@@ -327,6 +366,21 @@ def _extract(archive: Path, member_dir: str, dataset_dir: Path) -> None:
         raise ValueError(f"{archive} is not a valid zip archive: {err}") from err
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_expansion(archive: Path, infos: list, work: Path) -> None:
+    """Refuses an archive whose members declare more than :data:`MAX_MEMBERS` files,
+    :data:`MAX_EXPANSION` times its size, or the free space where they would go."""
+    packed = archive.stat().st_size
+    declared = sum(info.file_size for info in infos)
+    free = shutil.disk_usage(work).free
+    limit = min(MAX_EXPANSION * max(packed, 1 << 20), free)
+    if len(infos) > MAX_MEMBERS or declared > limit:
+        raise ValueError(
+            f"{archive}: refusing to extract {len(infos)} files of {declared} bytes in all from "
+            f"{packed} bytes (at most {MAX_MEMBERS} files and {limit} bytes: "
+            f"{MAX_EXPANSION} times the archive, and no more than the {free} bytes free)"
+        )
 
 
 def download_verified(
@@ -358,13 +412,13 @@ def download_verified(
             f"{name!r}, root=...)) or unzip the archive into {str(root)!r} and rename its "
             f"folder {member_dir!r} to {dataset_dir.name!r}; then pass that root"
         )
-    root.mkdir(parents=True, exist_ok=True)
-    archive = root / f".{member_dir}.zip"
-    download_file(url, archive, sha256=digest, progress=progress)
+    work = temp_folder(root, dataset_dir.name, "download")  # nothing of the user's is touched
     try:
+        archive = work / f"{member_dir}.zip"
+        download_file(url, archive, sha256=digest, progress=progress)
         _extract(archive, member_dir, dataset_dir)
     finally:
-        archive.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
     return dataset_dir
 
 
@@ -447,10 +501,10 @@ def load_ogb(
         :class:`Dataset` checks (e.g. a label outside ``[0, num_classes)``),
         always naming the dataset, folder and offending value.
       PermissionError: ogb would have to write under a read-only folder.
-      FileNotFoundError: the dataset is missing and ``download`` is False.
+      FileNotFoundError: the dataset is missing and ``download`` is False,
+        or its folder lacks the raw file and the processed cache (``ogb``
+        would download it unverified and delete the folder).
       OSError: the download failed.
-      RuntimeError: a download over 1 GB needs a confirmation that cannot
-        be given (no interactive input) or was declined.
     """
     if name not in OGB:
         raise ValueError(f"unknown OGB dataset {name!r}; choose one of {list(OGB)}")
@@ -458,7 +512,8 @@ def load_ogb(
     meta = _meta_info(nodeproppred, name)
     root = Path(root)
     dataset_dir = root / name.replace("-", "_")
-    _check_folders(name, root, dataset_dir, str(meta["version"]))
+    raw = raw_file(meta)
+    _check_folders(name, root, dataset_dir, str(meta["version"]), raw)
     if not dataset_dir.exists():
         source = url or str(meta["url"]).replace("http://", "https://", 1)
         if not download:
@@ -467,9 +522,10 @@ def load_ogb(
                 f"(or pass download=True / drop --no-download)"
             )
         download_verified(name, root, source, str(meta["download_name"]), progress=progress)
-        _check_folders(name, root, dataset_dir, str(meta["version"]))
+        _check_folders(name, root, dataset_dir, str(meta["version"]), raw)
+    check_regular_tree(dataset_dir)  # ogb reads what is there: no FIFO or device
     try:
-        dataset = _dataset_class(nodeproppred)(name=name, root=str(root))
+        dataset = _dataset_class(nodeproppred, raw)(name=name, root=str(root))
         split = dataset.get_idx_split()
     except (EOFError, SystemExit) as err:
         if not _from_prompt(err):  # a truncated raw file, not an unanswered question

@@ -38,8 +38,8 @@ or ``hashlib``), e.g. for a 3-node path graph ``0 - 1 - 2``::
     np.save("g/indptr.npy", np.array([0, 1, 3, 4], np.int64))   # in-edges per node
     np.save("g/indices.npy", np.array([1, 0, 2, 1], np.int32))  # their senders
     np.save("g/features.npy", np.eye(3, dtype=np.float32))
-    np.save("g/labels.npy", np.array([0, 1, -1]))
-    for split, ids in {"train": [0], "valid": [1], "test": [1]}.items():
+    np.save("g/labels.npy", np.array([0, 1, 1]))
+    for split, ids in {"train": [0], "valid": [1], "test": [2]}.items():
         np.save(f"g/{split}.npy", np.array(ids, np.int64))
     # then g/manifest.json as below
 
@@ -61,8 +61,12 @@ Checks
 the manifest's keys and counts, every file's dtype and shape against the
 manifest, ``indptr`` (starts at 0, non-decreasing, ends at ``E``), every
 ``indices`` entry in range and ascending within its row, labels in
-``[-1, C)``, split ids in range and labelled. The first problem raises one
-:class:`FormatError` naming the file and the field.
+``[-1, C)``, at least one node and one feature, split ids in range,
+labelled, never repeated and in one split only (:func:`check_contents`).
+The first problem raises one :class:`FormatError` naming the file and the
+field. :class:`DatasetWriter` (so :func:`save`, the converter and the
+synthetic generator) runs the same checks, and the features' finiteness,
+on what it wrote before renaming it into place.
 
 The sha256 checksums are written always but verified only on request
 (``verify=True``, :func:`verify_checksums`, ``sparsegcn info --verify``):
@@ -84,19 +88,29 @@ the full receiver array run (host sampling, ``--graph-on host``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import numbers
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from sparsegcn.datasets.base import SPLITS, Dataset
-from sparsegcn.files import CorruptFileError, json_text, load_npy, naming, release_pages
+from sparsegcn import files as _files
+from sparsegcn.datasets.base import SPLITS, Dataset, check_disjoint_splits
+from sparsegcn.files import (
+    CorruptFileError,
+    NotRegularFileError,
+    check_regular_file,
+    json_text,
+    load_npy,
+    naming_errors,
+    read_json,
+    release_pages,
+    reserve_space,
+    temp_folder,
+)
 from sparsegcn.graph import Graph
 
 FORMAT = "sparsegcn-graph"
@@ -123,10 +137,11 @@ class FormatError(ValueError):
       file: the offending file's path.
       field: what is wrong in it (``"shape"``, ``"dtype"``, ``"sha256"``,
         ``"indptr[7]"``, a manifest key, ...).
+      message: the problem, without the file and field.
     """
 
     def __init__(self, file, field: str, message: str):
-        self.file, self.field = Path(file), field
+        self.file, self.field, self.message = Path(file), field, message
         super().__init__(f"{file}: {field}: {message}")
 
 
@@ -139,12 +154,9 @@ def is_ondisk(path) -> bool:
 
 
 def sha256_file(path, *, block: int = _HASH_BLOCK) -> str:
-    """The sha256 hex digest of a file, read in ``block``-byte pieces."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while piece := f.read(block):
-            digest.update(piece)
-    return digest.hexdigest()
+    """The sha256 hex digest of a regular file, read in ``block``-byte pieces
+    (:func:`sparsegcn.files.sha256_file`: a FIFO or a device is refused)."""
+    return _files.sha256_file(path, block=block)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -164,12 +176,52 @@ def _count(name: str, value, minimum: int = 0) -> int:
     return int(value)
 
 
+def _foreign_entries(path: Path) -> list[str] | None:
+    """What in folder ``path`` is not part of the sparsegcn dataset its manifest describes.
+
+    Returns:
+      ``None`` when ``path`` holds a readable manifest of this format and
+      nothing but the regular files it lists (a folder :func:`save` or
+      :class:`DatasetWriter` made); otherwise the names that are not such
+      files (all entries when there is no valid manifest).
+    """
+    names = sorted(entry.name for entry in os.scandir(path))
+    try:
+        manifest = read_json(path / MANIFEST)
+        listed = {entry["file"] for entry in manifest["files"].values()}
+        ours = manifest.get("format") == FORMAT and all(isinstance(f, str) for f in listed)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return names
+    if not ours:
+        return names
+    listed.add(MANIFEST)
+    return [
+        name
+        for name in names
+        if name not in listed or not (path / name).is_file() or (path / name).is_symlink()
+    ]
+
+
 def _check_target(path: Path, overwrite: bool) -> None:
+    """Refuses an output folder that is a file, holds data without ``overwrite``, or holds
+    anything but a sparsegcn dataset (what ``overwrite`` may replace)."""
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a folder")
-    if path.is_dir() and any(path.iterdir()) and not overwrite:
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if not overwrite:
         raise ValueError(
             f"{path} exists and is not empty; pass overwrite=True (--overwrite) to replace it"
+        )
+    foreign = _foreign_entries(path)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        raise ValueError(
+            f"{path} is not a sparsegcn dataset folder (it holds {shown}, which no "
+            f"{FORMAT} manifest there lists); overwrite replaces only such a folder or an "
+            f"empty one: choose another folder, or empty this one yourself"
         )
 
 
@@ -187,11 +239,12 @@ class DatasetWriter:
 
     Args:
       path: the folder to create. An existing empty folder is replaced; a
-        non-empty one only with ``overwrite=True``, once the new one is
+        non-empty one only with ``overwrite=True`` and only if it is a
+        sparsegcn dataset folder (a manifest and the files it lists), once the new one is
         complete.
       num_nodes, num_stored_edges, num_features: ``N``, ``E``, ``F``.
       features_dtype: ``"float32"`` or ``"float16"``.
-      overwrite: replace an existing non-empty ``path``.
+      overwrite: replace an existing dataset folder at ``path``.
     """
 
     def __init__(
@@ -205,7 +258,7 @@ class DatasetWriter:
         overwrite: bool = False,
     ):
         self.path = Path(path)
-        self.num_nodes = _count("num_nodes", num_nodes)
+        self.num_nodes = _count("num_nodes", num_nodes, 1)
         self.num_stored_edges = _count("num_stored_edges", num_stored_edges)
         self.num_features = _count("num_features", num_features, 1)
         if self.num_nodes >= 2**31:
@@ -216,26 +269,38 @@ class DatasetWriter:
             )
         self.overwrite = bool(overwrite)
         _check_target(self.path, self.overwrite)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp: Path | None = Path(
-            tempfile.mkdtemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        )
-        n, e = self.num_nodes, self.num_stored_edges
-        self.indptr = self._open("indptr", np.int64, (n + 1,))
-        self.indices = self._open("indices", np.int32, (e,))
-        self.features = self._open("features", np.dtype(features_dtype), (n, self.num_features))
-        self.labels = self._open("labels", np.int64, (n,))
+        self._tmp: Path | None = temp_folder(self.path.parent, self.path.name)
         self._splits: dict = {}
+        n, e = self.num_nodes, self.num_stored_edges
+        try:
+            self.indptr = self._open("indptr", np.int64, (n + 1,))
+            self.indices = self._open("indices", np.int32, (e,))
+            self.features = self._open("features", np.dtype(features_dtype), (n, self.num_features))
+            self.labels = self._open("labels", np.int64, (n,))
+        except BaseException:
+            self.abort()
+            raise
 
     def _open(self, name: str, dtype, shape):
-        with naming(self.path / f"{name}.npy"):  # not the temporary folder's name
-            return np.lib.format.open_memmap(self.tmp / f"{name}.npy", "w+", dtype, shape)
+        """A writable memory map of ``name.npy`` whose blocks are all allocated on disk.
+
+        ``open_memmap`` makes a sparse file; storing into its pages on a full
+        disk would be ``SIGBUS``. :func:`~sparsegcn.files.reserve_space`
+        makes a full disk an ``OSError`` here instead, before any work.
+        """
+        file = self.tmp / f"{name}.npy"
+        with naming_errors(self.path):  # not the temporary folder's name
+            array = np.lib.format.open_memmap(file, "w+", dtype, shape)
+        reserve_space(
+            file, int(array.offset) + int(array.nbytes), name=f"{self.path} ({file.name})"
+        )
+        return array
 
     def write_split(self, name: str, ids) -> None:
         """Writes split ``name`` (``train``/``valid``/``test``) as int64 node ids."""
         if name not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
-        with naming(self.path / f"{name}.npy"):
+        with naming_errors(self.path):
             np.save(self.tmp / f"{name}.npy", np.asarray(ids, np.int64), allow_pickle=False)
         self._splits[name] = True
 
@@ -249,11 +314,21 @@ class DatasetWriter:
         info: dict | None = None,
         progress: bool = False,
     ) -> Path:
-        """Hashes the files, writes the manifest and renames the folder into place.
+        """Hashes the files, writes the manifest, checks the result as loading
+        would (:func:`check_contents`, features' finiteness included) and
+        renames the folder into place.
 
         Returns:
           ``path``.
+
+        Raises:
+          FormatError: the written data fails a check (naming the file under
+            ``path`` and the entry); ``path`` is left as it was.
         """
+        with naming_errors(self.path):
+            return self._finish(name, num_edges, num_classes, metric, info, progress)
+
+    def _finish(self, name, num_edges, num_classes, metric, info, progress) -> Path:
         missing = [s for s in SPLITS if s not in self._splits]
         if missing:
             raise ValueError(f"splits {missing} were not written (write_split)")
@@ -297,10 +372,11 @@ class DatasetWriter:
             with open(self.tmp / f"{key}.npy", "rb+") as f:
                 os.fsync(f.fileno())
         _fsync_dir(self.tmp)
+        self._validate()
         _check_target(self.path, self.overwrite)
         old = None
         if self.path.is_dir() and any(self.path.iterdir()):
-            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.old.", dir=self.path.parent))
+            old = temp_folder(self.path.parent, self.path.name, "old")
             os.replace(self.path, old / "data")
         os.replace(self.tmp, self.path)  # an empty target folder is replaced too
         _fsync_dir(self.path.parent)
@@ -308,6 +384,18 @@ class DatasetWriter:
             shutil.rmtree(old, ignore_errors=True)
         self._tmp = None
         return self.path
+
+    def _validate(self) -> None:
+        """Runs the checks loading runs (and the features' finiteness) on the temporary
+        folder: what fails them is never renamed into place."""
+        try:
+            manifest = read_manifest(self.tmp)
+            check_contents(self.tmp, manifest, _open_arrays(self.tmp, manifest), features=True)
+        except FormatError as err:
+            file = self.path / err.file.name if err.file.parent == self.tmp else err.file
+            raise FormatError(
+                file, err.field, f"{err.message} (so nothing was written to {self.path})"
+            ) from None
 
     @property
     def tmp(self) -> Path:
@@ -368,7 +456,8 @@ def save(
       path: the folder to write.
       features_dtype: ``"float32"`` or ``"float16"``; default: float16 if the
         features are float16, else float32.
-      overwrite: replace an existing non-empty folder.
+      overwrite: replace an existing dataset folder (a folder holding
+        anything else is refused).
       progress: progress bars.
       chunk: rows and edges copied at a time.
 
@@ -376,7 +465,8 @@ def save(
       ``Path(path)``.
 
     Raises:
-      ValueError: ``path`` is a non-empty folder (without ``overwrite``) or
+      ValueError: ``path`` is a non-empty folder (without ``overwrite``, or
+        not a sparsegcn dataset folder) or
         a file, the graph has weights, or a bad ``features_dtype``.
     """
     if not isinstance(dataset, Dataset):
@@ -431,9 +521,11 @@ def read_manifest(path) -> dict:
     """
     file = Path(path) / MANIFEST
     try:
-        manifest = json.loads(file.read_text())
+        manifest = read_json(file)
     except FileNotFoundError as err:
         raise FormatError(file, "file", "missing: not an on-disk dataset folder") from err
+    except NotRegularFileError as err:
+        raise FormatError(file, "file", f"not a regular file: it is {err.kind}") from None
     except (OSError, ValueError) as err:
         raise FormatError(file, "json", f"unreadable ({err})") from err
     if not isinstance(manifest, dict):
@@ -498,6 +590,8 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
             array = load_npy(file, mmap_mode="r")
         except FileNotFoundError as err:
             raise FormatError(file, key, "missing") from err
+        except NotRegularFileError as err:
+            raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
         except CorruptFileError as err:
             raise FormatError(file, key, err.cause) from err
         except OSError as err:
@@ -623,6 +717,75 @@ def _check_split(file: Path, key: str, ids, labels, num_nodes: int) -> None:
         raise FormatError(file, f"{key}[{pos}]", f"node {int(ids[pos])} has no label (-1)")
 
 
+def _check_features(file: Path, features, chunk: int) -> None:
+    rows = max(1, chunk // max(1, int(features.shape[1])))
+    for start in range(0, features.shape[0], rows):
+        part = np.asarray(features[start : start + rows])
+        finite = np.isfinite(part)
+        if not finite.all():
+            row, col = np.unravel_index(int(np.flatnonzero(~finite.ravel())[0]), part.shape)
+            raise FormatError(
+                file,
+                f"features[{start + row}, {col}]",
+                f"{part[row, col]} is not finite (a missing value in the source?)",
+            )
+        release_pages(features)
+
+
+def check_contents(
+    folder, manifest: dict, arrays: dict, *, features: bool = False, chunk: int = CHECK_CHUNK
+) -> None:
+    """The load-time checks of an on-disk dataset's contents, in bounded memory.
+
+    Counts (at least one node, feature and class; ids that fit int32), the
+    CSR (:func:`check_csr_chunked`), labels in ``[-1, C)``, split ids in
+    range, labelled, never repeated and in one split only; with
+    ``features``, every feature finite too (a full read: :class:`DatasetWriter`
+    checks what it wrote, loading does not).
+
+    Args:
+      folder: the dataset folder (for the messages).
+      manifest: its :func:`read_manifest`.
+      arrays: the opened arrays (memory maps), by file key.
+      features: also check the features are finite.
+      chunk: entries per step.
+
+    Raises:
+      FormatError: the first problem, naming the file and the field.
+    """
+    folder = Path(folder)
+    files = {key: folder / manifest["files"][key]["file"] for key in _FILES}
+    n, num_classes = manifest["num_nodes"], manifest["num_classes"]
+    if n < 1:
+        raise FormatError(folder / MANIFEST, "num_nodes", "must be >= 1: the dataset has no nodes")
+    if n >= 2**31:
+        raise FormatError(folder / MANIFEST, "num_nodes", f"{n} does not fit int32 node ids")
+    if manifest["num_features"] < 1:
+        raise FormatError(
+            folder / MANIFEST,
+            "num_features",
+            f"must be >= 1, got {manifest['num_features']}: the nodes have no features",
+        )
+    if num_classes < 1:
+        raise FormatError(folder / MANIFEST, "num_classes", f"must be >= 1, got {num_classes}")
+    check_csr_chunked(
+        arrays["indptr"],
+        arrays["indices"],
+        n,
+        files=(files["indptr"], files["indices"]),
+        chunk=chunk,
+    )
+    _check_labels(files["labels"], arrays["labels"], num_classes, chunk)
+    for key in SPLITS:
+        _check_split(files[key], key, arrays[key], arrays["labels"], n)
+    check_disjoint_splits(
+        {key: arrays[key] for key in SPLITS},
+        error=lambda key, message: FormatError(files[key], key, message),
+    )
+    if features:
+        _check_features(files["features"], arrays["features"], chunk)
+
+
 def verify_checksums(path, *, progress: bool = False) -> None:
     """Hashes every file of the dataset in ``path`` and compares with the manifest.
 
@@ -636,8 +799,12 @@ def verify_checksums(path, *, progress: bool = False) -> None:
     for key in tqdm(_FILES, disable=not progress, desc="sha256", leave=False):
         entry = manifest["files"][key]
         file = folder / entry["file"]
-        if not file.is_file():
+        if not file.exists():
             raise FormatError(file, key, "missing")
+        try:
+            check_regular_file(file)
+        except NotRegularFileError as err:
+            raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
         digest = sha256_file(file)
         if digest != entry["sha256"]:
             raise FormatError(
@@ -783,18 +950,8 @@ def load_ondisk(
     if verify:
         verify_checksums(folder, progress=progress)
     arrays = _open_arrays(folder, manifest)
-    files = {key: folder / manifest["files"][key]["file"] for key in _FILES}
+    check_contents(folder, manifest, arrays)
     n, num_classes = manifest["num_nodes"], manifest["num_classes"]
-    if n >= 2**31:
-        raise FormatError(folder / MANIFEST, "num_nodes", f"{n} does not fit int32 node ids")
-    if num_classes < 1:
-        raise FormatError(folder / MANIFEST, "num_classes", f"must be >= 1, got {num_classes}")
-    check_csr_chunked(
-        arrays["indptr"], arrays["indices"], n, files=(files["indptr"], files["indices"])
-    )
-    _check_labels(files["labels"], arrays["labels"], num_classes, CHECK_CHUNK)
-    for key in SPLITS:
-        _check_split(files[key], key, arrays[key], arrays["labels"], n)
     e = manifest["num_stored_edges"]
     limit = EXPAND_FRACTION * physical_memory_bytes() if expand_limit is None else expand_limit
     receivers: np.ndarray | ExpandedRows
@@ -830,6 +987,7 @@ __all__ = [
     "DatasetWriter",
     "ExpandedRows",
     "FormatError",
+    "check_contents",
     "check_csr_chunked",
     "expand_rows",
     "is_ondisk",

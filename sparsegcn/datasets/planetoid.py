@@ -38,8 +38,9 @@ import scipy.sparse as sp
 
 from sparsegcn import _checks
 from sparsegcn.datasets.base import Dataset
-from sparsegcn.datasets.download import download_file, sha256_file
+from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.unpickle import safe_load
+from sparsegcn.files import read_text, sha256_file
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import remove_self_loops, to_undirected
 
@@ -71,7 +72,7 @@ PICKLE_GLOBALS = frozenset(
     }
 )
 
-# Cora: /work/shared/data/planetoid/SHA256SUMS, files verified against a copy of
+# Cora: the SHA256SUMS file of the shared test data (planetoid/SHA256SUMS), files verified against a copy of
 # kimiyoung/planetoid/data. CiteSeer and PubMed: published in
 # skygazer42/sky-vgl, vgl/data/public.py (commit 7cbb28df98d5eea988f5b010f3e0df6a191f533b),
 # pinned there to kimiyoung/planetoid commit af6abf468a772cc055bec88c52e4d6f51b7c37e3;
@@ -173,7 +174,7 @@ def _unpickle(path: Path):
 def _read_test_index(path: Path) -> np.ndarray:
     ids = []
     try:
-        text = path.read_text(encoding="ascii")
+        text = read_text(path, encoding="ascii")
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: not a text file of node ids ({err})") from None
     for lineno, line in enumerate(text.splitlines(), start=1):

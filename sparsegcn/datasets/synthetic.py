@@ -20,12 +20,10 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import numbers
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +31,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset
-from sparsegcn.files import json_text, load_npy, naming
+from sparsegcn.files import json_text, load_npy, naming_errors, read_json, temp_folder
 from sparsegcn.graph import Graph
 
 GENERATOR = "dcsbm-1"  # bump when a seed's output changes: older caches are then refused
@@ -126,12 +124,21 @@ class SyntheticSpec:
             scale=self.scale * scale,
         )
 
-    def split_sizes(self) -> dict:
-        """``{"train", "valid", "test", "labelled"}`` node counts.
+    def _smallest_scale(self) -> float:
+        """A scale (two significant digits) above this one at which the preset has
+        a node in every split (rounding makes that not monotone in the scale)."""
+        base = PRESETS.get(self.name, self)
+        scale = self.scale
+        for _ in range(200):
+            scale = min(1.0, float(f"{scale * 1.25:.2g}"))
+            spec = dataclasses.replace(base, scale=1.0).scaled(scale)
+            n, sizes = spec.num_nodes, spec.split_counts()
+            if (min(sizes) >= 1 and sum(sizes) <= n) or scale == 1.0:
+                return scale
+        return 1.0
 
-        Fractions are rounded cumulatively, so splits that cover every node
-        (ogbn-arxiv, ogbn-products) still do after scaling.
-        """
+    def split_counts(self) -> tuple[int, int, int]:
+        """``(train, valid, test)`` node counts, unchecked (see :meth:`split_sizes`)."""
         n = self.num_nodes
         if self.train_per_class is None:
             fractions = (self.train_fraction, self.valid_fraction, self.test_fraction)
@@ -140,6 +147,24 @@ class SyntheticSpec:
         else:
             train = self.train_per_class * self.num_classes
             valid, test = round(n * self.valid_fraction), round(n * self.test_fraction)
+        return train, valid, test
+
+    def split_sizes(self) -> dict:
+        """``{"train", "valid", "test", "labelled"}`` node counts, each split
+        at least 1 (else ``ValueError``: scaled too far).
+
+        Fractions are rounded cumulatively, so splits that cover every node
+        (ogbn-arxiv, ogbn-products) still do after scaling.
+        """
+        n = self.num_nodes
+        train, valid, test = self.split_counts()
+        for key, size in (("train", train), ("valid", valid), ("test", test)):
+            if size < 1:
+                raise ValueError(
+                    f"synthetic:{self.name} at scale {self.scale:g} has {n} node(s) and an "
+                    f"empty {key!r} split; use a larger --scale (e.g. "
+                    f"{self._smallest_scale():g})"
+                )
         labelled = max(round(n * self.labelled_fraction), train + valid + test)
         if labelled > n:
             raise ValueError(
@@ -440,6 +465,7 @@ def load_synthetic(
     if preset not in PRESETS:
         raise ValueError(f"unknown synthetic preset {preset!r}; choose one of {list(PRESETS)}")
     spec = PRESETS[preset].scaled(scale)
+    spec.split_sizes()  # a scale that empties a split is refused, cached or not
     seed = _checks.check_static_int("seed", seed)
     if not cache or preset in _NEVER_CACHED:
         return generate(spec, seed=seed, progress=progress)
@@ -489,15 +515,20 @@ def _manifest(dataset: Dataset, spec: SyntheticSpec, seed: int, arrays: dict) ->
 
 
 def _write_cache(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int) -> None:
+    with naming_errors(folder):  # a full disk names the cache, not a temporary file
+        _write_cache_files(folder, dataset, spec, seed)
+
+
+def _write_cache_files(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed: int) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    tmp = temp_folder(folder.parent, folder.name)
     try:
         arrays = _dataset_arrays(dataset)
-        with naming(folder):  # the cache's name, not the temporary folder's
+        with naming_errors(folder):  # the cache's name, not the temporary folder's
             for name, array in arrays.items():
                 _save_array(tmp / f"{name}.npy", np.asarray(array))
         manifest = json_text(_manifest(dataset, spec, seed, arrays), indent=1)
-        with naming(folder / MANIFEST), open(tmp / MANIFEST, "w") as f:
+        with naming_errors(folder / MANIFEST), open(tmp / MANIFEST, "w") as f:
             f.write(manifest)
             f.flush()
             os.fsync(f.fileno())
@@ -518,7 +549,7 @@ def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
     path = folder / MANIFEST
     hint = f"delete {folder} to regenerate it"
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
         shapes = {k: manifest["arrays"][k] for k in _ARRAYS}
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(
@@ -538,7 +569,7 @@ def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
         file = folder / f"{name}.npy"
         try:
             array = load_npy(file, mmap_mode="r")
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, EOFError) as err:
             raise ValueError(
                 f"synthetic cache file {file} is missing, truncated or corrupt ({err}); {hint}"
             ) from err

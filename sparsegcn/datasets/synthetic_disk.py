@@ -47,7 +47,6 @@ import dataclasses
 import math
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +62,7 @@ from sparsegcn.datasets.synthetic import (
     _check_class_sizes,
     _draw_splits,
 )
-from sparsegcn.files import release_pages
+from sparsegcn.files import naming_errors, release_pages, temp_folder
 
 GROUP_EDGES = 1 << 26
 """Default bound on the directed edges one bucket sorts at once."""
@@ -234,7 +233,8 @@ def generate_to_disk(
       seed: non-negative int; a seed defines the output bit for bit,
         whatever ``group_edges``.
       features_dtype: ``"float32"`` or ``"float16"`` (half the disk).
-      overwrite: replace a non-empty ``out``.
+      overwrite: replace ``out`` if it is a sparsegcn dataset folder (never a
+        folder holding anything else).
       progress: tqdm bars.
       group_edges: bound on the directed edges sorted at once (memory, see
         :func:`stream_bytes`).
@@ -272,7 +272,7 @@ def generate_to_disk(
         features_dtype=features_dtype,
         overwrite=overwrite,
     )
-    with writer:
+    with writer, naming_errors(out):  # a full disk names the dataset, not a bucket file
         model = sbm.block_model(
             n,
             e,
@@ -287,7 +287,7 @@ def generate_to_disk(
             raise ValueError(
                 f"{e} edges on {n} nodes is too dense for this generator: use a larger scale"
             )
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.pairs.", dir=tmp_dir or out.parent))
+        work = temp_folder(tmp_dir or out.parent, out.name, "pairs")
         try:
             buckets = max(1, math.ceil(_BUCKETS_PER_GROUP * 2 * e / group_edges))
             files = _PairFiles(work, n, buckets)

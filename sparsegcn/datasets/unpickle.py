@@ -28,6 +28,8 @@ from typing import IO
 
 import numpy as np
 
+from sparsegcn.files import open_regular
+
 _NUMPY_CORE = "numpy._core" if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else "numpy.core"
 
 # Module paths written by older Python, NumPy or SciPy versions -> where the
@@ -113,7 +115,7 @@ def safe_load(
     """
     allowed = _check_allowed(allowed)
     if isinstance(path_or_file, (str, os.PathLike)):
-        with open(path_or_file, "rb") as f:
+        with open_regular(path_or_file) as f:
             return _RestrictedUnpickler(
                 f, allowed=allowed, encoding=encoding, source=os.fspath(path_or_file)
             ).load()

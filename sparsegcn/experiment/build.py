@@ -18,7 +18,7 @@ from sparsegcn.datasets.ondisk import EXPAND_FRACTION, ExpandedRows
 from sparsegcn.experiment.config import HOST_GRAPH_PREPARATIONS, Experiment, _resolved
 from sparsegcn.experiment.precompute import sgc_precompute
 from sparsegcn.features import as_features, normalize
-from sparsegcn.files import release_pages
+from sparsegcn.files import check_mapped, release_pages
 from sparsegcn.nn import Model
 from sparsegcn.nn.registry import create_model, get_model_spec
 from sparsegcn.sampling.feature_store import (
@@ -142,6 +142,9 @@ def node_data(
     """
     n = dataset.num_nodes
     spec = get_model_spec(model)
+    for what, array in (("features", dataset.features), ("labels", dataset.labels)):
+        check_mapped(array, f"the {what} file")  # changed since it was loaded: SIGBUS below
+    check_mapped(dataset.graph.senders, "the graph's indices file")
     features = normalize(dataset.features, normalize_features)
     if spec.precompute:
         resolved = spec.resolve_options(model, dict(options or {}))

@@ -23,6 +23,7 @@ from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import SAMPLERS, check_fanouts
 from sparsegcn.sampling.feature_store import FEATURES_ON, check_features_on
 from sparsegcn.sampling.host import GRAPH_ON, check_graph_on
+from sparsegcn.tasks import TASKS, check_task, task_for, task_name
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, MONITORS
@@ -42,13 +43,14 @@ MODEL_DEFAULTS = (
     "epochs",
     "patience",
     "monitor",
+    "batch_size",
 )
 
 HOST_GRAPH_PREPARATIONS = ("unweighted", "none")
 """Graph preparations (:data:`~sparsegcn.nn.registry.PREPARATIONS`) that keep the
 stored structure, so the host sampler can read the on-disk CSR as it is."""
 
-FALLBACK_DEFAULTS = {"epochs": 200, "patience": 100, "monitor": "val_acc"}
+FALLBACK_DEFAULTS = {"epochs": 200, "patience": 100, "monitor": "val_acc", "batch_size": 512}
 """Values of the fields in :data:`MODEL_DEFAULTS` a model does not set."""
 
 
@@ -90,6 +92,32 @@ _SAMPLED_RUN = Applies(
     _full_batch,
 )
 
+
+def _owners(task: str) -> str:
+    return ", ".join(f"{prefix}NAME" for prefix in TASKS[task].datasets)
+
+
+def _batched_task(exp) -> bool:
+    """Whether ``exp``'s task batches its data for its model (graph tasks: graphs per batch)."""
+    return "batch_size" in task_for(exp.dataset).defaults.get(exp.model, {})
+
+
+def _task_row(name: str) -> Applies:
+    def when(exp: Experiment) -> bool:
+        return task_name(exp.dataset) == name
+
+    return Applies(
+        when,
+        f"{name}-level datasets ({_owners(name)})",
+        lambda e: f"{e.dataset!r} is a {task_name(e.dataset)}-level dataset",
+    )
+
+
+def _task_rows() -> dict[str, Applies]:
+    """A row per field that one task alone reads (:attr:`~sparsegcn.tasks.Task.fields`)."""
+    return {field: _task_row(name) for name, task in TASKS.items() for field in task.fields}
+
+
 APPLIES: dict[str, Applies] = {
     "fanouts": Applies(
         lambda e: get_model_spec(e.model).sampled,
@@ -97,7 +125,12 @@ APPLIES: dict[str, Applies] = {
         lambda e: f"{e.model} trains full batch only",
         idle=("none",),
     ),
-    "batch_size": _SAMPLED_RUN,
+    "batch_size": Applies(
+        lambda e: _sampled(e) or _batched_task(e),
+        f"sampled mini-batch training (--fanouts; models {_names(lambda s: s.sampled)}) and "
+        f"graph-level datasets ({_owners('graph')})",
+        _full_batch,
+    ),
     "sampler": _SAMPLED_RUN,
     "dedup_caps": Applies(
         lambda e: _sampled(e) and e.sampler == "dedup",
@@ -147,6 +180,7 @@ APPLIES: dict[str, Applies] = {
         "generated datasets (synthetic:<preset>)",
         lambda e: f"dataset {e.dataset!r} is read as it is",
     ),
+    **_task_rows(),
 }
 """Fields that apply only to some models or modes. A field given a value other than
 its default (or an ``idle`` one) where its row's ``when`` is false is refused with
@@ -259,7 +293,9 @@ class Experiment:
         "neighbours sampled per hop, one hop per layer: trains on sampled mini-batches "
         "(sage by default, 25,10; gat and gatv2 when given; 'none': full batch)",
     )
-    batch_size: int = _field(512, "seeds per sampled mini-batch")
+    batch_size: int | None = _field(
+        None, "seeds per sampled mini-batch; graphs per batch of a graph task [512; graph: 32]"
+    )
     sampler: str = _field(
         "tree",
         "neighbour sampler of mini-batches: 'tree' (a row per sampled path) or 'dedup' (a row "
@@ -325,6 +361,22 @@ class Experiment:
     divergence_epochs: int = _field(
         DIVERGENCE_EPOCHS, "consecutive epochs above --divergence-factor that stop a run"
     )
+    folds: int = _field(
+        0,
+        "graph datasets (tu:NAME): stratified folds of cross-validation, each with an inner "
+        "validation split, trained together as one program (0: one holdout split)",
+    )
+    readout: str = _field(
+        "sum",
+        "graph datasets: how each layer's node rows become one row per graph",
+        choices=("sum", "mean", "max", "attention"),
+    )
+    learn_eps: bool = _field(
+        False, "graph datasets: GIN-eps (learn eps per layer) instead of GIN-0 (eps = 0)"
+    )
+    virtual_node: bool = _field(
+        False, "graph datasets: a virtual node joined to every node of its graph (GIN-virtual)"
+    )
 
     def __post_init__(self):
         if not isinstance(self.model, str) or self.model not in MODELS:
@@ -333,9 +385,10 @@ class Experiment:
         if self.layers is None and spec.sampled and self.fanouts not in (None, "none"):
             # A sampled model takes one layer per hop: --fanouts 15,10,5 alone means 3 layers.
             object.__setattr__(self, "layers", len(check_fanouts(self.fanouts)))
+        defaults = task_for(self.dataset).model_defaults(self.model, spec.defaults)
         for name in MODEL_DEFAULTS:
-            if getattr(self, name) is None and name in spec.defaults:
-                object.__setattr__(self, name, spec.defaults[name])
+            if getattr(self, name) is None and name in defaults:
+                object.__setattr__(self, name, defaults[name])
             if getattr(self, name) is None and name in FALLBACK_DEFAULTS:
                 object.__setattr__(self, name, FALLBACK_DEFAULTS[name])
         given = dict(self.model_options or ())
@@ -405,6 +458,7 @@ class Experiment:
             raise ValueError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
         check_features_on(self.features_on)
         check_graph_on(self.graph_on)
+        check_task(self)  # first: a graph run names what graph training does not support
         self.check_applies()
         if self.shard_features:
             # Sharded features live on the devices of a data-parallel run.
@@ -453,6 +507,12 @@ class Experiment:
             applies to and why this run is not that.
         """
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        # A setting the model or task fills in (batch_size: 512, or 32 for graphs) is unset.
+        filled = task_for(self.dataset).model_defaults(
+            self.model, get_model_spec(self.model).defaults
+        )
+        for name in MODEL_DEFAULTS:
+            defaults[name] = filled.get(name, FALLBACK_DEFAULTS.get(name, defaults[name]))
         given = set(given)
         for name, rule in APPLIES.items():
             value = getattr(self, name)
@@ -515,7 +575,7 @@ class Experiment:
         """Sampling settings of mini-batch training."""
         return MinibatchConfig(
             fanouts=check_fanouts(self.fanouts),
-            batch_size=self.batch_size,
+            batch_size=_resolved("batch_size", self.batch_size, self.model),
             sampler=self.sampler,
             caps=self.dedup_caps,
         )

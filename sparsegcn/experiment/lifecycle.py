@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from sparsegcn.datasets import Dataset, is_path, load
+from sparsegcn.datasets import Dataset, data_location, is_path, load
 from sparsegcn.datasets.ogb import official_test_metric
 from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import APPLIES, Experiment, without_inapplicable
@@ -20,7 +20,10 @@ from sparsegcn.train.checkpoint import (
     CheckpointError,
     CheckpointHook,
     check_checkpoint_folder,
+    check_metadata,
+    checkpoint_files,
     dataset_fingerprint,
+    fingerprint_expectation,
     load_checkpoint,
     read_manifest,
     state_template,
@@ -85,8 +88,32 @@ def restore_checkpoint(exp: Experiment, dataset: Dataset, model: Model) -> Check
         exp.resume,
         template,
         seeds=exp.seed_list(),
-        expect={"dataset": dataset_fingerprint(dataset), "config": settings},
+        expect={
+            "dataset": expected_fingerprint(read_manifest(exp.resume), dataset),
+            "config": settings,
+        },
     )
+
+
+def expected_fingerprint(manifest: dict, dataset: Dataset) -> dict:
+    """What a checkpoint's manifest must record for ``dataset``: its
+    :func:`~sparsegcn.train.checkpoint.dataset_fingerprint`, less the digests an
+    older checkpoint lacks (:func:`~sparsegcn.train.checkpoint.fingerprint_expectation`)."""
+    return fingerprint_expectation(manifest, dataset_fingerprint(dataset))
+
+
+def check_dataset(checkpoint, dataset: Dataset) -> None:
+    """Refuses ``dataset`` unless it is the one ``checkpoint`` was trained on: same
+    name and sizes, labels and splits, features and edges (their digests).
+
+    Runs right after loading, before features are prepared or anything is
+    compiled.
+
+    Raises:
+      CheckpointError: naming the first entry of the fingerprint that differs.
+    """
+    manifest = read_manifest(checkpoint)
+    check_metadata(manifest, {"dataset": expected_fingerprint(manifest, dataset)})
 
 
 @dataclasses.dataclass
@@ -161,6 +188,20 @@ class Lifecycle:
         }
 
 
+def run_inputs(exp: Experiment, checkpoint: str | None = None) -> list[tuple[str, object]]:
+    """``(description, path)`` of what a run of ``exp`` reads, for
+    :func:`~sparsegcn.files.check_not_inputs`: the dataset's file or folder,
+    the files of the checkpoint resumed from (``exp.resume``) or predicted
+    from (``checkpoint``), and, when predicting, the feature cache."""
+    inputs: list[tuple[str, object]] = [("the dataset", data_location(exp.dataset, exp.root))]
+    for source in (exp.resume, checkpoint):
+        if source:
+            inputs += [("the checkpoint file", path) for path in checkpoint_files(source)]
+    if checkpoint and exp.feature_cache:
+        inputs.append(("the feature cache", exp.feature_cache))
+    return inputs
+
+
 def experiment_from_checkpoint(manifest: dict, **overrides) -> Experiment:
     """The :class:`Experiment` a checkpoint was trained with, with ``overrides``."""
     config = dict(manifest.get("metadata", {}).get("config") or {})
@@ -195,6 +236,7 @@ def predict_checkpoint(
     Args:
       checkpoint: checkpoint folder (its newest checkpoint) or manifest file.
       dataset: dataset name (default: the one trained on); its fingerprint
+        (name, sizes, labels, splits, and digests of the features and edges)
         must match the checkpoint's.
       root: data root (default: the training run's).
       params: ``"best"`` (the early-stopping restored params, whose test
@@ -215,12 +257,12 @@ def predict_checkpoint(
     manifest = read_manifest(checkpoint)
     exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
     data_set = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
+    expect = {"dataset": expected_fingerprint(manifest, data_set)}
+    check_metadata(manifest, expect)  # before the model is built or anything compiled
     model = build_model(exp, data_set)
     tx = make_optimizer(exp.train_config())
     template = state_template(lambda key: init_state(model, tx, key), len(manifest["seeds"]))
-    ckpt = load_checkpoint(
-        manifest["path"], template, expect={"dataset": dataset_fingerprint(data_set)}
-    )
+    ckpt = load_checkpoint(manifest["path"], template, expect=expect)
     # Trained on relabelled nodes: predict in that order, then restore the dataset's.
     relabelled, reordering = reorder_dataset(data_set, exp.reorder)
     full = node_data(

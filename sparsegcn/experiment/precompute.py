@@ -4,29 +4,35 @@ A model whose registry entry sets ``precompute`` (SGC) trains on
 ``Â^K X`` instead of ``X``: a parameter-free propagation, the same for
 every seed and epoch, so it runs once, on the host, before training
 (:func:`~sparsegcn.nn.sgc.sgc_features`). With a cache folder the result is
-kept as one ``.npy`` file named by a key that covers everything it depends
+kept as one ``.npz`` file named by a key that covers everything it depends
 on:
 
 - the dataset's fingerprint (:func:`~sparsegcn.train.checkpoint.dataset_fingerprint`:
-  name, sizes, labels and split);
+  name, sizes, labels and split, sampled digests of features and edges);
 - a sha256 of the graph's senders, receivers and weights, and of the
   feature rows after their normalization, so an edited graph or feature
   matrix under the same name misses;
 - ``K`` (``hops``) and the normalizations (adjacency ``gcn_norm``, the
   features' ``normalize_features`` mode).
 
-A hit reads the file (``np.load(..., allow_pickle=False)``: nothing is
-unpickled) and skips the propagation; a file that cannot be read as the
-expected ``[N, F]`` float32 array counts as a miss and is rewritten. Files
-are written through :func:`~sparsegcn.files.save_npy_atomic` (a temporary
-file renamed into place), so concurrent runs and interruptions never leave
-a partial file under a key.
+Each file is an ``.npz`` holding the features (``features``, float32
+``[N, F]``), the key of the inputs they were computed from (``key``) and a
+sha256 of their bytes (``sha256``). A hit reads the file
+(``np.load(..., allow_pickle=False)``: nothing is unpickled), checks that
+it records this key and that the features hash to the recorded digest,
+and skips the propagation; any other file (unreadable, another shape or
+dtype, another key, contents that no longer match their digest, e.g. a
+file overwritten in place) counts as a miss and is recomputed and
+rewritten. Files are written through :func:`~sparsegcn.files.write_atomic`
+(a temporary file renamed into place), so concurrent runs and
+interruptions never leave a partial file under a key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -34,13 +40,14 @@ import scipy.sparse as sp
 
 from sparsegcn import _checks, transforms
 from sparsegcn.features import Features, SparseFeatures, as_features
-from sparsegcn.files import load_npy, save_npy_atomic
+from sparsegcn.files import NotRegularFileError, open_regular, write_atomic
 from sparsegcn.graph import Graph
 from sparsegcn.nn.sgc import sgc_features
 from sparsegcn.train.checkpoint import dataset_fingerprint
 
-CACHE_FORMAT = 1
-"""Part of every key: bump it when what a cached file holds changes."""
+CACHE_FORMAT = 2
+"""Part of every key: bump it when what a cached file holds changes (2: an
+``.npz`` with the key and the features' digest; 1: a bare ``.npy``)."""
 
 
 def _digest(*arrays) -> str:
@@ -91,15 +98,35 @@ def precompute_key(dataset, graph: Graph, features, *, hops: int, normalize_feat
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _read(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
-    """The cached array, or ``None`` when absent or not the expected float32 ``shape``."""
+def _read(path: Path, key: str, shape: tuple[int, int]) -> np.ndarray | None:
+    """The cached features, or ``None`` when absent, unreadable, not the expected
+    float32 ``shape``, recorded under another key, or not matching their digest."""
     try:
-        array = load_npy(path)
-    except (OSError, ValueError):  # absent, truncated, not .npy, or an object array
-        return None
+        with open_regular(path) as f:  # closed here whatever np.load makes of it
+            npz = np.load(f, allow_pickle=False)
+            if not isinstance(npz, np.lib.npyio.NpzFile):  # a bare .npy (version 1)
+                return None
+            if sorted(npz.files) != ["features", "key", "sha256"]:
+                return None
+            array, stored_key, digest = npz["features"], npz["key"], npz["sha256"]
+    except NotRegularFileError:  # a FIFO or a device is not a cache to read or replace
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return None  # absent, truncated, or an object array
     if array.shape != shape or array.dtype != np.float32:
         return None
+    if stored_key.shape != () or str(stored_key) != key or digest.shape != ():
+        return None
+    if hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest() != str(digest):
+        return None
     return array
+
+
+def _write(path: Path, key: str, rows: np.ndarray) -> None:
+    digest = hashlib.sha256(np.ascontiguousarray(rows).tobytes()).hexdigest()
+    write_atomic(
+        path, lambda f: np.savez(f, features=rows, key=np.array(key), sha256=np.array(digest))
+    )
 
 
 def sgc_precompute(
@@ -126,8 +153,8 @@ def sgc_precompute(
       ``(features, hit)``: ``[N, F]`` dense float32 features, and whether
       they came from the cache (the propagation was skipped).
 
-    Cost: a hit reads ``N F`` floats and hashes the graph and features
-    (``O(E + nnz(X))``); a miss adds ``K`` sparse-dense products,
+    Cost: a hit reads ``N F`` floats, hashes them, the graph and the features
+    (``O(E + nnz(X) + N F)``); a miss adds ``K`` sparse-dense products,
     ``O(K E F)``, and writes the file.
     """
     _checks.check_static_int("hops", hops, minimum=1)
@@ -137,14 +164,14 @@ def sgc_precompute(
         key = precompute_key(
             dataset, graph, features, hops=hops, normalize_features=normalize_features
         )
-        path = Path(cache_dir) / f"sgc-{key}.npy"
-        cached = _read(path, (n, int(features.shape[1])))
+        path = Path(cache_dir) / f"sgc-{key}.npz"
+        cached = _read(path, key, (n, int(features.shape[1])))
         if cached is not None:
             return as_features(cached, n), True
     x = as_features(features, n)
     rows = np.asarray(sgc_features(transforms.gcn_norm(graph), x, hops=hops), np.float32)
     if path is not None:
-        save_npy_atomic(path, rows)
+        _write(path, key, rows)
     return as_features(rows, dataset.num_nodes), False
 
 

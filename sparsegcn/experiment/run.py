@@ -24,7 +24,9 @@ from sparsegcn.experiment.build import (
     streamed_data,
 )
 from sparsegcn.experiment.config import Experiment
-from sparsegcn.experiment.lifecycle import Lifecycle
+from sparsegcn.experiment.lifecycle import Lifecycle, check_dataset
+from sparsegcn.experiment.resources import fit_to_graph
+from sparsegcn.tasks import task_for, task_name
 from sparsegcn.train import FitResult, fit
 from sparsegcn.train.minibatch import (
     MinibatchFitResult,
@@ -97,7 +99,18 @@ def summarize(
 
 
 def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
-    """Loads the data, trains ``exp.seeds`` models at once, returns the report.
+    """Runs ``exp`` through the pipeline of the task that owns its dataset.
+
+    The task registry (:mod:`sparsegcn.tasks`) declares each task's data,
+    trainer and report; the report names the task (``"task"``).
+    """
+    report = task_for(exp.dataset).run(exp, progress=progress)
+    return {"task": task_name(exp.dataset), **report}
+
+
+def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
+    """The node task's pipeline: loads the data, trains ``exp.seeds`` models at once,
+    returns the report.
 
     ``exp.resume``, ``exp.checkpoint`` and ``exp.plot`` are handled by
     :class:`Lifecycle`; the report then also names the newest checkpoint,
@@ -117,6 +130,10 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
         parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
     mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
     dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
+    dataset.require_splits()
+    if exp.resume:  # the data the checkpoint was trained on, before any preparation
+        check_dataset(exp.resume, dataset)
+    exp = fit_to_graph(exp, dataset)  # fanouts, tree size and memory, before any compile
     tick = time.perf_counter()
     relabelled, _ = reorder_dataset(dataset, exp.reorder)
     reorder_s = time.perf_counter() - tick

@@ -11,6 +11,7 @@ import numpy as np
 from sparsegcn.datasets import load
 from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import Experiment
+from sparsegcn.experiment.resources import fit_to_graph
 from sparsegcn.experiment.run import run_experiment
 from sparsegcn.train.sweep import expand_grid, fit_sweep, rank_rows, summarize_result
 
@@ -60,6 +61,8 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
     points = expand_grid(axes)
     experiments = [dataclasses.replace(base, **point) for point in points]
     dataset = load(base.dataset, base.root, scale=base.scale, progress=progress)
+    dataset.require_splits()
+    experiments = [fit_to_graph(exp, dataset) for exp in experiments]
     programs: dict[tuple, list[int]] = {}
     for i, exp in enumerate(experiments):
         shape = tuple((k, v) for k, v in dataclasses.asdict(exp).items() if k not in SWEEP_AS_DATA)

@@ -343,10 +343,12 @@ def create_model(
 
     Raises:
       ValueError: an unknown model, an option it does not take, a value out
-        of range, or ``residual`` (``precomputed``) for a model without skip
+        of range (``in_features`` and ``num_classes`` must be >= 1), or ``residual`` (``precomputed``) for a model without skip
         connections (precomputed features).
     """
     spec = get_model_spec(name)
+    for label, value in (("in_features", in_features), ("num_classes", num_classes)):
+        check_bound(label, value, HYPERPARAMETERS[label])
     resolved = spec.resolve_options(name, options)
     kwargs = {spec.options[k].keyword or k: v for k, v in resolved.items()}
     if residual and not spec.residual:

@@ -34,7 +34,7 @@ from sparsegcn.backends.segment import gather_scatter
 from sparsegcn.graph import Graph
 from sparsegcn.ops.csr import indptr_from_sorted
 from sparsegcn.sampling.neighbor import rebase_offsets
-from sparsegcn.views import Bipartite
+from sparsegcn.views import Bipartite, start_indices
 
 Array = Any
 
@@ -271,7 +271,7 @@ def map_chunks(chunked: ChunkedGraph, fn) -> jax.Array:
     out = jnp.zeros((chunked.num_nodes, *block.shape[1:]), block.dtype)
 
     def write(chunk, out):
-        corner = (chunked.chunk_start(chunk),) + (zero,) * (len(block.shape) - 1)
+        corner = start_indices(chunked.chunk_start(chunk), len(block.shape))
         return jax.lax.dynamic_update_slice(out, fn(chunk), corner)
 
     return jax.lax.fori_loop(0, chunked.num_chunks, write, out)

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sparsegcn.files import check_mapped
 from sparsegcn.sampling.blocks import tree_entries
 from sparsegcn.sampling.neighbor import NeighborSample, check_fanouts
 
@@ -313,6 +314,7 @@ class HostFeatureStore:
         are zeros (see :meth:`allocate`). Run it on
         a background thread to overlap with the device's work.
         """
+        check_mapped(self.features, "the features file")  # truncated under the run: SIGBUS
         buffer = self.allocate()
         tick = time.perf_counter()
         gather_rows(self.features, rows[:count], buffer, pool=self.pool)

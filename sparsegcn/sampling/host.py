@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sparsegcn.files import advise, memory_map
+from sparsegcn.files import advise, check_mapped, memory_map
 from sparsegcn.sampling.dedup import DedupSample, dedup_sizes
 from sparsegcn.sampling.feature_store import LocalBatch, host_memory_bytes
 from sparsegcn.sampling.neighbor import NeighborSample, check_fanouts, tree_sizes
@@ -158,7 +158,13 @@ class HostCSR:
         self, positions: np.ndarray, *, pool: concurrent.futures.Executor | None = None
     ) -> np.ndarray:
         """int32 ``indices[positions]``, read in chunks on ``pool``'s threads (the page
-        faults of a memory map then wait on the disk in parallel)."""
+        faults of a memory map then wait on the disk in parallel).
+
+        Raises:
+          OSError: ``indices`` is a memory map whose file shrank since it
+            was opened (a read would be ``SIGBUS``; :func:`check_mapped`).
+        """
+        check_mapped(self.indices, "the graph's indices file")
         if pool is None or positions.shape[0] <= _READ_CHUNK:
             return np.take(self.indices, positions)
         out = np.empty(positions.shape, np.int32)

@@ -119,6 +119,11 @@ def check_fanouts(fanouts) -> tuple[int, ...]:
             raise TypeError(f"fanouts[{i}] must be a static Python int, got {k!r}")
         if k < 1:
             raise ValueError(f"fanouts[{i}] must be >= 1, got {int(k)}")
+        if k > _INT32_MAX:
+            raise ValueError(
+                f"fanouts[{i}] must be <= 2**31 - 1 = {_INT32_MAX} (a fanout above the graph's "
+                f"largest in-degree samples nothing more), got {int(k)}"
+            )
         result.append(int(k))
     return tuple(result)
 

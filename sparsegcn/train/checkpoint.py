@@ -19,7 +19,10 @@ A folder belongs to one run. Each manifest records its writer's ``run_id``
 (a random hex string a :class:`CheckpointHook` makes, or continues when
 resuming); pruning touches only the writer's own checkpoints, and a hook
 refuses a folder that holds another run's checkpoints unless told to
-``overwrite`` them (it then deletes them first). A writer holds an
+``overwrite`` them (it then deletes them first). Nothing else is ever
+deleted: pruning removes manifests and the arrays files they list (or that
+the lock file records as being written, after a ``kill -9``), never a file
+that merely has a checkpoint's name. A writer holds an
 exclusive ``fcntl.flock`` on ``<folder>/.lock`` (which records its pid)
 while it may write, so a second writer is refused with
 :class:`CheckpointLockedError` naming the holder, instead of the two
@@ -51,6 +54,7 @@ import json
 import math
 import os
 import re
+import stat
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -60,16 +64,27 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse as sp
 
-from sparsegcn.files import fsync_directory, json_text, save_npy_atomic, write_atomic
+from sparsegcn.files import (
+    fsync_directory,
+    json_text,
+    read_bytes,
+    read_json,
+    read_text,
+    save_npy_atomic,
+    write_atomic,
+)
 from sparsegcn.train.state import TrainState
 
 FORMAT = "sparsegcn.checkpoint"
 FORMAT_VERSION = 1
 _MANIFEST = re.compile(r"^ckpt-(\d{6,})\.json$")
 _ARRAYS = re.compile(r"^ckpt-(\d{6,})-[0-9a-f]{12}\.npz$")
-_TEMP_PREFIX = ".ckpt-"
+# write_atomic's temporary files of a manifest or arrays file (mkstemp's 8 characters).
+_TEMP = re.compile(r"^\.ckpt-\d{6,}(?:-[0-9a-f]{12}\.npz|\.json)\.[a-z0-9_]{8}\.tmp$")
 LOCK_NAME = ".lock"
+_PENDING = "arrays "
 
 
 class CheckpointError(ValueError):
@@ -131,10 +146,54 @@ def _lock_key(directory: Path) -> Path:
 
 def _holder_pid(directory: Path) -> int | None:
     try:
-        text = (directory / LOCK_NAME).read_text().strip()
+        text = read_text(directory / LOCK_NAME).strip()
         return int(text.split()[0]) if text else None
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _pending(directory: Path) -> list[str]:
+    """The arrays files a writer recorded in the lock file before writing them.
+
+    The lock file holds the writer's pid, then one ``arrays <name>`` line per
+    arrays file written (or replaced) since the last prune: the files a
+    ``kill -9`` may leave without a manifest, which the next prune removes.
+    Only names recorded there are ever removed as orphans.
+    """
+    try:
+        lines = read_text(directory / LOCK_NAME).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    names = [line[len(_PENDING) :] for line in lines if line.startswith(_PENDING)]
+    return [name for name in names if _ARRAYS.match(name)]
+
+
+def _rewrite_lock(fd: int, pending: Sequence[str] = ()) -> None:
+    text = "".join([f"{os.getpid()}\n", *(f"{_PENDING}{name}\n" for name in pending)])
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, text.encode())
+    os.fsync(fd)
+
+
+def _record_pending(directory: Path, name: str) -> None:
+    """Adds ``name`` to the held lock file's list of arrays files in flight."""
+    fd = _HELD.get(_lock_key(directory))
+    if fd is None:
+        return
+    _rewrite_lock(fd, [*_pending(directory), name])
+
+
+def _open_lock(directory: Path, flags: int) -> int:
+    """Opens the lock file without blocking (a FIFO in its place would wait for a
+    writer), refusing anything but a regular file."""
+    path = directory / LOCK_NAME
+    fd = os.open(path, flags | os.O_NONBLOCK, 0o666)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise CheckpointError(f"checkpoint lock {path} is not a regular file; remove it")
+    return fd
 
 
 def _unlock(key: Path, fd: int) -> None:
@@ -162,7 +221,7 @@ class FolderLock:
         key = _lock_key(self.directory)
         if key in _HELD:
             return self
-        fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = _open_lock(self.directory, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -170,8 +229,8 @@ class FolderLock:
             if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise CheckpointLockedError(self.directory, _holder_pid(self.directory)) from None
             raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        pending = _pending(self.directory)  # a killed writer's, cleaned up by the next prune
+        _rewrite_lock(fd, pending)
         _HELD[key] = fd
         # Released when the lock (or the hook holding it) is garbage collected,
         # e.g. after training raised, so a long-lived process does not keep it.
@@ -199,10 +258,22 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
+def _arrays_of(path: Path) -> str | None:
+    """The arrays file a checkpoint manifest lists, or ``None`` for anything else."""
+    try:
+        manifest = read_json(path)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        return None
+    arrays = manifest.get("arrays")
+    return arrays if isinstance(arrays, str) and _ARRAYS.match(arrays) else None
+
+
 def _manifest_run_id(path: Path) -> tuple[bool, str | None]:
     """``(readable, run_id)`` of a manifest on disk."""
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
     except (OSError, UnicodeDecodeError, ValueError):
         return False, None
     if not isinstance(manifest, dict):
@@ -239,7 +310,7 @@ def check_checkpoint_folder(
         return
     if _lock_key(directory) not in _HELD and (directory / LOCK_NAME).exists():
         try:
-            fd = os.open(directory / LOCK_NAME, os.O_RDONLY)
+            fd = _open_lock(directory, os.O_RDONLY)
         except OSError:
             fd = None
         if fd is not None:
@@ -252,6 +323,13 @@ def check_checkpoint_folder(
             finally:
                 os.close(fd)
     foreign = foreign_checkpoints(directory, run_ids)
+    strangers = [path for path in foreign if _arrays_of(path) is None]
+    if strangers and overwrite:
+        raise CheckpointError(
+            f"checkpoint folder {directory} holds {strangers[0].name}, which is named like a "
+            f"checkpoint but is not a {FORMAT} manifest; --overwrite replaces only "
+            f"checkpoints: move it, or choose another --checkpoint folder"
+        )
     if foreign and not overwrite:
         _, other = _manifest_run_id(foreign[-1])
         raise CheckpointError(
@@ -409,9 +487,14 @@ def save_checkpoint(
     if run_id is not None and not isinstance(run_id, str):
         raise TypeError(f"run_id must be a string or None, got {run_id!r}")
     with FolderLock(directory):
+        path = directory / f"ckpt-{epoch:06d}.json"
+        replaced = _arrays_of(path) if path.exists() else None
+        if replaced is not None:  # saving an epoch again orphans its old arrays
+            _record_pending(directory, replaced)
+        _record_pending(directory, arrays_name)
         write_atomic(directory / arrays_name, lambda f: f.write(payload))
         text = json_text(manifest)
-        path = write_atomic(directory / f"ckpt-{epoch:06d}.json", lambda f: f.write(text.encode()))
+        write_atomic(path, lambda f: f.write(text.encode()))
         _prune(directory, keep, run_id)
     return path
 
@@ -438,32 +521,41 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     return found[-1] if found else None
 
 
-def _prune(directory: Path, keep: int | None, run_id: str | None) -> None:
-    """Drops ``run_id``'s checkpoints beyond its newest ``keep``, then unreferenced files.
+def _prune(directory: Path, keep: int | None, run_id: str | None, drop=()) -> None:
+    """Drops ``run_id``'s checkpoints beyond its newest ``keep`` (and the manifests
+    ``drop``), then the arrays files they listed and those left in flight.
 
     Runs under the folder's lock, so no other writer can have arrays or
-    temporary files in flight: an arrays file no manifest names, and a
-    temporary file, are leftovers of a crash. A manifest is removed before
-    its arrays, so a crash in between leaves an orphan arrays file (cleaned
-    up next time), never a dangling manifest.
+    temporary files in flight. Only files this code wrote are removed: the
+    manifests pruned and the arrays files they list, arrays files the lock
+    file records as written (a crash between an arrays file and its
+    manifest) and no manifest lists, and ``write_atomic``'s temporary files
+    of checkpoint names. A manifest is removed before its arrays, so a crash
+    in between leaves a recorded orphan (removed next time), never a
+    dangling manifest. Any other file, even one named like a checkpoint,
+    stays.
     """
-    manifests = list_checkpoints(directory)
+    candidates = set(_pending(directory))
+    doomed = list(drop)
     if keep is not None:
-        own = [p for p in manifests if _manifest_run_id(p) == (True, run_id)]
-        for old in own[:-keep]:
-            old.unlink(missing_ok=True)
-        manifests = list_checkpoints(directory)
-    referenced = set()
-    for manifest in manifests:
-        try:
-            referenced.add(json.loads(manifest.read_text())["arrays"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # a damaged manifest keeps nothing alive; load reports it
+        own = [p for p in list_checkpoints(directory) if _manifest_run_id(p) == (True, run_id)]
+        doomed += own[:-keep]
+    for manifest in doomed:
+        arrays = _arrays_of(manifest)
+        if arrays is None:
+            continue  # not a checkpoint manifest: not ours to remove
+        _record_pending(directory, arrays)
+        candidates.add(arrays)
+        manifest.unlink(missing_ok=True)
+    referenced = {_arrays_of(manifest) for manifest in list_checkpoints(directory)}
+    for name in candidates - referenced:
+        (directory / name).unlink(missing_ok=True)
     for path in directory.iterdir():
-        stale_temp = path.name.startswith(_TEMP_PREFIX) and path.name.endswith(".tmp")
-        orphan = _ARRAYS.match(path.name) and path.name not in referenced
-        if stale_temp or orphan:
+        if _TEMP.match(path.name) and path.is_file():
             path.unlink(missing_ok=True)
+    fd = _HELD.get(_lock_key(directory))
+    if fd is not None:
+        _rewrite_lock(fd)
     fsync_directory(directory)
 
 
@@ -487,11 +579,18 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     return path
 
 
+def checkpoint_files(path: str | os.PathLike) -> list[Path]:
+    """The files a checkpoint is read from: its manifest and the arrays file it lists."""
+    manifest = resolve_checkpoint(path)
+    arrays = _arrays_of(manifest)
+    return [manifest] if arrays is None else [manifest, manifest.parent / arrays]
+
+
 def read_manifest(path: str | os.PathLike) -> dict:
     """The validated manifest of a checkpoint (a folder's newest, or a manifest file)."""
     path = resolve_checkpoint(path)
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise CheckpointError(f"{path} is not a readable checkpoint manifest: {err}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -587,7 +686,7 @@ def _check_manifest_fields(path: Path, manifest: dict) -> None:
 def _read_arrays(folder: Path, manifest: dict) -> dict[str, np.ndarray]:
     arrays_path = folder / manifest["arrays"]
     try:
-        payload = arrays_path.read_bytes()
+        payload = read_bytes(arrays_path)
     except OSError as err:
         raise CheckpointError(f"checkpoint arrays {arrays_path} cannot be read: {err}") from None
     if len(payload) != manifest["arrays_bytes"]:
@@ -618,11 +717,26 @@ def _check_expected(manifest: Mapping, expect: Mapping, where: str = "") -> None
         found = manifest[key]
         if isinstance(wanted, Mapping) and isinstance(found, Mapping):
             _check_expected(found, wanted, f"{name}.")
+        elif not _same_value(found, wanted) and key in DATA_DIGESTS:
+            raise CheckpointError(
+                f"incompatible checkpoint: {DATA_DIGESTS[key]} ({name} is {str(found)[:12]}... "
+                f"in the checkpoint but {str(wanted)[:12]}... in this run)"
+            )
         elif not _same_value(found, wanted):
             raise CheckpointError(
                 f"incompatible checkpoint: {name} is {found!r} in the checkpoint but "
                 f"{wanted!r} in this run"
             )
+
+
+def check_metadata(manifest: Mapping, expect: Mapping) -> None:
+    """Raises unless a checkpoint's manifest carries ``expect`` in its metadata
+    (compared recursively, as :func:`load_checkpoint` does), before any array is read.
+
+    Raises:
+      CheckpointError: naming the first entry that is missing or differs.
+    """
+    _check_expected(manifest.get("metadata", {}), expect, "metadata.")
 
 
 def _same_value(a, b) -> bool:
@@ -805,11 +919,9 @@ class CheckpointHook:
         self._lock = FolderLock(self.directory).acquire()
         try:
             foreign = foreign_checkpoints(self.directory, (self.run_id,))
-            if foreign and not overwrite:
-                check_checkpoint_folder(self.directory, run_ids=(self.run_id,))
-            for manifest in foreign:  # their arrays become orphans, pruned below
-                manifest.unlink(missing_ok=True)
-            _prune(self.directory, None, self.run_id)
+            if foreign:
+                check_checkpoint_folder(self.directory, run_ids=(self.run_id,), overwrite=overwrite)
+            _prune(self.directory, None, self.run_id, drop=foreign)
         except BaseException:
             self.close()
             raise
@@ -840,16 +952,85 @@ class CheckpointHook:
         self._lock.release()
 
 
+FINGERPRINT_BYTES = 1 << 26
+"""Features (as float32) and edge lists up to this many bytes are hashed whole
+into a dataset's fingerprint; larger ones by :data:`FINGERPRINT_ROWS` evenly
+spaced rows (or edges)."""
+
+FINGERPRINT_ROWS = 4096
+
+DATA_DIGESTS = {
+    "features_sha256": "the features differ from those it was trained on",
+    "graph_sha256": "the graph's edges differ from those it was trained on",
+    "labels_split_sha256": "the labels or splits differ from those it was trained on",
+}
+"""The fingerprint's digests, and what a mismatch means. Checkpoints written
+before ``features_sha256`` and ``graph_sha256`` existed are compared on the
+entries they record (:func:`fingerprint_expectation`)."""
+
+
+def _positions(count: int, row_bytes: int) -> np.ndarray | None:
+    """``None`` (hash everything) for small arrays, else evenly spaced row ids."""
+    if count * row_bytes <= FINGERPRINT_BYTES:
+        return None
+    return np.unique(np.linspace(0, count - 1, FINGERPRINT_ROWS).astype(np.int64))
+
+
+def features_sha256(features) -> str:
+    """sha256 of ``[N, F]`` features as float32 rows: all of them up to
+    :data:`FINGERPRINT_BYTES`, else :data:`FINGERPRINT_ROWS` evenly spaced rows.
+
+    Dense and scipy-sparse, float16 and float32 copies of the same values hash
+    alike, so the same dataset loaded from another source matches.
+    """
+    n, f = (int(d) for d in features.shape)
+    digest = hashlib.sha256(f"features [{n}, {f}] float32\n".encode())
+    positions = _positions(n, 4 * f)
+    rows = features if positions is None else features[positions]
+    rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows)
+    digest.update(np.ascontiguousarray(rows, np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def graph_sha256(graph) -> str:
+    """sha256 of a host graph's edges as (receiver, sender[, weight]) in
+    (receiver, sender) order: every edge up to :data:`FINGERPRINT_BYTES`, else
+    :data:`FINGERPRINT_ROWS` evenly spaced stored edges (in stored order).
+    """
+    e, weights = int(graph.num_edges), graph.weights
+    digest = hashlib.sha256(
+        f"graph {int(graph.num_nodes)} nodes {e} edges weighted={weights is not None}\n".encode()
+    )
+    positions = _positions(e, 12 if weights is not None else 8)
+    if positions is None:
+        senders = np.asarray(graph.senders[:e], np.int64)
+        receivers = np.asarray(graph.receivers[:e], np.int64)
+        order = None if graph.edges_sorted else np.lexsort((senders, receivers))
+        parts = [receivers, senders] + ([] if weights is None else [np.asarray(weights)])
+        if order is not None:
+            parts = [part[order] for part in parts]
+    else:
+        parts = [graph.receivers[positions], graph.senders[positions]]
+        parts += [] if weights is None else [np.asarray(weights)[positions]]
+    for part, dtype in zip(parts, (np.int64, np.int64, np.float32), strict=False):
+        digest.update(np.ascontiguousarray(part, dtype).tobytes())
+    return digest.hexdigest()
+
+
 def dataset_fingerprint(dataset) -> dict:
-    """What identifies a dataset for a checkpoint: sizes, and a hash of labels and split.
+    """What identifies a dataset for a checkpoint: sizes, and digests of its data.
 
     Args:
       dataset: a :class:`~sparsegcn.datasets.Dataset`.
 
     Returns:
       ``{"name", "num_nodes", "num_edges", "num_features", "num_classes",
-      "labels_split_sha256"}``; the hash covers the labels and the train,
-      valid and test indices, so another split of the same graph differs.
+      "labels_split_sha256", "features_sha256", "graph_sha256"}``: the
+      labels and the train, valid and test indices are hashed whole (another
+      split of the same graph differs); the features and the edges whole up
+      to :data:`FINGERPRINT_BYTES`, else a deterministic sample of rows
+      (:func:`features_sha256`, :func:`graph_sha256`), so a fingerprint costs
+      milliseconds to a fraction of a second at any size.
     """
     digest = hashlib.sha256()
     digest.update(np.ascontiguousarray(dataset.labels, np.int64).tobytes())
@@ -863,7 +1044,26 @@ def dataset_fingerprint(dataset) -> dict:
         "num_features": int(dataset.num_features),
         "num_classes": int(dataset.num_classes),
         "labels_split_sha256": digest.hexdigest(),
+        "features_sha256": features_sha256(dataset.features),
+        "graph_sha256": graph_sha256(dataset.graph),
     }
+
+
+def fingerprint_expectation(manifest: Mapping, fingerprint: Mapping) -> dict:
+    """``fingerprint`` less the digests a checkpoint's older fingerprint lacks.
+
+    A checkpoint written before the features and the graph were
+    fingerprinted records neither: it stays loadable, checked on what it
+    records (name, sizes, labels and splits).
+
+    Args:
+      manifest: the checkpoint's manifest (:func:`read_manifest`).
+      fingerprint: this run's :func:`dataset_fingerprint`.
+    """
+    stored = manifest.get("metadata", {}).get("dataset")
+    if not isinstance(stored, Mapping):
+        return dict(fingerprint)
+    return {k: v for k, v in fingerprint.items() if k in stored or k not in DATA_DIGESTS}
 
 
 __all__ = [
@@ -875,9 +1075,14 @@ __all__ = [
     "CheckpointLockedError",
     "FolderLock",
     "check_checkpoint_folder",
+    "check_metadata",
+    "checkpoint_files",
     "dataset_fingerprint",
     "describe_tree",
+    "features_sha256",
+    "fingerprint_expectation",
     "foreign_checkpoints",
+    "graph_sha256",
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",

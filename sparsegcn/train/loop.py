@@ -30,6 +30,7 @@ from sparsegcn.train.optim import make_optimizer
 from sparsegcn.train.state import (
     TrainConfig,
     TrainState,
+    check_masks,
     check_node_data,
     init_state,
     resume_state,
@@ -167,8 +168,9 @@ def run_training(
     Raises:
       TypeError: ``model`` or ``data`` of the wrong type
         (:func:`~sparsegcn.train.state.check_node_data`).
-      ValueError: no seeds, a state or history that does not match them, or
-        labels outside the model's classes.
+      ValueError: no seeds, a state or history that does not match them,
+        labels outside the model's classes, or an empty train, validation or
+        test mask (:func:`~sparsegcn.train.state.check_masks`).
       DivergenceError: a seed's loss or gradient became non-finite; raised
         after the compiled call in which it happened, before ``on_chunk``.
     """
@@ -178,6 +180,7 @@ def run_training(
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError(f"{trainer.name} needs at least one seed")
+    check_masks(data, trainer.name)
     tx = make_optimizer(config)
     state = start_state(model, tx, config, seeds, state, history)
     state, data = trainer.place(state, data)

@@ -219,6 +219,37 @@ def check_node_data(caller: str, model, data) -> None:
         )
 
 
+_MASK_ROLES = (
+    ("train_mask", "the gradients"),
+    ("val_mask", "early stopping and the choice of the best epoch"),
+    ("test_mask", "the reported test accuracy"),
+)
+
+
+def check_masks(data, trainer: str) -> None:
+    """Raises unless ``data``'s train, validation and test masks each select a node.
+
+    An empty mask would train on nothing, select the best epoch on nothing,
+    or report an accuracy of 0 measured on nothing. Runs on the host
+    before anything is compiled.
+
+    Args:
+      data: :class:`NodeData` or :class:`~sparsegcn.train.MinibatchData`
+        (masks ``None`` are skipped).
+      trainer: the function's name, for the message.
+
+    Raises:
+      ValueError: naming the first empty mask.
+    """
+    for field, role in _MASK_ROLES:
+        mask = getattr(data, field, None)
+        if mask is not None and not np.asarray(mask).any():
+            raise ValueError(
+                f"{trainer}: data.{field} selects no node (an empty split), but it is needed "
+                f"for {role}"
+            )
+
+
 def index_mask(indices, num_nodes: int) -> np.ndarray:
     """bool ``[N]`` that is True at ``indices``."""
     mask = np.zeros(num_nodes, bool)

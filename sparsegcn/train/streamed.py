@@ -77,7 +77,7 @@ from sparsegcn.train.minibatch import (
     make_batches,
 )
 from sparsegcn.train.optim import apply_optimizer, make_optimizer
-from sparsegcn.train.state import TrainConfig, check_node_data
+from sparsegcn.train.state import TrainConfig, check_masks, check_node_data
 
 __all__ = [
     "HostSampler",
@@ -454,7 +454,8 @@ def fit_streamed(
 
     Raises:
       TypeError: features that are not a dense NumPy array.
-      ValueError: ``max_batches < 1``, or no graph to sample from.
+      ValueError: ``max_batches < 1``, no graph to sample from, or an empty
+        train, validation or test mask.
       DivergenceError: a batch's loss or gradient was not finite.
     """
     start = time.perf_counter()
@@ -465,6 +466,7 @@ def fit_streamed(
     check_node_data("fit_streamed", model, data)
     if host_csr is None and data.graph is None:
         raise ValueError("data.graph is None: pass host_csr to sample on the host")
+    check_masks(data, "fit_streamed")
     num_nodes = int(np.asarray(data.labels).shape[0])
     num_train = int(np.asarray(data.train_nodes).shape[0])
     batch_size = effective_batch_size(num_train, minibatch.batch_size)

@@ -113,3 +113,47 @@ def test_bad_input_is_a_clean_error(capsys, tmp_path):
     assert "is not a directory" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--backend", "csr"])
+
+
+def test_version_is_the_one_pyproject_declares(capsys):
+    import re
+    from pathlib import Path
+
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    declared = re.search(r'^version = "([^"]+)"', pyproject, re.MULTILINE).group(1)
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"sparsegcn {declared}"
+
+
+def test_train_and_info_refuse_an_output_that_is_one_of_their_inputs(tmp_path, capsys):
+    """``--json DS/manifest.json`` destroyed the dataset's manifest; refused before any work."""
+    import sparsegcn as sg
+
+    ids = np.arange(4)
+    dataset = sg.datasets.Dataset(
+        name="four",
+        graph=sg.Graph(ids, np.roll(ids, 1), None, 4),
+        features=np.eye(4, dtype=np.float32),
+        labels=np.array([0, 1, 0, 1]),
+        split={"train": ids[:2], "valid": ids[2:3], "test": ids[3:]},
+        num_classes=2,
+    )
+    folder = sg.datasets.save(dataset, tmp_path / "ds")
+    manifest = (folder / "manifest.json").read_bytes()
+    argv = ["train", "--dataset", str(folder), "--no-progress"]
+    assert main([*argv, "--json", str(folder / "manifest.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"--json {folder / 'manifest.json'} would overwrite the dataset {folder}" in err
+    assert main([*argv, "--plot", str(folder / "labels.npy")]) == 2
+    assert "--plot" in capsys.readouterr().err
+    assert main([*argv, "--checkpoint", str(folder)]) == 2
+    assert "--checkpoint" in capsys.readouterr().err
+    assert main(["info", "--dataset", str(folder), "--json", str(folder / "test.npy")]) == 2
+    assert "--json" in capsys.readouterr().err
+    assert (folder / "manifest.json").read_bytes() == manifest
+    arrays = ("indptr", "indices", "features", "labels", "train", "valid", "test")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["manifest.json", *(f"{name}.npy" for name in arrays)]
+    )

@@ -254,8 +254,13 @@ def test_a_non_empty_target_is_refused_before_any_work(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not empty; pass overwrite=True"):
         convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "out")
     assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
+    # overwrite replaces a dataset folder only, never a folder of the user's files
+    with pytest.raises(ValueError, match=r"out is not a sparsegcn dataset folder .*keep\.txt"):
+        convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "out", overwrite=True)
+    assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
     monkeypatch.undo()
-    out = convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "out", overwrite=True)
-    assert load(str(out)).num_nodes == N and not (out / "keep.txt").exists()
+    out = convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "ds")
+    out = convert_ogb("ogbn-arxiv", tmp_path, out, overwrite=True)
+    assert load(str(out)).num_nodes == N
     nested = convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "new" / "deeper" / "out")
     assert load(str(nested)).num_nodes == N

@@ -154,6 +154,37 @@ def test_timeout_is_bounded_and_names_the_url(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+def test_a_trickling_body_is_cut_off_below_the_minimum_rate(tmp_path):
+    # A byte every 50 ms never trips the 0.3 s per-read timeout; 1000 bytes/s over
+    # every 0.3 s window does.
+    with serve({"/b": ("trickle", 0.05, b"x" * 100)}) as (_, url):
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=rf"^download from {re.escape(url)}/b stalled"):
+            download_file(
+                f"{url}/b", tmp_path / "blob.bin", sha256=None, timeout=0.3, min_rate=1000
+            )
+        assert time.monotonic() - start < 1.5
+    assert leftovers(tmp_path) == []
+
+
+def test_trickling_headers_are_cut_off_by_the_deadline(tmp_path):
+    with serve({"/b": ("trickle-headers", 0.05)}) as (_, url):
+        start = time.monotonic()
+        with pytest.raises(
+            TimeoutError, match=rf"{re.escape(url)}/b did not finish within the deadline of 0.4 s"
+        ):
+            download_file(
+                f"{url}/b",
+                tmp_path / "blob.bin",
+                sha256=None,
+                timeout=0.3,
+                min_rate=0,
+                deadline=0.4,
+            )
+        assert time.monotonic() - start < 1.5
+    assert leftovers(tmp_path) == []
+
+
 def test_redirect_to_a_non_http_scheme_is_refused(tmp_path):
     with (
         serve({"/b": ("redirect", "ftp://127.0.0.1/blob")}) as (_, url),

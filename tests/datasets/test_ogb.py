@@ -235,7 +235,7 @@ def test_products_keeps_both_directions_and_counts_pairs(tmp_path):
 def test_papers100m_binary_layout_maps_nan_labels_to_minus_one(tmp_path):
     edges = np.array([[1, 0], [2, 0], [2, 1], [3, 2], [4, 3]])
     labels = np.array([3.0, np.nan, 171.0, 0.0, np.nan])
-    split = {"train": [0, 2], "valid": [3], "test": [0]}
+    split = {"train": [0], "valid": [3], "test": [2]}
     write_fake(
         tmp_path,
         "ogbn-papers100M",
@@ -328,6 +328,43 @@ def test_folder_without_release_marker_is_refused_before_ogb_prompts(tmp_path):
     assert (folder / "raw" / "edge.csv.gz").exists()  # ogb would have offered to delete it
 
 
+@pytest.mark.parametrize("name", ["ogbn-arxiv", "ogbn-papers100M"])
+def test_folder_without_its_raw_file_is_refused_and_never_downloaded_or_deleted(
+    tmp_path, monkeypatch, name
+):
+    # ogb's own pre_process would download the archive over http, unverified,
+    # and shutil.rmtree the folder with the user's other files in it.
+    folder = write_fake(
+        tmp_path,
+        name,
+        edges=ARXIV_EDGES,
+        features=_features(9, 4, seed=0),
+        labels=_arxiv_labels(),
+        split=ARXIV_SPLIT,
+    )
+    raw = folder / ("raw/data.npz" if name == "ogbn-papers100M" else "raw/edge.csv.gz")
+    raw.unlink()
+    (folder / "notes.txt").write_text("mine")
+    import ogb.nodeproppred.dataset as ogb_dataset
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("ogb was allowed to download")
+
+    monkeypatch.setattr(ogb_dataset, "decide_download", no_download)
+    monkeypatch.setattr(ogb_dataset, "download_url", no_download)
+    with pytest.raises(FileNotFoundError, match=rf"has no {raw.relative_to(folder)}"):
+        load_ogb(name, tmp_path)
+    assert (folder / "notes.txt").read_text() == "mine"
+    assert (folder / "raw").is_dir()
+    # pre_process refuses too, should a caller bypass the folder check.
+    from sparsegcn.datasets.ogb import _dataset_class, raw_file
+
+    nodeproppred = import_ogb()
+    with pytest.raises(FileNotFoundError, match="has no"):
+        _dataset_class(nodeproppred, raw_file(_master(name)))(name=name, root=str(tmp_path))
+    assert (folder / "notes.txt").read_text() == "mine"
+
+
 def _zipped_arxiv(tmp_path: Path) -> bytes:
     """The fake ogbn-arxiv as ogb's archive holds it: one folder named ``arxiv``."""
     folder = write_arxiv(tmp_path / "staging")
@@ -375,6 +412,42 @@ def test_corrupt_archive_is_refused_and_nothing_is_left(tmp_path, monkeypatch):
     ):
         load_ogb("ogbn-arxiv", root, url=f"{base}/arxiv.zip")
     assert list(root.iterdir()) == []
+
+
+def test_an_archive_that_expands_past_its_bound_is_refused_and_nothing_is_left(
+    tmp_path, monkeypatch
+):
+    import hashlib
+
+    from http_server import serve
+
+    from sparsegcn.datasets import ogb as ogb_module
+
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("arxiv/raw/zeros.bin", bytes(4 << 20))  # 4 MiB of zeros in ~4 KiB
+    body = archive.read_bytes()
+    monkeypatch.setitem(ogb_module.ARCHIVE_SHA256, "ogbn-arxiv", hashlib.sha256(body).hexdigest())
+    # raising=False: the old code, which had no bound, expands it (and fails this test).
+    monkeypatch.setattr(ogb_module, "MAX_EXPANSION", 2, raising=False)  # 2 MiB for this one
+    root = tmp_path / "data"
+    with (
+        serve({"/arxiv.zip": body}) as (_, base),
+        pytest.raises(ValueError, match=r"refusing to extract 1 files of 4194304 bytes in all"),
+    ):
+        load_ogb("ogbn-arxiv", root, url=f"{base}/arxiv.zip")
+    assert list(root.iterdir()) == []
+
+
+def test_a_fifo_among_the_raw_files_is_refused_before_ogb_reads(tmp_path):
+    from fifos import fifo
+
+    folder = write_arxiv(tmp_path)
+    with (
+        fifo(folder / "raw" / "node-label.csv.gz"),
+        pytest.raises(ValueError, match=r"node-label.csv.gz is not a regular file: it is a FIFO"),
+    ):
+        load_ogb("ogbn-arxiv", tmp_path)
 
 
 def test_default_url_is_masters_over_https_and_papers100m_is_not_fetched_unverified(

@@ -136,6 +136,100 @@ def test_an_interrupted_write_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "plant",
+    [
+        lambda d: (d / "thesis.tex").write_text("mine"),  # no manifest at all
+        lambda d: (d / MANIFEST).write_text('{"format": "something-else", "files": {}}'),
+        lambda d: (d / "indptr.npy").write_bytes(b"not ours"),  # an array name, no manifest
+    ],
+    ids=["user-file", "other-manifest", "array-name-only"],
+)
+def test_overwrite_replaces_only_a_sparsegcn_dataset_folder(tmp_path, plant):
+    target = tmp_path / "out"
+    target.mkdir()
+    plant(target)
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    with pytest.raises(ValueError, match=r"is not a sparsegcn dataset folder"):
+        save(small_dataset(), target, overwrite=True)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp left
+
+
+def test_overwrite_refuses_a_dataset_folder_holding_a_user_file(saved):
+    _, path = saved
+    (path / "notes.txt").write_text("mine")
+    (path / "sub").mkdir()
+    with pytest.raises(ValueError, match=r"holds notes.txt, sub"):
+        save(small_dataset(seed=1), path, overwrite=True)
+    assert (path / "notes.txt").read_text() == "mine"
+    load(str(path))  # the old dataset is intact
+
+
+def test_a_full_disk_is_an_oserror_before_any_mapped_write(tmp_path, monkeypatch):
+    # A sparse open_memmap file stored into on a full disk is SIGBUS; the
+    # writer reserves every block first, so ENOSPC surfaces as an OSError.
+    import errno
+    import os
+
+    calls = []
+
+    def full(fd, offset, length):
+        calls.append(length)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(OSError, match=r"cannot write .*out \(indptr.npy\): No space left") as err:
+        save(small_dataset(), tmp_path / "out")
+    assert err.value.errno == errno.ENOSPC
+    assert calls and calls[0] == 128 + 41 * 8  # indptr: header + (N + 1) int64
+    assert list(tmp_path.iterdir()) == []  # the temporary folder is gone
+
+
+def test_a_failing_constructor_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    real = np.lib.format.open_memmap
+
+    def fail_on_labels(file, *args, **kwargs):
+        if str(file).endswith("labels.npy"):
+            raise OSError(28, "No space left on device")
+        return real(file, *args, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "open_memmap", fail_on_labels)
+    with pytest.raises(OSError, match=r"cannot write .*x: No space left"):
+        DatasetWriter(tmp_path / "x", num_nodes=3, num_stored_edges=2, num_features=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_writers_temporary_folder_is_removed_by_the_next(tmp_path, monkeypatch):
+    import os
+    import subprocess
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    monkeypatch.setattr(os, "getpid", lambda: ended.pid)  # a writer that is then killed
+    DatasetWriter(tmp_path / "x", num_nodes=3, num_stored_edges=2, num_features=2)
+    monkeypatch.undo()
+    (stale,) = tmp_path.iterdir()
+    assert stale.name.startswith(".x.tmp-") and (stale / "features.npy").exists()
+    user = tmp_path / ".x.tmp-mine"  # not named as ours: never touched
+    user.mkdir()
+    save(small_dataset(), tmp_path / "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".x.tmp-mine", "x"]
+
+
+def test_dataset_folders_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = save(small_dataset(), tmp_path / "shared")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o755  # mkdtemp alone makes 0700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in path.iterdir())
+
+
 def rewrite(path, key, array, *, manifest=True):
     """Replaces ``key``'s file; with ``manifest``, updates its shape, dtype and sha256 too,
     so only the structural checks can catch the fault."""
@@ -342,8 +436,8 @@ def test_a_folder_written_by_hand_as_documented(tmp_path):
     np.save(g / "indptr.npy", np.array([0, 1, 3, 4], np.int64))
     np.save(g / "indices.npy", np.array([1, 0, 2, 1], np.int32))
     np.save(g / "features.npy", np.eye(3, dtype=np.float32))
-    np.save(g / "labels.npy", np.array([0, 1, -1]))
-    for split, ids in {"train": [0], "valid": [1], "test": [1]}.items():
+    np.save(g / "labels.npy", np.array([0, 1, 1]))
+    for split, ids in {"train": [0], "valid": [1], "test": [2]}.items():
         np.save(g / f"{split}.npy", np.array(ids, np.int64))
     files = {}
     for key in ("indptr", "indices", "features", "labels", "train", "valid", "test"):

@@ -60,8 +60,8 @@ def test_the_load_checks_leave_no_file_pages_resident(tmp_path):
             writer.indices[r * per_row : (r + 1) * per_row] = row
         writer.features[:] = 1
         writer.labels[:] = 0
-        for split in ("train", "valid", "test"):
-            writer.write_split(split, [0])
+        for node, split in enumerate(("train", "valid", "test")):
+            writer.write_split(split, [node])
         folder = writer.finish(name="g", num_edges=n * per_row, num_classes=1)
     before = rss_file_bytes()
     dataset = load_ondisk(folder, expand_limit=0)

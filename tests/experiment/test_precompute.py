@@ -62,24 +62,28 @@ def test_a_hit_skips_the_propagation_and_every_input_change_misses(dataset, prop
     assert propagations == [2, 3]
     np.testing.assert_allclose(three, oracle(dataset, 3), rtol=1e-5, atol=1e-6)
 
-    # One edge re-targeted: same name, sizes, labels and split (the same
-    # fingerprint), another graph.
+    # One edge re-targeted: same name, sizes, labels and split, another graph.
     g = dataset.graph
     receivers = np.array(g.receivers)
     receivers[0] = (receivers[0] + 1) % g.num_nodes
     moved = dataclasses.replace(
         dataset, graph=sg.Graph(g.senders, receivers, g.weights, g.num_nodes)
     )
-    assert precompute.dataset_fingerprint(moved) == precompute.dataset_fingerprint(dataset)
+    before, after = (precompute.dataset_fingerprint(d) for d in (dataset, moved))
+    assert before["graph_sha256"] != after["graph_sha256"]
+    assert {k: v for k, v in before.items() if k != "graph_sha256"} == {
+        k: v for k, v in after.items() if k != "graph_sha256"
+    }
     np.testing.assert_allclose(features_of(moved, cache), oracle(moved, 2), rtol=1e-5, atol=1e-6)
     assert propagations == [2, 3, 2]
 
     features_of(dataset, cache, normalize_features="none")
     assert propagations == [2, 3, 2, 2]
     names = sorted(p.name for p in cache.iterdir())
-    assert len(names) == 4 and all(n.startswith("sgc-") and n.endswith(".npy") for n in names)
+    assert len(names) == 4 and all(n.startswith("sgc-") and n.endswith(".npz") for n in names)
     for name in names:  # plain float32 arrays, readable without pickle; no temporary left
-        assert np.load(cache / name, allow_pickle=False).dtype == np.float32
+        with np.load(cache / name, allow_pickle=False) as npz:
+            assert npz["features"].dtype == np.float32 and f"sgc-{npz['key']}.npz" == name
 
     features_of(dataset, None)  # no cache folder: always computed
     assert propagations == [2, 3, 2, 2, 2]
@@ -89,15 +93,45 @@ def test_unreadable_or_pickled_files_are_misses_and_are_rewritten(dataset, propa
     cache = tmp_path / "cache"
     want = features_of(dataset, cache)
     (path,) = cache.iterdir()
-    np.save(path, np.array([{"not": "features"}], dtype=object), allow_pickle=True)
+
+    def replace(**arrays):
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+
+    with open(path, "wb") as f:
+        np.save(f, np.array([{"not": "features"}], dtype=object), allow_pickle=True)
     np.testing.assert_array_equal(features_of(dataset, cache), want)  # never unpickled
     assert propagations == [2, 2]
     path.write_bytes(path.read_bytes()[:100])  # truncated
     np.testing.assert_array_equal(features_of(dataset, cache), want)
-    np.save(path, np.zeros((3, 3), np.float32))  # another shape
+    with np.load(path, allow_pickle=False) as npz:
+        stored = {k: npz[k] for k in npz.files}
+    replace(**dict(stored, features=np.zeros((3, 3), np.float32)))  # another shape
     np.testing.assert_array_equal(features_of(dataset, cache), want)
     assert propagations == [2, 2, 2, 2]
-    np.testing.assert_array_equal(np.load(path, allow_pickle=False), want)
+    with np.load(path, allow_pickle=False) as npz:
+        np.testing.assert_array_equal(npz["features"], want)
+
+
+def test_a_cache_whose_contents_changed_is_recomputed(dataset, propagations, tmp_path):
+    """Same shape, same key, other contents (overwritten with zeros): a miss, not a hit."""
+    cache = tmp_path / "cache"
+    want = features_of(dataset, cache)
+    (path,) = cache.iterdir()
+    with np.load(path, allow_pickle=False) as npz:
+        stored = {k: npz[k] for k in npz.files}
+    with open(path, "wb") as f:
+        np.savez(f, **dict(stored, features=np.zeros_like(want)))
+    np.testing.assert_array_equal(features_of(dataset, cache), want)
+    assert propagations == [2, 2]
+    with open(path, "wb") as f:  # the features, but filed under another key
+        np.savez(f, **dict(stored, key=np.array("0" * 64)))
+    np.testing.assert_array_equal(features_of(dataset, cache), want)
+    assert propagations == [2, 2, 2]
+    with open(path, "wb") as f:  # a bare .npy of zeros, as version 1 wrote (no digest)
+        np.save(f, np.zeros_like(want))
+    np.testing.assert_array_equal(features_of(dataset, cache), want)
+    assert propagations == [2, 2, 2, 2]
 
 
 def test_the_trained_model_gives_the_in_step_models_logits(dataset):

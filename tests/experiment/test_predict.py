@@ -116,6 +116,33 @@ def test_bad_paths_are_refused(trained, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_an_output_that_is_an_input_is_refused_before_work(trained, tmp_path, capsys):
+    folder, _ = trained
+    ckpt = folder / "ckpt"
+    manifest = read_manifest(ckpt)
+    arrays = ckpt / manifest["arrays"]
+    before = arrays.read_bytes()
+    argv = ["predict", "--checkpoint", str(ckpt), "--out", str(tmp_path / "p.npy")]
+    assert main([*argv, "--json", str(manifest["path"])]) == 2
+    assert "--json" in capsys.readouterr().err
+    link = tmp_path / "link.npy"  # a symbolic link to an input is one too
+    link.symlink_to(arrays)
+    assert main(["predict", "--checkpoint", str(ckpt), "--out", str(link)]) == 2
+    assert "would overwrite the checkpoint file" in capsys.readouterr().err
+    assert arrays.read_bytes() == before
+    # predict --dataset DS --embeddings DS/features.npy replaced the features.
+    dataset = tmp_path / "ds"
+    dataset.mkdir()
+    (dataset / "manifest.json").write_text("{}")
+    (dataset / "features.npy").write_bytes(b"the user's features")
+    argv = [*argv, "--dataset", str(dataset), "--embeddings", str(dataset / "features.npy")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--embeddings {dataset / 'features.npy'} would overwrite the dataset {dataset}" in err
+    assert (dataset / "features.npy").read_bytes() == b"the user's features"
+    assert not (tmp_path / "p.npy").exists()
+
+
 @pytest.mark.slow
 def test_cora_round_trip(data_root, tmp_path):
     """The done-when check on Cora: predict's test accuracy equals training's."""

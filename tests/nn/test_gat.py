@@ -125,16 +125,22 @@ def test_builder_refuses_bad_settings_with_the_value():
         gat(4, 2, attention_dropout=1.0)
 
 
-torch = pytest.importorskip("torch", reason="PyG parity needs torch (never a dependency)")
-pyg_conv = pytest.importorskip(
-    "torch_geometric.nn", reason="PyG parity needs torch_geometric (never a dependency)"
-)
+@pytest.fixture(scope="module")
+def pyg_conv():
+    """PyG's layers, or a skip of the parity tests alone: the rest of this module runs
+    without PyG."""
+    pytest.importorskip("torch", reason="PyG parity needs torch (never a dependency)")
+    return pytest.importorskip(
+        "torch_geometric.nn", reason="PyG parity needs torch_geometric (never a dependency)"
+    )
 
 
 @pytest.mark.parametrize("v2", [False, True], ids=["GATConv", "GATv2Conv"])
 @pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
-def test_layer_equals_pyg_with_the_same_weights(v2, concat):
+def test_layer_equals_pyg_with_the_same_weights(v2, concat, pyg_conv):
     """PyG removes existing self-loops and adds one per node, like GAT's preparation here."""
+    import torch
+
     raw = random_graph(24, 70, seed=5, isolated=3, weighted=False)
     params = gat_layer_params(jax.random.key(7), FEATURES, HEADS, WIDTH, concat=concat, v2=v2)
     params = jax.tree.map(lambda p: p + 0.05, params)

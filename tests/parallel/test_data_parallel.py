@@ -108,21 +108,22 @@ def test_random_samples_and_dropout_follow_the_per_device_keys(data, batch):
     tx = make_optimizer(TrainConfig())
     states = initial_states(model, tx)
     got = jax.jit(data_parallel_step_fn(model, tx, (3, 2), make_mesh(4)))(states, data, batch)
-    grad_fn = jax.jit(make_grad_fn(model, (3, 2)))
-    for member in range(len(SEEDS)):
-        state = jax.tree.map(lambda a, m=member: a[m], states)
+    grad_fn = make_grad_fn(model, (3, 2))
+
+    slices = [slice_batch(batch, jnp.int32(d), 4) for d in range(4)]
+
+    @jax.jit  # one program for the oracle's step, not one per operation
+    def oracle(state, data, slices):
         _, step_key = jax.random.split(state.key)
         grads = [
-            grad_fn(
-                state.params,
-                data,
-                slice_batch(batch, jnp.int32(d), 4),
-                jax.random.fold_in(step_key, d),
-            )[1]
-            for d in range(4)
+            grad_fn(state.params, data, local, jax.random.fold_in(step_key, d))[1]
+            for d, local in enumerate(slices)
         ]
         total = jax.tree.map(lambda *g: sum(g), *grads)
-        params, _ = apply_optimizer(tx, total, state.opt_state, state.params)
+        return apply_optimizer(tx, total, state.opt_state, state.params)[0]
+
+    for member in range(len(SEEDS)):
+        params = oracle(jax.tree.map(lambda a, m=member: a[m], states), data, slices)
         assert_trees_close(jax.tree.map(lambda a, m=member: a[m], got.params), params)
 
 

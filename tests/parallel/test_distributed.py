@@ -55,6 +55,8 @@ def run_together(commands: list[list[str]], cwd: Path) -> list[str]:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+            if proc.stdout is not None:  # a timed-out pipe, else a ResourceWarning later
+                proc.stdout.close()
     for i, (proc, out) in enumerate(zip(procs, outputs, strict=True)):
         assert proc.returncode == 0, f"process {i} exited with {proc.returncode}:\n{out[-4000:]}"
     return outputs

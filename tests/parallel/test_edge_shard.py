@@ -59,18 +59,25 @@ def test_propagate_and_its_gradients_equal_single_device(case, devices):
     def loss(propagate, x):
         return jnp.sum(jnp.sin(propagate(x)) * jnp.arange(3.0)[None, :])
 
-    grad_x = jax.grad(lambda x: loss(lambda v: edge_sharded_propagate(sharded, v, devices), x))(x)
-    want_x = jax.grad(lambda x: loss(lambda v: sg.propagate(g, v), x))(x)
+    # Compiled whole: eagerly, each operation of a gradient compiles alone.
+    grad_x = jax.jit(
+        jax.grad(lambda x: loss(lambda v: edge_sharded_propagate(sharded, v, devices), x))
+    )(x)
+    want_x = jax.jit(jax.grad(lambda x: loss(lambda v: sg.propagate(g, v), x)))(x)
     np.testing.assert_allclose(grad_x, want_x, rtol=RTOL, atol=ATOL)
     if g.weights is None or g.num_edges == 0:
         return
-    grad_w = jax.grad(
-        lambda w: loss(
-            lambda v: edge_sharded_propagate(dataclasses.replace(sharded, weights=w), v, devices),
-            x,
+    grad_w = jax.jit(
+        jax.grad(
+            lambda w: loss(
+                lambda v: edge_sharded_propagate(
+                    dataclasses.replace(sharded, weights=w), v, devices
+                ),
+                x,
+            )
         )
     )(jnp.asarray(sharded.weights))
-    want_w = jax.grad(lambda w: loss(lambda v: sg.propagate(g.replace(weights=w), v), x))(
+    want_w = jax.jit(jax.grad(lambda w: loss(lambda v: sg.propagate(g.replace(weights=w), v), x)))(
         jnp.asarray(g.weights)
     )
     np.testing.assert_allclose(sharded.edge_values(grad_w), want_w, rtol=RTOL, atol=ATOL)
@@ -159,10 +166,11 @@ def test_forward_and_param_gradient_equal_single_device(devices, sparse, model_n
         logits = model.apply(params, nd.graph, nd.features)
         return masked_cross_entropy(logits, jnp.asarray(nd.labels), jnp.asarray(nd.train_mask))
 
-    want_loss, want_grads = jax.value_and_grad(loss_fn)(params)
-    np.testing.assert_allclose(
-        logits[:50], model.apply(params, nd.graph, nd.features), rtol=RTOL, atol=ATOL
-    )
+    # The single-device reference, compiled as one program (eagerly, each of its
+    # operations would compile alone).
+    want_loss, want_grads = jax.jit(jax.value_and_grad(loss_fn))(params)
+    want_logits = jax.jit(model.apply)(params, nd.graph, nd.features)
+    np.testing.assert_allclose(logits[:50], want_logits, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(loss, want_loss, rtol=RTOL)
     for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(want_grads), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)

@@ -128,19 +128,52 @@ def test_manifest_describes_the_format(run):
         assert npz[w["name"]].shape == (2, 64, 8)
 
 
-def test_keep_prunes_old_checkpoints_and_orphans(run, tmp_path):
+def test_keep_prunes_old_checkpoints_and_their_arrays_only(run, tmp_path):
     _, _, full = run
-    (tmp_path / "ckpt-000001-0123456789ab.npz").write_bytes(b"orphan from a crash")
-    (tmp_path / ".ckpt-000002.json.abc.tmp").write_bytes(b"partial")
+    # Named like checkpoint files, but no manifest of this run lists them: kept.
+    (tmp_path / "ckpt-000001-0123456789ab.npz").write_bytes(b"a user's file")
     (tmp_path / "notes.txt").write_text("not ours")
+    (tmp_path / ".ckpt-000002.json.abcd1234.tmp").write_bytes(b"write_atomic's, stale")
     for epoch in (10, 20, 30, 40):
         state = full.state._replace(epoch=np.full(2, epoch, np.int32))
         save_checkpoint(tmp_path, state, seeds=SEEDS, keep=2)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-000030.json", "ckpt-000040.json"]
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert len([n for n in names if n.endswith(".npz")]) == 2
+    listed = {json.loads(p.read_text())["arrays"] for p in list_checkpoints(tmp_path)}
+    assert {n for n in names if n.endswith(".npz")} == listed | {"ckpt-000001-0123456789ab.npz"}
+    assert (tmp_path / "ckpt-000001-0123456789ab.npz").read_bytes() == b"a user's file"
     assert "notes.txt" in names and not any(n.endswith(".tmp") for n in names)
     assert latest_checkpoint(tmp_path).name == "ckpt-000040.json"
+
+
+def test_arrays_a_killed_save_left_without_a_manifest_are_pruned_next_time(run, tmp_path):
+    from sparsegcn.train.checkpoint import FolderLock, _record_pending
+
+    _, _, full = run
+    save_checkpoint(tmp_path, full.state, seeds=SEEDS, keep=1)
+    # A writer killed between its arrays file and its manifest: the arrays
+    # file is recorded in the lock file first, so the next prune knows it.
+    lock = FolderLock(tmp_path).acquire()
+    _record_pending(tmp_path, "ckpt-000099-00000000abcd.npz")
+    (tmp_path / "ckpt-000099-00000000abcd.npz").write_bytes(b"half")
+    lock.release()  # no prune ran, as after kill -9
+    state = full.state._replace(epoch=np.full(2, 300, np.int32))
+    save_checkpoint(tmp_path, state, seeds=SEEDS, keep=1)
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".npz"))
+    assert names == [json.loads(latest_checkpoint(tmp_path).read_text())["arrays"]]
+
+
+def test_overwrite_deletes_only_checkpoints_and_refuses_lookalikes(run, dataset, tmp_path):
+    _, _, full = run
+    save_checkpoint(tmp_path, full.state, seeds=SEEDS, run_id="other")
+    (tmp_path / "ckpt-000007.json").write_text('{"my": "data"}')
+    with pytest.raises(CheckpointError, match=r"ckpt-000007.json, which is named like a"):
+        CheckpointHook(tmp_path, seeds=SEEDS, overwrite=True)
+    assert (tmp_path / "ckpt-000007.json").read_text() == '{"my": "data"}'
+    (tmp_path / "ckpt-000007.json").unlink()
+    hook = CheckpointHook(tmp_path, seeds=SEEDS, overwrite=True)
+    hook.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]  # the other run's, listed
 
 
 def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):

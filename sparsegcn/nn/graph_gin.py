@@ -1,0 +1,289 @@
+"""GIN for graph classification, as Xu et al. ran it: a readout of every layer.
+
+Layer ``k`` updates every node with an MLP (two linear maps, batch norm and
+ReLU between them) of its own row and the sum of its neighbours', then
+batch norm and ReLU; each layer's representation, the input's included, is
+summed (or averaged, or maxed) per graph and mapped to class scores; the
+scores of all layers add up:
+
+.. math::
+
+    h_i^{(k)} = \\mathrm{ReLU}\\Big(\\mathrm{BN}\\Big(\\mathrm{MLP}^{(k)}\\big((1 + \\varepsilon^{(k)})
+        h_i^{(k-1)} + \\textstyle\\sum_{j \\to i} h_j^{(k-1)}\\big)\\Big)\\Big), \\qquad
+    s_g = \\sum_{k=0}^{K} \\mathrm{drop}\\Big(W^{(k)} \\textstyle\\bigoplus_{i \\in g}
+        h_i^{(k)} + b^{(k)}\\Big)
+
+GIN-0 fixes ``ε = 0``; GIN-ε learns it. ``num_layers`` counts the input,
+as the paper does (5: the input and four GIN layers).
+
+Batch norm is masked: its batch statistics are taken over the real nodes
+of a padded batch only, so padding changes no real output, and evaluation
+uses running averages (PyTorch's momentum 0.1), kept in a ``stats`` pytree
+beside the parameters.
+
+References:
+  Xu, Hu, Leskovec & Jegelka, *How Powerful are Graph Neural Networks?*,
+  ICLR 2019. https://arxiv.org/abs/1810.00826 (code:
+  github.com/weihua916/powerful-gnns)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from sparsegcn.message_passing import message_passing
+from sparsegcn.nn.dropout import dropout
+from sparsegcn.nn.initializers import linear_params
+from sparsegcn.nn.model import check_model_settings
+from sparsegcn.nn.readout import READOUTS, attention_pool, attention_pool_params, readout
+
+GRAPH_READOUTS = (*READOUTS, "attention")
+"""The readouts :func:`graph_gin` takes: a reduction, or global attention pooling."""
+
+BN_MOMENTUM = 0.1
+BN_EPS = 1e-5
+
+
+class GraphModel(NamedTuple):
+    """A graph-level model: pure functions over params and batch-norm statistics.
+
+    Attributes:
+      init: ``init(key) -> (params, stats)``.
+      apply: ``apply(params, stats, batch, *, key=None, training=False) ->
+        (logits [G_b, C], stats)`` on a :class:`~sparsegcn.batch.GraphBatch`;
+        the returned stats are updated when ``training``, else unchanged.
+      name: short name for reports.
+      config: the hyperparameters it was built with.
+    """
+
+    init: Callable[[jax.Array], tuple[Any, Any]]
+    apply: Callable[..., tuple[jax.Array, Any]]
+    name: str
+    config: dict
+
+
+def _bn_params(width: int) -> dict:
+    return {"scale": jnp.ones((width,), jnp.float32), "bias": jnp.zeros((width,), jnp.float32)}
+
+
+def _bn_stats(width: int) -> dict:
+    return {"mean": jnp.zeros((width,), jnp.float32), "var": jnp.ones((width,), jnp.float32)}
+
+
+def masked_batch_norm(
+    params: dict, stats: dict, h: jax.Array, mask: jax.Array, training: bool
+) -> tuple[jax.Array, dict]:
+    """Batch norm over the rows where ``mask`` holds.
+
+    Training normalises with the masked rows' mean and (biased) variance and
+    moves the running statistics by :data:`BN_MOMENTUM` (the variance
+    unbiased, as PyTorch); evaluation uses the running statistics.
+
+    Args:
+      params: ``{"scale": [F], "bias": [F]}``.
+      stats: ``{"mean": [F], "var": [F]}``.
+      h: ``[N, F]``.
+      mask: bool ``[N]``.
+      training: batch statistics (and updated running ones) or running ones.
+
+    Returns:
+      ``([N, F], stats)``.
+    """
+    if training:
+        weight = mask.astype(h.dtype)[:, None]
+        count = jnp.maximum(jnp.sum(weight), jnp.ones((), h.dtype))
+        mean = jnp.sum(weight * h, axis=0) / count
+        var = jnp.sum(weight * (h - mean[None, :]) ** 2, axis=0) / count
+        unbiased = var * count / jnp.maximum(count - 1.0, jnp.ones((), h.dtype))
+        stats = {
+            "mean": (1.0 - BN_MOMENTUM) * stats["mean"] + BN_MOMENTUM * mean,
+            "var": (1.0 - BN_MOMENTUM) * stats["var"] + BN_MOMENTUM * unbiased,
+        }
+    else:
+        mean, var = stats["mean"], stats["var"]
+    normed = (h - mean[None, :]) * jax.lax.rsqrt(var[None, :] + BN_EPS)
+    return normed * params["scale"][None, :] + params["bias"][None, :], stats
+
+
+def graph_gin(
+    in_features: int,
+    num_classes: int,
+    *,
+    hidden: int = 64,
+    num_layers: int = 5,
+    dropout_rate: float = 0.5,
+    learn_eps: bool = False,
+    readout_reduce: str = "sum",
+    virtual_node: bool = False,
+) -> GraphModel:
+    """GIN-0 (``learn_eps=False``) or GIN-ε with a readout of every layer.
+
+    Args:
+      in_features: ``F``, the node features' width.
+      num_classes: ``C``.
+      hidden: width of every hidden layer (Xu et al. chose from 16, 32, 64).
+      num_layers: layers counting the input (5: four GIN layers).
+      dropout_rate: dropout of each layer's class scores (Xu et al.'s
+        ``final_dropout``: 0 or 0.5).
+      learn_eps: learn ``ε`` per layer (GIN-ε) instead of ``ε = 0`` (GIN-0).
+      readout_reduce: ``"sum"`` (the paper's), ``"mean"``, ``"max"``, or
+        ``"attention"`` (:func:`~sparsegcn.nn.readout.attention_pool`, one
+        gate per layer).
+      virtual_node: one extra node per graph joined to all its nodes, as in
+        OGB's GIN-virtual (Gilmer et al. 2017; Hu et al. 2020): its vector
+        (a learnt embedding at first) is added to every node's row before
+        each GIN layer, and after each layer but the last it becomes
+        ``ReLU(BN(MLP(Σ_i (h_i + v) + v)))`` (MLP ``w -> 2H -> H`` with batch
+        norm, over real graphs only). Readouts pool the rows without it.
+
+    Returns:
+      A :class:`GraphModel`. Params: ``{"layers": [{"eps", "w1", "b1",
+      "bn1", "w2", "b2", "bn"}, ...], "heads": [{"w", "b"}, ...]}``; stats:
+      ``{"layers": [{"bn1": {"mean", "var"}, "bn": {...}}, ...]}``.
+
+    Shapes:
+      ``apply(params, stats, batch) -> ([G_b, C], stats)``.
+    """
+    check_model_settings(hidden, num_layers, dropout_rate)
+    if num_layers < 2:
+        raise ValueError(f"num_layers counts the input and must be >= 2, got {num_layers}")
+    if readout_reduce not in GRAPH_READOUTS:
+        raise ValueError(
+            f"unknown readout {readout_reduce!r}; choose one of {list(GRAPH_READOUTS)}"
+        )
+    config = dict(
+        in_features=in_features,
+        num_classes=num_classes,
+        hidden=hidden,
+        num_layers=num_layers,
+        dropout_rate=dropout_rate,
+        learn_eps=learn_eps,
+        readout=readout_reduce,
+        virtual_node=virtual_node,
+    )
+    widths = [in_features] + [hidden] * (num_layers - 1)
+
+    @jax.jit
+    def init(key: jax.Array) -> tuple[dict, dict]:
+        keys = jax.random.split(key, 2 * num_layers)
+        layers, layer_stats = [], []
+        for k in range(1, num_layers):
+            first = linear_params(keys[2 * k], widths[k - 1], hidden)
+            second = linear_params(keys[2 * k + 1], hidden, hidden)
+            layers.append(
+                {
+                    "eps": jnp.zeros((), jnp.float32),
+                    "w1": first["w"],
+                    "b1": first["b"],
+                    "bn1": _bn_params(hidden),
+                    "w2": second["w"],
+                    "b2": second["b"],
+                    "bn": _bn_params(hidden),
+                }
+            )
+            layer_stats.append({"bn1": _bn_stats(hidden), "bn": _bn_stats(hidden)})
+        heads = [linear_params(keys[k], widths[k], num_classes) for k in range(num_layers)]
+        params: dict = {"layers": layers, "heads": heads}
+        if readout_reduce == "attention":
+            gate_keys = jax.random.split(keys[0], num_layers)
+            params["gates"] = [
+                attention_pool_params(gate_keys[k], widths[k]) for k in range(num_layers)
+            ]
+        stats: dict = {"layers": layer_stats}
+        if virtual_node:
+            vn_keys = jax.random.split(keys[1], 2 * num_layers)
+            updates, update_stats = [], []
+            for k in range(1, num_layers - 1):
+                first = linear_params(vn_keys[2 * k], widths[k - 1], 2 * hidden)
+                second = linear_params(vn_keys[2 * k + 1], 2 * hidden, hidden)
+                updates.append(
+                    {
+                        "w1": first["w"],
+                        "b1": first["b"],
+                        "bn1": _bn_params(2 * hidden),
+                        "w2": second["w"],
+                        "b2": second["b"],
+                        "bn": _bn_params(hidden),
+                    }
+                )
+                update_stats.append({"bn1": _bn_stats(2 * hidden), "bn": _bn_stats(hidden)})
+            params["virtual"] = {
+                "embedding": jnp.zeros((in_features,), jnp.float32),
+                "updates": updates,
+            }
+            stats["virtual"] = update_stats
+        return params, stats
+
+    def update_virtual(update, update_stats, v, graph_mask, training):
+        u = v @ update["w1"] + update["b1"][None, :]
+        u, bn1 = masked_batch_norm(update["bn1"], update_stats["bn1"], u, graph_mask, training)
+        u = jax.nn.relu(u) @ update["w2"] + update["b2"][None, :]
+        u, bn = masked_batch_norm(update["bn"], update_stats["bn"], u, graph_mask, training)
+        return jax.nn.relu(u), {"bn1": bn1, "bn": bn}
+
+    def apply(params, stats, batch, *, key=None, training=False):
+        if training and dropout_rate > 0.0 and key is None:
+            raise ValueError(
+                "training with dropout needs an explicit PRNG key: apply(..., key=key)"
+            )
+        graph, mask = batch.graph, batch.node_mask
+        keys = (
+            list(jax.random.split(key, num_layers))
+            if training and dropout_rate > 0.0
+            else [None] * num_layers
+        )
+        h = jnp.asarray(batch.x)
+        new_stats, virtual_stats = [], []
+        scores = None
+        if virtual_node:
+            shape = (batch.num_graphs, params["virtual"]["embedding"].shape[0])
+            v = jnp.broadcast_to(params["virtual"]["embedding"][None, :], shape)
+        for k in range(num_layers):
+            if k > 0:
+                layer, layer_stats = params["layers"][k - 1], stats["layers"][k - 1]
+                eps = layer["eps"] if learn_eps else 0.0
+                if virtual_node:
+                    h_in = h + v[batch.node_graph]
+                    if k < num_layers - 1:
+                        total = readout(h_in, batch.node_graph, batch.num_graphs, node_mask=mask)
+                        v, vs = update_virtual(
+                            params["virtual"]["updates"][k - 1],
+                            stats["virtual"][k - 1],
+                            total + v,
+                            batch.graph_mask,
+                            training,
+                        )
+                        virtual_stats.append(vs)
+                    h = h_in
+                u = (1.0 + eps) * h + message_passing(graph, h)
+                u = u @ layer["w1"] + layer["b1"][None, :]
+                u, bn1 = masked_batch_norm(layer["bn1"], layer_stats["bn1"], u, mask, training)
+                u = jax.nn.relu(u) @ layer["w2"] + layer["b2"][None, :]
+                u, bn = masked_batch_norm(layer["bn"], layer_stats["bn"], u, mask, training)
+                h = jax.nn.relu(u)
+                new_stats.append({"bn1": bn1, "bn": bn})
+            if readout_reduce == "attention":
+                pooled = attention_pool(
+                    params["gates"][k], h, batch.node_graph, batch.num_graphs, node_mask=mask
+                )
+            else:
+                pooled = readout(
+                    h, batch.node_graph, batch.num_graphs, readout_reduce, node_mask=mask
+                )
+            head = params["heads"][k]
+            score = pooled @ head["w"] + head["b"][None, :]
+            if keys[k] is not None:
+                score = dropout(score, dropout_rate, key=keys[k])
+            scores = score if scores is None else scores + score
+        if virtual_node:
+            return scores, {"layers": new_stats, "virtual": virtual_stats}
+        return scores, {"layers": new_stats}
+
+    return GraphModel(init, apply, "gin", config)
+
+
+__all__ = ["GRAPH_READOUTS", "GraphModel", "graph_gin", "masked_batch_norm"]

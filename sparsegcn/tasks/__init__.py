@@ -1,0 +1,184 @@
+"""The task registry: the one place that knows task names.
+
+A task is what a run learns: a label per node of one graph (``node``) or a
+label per graph of many small ones (``graph``). Like a model in
+:mod:`sparsegcn.nn.registry`, each task is one :class:`Task` entry that
+declares, in one place:
+
+- the loss and the metrics;
+- the datasets it owns (name prefixes) and how their data is prepared and
+  batched;
+- its pipeline, ``run(experiment, *, progress) -> report``: prepare the
+  data, train, report;
+- the models it trains, their default settings, and the
+  :class:`~sparsegcn.experiment.Experiment` fields only it reads.
+
+:func:`~sparsegcn.experiment.run_experiment` only looks the task up
+(:func:`task_for`) and runs its pipeline; nothing else spells a task's name.
+Pipelines, preparations and checks are named as ``"module:function"`` and
+imported when used, so this module imports no trainer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy
+
+
+def resolve(target: str) -> Callable:
+    """The function ``"package.module:function"`` names."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _graph_loss(logits, batch):
+    from sparsegcn.train.graphs import graph_loss
+
+    return graph_loss(logits, batch)
+
+
+def _graph_accuracy(logits, batch):
+    from sparsegcn.train.graphs import graph_loss
+
+    _, correct, mask = graph_loss(logits, batch)
+    return correct.sum() / max(float(mask.sum()), 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One learning task.
+
+    Attributes:
+      description: one line for documentation.
+      loss: ``loss(logits, ...) -> scalar`` (or per-item losses), the
+        training objective.
+      metrics: ``{name: metric(logits, ...)}``, what the report holds.
+      datasets: dataset name prefixes this task owns; ``()`` for the
+        default task, which owns every other name.
+      prepare: ``"module:function"`` that turns a loaded dataset into what
+        its trainer steps on (node arrays; padded batches of graphs).
+      pipeline: ``"module:function"``, ``run(experiment, *, progress=False)
+        -> dict``, the whole run.
+      models: the model names it trains (``None``: every registered one).
+      defaults: ``{model: {Experiment field: value}}`` replacing the model
+        registry's defaults for this task.
+      fields: ``{Experiment field: off value}``: fields only this task
+        reads; each is a row of :data:`sparsegcn.experiment.config.APPLIES`,
+        so another task's runs refuse them when set.
+      check: ``"module:function"``, ``check(experiment)`` refusing settings
+        the task does not support, before any data is read (or ``None``).
+      sweeps: whether ``--sweep`` runs on it.
+      info: ``"module:function"``, ``info(dataset, root, *, progress) ->
+        (stats, text)`` for ``sparsegcn info``; ``None``: the node statistics.
+    """
+
+    description: str
+    loss: Callable
+    metrics: Mapping[str, Callable]
+    prepare: str
+    pipeline: str
+    datasets: tuple[str, ...] = ()
+    models: tuple[str, ...] | None = None
+    defaults: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    check: str | None = None
+    sweeps: bool = True
+    info: str | None = None
+
+    def owns(self, dataset: str) -> bool:
+        """Whether ``dataset`` names one of this task's datasets."""
+        return any(dataset.startswith(prefix) for prefix in self.datasets)
+
+    def model_defaults(self, model: str, registered: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``model``'s default settings under this task: its own, else the registry's."""
+        return self.defaults.get(model, registered)
+
+    def run(self, experiment, *, progress: bool = False) -> dict:
+        """This task's pipeline on ``experiment``: the report."""
+        return resolve(self.pipeline)(experiment, progress=progress)
+
+
+# Xu et al. (ICLR 2019): 5 layers counting the input, hidden from {16, 32, 64}, final
+# dropout from {0, 0.5}, Adam 0.01 halved every 50 epochs, 350 epochs, batch 32, no decay.
+_XU = dict(
+    hidden=64,
+    layers=5,
+    dropout=0.5,
+    lr=0.01,
+    weight_decay=0.0,
+    decay_layers="none",
+    epochs=350,
+    patience=0,
+    monitor="val_acc",
+    batch_size=32,
+)
+
+TASKS: Mapping[str, Task] = MappingProxyType(
+    {
+        "node": Task(
+            description="a class per node of one graph (full batch or sampled mini-batches)",
+            loss=masked_cross_entropy,
+            metrics={"acc": masked_accuracy},
+            prepare="sparsegcn.experiment.build:node_data",
+            pipeline="sparsegcn.experiment.run:run_node_experiment",
+        ),
+        "graph": Task(
+            description="a class per graph of many small graphs (padded batches, k folds)",
+            loss=_graph_loss,
+            metrics={"acc": _graph_accuracy},
+            prepare="sparsegcn.tasks.graph:prepare_graphs",
+            pipeline="sparsegcn.tasks.graph:run_graph_experiment",
+            datasets=("tu:",),
+            models=("gin",),
+            defaults={"gin": _XU},
+            fields={"folds": 0, "readout": "sum", "learn_eps": False, "virtual_node": False},
+            check="sparsegcn.tasks.graph:check_graph_experiment",
+            sweeps=False,
+            info="sparsegcn.tasks.graph:describe_graphs",
+        ),
+    }
+)
+"""Every task sparsegcn learns, by name."""
+
+
+def task_name(dataset: str) -> str:
+    """The name of the task that owns ``dataset`` (the default task's for any other)."""
+    if isinstance(dataset, str):
+        for name, task in TASKS.items():
+            if task.owns(dataset):
+                return name
+    return next(name for name, task in TASKS.items() if not task.datasets)
+
+
+def task_for(dataset: str) -> Task:
+    """The :class:`Task` that owns ``dataset``."""
+    return TASKS[task_name(dataset)]
+
+
+def check_task(experiment) -> None:
+    """Refuses, before any data is read, what ``experiment``'s task does not take.
+
+    A model the task does not train, and whatever the task's own ``check``
+    refuses. A field another task alone reads (:attr:`Task.fields`) is refused
+    by :data:`sparsegcn.experiment.config.APPLIES`, which has a row for each.
+
+    Raises:
+      ValueError: naming the setting, its value and the task's datasets.
+    """
+    name = task_name(experiment.dataset)
+    task = TASKS[name]
+    if task.models is not None and experiment.model not in task.models:
+        raise ValueError(
+            f"{experiment.dataset} is a {name}-level dataset; model {experiment.model!r} does not "
+            f"train on it, choose one of {list(task.models)}"
+        )
+    if task.check is not None:
+        resolve(task.check)(experiment)
+
+
+__all__ = ["TASKS", "Task", "check_task", "resolve", "task_for", "task_name"]

@@ -1,0 +1,93 @@
+"""``sparsegcn train`` on graph datasets: settings refused before any data is read,
+and (slow) a cross-validated MUTAG run with the report's keys."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from graph_sets import write_mini
+
+from sparsegcn.cli import main
+
+
+def one_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--folds", "3"], r"folds=3 \(--folds\) applies only to graph-level datasets \(tu:NAME\)"),
+        (["--learn-eps"], r"learn_eps=True \(--learn-eps\) applies only to graph-level datasets"),
+        (["--virtual-node"], r"virtual_node=True \(--virtual-node\) applies only to graph-level"),
+        (["--dataset", "tu:MUTAG"], r"model 'gcn' does not train on it, choose one of \['gin'\]"),
+        (["--dataset", "tu:MUTAG", "--model", "gin", "--folds", "1"], r"--folds must be 0"),
+        (
+            ["--dataset", "tu:MUTAG", "--model", "gin", "--plot", "x.png"],
+            r"plot='x.png' is not supported",
+        ),
+        (
+            ["--dataset", "tu:MUTAG", "--model", "gin", "--fanouts", "5,5"],
+            r"fanouts='5,5' is not supported",
+        ),
+        (["--dataset", "tu:NOSUCH", "--model", "gin"], r"no recorded sha256"),
+        (
+            ["--dataset", "tu:MUTAG", "--model", "gin", "--sweep", "lr=0.1,0.01"],
+            r"--sweep does not run on tu:MUTAG",
+        ),
+    ],
+)
+def test_refused_before_any_data_is_read(argv, message, capsys, tmp_path):
+    code = main(["train", "--root", str(tmp_path), "--no-progress", *argv])
+    assert code == 2
+    assert re.search(message, one_error(capsys))
+    assert not (tmp_path / "tu").exists() or not any((tmp_path / "tu").iterdir())
+
+
+def test_info_shows_graph_counts_and_size_distributions(tmp_path, capsys):
+    write_mini(tmp_path / "tu" / "MINI")
+    out = tmp_path / "info.json"
+    code = main(["info", "--dataset", "tu:MINI", "--root", str(tmp_path), "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert re.search(r"graphs\s+3\n", text) and "classes                -1: 1, 1: 2" in text
+    stats = json.loads(out.read_text())
+    assert stats["num_graphs"] == 3 and stats["class_counts"] == [1, 2]
+    assert stats["nodes_per_graph"]["max"] == 3 and stats["edges_per_graph"]["min"] == 0
+    assert stats["num_features"] == 5 and stats["num_edge_features"] == 4
+
+
+@pytest.mark.slow
+def test_mutag_cross_validation_report(data_root, tmp_path, capsys):
+    out = tmp_path / "out.json"
+    code = main(
+        [
+            "train",
+            "--dataset",
+            "tu:MUTAG",
+            "--root",
+            str(data_root),
+            "--model",
+            "gin",
+            "--folds",
+            "3",
+            "--epochs",
+            "4",
+            "--hidden",
+            "8",
+            "--no-progress",
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["task"] == "graph" and report["folds"] == 3 and len(report["test_acc"]) == 3
+    for key in ("test_acc_mean", "test_acc_std", "cv_curve_best_acc", "train_graphs_per_s"):
+        assert isinstance(report[key], float)
+    assert 1 <= report["cv_curve_best_epoch"] <= 4
+    assert report["cv_curve_best_acc"] == max(report["cv_curve"])

@@ -1,0 +1,138 @@
+"""The TU reader against the format's README, on a hand-written miniature with
+every optional file; malformed files refused naming file and line; the
+download over a loopback server."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graph_sets import write_mini
+from http_server import serve
+
+from sparsegcn.datasets import tu
+from sparsegcn.datasets.tu import load_tu, read_tu
+
+
+def test_miniature_with_every_optional_file(tmp_path):
+    data = read_tu(write_mini(tmp_path), "MINI")
+    assert data.name == "tu:MINI"
+    assert (data.num_graphs, data.num_nodes, data.num_edges) == (3, 6, 6)
+    np.testing.assert_array_equal(data.node_ptr, [0, 3, 5, 6])
+    np.testing.assert_array_equal(data.edge_ptr, [0, 4, 6, 6])
+    # Edges sorted by graph, file order kept within a graph, ids 0-based.
+    np.testing.assert_array_equal(data.senders, [0, 1, 1, 2, 3, 4])
+    np.testing.assert_array_equal(data.receivers, [1, 0, 2, 1, 4, 3])
+    # Labels -1, 1 become classes 0, 1.
+    np.testing.assert_array_equal(data.classes, [-1, 1])
+    np.testing.assert_array_equal(data.labels, [1, 0, 1])
+    # Node labels 0..2 one-hot, then the two attribute columns.
+    expected_x = np.array(
+        [
+            [1, 0, 0, 0.5, 1],
+            [0, 0, 1, 1.5, 2],
+            [1, 0, 0, 2.5, 3],
+            [0, 1, 0, 3.5, 4],
+            [0, 1, 0, 4.5, 5],
+            [0, 0, 1, 5.5, 6],
+        ],
+        np.float32,
+    )
+    np.testing.assert_array_equal(data.features, expected_x)
+    # Edge labels 1..3 one-hot (shifted by their minimum), then the attribute, both
+    # moved with their edges: file lines 2, 3, 4, 6, 1, 5.
+    expected_e = np.array(
+        [[1, 0, 0, 11], [1, 0, 0, 12], [0, 1, 0, 13], [0, 1, 0, 15], [0, 0, 1, 10], [0, 0, 1, 14]],
+        np.float32,
+    )
+    np.testing.assert_array_equal(data.edge_features, expected_e)
+    np.testing.assert_array_equal(data.targets, [[0.25], [0.5], [0.75]])
+
+
+def test_only_required_files_give_constant_features(tmp_path):
+    folder = write_mini(
+        tmp_path,
+        node_labels=None,
+        node_attributes=None,
+        edge_labels=None,
+        edge_attributes=None,
+        graph_attributes=None,
+    )
+    data = read_tu(folder, "MINI")
+    np.testing.assert_array_equal(data.features, np.ones((6, 1), np.float32))
+    assert data.edge_features is None and data.targets is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"A": "1, 2\n2\n"}, r"MINI_A.txt line 2: expected 2 comma-separated values, got 1"),
+        ({"A": "1, 2\n2, x\n"}, r"MINI_A.txt line 2: 'x' is not an integer"),
+        ({"A": "1, 2\n2, 7\n"}, r"MINI_A.txt line 2: node id out of \[1, 6\]: 2, 7"),
+        ({"A": "1, 2\n3, 4\n"}, r"MINI_A.txt line 2: edge 3, 4 joins graphs 1 and 2"),
+        ({"graph_indicator": "1\n1\n2\n1\n2\n3\n"}, r"MINI_graph_indicator.txt line 4"),
+        ({"graph_indicator": "1\n1\n\n2\n2\n3\n"}, r"MINI_graph_indicator.txt line 3: empty"),
+        ({"graph_labels": "1\n-1\n"}, r"MINI_graph_labels.txt: expected 3 lines"),
+        ({"node_labels": "0\n2\n0\n1\n1\n"}, r"MINI_node_labels.txt: expected 6 lines"),
+        ({"node_attributes": "1\n1\n1\n1\n1\nnan\n"}, r"node_attributes.txt line 6: 'nan'"),
+        ({"edge_labels": "1\n1\n"}, r"MINI_edge_labels.txt: expected 6 lines"),
+        ({"graph_labels": None}, r"MINI_graph_labels.txt is missing"),
+    ],
+)
+def test_malformed_files_are_refused_naming_file_and_line(tmp_path, changes, message):
+    with pytest.raises(ValueError, match=message):
+        read_tu(write_mini(tmp_path, **changes), "MINI")
+
+
+def test_mutag_counts(data_root):
+    if not (data_root / "tu" / "MUTAG").exists():
+        pytest.skip("no tu/MUTAG in the shared data")
+    data = load_tu("tu:MUTAG", data_root, download=False)
+    assert (data.num_graphs, data.num_nodes, data.num_edges) == (188, 3371, 7442)
+    np.testing.assert_array_equal(np.bincount(data.labels), [63, 125])
+    assert data.features.shape == (3371, 7) and data.edge_features.shape == (7442, 4)
+
+
+def _zipped(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path in sorted(folder.iterdir()):
+            zf.write(path, f"MINI/{path.name}")
+    return buffer.getvalue()
+
+
+def test_download_checks_every_file_and_renames_into_place(tmp_path, monkeypatch):
+    source = write_mini(tmp_path / "source")
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()}
+    monkeypatch.setitem(tu.TU_SHA256, "MINI", digests)
+    root = tmp_path / "root"
+    with serve({"/MINI.zip": _zipped(source)}) as (server, url):
+        data = load_tu("tu:MINI", root, url=f"{url}/MINI.zip")
+    assert server.requests == ["/MINI.zip"]
+    assert data.num_graphs == 3
+    assert sorted(p.name for p in (root / "tu").iterdir()) == ["MINI"]
+
+
+def test_download_with_a_wrong_file_leaves_nothing(tmp_path, monkeypatch):
+    source = write_mini(tmp_path / "source")
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()}
+    digests["MINI_A.txt"] = "0" * 64
+    monkeypatch.setitem(tu.TU_SHA256, "MINI", digests)
+    root = tmp_path / "root"
+    with (
+        serve({"/MINI.zip": _zipped(source)}) as (_, url),
+        pytest.raises(ValueError, match=r"sha256 mismatch for MINI_A\.txt"),
+    ):
+        load_tu("tu:MINI", root, url=f"{url}/MINI.zip")
+    assert list((root / "tu").iterdir()) == []
+
+
+def test_unrecorded_dataset_is_not_downloaded(tmp_path):
+    with pytest.raises(ValueError, match="no recorded sha256"):
+        load_tu("tu:NOSUCH", tmp_path, url="http://127.0.0.1:9/NOSUCH.zip")
+    with pytest.raises(ValueError, match="expected tu:NAME"):
+        load_tu("tu:../x", tmp_path)

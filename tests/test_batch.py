@@ -1,0 +1,249 @@
+"""Padded batches of graphs: each graph alone through a dense reference equals its
+row of the batched output (forward and gradient), padding changes no real output,
+overflowing batches split (never truncated), registered node models run unchanged,
+and one compiled step serves every batch."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from graph_sets import random_graphs
+
+from sparsegcn.batch import Budget, batch_count, choose_budget, pack_graphs
+from sparsegcn.datasets.tu import GraphDataset
+from sparsegcn.nn.graph_gin import graph_gin
+from sparsegcn.nn.readout import READOUTS, attention_pool, attention_pool_params, readout
+from sparsegcn.nn.registry import create_model, get_model_spec
+
+DATA = random_graphs()
+
+
+def one(batches, b: int):
+    return jax.tree.map(lambda a: None if a is None else a[b], batches)
+
+
+SIZE = 6  # the largest graph of DATA: the dense reference pads every graph to it
+
+
+def dense_graph(data: GraphDataset, g: int):
+    """Graph ``g`` as a dense ``[SIZE, SIZE]`` adjacency, ``[SIZE, F]`` rows and a row mask."""
+    start, stop = data.node_ptr[g], data.node_ptr[g + 1]
+    edges = slice(data.edge_ptr[g], data.edge_ptr[g + 1])
+    a = np.zeros((SIZE, SIZE), np.float32)
+    np.add.at(a, (data.receivers[edges] - start, data.senders[edges] - start), 1.0)
+    x = np.zeros((SIZE, data.features.shape[1]), np.float32)
+    x[: stop - start] = data.features[start:stop]
+    return a, x, (np.arange(SIZE) < stop - start).astype(np.float32)
+
+
+@jax.jit
+def dense_gin(params, stats, a, x, real):
+    """Xu et al.'s GIN on one graph, dense, batch norm from running statistics;
+    rows past the graph's nodes (``real == 0``) are left out of every sum."""
+
+    def bn(p, s, h):
+        scale = p["scale"][None, :] / jnp.sqrt(s["var"][None, :] + 1e-5)
+        return (h - s["mean"][None, :]) * scale + p["bias"][None, :]
+
+    def pool(h, head):
+        return (real @ h) @ head["w"] + head["b"]
+
+    h = x
+    score = pool(h, params["heads"][0])
+    for k, (layer, st) in enumerate(zip(params["layers"], stats["layers"], strict=True)):
+        u = (1.0 + layer["eps"]) * h + a @ h
+        u = jax.nn.relu(bn(layer["bn1"], st["bn1"], u @ layer["w1"] + layer["b1"][None, :]))
+        h = jax.nn.relu(bn(layer["bn"], st["bn"], u @ layer["w2"] + layer["b2"][None, :]))
+        score = score + pool(h, params["heads"][k + 1])
+    return score
+
+
+@pytest.fixture(scope="module")
+def gin_model():
+    model = graph_gin(3, 2, hidden=5, num_layers=3, dropout_rate=0.0, learn_eps=True)
+    params, stats = model.init(jax.random.key(0))
+    # Non-trivial running statistics and eps, so that the reference has to use them.
+    stats = jax.tree.map(lambda s: s + 0.3, stats)
+    params["layers"][0]["eps"] = jnp.float32(0.2)
+    return model, params, stats
+
+
+def test_each_graph_alone_equals_its_row_forward_and_gradient(gin_model):
+    model, params, stats = gin_model
+    budget = Budget(nodes=15, edges=40, graphs=4)
+    batches = pack_graphs(DATA, np.arange(DATA.num_graphs), budget, batch_size=3)
+
+    @jax.jit
+    def batched(p, batch, slot):
+        logits = model.apply(p, stats, batch)[0]
+        grad = jax.grad(lambda q: model.apply(q, stats, batch)[0][slot, 1])(p)
+        return logits, grad
+
+    @jax.jit
+    def alone(p, a, x, real):
+        return dense_gin(p, stats, a, x, real), jax.grad(
+            lambda q: dense_gin(q, stats, a, x, real)[1]
+        )(p)
+
+    checked = 0
+    for b in range(batches.graph_mask.shape[0]):
+        batch = one(batches, b)
+        for slot in np.flatnonzero(batch.graph_mask):
+            logits, grad = batched(params, batch, slot)
+            expected, expected_grad = alone(params, *dense_graph(DATA, int(batch.graph_ids[slot])))
+            np.testing.assert_allclose(logits[slot], expected, rtol=1e-5, atol=1e-4)
+            for u, v in zip(jax.tree.leaves(grad), jax.tree.leaves(expected_grad), strict=True):
+                np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
+            checked += 1
+    assert checked == DATA.num_graphs
+
+
+@pytest.mark.parametrize("virtual_node", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_padding_changes_no_real_output_or_gradient(gin_model, virtual_node):
+    model, params, stats = gin_model
+    if virtual_node:
+        model = graph_gin(3, 2, hidden=5, num_layers=3, dropout_rate=0.5, virtual_node=True)
+        params, stats = model.init(jax.random.key(2))
+    order = np.arange(DATA.num_graphs)
+    tight = pack_graphs(DATA, order, Budget(40, 120, 8), batch_size=7)
+    loose = pack_graphs(DATA, order, Budget(64, 200, 12), batch_size=7)
+    assert tight.graph_mask.shape[0] == loose.graph_mask.shape[0] == 1
+    tight, loose = one(tight, 0), one(loose, 0)
+    # Garbage in the padding rows, and the padding graph's edges.
+    pad = ~np.asarray(loose.node_mask)
+    loose = loose._replace(x=np.where(pad[:, None], np.float32(1e3), loose.x))
+    key = jax.random.key(1)
+
+    def loss(p, batch):
+        logits, new = model.apply(p, stats, batch, key=key, training=True)
+        return jnp.sum(logits[:7, 1] - logits[:7, 0]), (logits[:7], new)
+
+    step = jax.jit(jax.value_and_grad(loss, has_aux=True))
+    (_, (a, stats_a)), grad_a = step(params, tight)
+    (_, (b, stats_b)), grad_b = step(params, loose)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+    for u, v in zip(
+        jax.tree.leaves((grad_a, stats_a)), jax.tree.leaves((grad_b, stats_b)), strict=True
+    ):
+        np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("virtual_node", "how"),
+    [(True, "sum"), pytest.param(False, "attention", marks=pytest.mark.slow)],
+)
+def test_virtual_node_and_attention_keep_graphs_apart(virtual_node, how):
+    """Evaluated, each graph alone gives its row of a batch of several (the virtual
+    node and the attention gate of one graph read only that graph's nodes)."""
+    model = graph_gin(
+        3,
+        2,
+        hidden=5,
+        num_layers=4,
+        dropout_rate=0.0,
+        virtual_node=virtual_node,
+        readout_reduce=how,
+    )
+    params, stats = model.init(jax.random.key(3))
+    if virtual_node:
+        params["virtual"]["embedding"] = jnp.arange(3, dtype=jnp.float32)
+    stats = jax.tree.map(lambda s: s + 0.2, stats)
+    apply = jax.jit(lambda batch: model.apply(params, stats, batch)[0])
+    batch = one(pack_graphs(DATA, np.arange(DATA.num_graphs), Budget(40, 120, 8), 7), 0)
+    together = apply(batch)
+    for g in range(DATA.num_graphs):
+        alone = apply(one(pack_graphs(DATA, np.array([g]), Budget(40, 120, 8), 7), 0))
+        np.testing.assert_allclose(together[g], alone[0], rtol=1e-5, atol=1e-4)
+
+
+def test_overflow_splits_and_never_drops_a_graph():
+    nodes, edges = DATA.nodes_per_graph(), DATA.edges_per_graph()
+    budget = Budget(nodes=int(nodes.max()) + 3, edges=int(edges.max()) + 2, graphs=5)
+    order = np.random.default_rng(3).permutation(DATA.num_graphs)
+    batches = pack_graphs(DATA, order, budget, batch_size=4)
+    count = batches.graph_mask.shape[0]
+    assert count == batch_count(DATA, order, budget, 4) > -(-DATA.num_graphs // 4)
+    ids = np.asarray(batches.graph_ids)[np.asarray(batches.graph_mask)]
+    np.testing.assert_array_equal(ids, order)  # every graph once, in order
+    real_nodes = (np.asarray(batches.node_graph) < budget.graphs - 1).sum()
+    assert real_nodes == DATA.num_nodes
+    real_edges = (np.asarray(batches.senders) != budget.nodes - 1).sum()
+    assert real_edges == DATA.num_edges
+    with pytest.raises(ValueError, match=r"graph .* nodes and .* edges; the budget holds"):
+        pack_graphs(DATA, order, Budget(2, 100, 5), batch_size=4)
+
+
+def test_choose_budget_fits_the_largest_graph_and_pads_one_slot():
+    nodes = np.array([3, 30, 4, 5, 4, 3])
+    edges = np.array([2, 90, 6, 8, 6, 4])
+    budget = choose_budget(nodes, edges, batch_size=4)
+    assert budget.graphs == 5
+    assert budget.nodes >= 31 and (budget.nodes - 1) % 8 == 0
+    assert 90 <= budget.edges <= 90 + 6 + 8 + 6 + 8  # the 4 largest together, rounded up
+
+
+def test_readouts_against_numpy():
+    rng = np.random.default_rng(0)
+    h = rng.normal(size=(6, 2)).astype(np.float32)
+    node_graph = np.array([0, 0, 2, 2, 2, 3])
+    mask = np.array([True, True, True, False, True, False])
+    pooled = jax.jit(
+        lambda h: {how: readout(h, node_graph, 4, how, node_mask=mask) for how in READOUTS}
+    )(h)
+    for how, fn in (("sum", np.sum), ("mean", np.mean), ("max", np.max)):
+        out = np.asarray(pooled[how])
+        for g in range(4):
+            rows = h[(node_graph == g) & mask]
+            expected = fn(rows, axis=0) if rows.size else np.zeros(2)
+            np.testing.assert_allclose(out[g], expected, rtol=1e-6)
+    params = attention_pool_params(jax.random.key(0), 2)
+    pool = jax.jit(lambda p, h: attention_pool(p, h, node_graph, 4, node_mask=mask))
+    out = np.asarray(pool(params, h))
+    gate = (h @ np.asarray(params["w_gate"]))[:, 0]
+    for g in range(4):
+        keep = (node_graph == g) & mask
+        w = np.exp(gate[keep] - gate[keep].max()) if keep.any() else np.zeros(0)
+        expected = (w[:, None] * h[keep]).sum(0) / w.sum() if keep.any() else np.zeros(2)
+        np.testing.assert_allclose(out[g], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gin",
+        pytest.param("gcn", marks=pytest.mark.slow),
+        pytest.param("gat", marks=pytest.mark.slow),
+        pytest.param("sage", marks=pytest.mark.slow),
+    ],
+)
+def test_registered_node_models_run_on_a_batch_unchanged(name):
+    spec = get_model_spec(name)
+    model = create_model(name, 3, 2, hidden=4, layers=2, dropout=0.0)
+    params = model.init(jax.random.key(0))
+    apply = jax.jit(model.apply)
+    batch = one(pack_graphs(DATA, np.arange(4), Budget(24, 60, 5), batch_size=4), 0)
+    out = apply(params, spec.prepare_graph(batch.graph), jnp.asarray(batch.x))
+    for slot in range(4):
+        g = int(batch.graph_ids[slot])
+        alone = one(pack_graphs(DATA, np.array([g]), Budget(24, 60, 5), batch_size=4), 0)
+        expected = apply(params, spec.prepare_graph(alone.graph), jnp.asarray(alone.x))
+        rows = np.flatnonzero(np.asarray(batch.node_graph) == slot)
+        n = rows.shape[0]
+        np.testing.assert_allclose(out[rows], expected[:n], rtol=1e-5, atol=1e-5)
+
+
+def test_one_compiled_step_serves_every_batch(gin_model):
+    model, params, stats = gin_model
+    batches = pack_graphs(DATA, np.arange(DATA.num_graphs), Budget(15, 40, 4), batch_size=3)
+    traces = []
+
+    @jax.jit
+    def step(p, batch):
+        traces.append(1)
+        return jax.grad(lambda q: jnp.sum(model.apply(q, stats, batch)[0]))(p)
+
+    for b in range(batches.graph_mask.shape[0]):
+        jax.block_until_ready(step(params, one(batches, b)))
+    assert batches.graph_mask.shape[0] >= 3 and len(traces) == 1

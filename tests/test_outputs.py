@@ -1,0 +1,223 @@
+"""sparsegcn.files: what outputs may replace, full disks, files changing under a run.
+
+Each case is a fault the reliability probe of issue 26 met: a device or FIFO
+replaced by a regular file, an output that is one of the run's inputs, a
+full disk (ENOSPC from ``posix_fallocate``), a memory-mapped file truncated
+under a running job, and temporary folders a killed process left behind.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import stat
+import subprocess
+
+import numpy as np
+import pytest
+
+from sparsegcn.files import (
+    _host_tag,
+    check_mapped,
+    check_not_inputs,
+    check_writable,
+    remove_stale_temp_folders,
+    reserve_space,
+    temp_folder,
+    write_all_atomic,
+    write_atomic,
+    write_json_atomic,
+)
+
+# -- sinks and special files ----------------------------------------------------
+
+
+def _fifo_with_reader(path):
+    """A FIFO at ``path`` with a non-blocking reader already open (so writers do not wait)."""
+    os.mkfifo(path)
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+
+
+def test_a_fifo_is_written_in_place_not_replaced(tmp_path):
+    fifo = tmp_path / "sink"
+    reader = _fifo_with_reader(fifo)
+    try:
+        write_json_atomic(fifo, {"a": 1})
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # replaced by a regular file before
+        assert os.read(reader, 1000) == b'{\n  "a": 1\n}\n'
+        assert check_writable(fifo, what="--json") == fifo
+        write_all_atomic({fifo: lambda f: f.write(b"x"), tmp_path / "b.bin": lambda f: None})
+        assert os.read(reader, 10) == b"x" and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    finally:
+        os.close(reader)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.bin", "sink"]  # no temp left
+
+
+def test_a_fifo_nobody_reads_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "sink"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="no process reads from this FIFO"):
+        write_atomic(fifo, lambda f: f.write(b"x"))
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_dev_null_is_a_sink_for_everyone():
+    # Refused for an ordinary user before (a temporary file in /dev); as
+    # root, replaced by a regular file (tested on a device of tmp_path below,
+    # so that a regression cannot replace this machine's /dev/null).
+    assert str(check_writable(os.devnull, what="--json")) == os.devnull
+    if os.geteuid() != 0:
+        write_json_atomic(os.devnull, {"a": 1})
+        assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a character device needs root")
+def test_a_character_device_is_never_replaced(tmp_path):
+    device = tmp_path / "null"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+    write_json_atomic(device, {"a": 1})
+    assert stat.S_ISCHR(os.stat(device).st_mode)
+
+
+def test_a_socket_is_refused_and_kept(tmp_path):
+    path = tmp_path / "s"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        with pytest.raises(OSError, match=r"s: it is a socket, not a regular file"):
+            write_atomic(path, lambda f: f.write(b"x"))
+        with pytest.raises(OSError, match=r"is a socket, not a regular file"):
+            check_writable(path, what="--json")
+        with pytest.raises(OSError, match=r"it is a socket"):
+            write_all_atomic({tmp_path / "a": lambda f: None, path: lambda f: None})
+        assert stat.S_ISSOCK(os.stat(path).st_mode)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # all or none
+    finally:
+        server.close()
+
+
+def test_a_symbolic_link_is_written_through_not_replaced(tmp_path):
+    (tmp_path / "results").mkdir()
+    target = tmp_path / "results" / "r1.json"
+    target.write_text("old")
+    link = tmp_path / "report.json"
+    link.symlink_to(target)
+    write_json_atomic(link, {"a": 1})
+    assert link.is_symlink() and target.read_text() == '{\n  "a": 1\n}\n'
+    write_all_atomic({link: lambda f: f.write(b"x")})
+    assert link.is_symlink() and target.read_bytes() == b"x"
+    fifo = tmp_path / "pipe"  # as /dev/stdout -> /proc/self/fd/1 -> a pipe
+    reader = _fifo_with_reader(fifo)
+    stdout = tmp_path / "stdout"
+    stdout.symlink_to(fifo)
+    try:
+        assert check_writable(stdout, what="--json") == stdout
+        write_atomic(stdout, lambda f: f.write(b"through"))
+        assert os.read(reader, 100) == b"through"
+    finally:
+        os.close(reader)
+    assert stdout.is_symlink() and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "pipe",
+        "report.json",
+        "results",
+        "stdout",
+    ]
+
+
+# -- outputs that are inputs ----------------------------------------------------
+
+
+def test_an_output_inside_an_input_folder_or_linked_to_an_input_is_refused(tmp_path):
+    data = tmp_path / "ds"
+    data.mkdir()
+    (data / "features.npy").write_bytes(b"x")
+    single = tmp_path / "ckpt.json"
+    single.write_text("{}")
+    inputs = [("the dataset", data), ("the checkpoint file", single), ("nothing", None)]
+    for out in (data / "features.npy", data / "new.json", data, single):
+        with pytest.raises(ValueError, match=r"--json .* would overwrite .*an input of this run"):
+            check_not_inputs({"--json": out}, inputs)
+    link = tmp_path / "link"
+    link.symlink_to(data)
+    with pytest.raises(ValueError, match="would overwrite the dataset"):
+        check_not_inputs({"--out": link / "features.npy"}, inputs)
+    hard = tmp_path / "hard.json"
+    os.link(single, hard)
+    with pytest.raises(ValueError, match="would overwrite the checkpoint file"):
+        check_not_inputs({"--out": hard}, inputs)
+    check_not_inputs(
+        {"--json": tmp_path / "ds2" / "x.json", "--plot": None}, inputs
+    )  # beside: fine
+
+
+# -- full disks -------------------------------------------------------------------
+
+
+def test_reserve_space_turns_a_full_disk_into_an_oserror(tmp_path, monkeypatch):
+    file = tmp_path / "a.npy"
+    file.write_bytes(b"")
+    reserve_space(file, 10_000)
+    assert file.stat().st_size == 10_000 and file.stat().st_blocks * 512 >= 10_000
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(OSError, match=r"cannot write DS: No space left on device \(20,000 bytes"):
+        reserve_space(file, 20_000, name="DS")
+
+
+# -- temporary folders ------------------------------------------------------------
+
+
+def test_temp_folders_follow_the_umask_and_stale_ones_are_removed(tmp_path):
+    old = os.umask(0o022)
+    try:
+        folder = temp_folder(tmp_path, "out")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+    assert remove_stale_temp_folders(tmp_path, "out") == []  # this process is alive
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # a process that has ended, as one killed with -9 has
+    dead = str(tmp_path / f".out.pairs-{_host_tag()}-{ended.pid}-abcdefgh.sparsegcn")
+    os.mkdir(dead)
+    (tmp_path / ".out.pairs-00000000-1-abcdefgh.sparsegcn").mkdir()  # another host's
+    (tmp_path / ".out.tmp-mine").mkdir()  # not named as ours
+    assert [str(p) for p in remove_stale_temp_folders(tmp_path, "out")] == [dead]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [folder.name, ".out.pairs-00000000-1-abcdefgh.sparsegcn", ".out.tmp-mine"]
+    )
+
+
+# -- files truncated under a run ----------------------------------------------------
+
+
+def test_a_mapped_file_truncated_under_a_run_is_an_error_not_sigbus(tmp_path):
+    from sparsegcn.sampling.feature_store import HostFeatureStore
+    from sparsegcn.sampling.host import HostCSR
+
+    features = np.arange(4000 * 32, dtype=np.float32).reshape(4000, 32)
+    np.save(tmp_path / "features.npy", features)
+    np.save(tmp_path / "indices.npy", np.arange(4000, dtype=np.int32))
+    mapped = np.load(tmp_path / "features.npy", mmap_mode="r")
+    store = HostFeatureStore(mapped, 8, threads=1)
+    csr = HostCSR.from_arrays(
+        np.arange(4001, dtype=np.int64), np.load(tmp_path / "indices.npy", mmap_mode="r")
+    )
+    try:
+        rows = np.array([0, 3999])
+        np.testing.assert_array_equal(np.asarray(store.gather(rows, 2))[:2], features[rows])
+        np.testing.assert_array_equal(csr.read(rows), rows)
+        check_mapped(mapped[10:20], "features")
+        os.truncate(tmp_path / "features.npy", 4096)
+        os.truncate(tmp_path / "indices.npy", 4096)
+        # Reading row 3999 now would be SIGBUS: the process would die without a word.
+        with pytest.raises(OSError, match=r"features file .*features.npy shrank to 4,096 bytes"):
+            store.gather(rows, 2)
+        with pytest.raises(OSError, match=r"indices file .*indices.npy shrank to 4,096 bytes"):
+            csr.read(rows)
+    finally:
+        store.close()

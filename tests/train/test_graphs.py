@@ -1,0 +1,107 @@
+"""Graph classification training: stratified folds, members trained as one vmapped
+program equal to each fold trained alone, one compile for the whole run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graph_sets import random_graphs
+
+from sparsegcn.batch import Budget
+from sparsegcn.nn.graph_gin import graph_gin
+from sparsegcn.train.graphs import (
+    Curves,
+    GraphTrainConfig,
+    Splits,
+    fit_graphs,
+    fold_splits,
+    member_batches,
+    packings_for,
+    select_best,
+    stratified_folds,
+)
+
+DATA = random_graphs(count=24, seed=1)
+BUDGET = Budget(nodes=33, edges=96, graphs=7)
+
+
+def test_stratified_folds_balance_every_class():
+    labels = np.array([0] * 10 + [1] * 7 + [2] * 3)
+    fold = stratified_folds(labels, 3, seed=0)
+    for c, n in ((0, 10), (1, 7), (2, 3)):
+        counts = np.bincount(fold[labels == c], minlength=3)
+        assert counts.sum() == n and counts.max() - counts.min() <= 1
+    with pytest.raises(ValueError, match=r"folds must be in \[2, 20\]"):
+        stratified_folds(labels, 21, seed=0)
+
+
+def test_fold_splits_partition_the_graphs_and_tests_each_once():
+    splits = fold_splits(DATA.labels, 4, seed=0)
+    total = splits.train.astype(int) + splits.valid + splits.test
+    np.testing.assert_array_equal(total, np.ones((4, DATA.num_graphs), int))
+    np.testing.assert_array_equal(splits.test.sum(axis=0), np.ones(DATA.num_graphs, int))
+    assert (splits.valid.sum(axis=1) >= 1).all()
+    np.testing.assert_array_equal(splits.fold, np.arange(4))
+
+
+def test_select_best_prefers_accuracy_then_loss_then_earlier():
+    acc = np.array([[0.5], [0.8], [0.8], [0.8]])
+    loss = np.array([[1.0], [0.4], [0.3], [0.3]])
+    curves = Curves(loss, loss, acc, acc)
+    assert select_best(curves).tolist() == [2]
+
+
+def test_member_batches_pack_every_training_graph_once_per_packing():
+    splits = fold_splits(DATA.labels, 3, seed=0)
+    batches, counts = member_batches(DATA, splits, (0, 5), BUDGET, 6, packings=3)
+    mask, ids = np.asarray(batches.graph_mask), np.asarray(batches.graph_ids)
+    assert mask.shape[:2] == (6, 3)
+    for m in range(6):
+        expected = np.flatnonzero(splits.train[m // 2])
+        assert counts[m] == expected.shape[0]
+        firsts = []
+        for p in range(3):
+            np.testing.assert_array_equal(np.sort(ids[m, p][mask[m, p]]), expected)
+            firsts.append(tuple(ids[m, p, 0]))
+        assert len(set(firsts)) > 1  # the packings differ in composition
+    assert packings_for(DATA, BUDGET, DATA.num_graphs, 6) == 8
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    return graph_gin(3, 2, hidden=4, num_layers=2, dropout_rate=0.5)
+
+
+@pytest.mark.slow
+def test_the_whole_run_compiles_once(tiny_model):
+    splits = fold_splits(DATA.labels, 3, seed=0)
+    config = GraphTrainConfig(epochs=3, batch_size=6, epochs_per_call=1)
+    result = fit_graphs(tiny_model, DATA, config, splits, seeds=(0, 1), budget=BUDGET)
+    assert result.compiles == 1  # three calls, one trace
+    assert result.packings == 8
+    assert result.curves.test_accuracy.shape == (3, 6)
+    assert result.train_graphs.tolist() == [int(splits.train[f].sum()) for f in (0, 0, 1, 1, 2, 2)]
+    assert np.isfinite(result.curves.train_loss).all() and result.train_graphs_per_s > 0
+
+
+@pytest.mark.slow
+def test_vmapped_folds_equal_each_fold_alone(tiny_model):
+    splits = fold_splits(DATA.labels, 3, seed=0)
+    config = GraphTrainConfig(epochs=2, batch_size=6)
+    together = fit_graphs(tiny_model, DATA, config, splits, seeds=(0, 1), budget=BUDGET)
+    for f in range(3):
+        alone = fit_graphs(
+            tiny_model,
+            DATA,
+            config,
+            Splits(*(m[f : f + 1] for m in splits)),
+            seeds=(1,),
+            budget=BUDGET,
+        )
+        for name in Curves._fields:
+            np.testing.assert_allclose(
+                getattr(alone.curves, name)[:, 0],
+                getattr(together.curves, name)[:, 2 * f + 1],
+                rtol=1e-5,
+                atol=1e-5,
+            )
