@@ -37,9 +37,10 @@ Usage::
 
     PYTHONPATH=. python benchmarks/faults.py [--only WORDS] [--json PATH] [--kills 12]
 
-Takes about 5-10 minutes on 2 CPU cores. The issue 26 cases (``--only "26 "``)
-mount a 4 MiB tmpfs for full disks and mknod a device when run as root, and
-report "skipped" otherwise.
+Takes about 5-10 minutes on 2 CPU cores, plus about 5 for group 11 (issue 26:
+``--only names``, ``applicability``, ``one-line faults``, ``outputs``). The issue 26
+cases (``--only "26 "``) mount a 4 MiB tmpfs for full disks and mknod a device when
+run as root, and report "skipped" otherwise.
 """
 
 from __future__ import annotations
@@ -161,8 +162,9 @@ def judge_cli(rc, err: str, *, expect_error: bool, words: str | None = None) -> 
     return Result("clean", last)
 
 
-def cli(argv: list[str]) -> tuple[int | None, str, str]:
-    """Runs ``sparsegcn argv`` in this process; ``(status, stdout, stderr)``.
+def cli(argv: list[str], entry=None) -> tuple[int | None, str, str]:
+    """Runs ``sparsegcn argv`` (or ``entry(argv)``, another program's ``main``) in this
+    process; ``(status, stdout, stderr)``.
 
     An exception escaping :func:`main` is rendered as the traceback Python
     would print (status ``None``).
@@ -170,7 +172,7 @@ def cli(argv: list[str]) -> tuple[int | None, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            rc = main(argv)
+            rc = (entry or main)(argv)
         except SystemExit as exit_:
             rc = exit_.code if isinstance(exit_.code, int) else 1
         except BaseException:
@@ -2389,7 +2391,411 @@ def _(tmp):
 
 @case("graph datasets", "--folds on a node dataset")
 def _(tmp):
-    return run_cli(["train", *FAST, "--folds", "5"], words="applies to graph-level datasets")
+    return run_cli(["train", *FAST, "--folds", "5"], words="applies only to graph-level datasets")
+
+
+# -- 11. names, options that do not apply, one-line faults, valid outputs (issue 26) --
+
+
+def _sub_env(argv, extra: dict, *, close_stderr=False, timeout=600) -> tuple[int, str, str]:
+    """``python -m sparsegcn argv`` with ``extra`` in its environment (``None`` unsets);
+    with ``close_stderr``, file descriptor 2 closed (``2>&-``)."""
+    environment = env()
+    for key, value in extra.items():
+        if value is None:
+            environment.pop(key, None)
+        else:
+            environment[key] = value
+    done = subprocess.run(
+        [sys.executable, "-m", "sparsegcn", *argv],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if close_stderr else subprocess.PIPE,
+        text=True,
+        timeout=timeout,
+        preexec_fn=(lambda: os.close(2)) if close_stderr else None,
+    )
+    return done.returncode, done.stdout, done.stderr or ""
+
+
+@contextlib.contextmanager
+def _chdir(folder: Path):
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@case("names", "'cora' with a ./cora folder holding a manifest in the working directory")
+def _(tmp):
+    if DATA is None:
+        return Result("skipped", "no shared data")
+    (tmp / "cora").mkdir()
+    (tmp / "cora" / "manifest.json").write_text("{}")
+    with _chdir(tmp):
+        try:
+            dataset = load("cora", DATA, download=False)
+        except Exception as err:
+            return Result("false_error", f"{type(err).__name__}: {err}")
+    if dataset.num_nodes != 2708:
+        return Result("silent", f"loaded {dataset!r}")
+    return Result("correct", "the Planetoid dataset, not the folder")
+
+
+@case("names", "a bare folder name is refused with a hint to write ./NAME")
+def _(tmp):
+    (tmp / "mydata").mkdir()
+    (tmp / "mydata" / "manifest.json").write_text("{}")
+    with _chdir(tmp):
+        return api(lambda: load("mydata"), words="./mydata")
+
+
+@case("names", "train --dataset ./folder reads the folder (named as given)")
+def _(tmp):
+    with _chdir(tmp):
+        return run_cli(["train", *FAST, "--dataset", "./nosuch"], words="nosuch")
+
+
+for _value, _expect in (("no", "hidden must be"), ("off", "hidden must be"), ("", "hidden must be"),
+                        ("maybe", "is not a switch"), ("2", "is not a switch")):  # fmt: skip
+
+    def _debug_case(tmp, value=_value, expect=_expect):
+        with _environ(SPARSEGCN_DEBUG=value):
+            return run_cli(["train", "--hidden", "0"], words=expect)
+
+    add("names", f"SPARSEGCN_DEBUG={_value!r} train --hidden 0", _debug_case)
+
+
+for _name in ("SPARSEGCN_KEEP_FREED_MEMORY", "SPARSEGCN_XLA_TUNING"):
+
+    def _switch_case(tmp, name=_name):
+        rc, _, err = _sub_env(["train", "--hidden", "0"], {name: "sometimes"})
+        return judge_cli(rc, err, expect_error=True, words=f"{name}='sometimes'")
+
+    add("names", f"{_name}=sometimes (subprocess)", _switch_case)
+
+
+NOT_APPLYING_ARGV = [
+    ["--batch-size", "7"],
+    ["--batch-size", "512"],
+    ["--sampler", "dedup"],
+    ["--model", "gat", "--sampler", "dedup"],
+    ["--model", "sage", "--fanouts", "none", "--batch-size", "7"],
+    ["--model", "sage", "--dedup-caps", "50,100"],
+    ["--features-on", "host"],
+    ["--features-on", "device"],
+    ["--graph-on", "host"],
+    ["--max-batches", "2"],
+    ["--keep", "5"],
+    ["--checkpoint-every", "10"],
+    ["--overwrite"],
+    ["--divergence-factor", "0", "--divergence-epochs", "4"],
+    ["--model", "gat", "--residual"],
+    ["--model", "gcn", "--feature-cache", "cache"],
+    ["--model", "mlp", "--fanouts", "5,5"],
+    ["--model", "gcn", "--heads", "4"],
+    ["--dataset", "./folder", "--root", "data"],
+    ["--dataset", "./folder", "--scale", "0.5"],
+    ["--sweep", "batch_size=64,128"],
+]
+
+for _argv in NOT_APPLYING_ARGV:
+    add(
+        "applicability",
+        "train " + " ".join(_argv),
+        lambda tmp, a=_argv: run_cli(["train", *FAST, *a], words="appl"),
+    )
+
+for _argv in (["--scale", "0.5"], ["--seed", "3"], ["--verify"]):
+    add(
+        "applicability",
+        "info --dataset cora " + " ".join(_argv),
+        lambda tmp, a=_argv: run_cli(
+            ["info", "--dataset", "cora", "--root", str(tmp), "--no-progress", *a],
+            words="applies only to",
+        ),
+    )
+
+
+@case("applicability", "train sage --fanouts 3,2 --batch-size 64 --sampler dedup (control)")
+def _(tmp):
+    argv = ["--model", "sage", "--fanouts", "3,2", "--batch-size", "64", "--sampler", "dedup"]
+    return run_cli(["train", *FAST, *argv, "--dedup-caps", "200,400"], expect_error=False)
+
+
+def _convert_cli(argv) -> tuple[int | None, str, str]:
+    from sparsegcn.datasets import convert
+
+    return cli(argv, convert.main)
+
+
+def _raw_arxiv(tmp: Path, edges: bytes) -> Path:
+    import gzip
+
+    raw = tmp / "root" / "ogbn_arxiv" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "num-node-list.csv.gz").write_bytes(gzip.compress(b"3\n"))
+    (raw / "num-edge-list.csv.gz").write_bytes(gzip.compress(b"300\n"))
+    (raw / "edge.csv.gz").write_bytes(edges)
+    return raw
+
+
+def _good_edges() -> bytes:
+    import gzip
+
+    return gzip.compress("".join(f"{i % 3},{(i + 1) % 3}\n" for i in range(300)).encode())
+
+
+for _label, _damage, _words in (
+    ("truncated", lambda g: g[: len(g) // 2], "truncated"),
+    ("corrupt", lambda g: g[:10] + b"\xff" * 40 + g[50:], "corrupt"),
+    ("not gzip", lambda g: b"0,1\n1,2\n", "not a gzip file"),
+    ("empty", lambda g: b"", "edge.csv.gz"),
+    ("text rows", lambda g: __import__("gzip").compress(b"a,b\nc,d\n"), "edge.csv.gz"),
+):
+
+    def _raw_edges_case(tmp, damage=_damage, words=_words):
+        raw = _raw_arxiv(tmp, damage(_good_edges()))
+        argv = ["ogbn-arxiv", "--root", str(tmp / "root"), "--out", str(tmp / "out")]
+        rc, _, err = _convert_cli([*argv, "--no-progress"])
+        result = judge_cli(rc, err, expect_error=True, words=words)
+        if result.kind == "clean" and str(raw / "edge.csv.gz") not in err:
+            return Result("unexpected", f"the file is not named: {err.strip()}")
+        return result
+
+    add("one-line faults", f"convert: edge.csv.gz {_label}", _raw_edges_case)
+
+
+@case("one-line faults", "convert: papers100M data.npz that is not a zip")
+def _(tmp):
+    raw = tmp / "ogbn_papers100M" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "data.npz").write_text("not a zip")
+    argv = ["ogbn-papers100M", "--root", str(tmp), "--out", str(tmp / "out"), "--no-progress"]
+    rc, _, err = _convert_cli(argv)
+    return judge_cli(rc, err, expect_error=True, words="data.npz: not a zip archive")
+
+
+@case("one-line faults", "train 2>&- (stderr closed, progress bar on)")
+def _(tmp):
+    rc, out, _ = _sub_env(["train", "--epochs", "3", "--patience", "0"], {}, close_stderr=True)
+    if rc == 0 and "test acc" in out:
+        return Result("correct", "exit 0, report on stdout")
+    return Result("traceback", f"exit {rc}")
+
+
+@case("one-line faults", "train --hidden 0 2>&- (exit status still tells)")
+def _(tmp):
+    rc, _, _ = _sub_env(["train", "--hidden", "0"], {}, close_stderr=True)
+    return Result("clean", "exit 2") if rc == 2 else Result("traceback", f"exit {rc}")
+
+
+for _platforms in ("cuda", "tpu", "nosuch"):
+
+    def _platform_case(tmp, platforms=_platforms):
+        rc, _, err = _sub_env(["train", *FAST], {"JAX_PLATFORMS": platforms})
+        return judge_cli(rc, err, expect_error=True, words="JAX could not initialise")
+
+    add("one-line faults", f"JAX_PLATFORMS={_platforms} train", _platform_case)
+
+
+def _tiny_node_data(labels):
+    graph = sg.Graph(np.array([0, 1]), np.array([1, 0]), None, len(labels))
+    mask = np.ones(len(labels), bool)
+    return sg.NodeData(graph, np.ones((len(labels), 3), np.float32), np.asarray(labels), mask,
+                       mask, mask)  # fmt: skip
+
+
+for _label, _data in (("{'x': 1}", {"x": 1}), ("None", None), ("a list", [1, 2])):
+    add(
+        "one-line faults",
+        f"fit(model, {_label})",
+        lambda tmp, d=_data: api(lambda: sg.fit(sg.mlp(3, 2, hidden=4), d), words="NodeData"),
+    )
+
+add(
+    "one-line faults",
+    "fit_sweep(model, {'x': 1})",
+    lambda tmp: api(
+        lambda: sg.fit_sweep(
+            sg.mlp(3, 2, hidden=4), {"x": 1}, TrainConfig(), seeds=[0], points=[{}]
+        ),
+        words="NodeData",
+    ),
+)
+add(
+    "one-line faults",
+    "fit of a 3-class model on labels up to 6",
+    lambda tmp: api(
+        lambda: sg.fit(sg.mlp(3, 3, hidden=4), _tiny_node_data([0, 6, 2, 1])),
+        words="num_classes=3",
+    ),
+)
+
+
+def _tiny_dataset(num_edges: int = 2):
+    from sparsegcn.datasets import Dataset
+
+    senders = np.array([0, 1][:num_edges], np.int64)
+    receivers = np.array([1, 0][:num_edges], np.int64)
+    return Dataset(
+        "tiny",
+        sg.Graph(senders, receivers, None, 3),
+        np.ones((3, 2), np.float32),
+        np.array([0, 1, 0]),
+        {"train": np.array([0]), "valid": np.array([1]), "test": np.array([2])},
+        num_classes=2,
+    )
+
+
+for _content, _label in ((b'{"a": 1}', "JSON"), (b"1 2 3\n", "text"), (b"", "an empty file")):
+
+    def _npy_case(tmp, content=_content):
+        from sparsegcn.datasets import save
+
+        folder = save(_tiny_dataset(), tmp / "ds")
+        (folder / "features.npy").write_bytes(content)
+        return run_cli(["info", "--dataset", str(folder), "--no-progress"],
+                       words="not a NumPy .npy file")  # fmt: skip
+
+    add("one-line faults", f"on-disk features.npy holding {_label}", _npy_case)
+
+
+@case("one-line faults", "download: the temporary file cannot be created")
+def _(tmp):
+    import secrets
+
+    saved = secrets.token_hex
+    secrets.token_hex = lambda n: "abcd"
+    (tmp / ".ind.cora.y.abcd.part").mkdir()
+    try:
+        result = api(lambda: download_file("http://127.0.0.1:9/x", tmp / "ind.cora.y", sha256=None),
+                     words=f"cannot write {tmp / 'ind.cora.y'}")  # fmt: skip
+    finally:
+        secrets.token_hex = saved
+    if ".part" in result.detail:
+        return Result("unexpected", f"a temporary name: {result.detail}")
+    return result
+
+
+@case("one-line faults", "ogb: a truncated edge.csv.gz is named, not a download prompt")
+def _(tmp):
+    import importlib.util
+
+    if importlib.util.find_spec("ogb") is None or importlib.util.find_spec("torch") is None:
+        return Result("skipped", "no ogb")
+    spec = importlib.util.spec_from_file_location("ogb_fake", REPO / "tests/datasets/test_ogb.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    folder = module.write_arxiv(tmp)
+    edges = folder / "raw" / "edge.csv.gz"
+    edges.write_bytes(edges.read_bytes()[:-12])
+    return api(lambda: ogb_module.load_ogb("ogbn-arxiv", tmp), words="edge.csv.gz: truncated")
+
+
+def _strict_json(path: Path):
+    def refuse(word):
+        raise ValueError(f"not JSON: {word}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+@case("outputs", "info --json of a graph without edges (homophily undefined)")
+def _(tmp):
+    from sparsegcn.datasets import save
+
+    folder = save(_tiny_dataset(num_edges=0), tmp / "ds")
+    out = tmp / "info.json"
+    result = run_cli(["info", "--dataset", str(folder), "--json", str(out), "--no-progress"],
+                     expect_error=False)  # fmt: skip
+    if result.kind != "correct":
+        return result
+    try:
+        stats = _strict_json(out)
+    except ValueError as err:
+        return Result("silent", str(err))
+    return Result("correct", f"homophily {stats['homophily']!r}")
+
+
+@case("outputs", "train --json (timings and metrics strict JSON)")
+def _(tmp):
+    out = tmp / "r.json"
+    result = run_cli(["train", *FAST, "--json", str(out)], expect_error=False)
+    if result.kind != "correct":
+        return result
+    try:
+        _strict_json(out)
+    except ValueError as err:
+        return Result("silent", str(err))
+    return result
+
+
+for _argv in (["--lr", "1e300"], ["--lr", "1e-50"], ["--weight-decay", "1e300"],
+              ["--clip-norm", "1e39"], ["--divergence-factor", "1e300"],
+              ["--model", "gat", "--value-dropout", "1e-50"]):  # fmt: skip
+    add(
+        "outputs",
+        "train " + " ".join(_argv),
+        lambda tmp, a=_argv: run_cli(["train", *FAST, *a], words="not representable in float32"),
+    )
+
+add(
+    "outputs",
+    "TrainConfig(learning_rate=1e300)",
+    lambda tmp: api(lambda: TrainConfig(learning_rate=1e300), words="not representable"),
+)
+add(
+    "outputs",
+    "fit_sweep point learning_rate=1e300",
+    lambda tmp: api(
+        lambda: sg.fit_sweep(
+            sg.mlp(3, 2, hidden=4),
+            _tiny_node_data([0, 1, 0, 1]),
+            TrainConfig(),
+            seeds=[0],
+            points=[{"learning_rate": 1e300}],
+        ),
+        words="not representable",
+    ),
+)
+
+for _flags in ("garbage", "--xla_cpu_use_thunk_runtime=true junk", "-xla_foo=1"):
+
+    def _xla_case(tmp, flags=_flags):
+        rc, _, err = _sub_env(["train", *FAST], {"XLA_FLAGS": flags})
+        result = judge_cli(rc, err, expect_error=True, words="XLA_FLAGS")
+        if "ynn_fusion_type" in err:
+            return Result("unexpected", f"our own flag is quoted: {err.strip()[:120]}")
+        return result
+
+    add("outputs", f"XLA_FLAGS={_flags!r} train", _xla_case)
+
+
+@case("outputs", "XLA_FLAGS=--xla_nosuch=1: XLA's fatal line names only the user's flag")
+def _(tmp):
+    rc, _, err = _sub_env(["train", *FAST], {"XLA_FLAGS": "--xla_nosuch=1"})
+    lines = [line for line in err.splitlines() if line.strip()]
+    if rc == 0:
+        return Result("silent", "exit 0")
+    if "ynn_fusion_type" in err or not any("XLA_FLAGS" in line for line in lines):
+        return Result("unexpected", err.strip()[:150])
+    return Result("clean", lines[-1][:150])
 
 
 # -- running ------------------------------------------------------------------

@@ -97,7 +97,9 @@ class Bound:
 
     Attributes:
       kind: ``int`` (a Python or NumPy integer, not ``bool``) or ``float``
-        (any real number, finite, not ``bool``).
+        (any real number, not ``bool``, finite and representable in
+        :data:`COMPUTE_DTYPE`: neither overflowing it nor, unless 0,
+        rounding to 0 in it).
       low, high: inclusive bounds, ``None`` for none.
       low_open, high_open: make the bound exclusive.
     """
@@ -117,6 +119,9 @@ class Bound:
             parts.append(f"{'<' if self.high_open else '<='} {self.high}")
         return " and ".join(parts)
 
+
+#: The dtype training computes in: a float setting must survive conversion to it.
+COMPUTE_DTYPE = np.float32
 
 #: One table for every entry point: Experiment (the CLI), TrainConfig, the
 #: mini-batch settings and the model builders all check through it, so a value
@@ -197,6 +202,8 @@ def check_bound(label: str, value, bound: Bound, *, flag: str | None = None, off
     number = float(value)
     if not np.isfinite(number):
         raise ValueError(f"{label} must be a finite number {bounds}, got {value!r}{where}")
+    if bound.kind is float:
+        _check_representable(label, number, value, where)
     too_low = bound.low is not None and (
         number <= bound.low if bound.low_open else number < bound.low
     )
@@ -206,6 +213,20 @@ def check_bound(label: str, value, bound: Bound, *, flag: str | None = None, off
     if too_low or too_high:
         raise ValueError(f"{label} must be {bounds}, got {value!r}{where}")
     return value
+
+
+def _check_representable(label: str, number: float, value, where: str) -> None:
+    """Refuses a float that overflows :data:`COMPUTE_DTYPE` or rounds to 0 in it."""
+    info = np.finfo(COMPUTE_DTYPE)
+    with np.errstate(over="ignore", under="ignore"):
+        converted = COMPUTE_DTYPE(number)
+    if not np.isfinite(converted) or (number != 0 and converted == 0):
+        name = np.dtype(COMPUTE_DTYPE).name
+        raise ValueError(
+            f"{label} = {value!r} is not representable in {name}, the dtype training computes "
+            f"in (its magnitude must lie in [{info.smallest_subnormal:.3g}, {info.max:.3g}] "
+            f"or be 0){where}"
+        )
 
 
 def _equal(value, other) -> bool:

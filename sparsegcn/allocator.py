@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import platform
+
+from sparsegcn._env import env_switch
 
 ENV = "SPARSEGCN_KEEP_FREED_MEMORY"
 """Set to ``0`` to keep the ``sparsegcn`` command from calling :func:`keep_freed_memory`."""
@@ -61,7 +62,13 @@ def keep_freed_memory() -> bool:
 
 
 def keep_freed_memory_unless_disabled() -> bool:
-    """:func:`keep_freed_memory`, unless ``$SPARSEGCN_KEEP_FREED_MEMORY`` is ``0``."""
-    if os.environ.get(ENV, "1").strip() in ("0", "false", "no", "off"):
+    """:func:`keep_freed_memory`, unless ``$SPARSEGCN_KEEP_FREED_MEMORY`` is off
+    (``0``, ``false``, ``no``, ``off`` or empty).
+
+    Raises:
+      ValueError: the variable is set to a value that is no switch
+        (:func:`sparsegcn._env.parse_switch`).
+    """
+    if not env_switch(ENV, True):
         return False
     return keep_freed_memory()

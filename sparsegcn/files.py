@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import hashlib
 import json
 import mmap
@@ -18,6 +19,9 @@ import shutil
 import socket
 import stat
 import tempfile
+import traceback
+import zipfile
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -271,6 +275,71 @@ def naming_errors(path: str | os.PathLike):
         raise _naming(err, path) from err
 
 
+class CorruptFileError(ValueError):
+    """A file that is not what it should be: truncated, corrupt, or another format.
+
+    The message names the file and the cause, e.g. ``DIR/raw/edge.csv.gz:
+    truncated: the data ends early (EOFError: ...)``.
+
+    Attributes:
+      path: the file.
+      cause: what is wrong with it, in words.
+    """
+
+    def __init__(self, path: str | os.PathLike, cause: str):
+        self.path, self.cause = Path(path), cause
+        super().__init__(f"{path}: {cause}")
+
+
+def read_cause(err: BaseException) -> str | None:
+    """What a low-level decoding error says about the file it came from, or ``None``."""
+    if isinstance(err, gzip.BadGzipFile):
+        return "not a gzip file"
+    if isinstance(err, zipfile.BadZipFile):
+        return "not a zip archive (or a truncated one)"
+    if isinstance(err, EOFError):
+        return "truncated: the data ends early"
+    if isinstance(err, zlib.error):
+        return "corrupt compressed data"
+    if isinstance(err, UnicodeDecodeError):
+        return "not text in the expected encoding"
+    if isinstance(err, ValueError) and _raised_in_pandas(err):
+        return "malformed CSV"  # its parser errors, or int('a') on a cell
+    return None
+
+
+def _raised_in_pandas(err: BaseException) -> bool:
+    if type(err).__module__.split(".")[0] == "pandas":
+        return True
+    frames = traceback.extract_tb(err.__traceback__)
+    return any(f"{os.sep}pandas{os.sep}" in frame.filename for frame in frames)
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike):
+    """Reraises a decoding error of the block as one :class:`CorruptFileError` naming ``path``.
+
+    Python's readers report a bad file by the decoder's symptom, without the
+    file: ``EOFError`` (a truncated gzip), ``zlib.error`` (a corrupt one),
+    ``gzip.BadGzipFile``, ``zipfile.BadZipFile``, ``UnicodeDecodeError``,
+    pandas' parser errors. Every reader of an input file wraps its reads in
+    ``with reading(path):``, so each of them ends as one line that names the
+    file and the cause. Other errors pass through unchanged.
+    """
+    try:
+        yield
+    except CorruptFileError:
+        raise
+    except Exception as err:
+        cause = read_cause(err)
+        if cause is None:
+            raise
+        detail = " ".join(str(err).split())
+        raise CorruptFileError(
+            path, f"{cause} ({type(err).__name__}{': ' + detail if detail else ''})"
+        ) from err
+
+
 def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> Path:
     """``np.save`` through :func:`write_atomic` (no pickled objects)."""
     array = np.asarray(array)
@@ -279,9 +348,38 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> Path:
     return write_atomic(path, lambda f: np.save(f, array, allow_pickle=False))
 
 
+def strict_json(value):
+    """``value`` with every non-finite float (``NaN``, ``inf``) replaced by ``None``.
+
+    Python's ``json`` writes those as the bare words ``NaN`` and
+    ``Infinity``, which are not JSON: strict parsers (``jq``, JavaScript's
+    ``JSON.parse``, Go) reject the whole file. NumPy scalars become Python
+    numbers; dicts, lists and tuples are converted recursively.
+    """
+    if isinstance(value, dict):
+        return {key: strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(item) for item in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return number if np.isfinite(number) else None
+    return value
+
+
+def json_text(payload, *, indent: int | None = 2) -> str:
+    """``payload`` as strict JSON text (key-sorted, ending in a newline): non-finite
+    floats are written as ``null`` (:func:`strict_json`), never as ``NaN``."""
+    return json.dumps(strict_json(payload), indent=indent, sort_keys=True, allow_nan=False) + "\n"
+
+
 def write_json_atomic(path: str | os.PathLike, payload: dict) -> Path:
-    """Writes ``payload`` as indented, key-sorted JSON through :func:`write_atomic`."""
-    text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
+    """Writes ``payload`` as indented, key-sorted, strict JSON (:func:`json_text`)
+    through :func:`write_atomic`."""
+    text = json_text(payload)
     return write_atomic(path, lambda f: f.write(text.encode()))
 
 
@@ -396,8 +494,9 @@ def npy_writer(array: np.ndarray) -> Callable[[BinaryIO], object]:
 
 
 def json_writer(payload: dict) -> Callable[[BinaryIO], object]:
-    """A ``write(file)`` for :func:`write_all_atomic` writing indented, key-sorted JSON."""
-    text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
+    """A ``write(file)`` for :func:`write_all_atomic` writing indented, key-sorted,
+    strict JSON (:func:`json_text`)."""
+    text = json_text(payload)
     return lambda f: f.write(text.encode())
 
 
@@ -800,20 +899,47 @@ def check_regular_tree(folder: str | os.PathLike) -> None:
             check_regular_file(Path(top) / name)
 
 
+NPY_MAGIC = b"\x93NUMPY"
+
+
 def load_npy(
     path: str | os.PathLike, *, mmap_mode: Literal["r", "r+", "c"] | None = None
 ) -> np.ndarray:
-    """``np.load`` of an ``.npy`` regular file without pickles; anything else is refused first.
+    """``np.load`` of a ``.npy`` regular file, never unpickling, with errors that name the file.
+
+    The path is refused first if it is not a regular file (a FIFO would block,
+    a device never end), then if it does not start as a ``.npy`` file:
+    ``np.load`` reads anything else as a pickle, so a JSON or text file in
+    place of an array would be reported as "pickled (object) data".
 
     Raises:
+      FileNotFoundError: ``path`` does not exist.
       NotRegularFileError: ``path`` is a FIFO, a device, a folder, ...
-      FileNotFoundError, ValueError, EOFError: as ``np.load`` would.
+      CorruptFileError: ``path`` is not a ``.npy`` file (naming what it starts
+        with), is truncated, or holds Python objects (which would need pickle).
+      OSError: it cannot be read.
     """
-    if mmap_mode is not None:
-        check_regular_file(path)
-        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    path = Path(path)
     with open_regular(path) as f:
-        return np.load(f, allow_pickle=False)
+        head = f.read(len(NPY_MAGIC))
+        if head != NPY_MAGIC:
+            what = "it is empty" if not head else f"it starts with {head!r}"
+            raise CorruptFileError(path, f"not a NumPy .npy file ({what})")
+        try:
+            with reading(path):
+                if mmap_mode is not None:
+                    return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+                f.seek(0)
+                return np.load(f, allow_pickle=False)
+        except ValueError as err:
+            if isinstance(err, CorruptFileError):
+                raise
+            text = " ".join(str(err).split())
+            if "pickle" in text:
+                raise CorruptFileError(
+                    path, "holds Python objects (an object array), which would need pickle; refused"
+                ) from err
+            raise CorruptFileError(path, f"not a readable .npy file or truncated ({text})") from err
 
 
 def sha256_file(path: str | os.PathLike, *, block: int = 1 << 20) -> str:

@@ -6,23 +6,35 @@ which registers its options and sets ``func`` to a ``run(args) -> int``.
 Every failure ends as one line on stderr, ``sparsegcn <command>: error:
 <message>``, and an exit status (:func:`exit_status`): 2 when the input is
 at fault (a bad option, file, dataset or checkpoint, a diverged run), 1
-when the environment is (the network, a full disk, memory, an unexpected
-error). ``--debug`` (or ``SPARSEGCN_DEBUG=1``) shows the traceback instead.
+when the environment is (the network, a full disk, memory, a JAX platform
+that cannot start, an unexpected error). ``--debug`` (or
+``SPARSEGCN_DEBUG=1``) shows the traceback instead.
+
+Before a subcommand runs, the environment it reads is checked: the
+switches of :mod:`sparsegcn._env` (``SPARSEGCN_DEBUG=maybe`` is refused)
+and ``$XLA_FLAGS`` (:func:`sparsegcn.xla_tuning.check_xla_flags`), so
+that XLA never aborts on a value it cannot parse. A closed stderr
+(``2>&-``) is replaced by the null device: progress bars and messages
+then go nowhere, and the exit status still tells the outcome.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pickle
 import sys
+import traceback
 import urllib.error
 import zipfile
 
 from sparsegcn import __version__
+from sparsegcn._env import check_switches, env_switch
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.cli import bench, info, predict, train
 from sparsegcn.train.guard import DivergenceError
+from sparsegcn.xla_tuning import check_xla_flags
 
 SUBCOMMANDS = (train, predict, info, bench)
 
@@ -81,17 +93,63 @@ def one_line(err: BaseException) -> str:
     return text
 
 
-def _debug(args) -> bool:
-    return bool(getattr(args, "debug", False)) or os.environ.get("SPARSEGCN_DEBUG", "") not in (
-        "",
-        "0",
+class BackendUnavailable(OSError):
+    """JAX could not start the platform the environment asks for (exit status 1)."""
+
+
+def backend_failure(err: BaseException) -> BackendUnavailable | None:
+    """``err`` explained when it is JAX failing to start its backends, else ``None``.
+
+    JAX raises a bare ``AssertionError`` for ``JAX_PLATFORMS=cuda`` on a
+    machine without a visible NVIDIA GPU, and a ``RuntimeError`` for a
+    platform whose plugin fails; the result names ``$JAX_PLATFORMS`` and
+    the cause.
+    """
+    if not isinstance(err, (AssertionError, RuntimeError)):
+        return None
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames or not frames[-1].filename.replace(os.sep, "/").endswith(
+        "jax/_src/xla_bridge.py"
+    ):
+        return None
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if getattr(bridge, "_default_backend", None) is not None:
+        return None  # the backends started; the error is another one
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    asked = f"JAX_PLATFORMS={platforms!r}" if platforms else "the default JAX platforms"
+    text = " ".join(str(err).split())
+    if not text:
+        wanted = [p.strip() for p in platforms.split(",") if p.strip()]
+        gpu = any(p in ("cuda", "gpu") for p in wanted)
+        text = "no NVIDIA GPU is visible" if gpu else "no platform could be started"
+    return BackendUnavailable(
+        f"JAX could not initialise {asked}: {text}; unset JAX_PLATFORMS or set it to a "
+        f"platform this machine has (e.g. cpu)"
     )
+
+
+def _debug(args) -> bool:
+    return bool(getattr(args, "debug", False)) or env_switch("SPARSEGCN_DEBUG", False)
+
+
+def _usable_stderr() -> None:
+    """Points a closed or missing ``sys.stderr`` (``2>&-``) at the null device."""
+    stream = sys.stderr
+    if stream is None or getattr(stream, "closed", False):
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- lives as long as the process
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one ``sparsegcn`` subcommand; returns the exit status (see the module docstring)."""
+    _usable_stderr()
     args = build_parser().parse_args(argv)
     try:
+        check_switches()
+    except ValueError as err:
+        print(f"sparsegcn {args.command}: error: {one_line(err)}", file=sys.stderr)
+        return 2
+    try:
+        check_xla_flags()
         return args.func(args)
     except KeyboardInterrupt:
         if _debug(args):
@@ -101,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         if _debug(args):
             raise
+        err = backend_failure(err) or err
         print(f"sparsegcn {args.command}: error: {one_line(err)}", file=sys.stderr)
         return exit_status(err)
 
@@ -113,8 +172,17 @@ def console_main() -> int:
     turns it off), which saves the page faults of re-allocating large buffers
     on every compiled call.
     """
-    keep_freed_memory_unless_disabled()
+    with contextlib.suppress(ValueError):  # a malformed switch: main() refuses it
+        keep_freed_memory_unless_disabled()
     return main()
 
 
-__all__ = ["build_parser", "console_main", "exit_status", "main", "one_line"]
+__all__ = [
+    "BackendUnavailable",
+    "backend_failure",
+    "build_parser",
+    "console_main",
+    "exit_status",
+    "main",
+    "one_line",
+]

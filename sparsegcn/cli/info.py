@@ -19,7 +19,9 @@ def add_parser(subparsers) -> None:
         description="Load a dataset and print its statistics.",
     )
     parser.add_argument(
-        "--dataset", default=DEFAULT_DATASET, help="dataset name, or an on-disk dataset folder"
+        "--dataset",
+        default=DEFAULT_DATASET,
+        help="dataset name, or the path of an on-disk dataset folder (./NAME, DIR/NAME)",
     )
     parser.add_argument("--root", default=None, help="data root")
     parser.add_argument("--scale", type=float, default=1.0, help="synthetic shrink factor")

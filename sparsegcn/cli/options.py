@@ -6,9 +6,35 @@ import argparse
 import dataclasses
 import typing
 
+GIVEN = "given_options"
+"""The namespace attribute listing the fields whose flags were on the command line."""
+
+
+def _recording(action: type[argparse.Action]) -> type[argparse.Action]:
+    """``action`` that also adds its ``dest`` to ``namespace.given_options``."""
+
+    class Recording(action):  # type: ignore[valid-type,misc]
+        def __call__(self, parser, namespace, values, option_string=None):
+            super().__call__(parser, namespace, values, option_string)
+            given = getattr(namespace, GIVEN, None) or set()
+            setattr(namespace, GIVEN, given | {self.dest})
+
+    return Recording
+
+
+_STORE = _recording(argparse._StoreAction)
+_BOOLEAN = _recording(argparse.BooleanOptionalAction)
+
+
+def given_options(args: argparse.Namespace) -> frozenset:
+    """The fields whose flags :func:`add_dataclass_options` saw on the command line
+    (even when given their default value)."""
+    return frozenset(getattr(args, GIVEN, None) or ())
+
 
 def add_dataclass_options(parser: argparse.ArgumentParser, cls) -> None:
-    """Adds ``--field-name`` for every field of ``cls``, typed by its annotation."""
+    """Adds ``--field-name`` for every field of ``cls``, typed by its annotation
+    (each flag given is recorded: :func:`given_options`)."""
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
         if not field.metadata.get("cli", True):
@@ -17,16 +43,12 @@ def add_dataclass_options(parser: argparse.ArgumentParser, cls) -> None:
         kind = hints[field.name]
         help_text = field.metadata.get("help", "")
         if kind is bool:
-            parser.add_argument(
-                flag,
-                action=argparse.BooleanOptionalAction,
-                default=field.default,
-                help=help_text,
-            )
+            parser.add_argument(flag, action=_BOOLEAN, default=field.default, help=help_text)
             continue
         base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)
         parser.add_argument(
             flag,
+            action=_STORE,
             type=base,
             default=field.default,
             choices=field.metadata.get("choices"),

@@ -10,6 +10,7 @@ from sparsegcn.cli.options import (
     add_dataclass_options,
     add_model_options,
     dataclass_from_args,
+    given_options,
     model_options_from_args,
 )
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_sweep
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     experiment = dataclass_from_args(
         Experiment, args, model_options=model_options_from_args(args, MODELS)
     )
+    experiment.check_applies(given_options(args))
     check_outputs(experiment, args.json)
     if experiment.coordinator is not None:
         # Before anything starts JAX's backend: it then sees every process's devices.

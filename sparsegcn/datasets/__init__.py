@@ -11,6 +11,12 @@ a folder path                       the on-disk format (:mod:`.ondisk`),
                                     memory-mapped
 ==================================  =============================================
 
+Names mean one thing (:func:`is_path`): a registered name is never read as a
+folder, even where a folder of that name exists, and a folder is named by a
+path that looks like one: it contains a ``/`` (or the platform's
+separator), or starts with ``.``, ``/`` or ``~`` (``./cora``, ``data/cora``,
+``~/cora``).
+
 :func:`save` writes any dataset in the on-disk format; :mod:`.convert`
 streams OGB's raw files into it, and :mod:`.synthetic_disk` generates the
 synthetic presets straight into it.
@@ -26,6 +32,9 @@ from sparsegcn.datasets.base import DATA_ROOT_ENV, SPLITS, Dataset, default_root
 PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("ogbn-arxiv", "ogbn-products", "ogbn-papers100M")
 SYNTHETIC_PREFIX = "synthetic:"
+TU_PREFIX = "tu:"  # graph-classification datasets (:mod:`.tu`)
+#: Names with these prefixes are registered names, never paths (``tu:MUTAG``).
+REGISTERED_PREFIXES = (SYNTHETIC_PREFIX, TU_PREFIX)
 
 
 def names() -> list[str]:
@@ -35,8 +44,22 @@ def names() -> list[str]:
     return [*PLANETOID, *OGB, *(SYNTHETIC_PREFIX + p for p in PRESETS)]
 
 
+def is_path(name: str) -> bool:
+    """Whether ``name`` names a folder rather than a registered dataset.
+
+    A path contains a separator (``/``, or the platform's own) or starts
+    with ``.``, ``/`` or ``~``; ``synthetic:<preset>`` and ``tu:NAME`` never are. A
+    registered name (:func:`names`) never contains a separator, so the two
+    cannot be confused.
+    """
+    if name.startswith(REGISTERED_PREFIXES):
+        return False
+    separators = {"/", os.sep, *([os.altsep] if os.altsep else [])}
+    return name.startswith((".", "~")) or any(s in name for s in separators)
+
+
 def load(
-    name: str,
+    name: str | os.PathLike,
     root: str | Path | None = None,
     *,
     scale: float = 1.0,
@@ -49,8 +72,9 @@ def load(
 
     Args:
       name: see the module table; ``synthetic:<preset>`` for generated graphs;
-        a folder holding a ``manifest.json`` for the on-disk format (a name
-        containing a path separator is always read as a folder).
+        a folder holding a ``manifest.json`` for the on-disk format, named by
+        a path that looks like one (:func:`is_path`: ``./cora``, not ``cora``,
+        which is always the Planetoid dataset).
       root: data root; defaults to ``$SPARSEGCN_DATA`` or ``./datasets``.
         Planetoid files live in ``<root>/planetoid/``, OGB datasets in
         ``<root>/ogbn_arxiv/`` etc. exactly as ``ogb`` lays them out, and
@@ -58,18 +82,29 @@ def load(
       scale: shrink factor for synthetic presets (nodes and edges scale together).
       seed: generator seed for synthetic presets.
       download: fetch missing files from the canonical source (Planetoid, OGB).
+
+    ``scale`` and ``seed`` apply to ``synthetic:<preset>`` only, ``verify``
+    to a folder only, ``root`` to a name only: given elsewhere, they are
+    refused rather than ignored.
       progress: show progress bars for downloads and generation.
       verify: for an on-disk folder, check every file's sha256 too
         (:func:`~sparsegcn.datasets.ondisk.load_ondisk`).
 
     Raises:
+      TypeError: ``name`` is neither a string nor a path object.
       ValueError: unknown name, or a bad ``root``/``scale``;
         :class:`~sparsegcn.datasets.ondisk.FormatError` for a bad on-disk folder.
     """
     from sparsegcn.datasets.ondisk import is_ondisk, load_ondisk
 
-    if is_ondisk(name) or (os.sep in name and not name.startswith(SYNTHETIC_PREFIX)):
-        return load_ondisk(name, verify=verify, progress=progress)
+    if isinstance(name, os.PathLike):  # a pathlib.Path is a folder, whatever it looks like
+        text = str(os.fspath(name))
+        name = text if is_path(text) else os.path.join(os.curdir, text)
+    if not isinstance(name, str):
+        raise TypeError(f"dataset name must be a string, got {name!r} ({type(name).__name__})")
+    _check_applies(name, root=root, scale=scale, seed=seed, verify=verify)
+    if is_path(name):
+        return load_ondisk(os.path.expanduser(name), verify=verify, progress=progress)
     root = default_root() if root is None else Path(root)
     if root.exists() and not root.is_dir():
         raise ValueError(f"root {str(root)!r} exists but is not a directory")
@@ -88,9 +123,35 @@ def load(
 
         preset = name[len(SYNTHETIC_PREFIX) :]
         return load_synthetic(preset, root, scale=scale, seed=seed, progress=progress)
+    hint = ""
+    if is_ondisk(name):
+        hint = f" (a folder is named by a path: write ./{name} for the on-disk dataset there)"
     raise ValueError(
-        f"unknown dataset {name!r}; choose one of {names()} or an on-disk dataset folder"
+        f"unknown dataset {name!r}; choose one of {names()} or the path of an on-disk "
+        f"dataset folder{hint}"
     )
+
+
+def _check_applies(name: str, **given) -> None:
+    """Refuses a keyword of :func:`load` that would do nothing for dataset ``name``
+    (as :data:`sparsegcn.experiment.config.APPLIES` does for training options)."""
+    synthetic, path = name.startswith(SYNTHETIC_PREFIX), is_path(name)
+    rules = {
+        # keyword: (does nothing unless, value that asks for nothing, applies to)
+        "scale": (synthetic, 1.0, "generated datasets (synthetic:<preset>)"),
+        "seed": (synthetic, 0, "generated datasets (synthetic:<preset>)"),
+        "verify": (
+            path,
+            False,
+            "on-disk dataset folders (Planetoid and OGB files are "
+            "checked against their sha256 on every download or load)",
+        ),
+        "root": (not path, None, "datasets named by name (a folder path is read as it is)"),
+    }
+    for key, (applies, unset, where) in rules.items():
+        value = given[key]
+        if not applies and value is not unset and value != unset:
+            raise ValueError(f"{key}={value!r} applies only to {where}, not {name!r}")
 
 
 def data_location(name: str, root: str | Path | None = None) -> Path | None:
@@ -102,11 +163,8 @@ def data_location(name: str, root: str | Path | None = None) -> Path | None:
     ``<root>/tu/NAME``;
     ``None`` for a name :func:`load` would refuse.
     """
-    from sparsegcn.datasets.ondisk import is_ondisk
-    from sparsegcn.datasets.tu import TU_PREFIX
-
-    if is_ondisk(name) or (os.sep in name and not name.startswith(SYNTHETIC_PREFIX)):
-        return Path(name)
+    if is_path(name):
+        return Path(os.path.expanduser(name))
     root = default_root() if root is None else Path(root)
     if name in PLANETOID:
         return root / "planetoid"
@@ -134,6 +192,7 @@ __all__ = [
     "SPLITS",
     "Dataset",
     "default_root",
+    "is_path",
     "load",
     "names",
     "save",

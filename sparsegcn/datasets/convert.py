@@ -58,7 +58,7 @@ from tqdm.auto import tqdm
 from sparsegcn.datasets.base import SPLITS
 from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
 from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
-from sparsegcn.files import check_regular_file, temp_folder
+from sparsegcn.files import check_regular_file, naming_errors, reading, temp_folder
 
 GROUP_EDGES = 1 << 26
 """Default directed edges sorted at once: bounds the converter's memory."""
@@ -115,12 +115,13 @@ def _csv_chunks(path: Path, rows: int, dtype):
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing")
     check_regular_file(path)
-    reader = _pandas().read_csv(
-        path, header=None, chunksize=rows, dtype=dtype, compression="gzip", na_filter=True
-    )
-    with reader:
-        for frame in reader:
-            yield frame.to_numpy()
+    with reading(path):  # a truncated or corrupt gzip, a malformed CSV: one error naming path
+        reader = _pandas().read_csv(
+            path, header=None, chunksize=rows, dtype=dtype, compression="gzip", na_filter=True
+        )
+        with reader:
+            for frame in reader:
+                yield frame.to_numpy()
 
 
 def _read_csv(path: Path, dtype) -> np.ndarray:
@@ -151,7 +152,7 @@ class NpzMember(NamedTuple):
         if not archive.exists():
             raise FileNotFoundError(f"{archive} is missing")
         check_regular_file(archive)
-        with zipfile.ZipFile(archive) as zf:
+        with reading(archive), zipfile.ZipFile(archive) as zf:
             if member not in zf.namelist():
                 raise ValueError(f"{archive} has no array {key!r} (members: {zf.namelist()})")
             with zf.open(member) as f:
@@ -170,7 +171,8 @@ class NpzMember(NamedTuple):
     def read_flat(self, start: int, count: int, chunk: int):
         """Elements ``[start, start + count)`` in storage order, ``chunk`` at a time."""
         size = self.dtype.itemsize
-        with zipfile.ZipFile(self.archive) as zf, zf.open(self.member) as f:
+        where = f"{self.archive}:{self.member}"
+        with reading(where), zipfile.ZipFile(self.archive) as zf, zf.open(self.member) as f:
             f.seek(self.data_offset + start * size)
             for first in range(0, count, chunk):
                 want = min(chunk, count - first)
@@ -232,7 +234,10 @@ class _Buckets:
         self.width = -(-num_nodes // count)
         self.count = -(-num_nodes // self.width)
         self.sizes = np.zeros(self.count, np.int64)
-        self.files = [open(self.path(b), "wb") for b in range(self.count)]  # noqa: SIM115
+        # Errors name the folder the buckets live in, not their temporary names.
+        self.where = f"the temporary edge buckets in {folder.parent}"
+        with naming_errors(self.where):
+            self.files = [open(self.path(b), "wb") for b in range(self.count)]  # noqa: SIM115
 
     def path(self, b: int) -> Path:
         return self.folder / f"bucket{b:05d}.bin"
@@ -244,8 +249,9 @@ class _Buckets:
         counts = np.bincount(bucket, minlength=self.count)
         bounds = np.concatenate([[0], np.cumsum(counts)])
         keys = keys[order]
-        for b in np.flatnonzero(counts):
-            keys[bounds[b] : bounds[b + 1]].tofile(self.files[b])
+        with naming_errors(self.where):
+            for b in np.flatnonzero(counts):
+                keys[bounds[b] : bounds[b + 1]].tofile(self.files[b])
         self.sizes += counts
 
     def close(self) -> None:
@@ -556,9 +562,11 @@ def main(argv=None) -> int:
             group_edges=args.group_edges,
             tmp_dir=args.tmp_dir,
         )
-    except (ValueError, OSError, ImportError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except Exception as err:
+        from sparsegcn.cli import exit_status, one_line
+
+        print(f"{parser.prog}: error: {one_line(err)}", file=sys.stderr)
+        return exit_status(err)
     print(path)
     return 0
 

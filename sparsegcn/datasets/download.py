@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from sparsegcn.files import sha256_file
+from sparsegcn.files import naming_errors, sha256_file
 
 _CHUNK = 1 << 20
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -216,17 +216,20 @@ def _read(response, url: str, received: int) -> bytes:
         ) from err
 
 
-def _stream(url: str, out, *, name: str, progress: bool, timeout: float, watchdog) -> str:
-    """Copies the body of ``url`` into ``out`` and returns its sha256 hex digest."""
+def _stream(url: str, out, *, dest: Path, progress: bool, timeout: float, watchdog) -> str:
+    """Copies the body of ``url`` into ``out`` (standing for ``dest``) and returns its
+    sha256 hex digest."""
     with _open(url, timeout, watchdog) as response:
         if response.status != 200:
             raise OSError(f"HTTP {response.status} {response.reason} from {url}, expected 200")
         total = _content_length(response)
         digest = hashlib.sha256()
         received = 0
-        with tqdm(total=total, unit="B", unit_scale=True, desc=name, disable=not progress) as bar:
+        bar = tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress)
+        with bar:
             while chunk := _read(response, url, received):
-                out.write(chunk)
+                with naming_errors(dest):  # a full disk names dest, not the temporary file
+                    out.write(chunk)
                 digest.update(chunk)
                 received += len(chunk)
                 watchdog.received = received
@@ -304,12 +307,13 @@ def download_file(
     # A random name opened with "x" (not tempfile.mkstemp) so that the file
     # gets the permissions the umask gives, like any other file the user writes.
     tmp = dest.parent / f".{dest.name}.{secrets.token_hex(8)}.part"
-    out = open(tmp, "xb")  # noqa: SIM115 -- closed by the `with` below, inside the cleanup
+    with naming_errors(dest):  # an error names dest, not the temporary name
+        out = open(tmp, "xb")  # noqa: SIM115 -- closed by the `with` below, inside the cleanup
     try:
         with out, _Watchdog(window=timeout, min_rate=min_rate, deadline=deadline) as watchdog:
             try:
                 actual = _stream(
-                    url, out, name=dest.name, progress=progress, timeout=timeout, watchdog=watchdog
+                    url, out, dest=dest, progress=progress, timeout=timeout, watchdog=watchdog
                 )
             except Exception as err:
                 if watchdog.stop() is None:
@@ -322,9 +326,11 @@ def download_file(
                     f"sha256 mismatch for {dest.name} downloaded from {url}: expected "
                     f"{expected}, got {actual}; the file was not saved to {str(dest)!r}"
                 )
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dest)
+            with naming_errors(dest):
+                out.flush()
+                os.fsync(out.fileno())
+        with naming_errors(dest):
+            os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -51,12 +51,14 @@ References:
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import os
 import pickle
 import shutil
 import sys
 import threading
+import traceback
 import zipfile
 from pathlib import Path
 
@@ -66,7 +68,14 @@ from sparsegcn.datasets import OGB
 from sparsegcn.datasets.base import Dataset
 from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.unpickle import safe_load
-from sparsegcn.files import check_regular_file, check_regular_tree, temp_folder
+from sparsegcn.files import (
+    CorruptFileError,
+    check_regular_file,
+    check_regular_tree,
+    read_cause,
+    reading,
+    temp_folder,
+)
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import to_undirected
 
@@ -250,6 +259,39 @@ def _dataset_class(nodeproppred, raw: str):
             self.graph, self.labels = loaded["graph"], loaded["labels"]
 
     return SafeNodePropPredDataset
+
+
+def _from_prompt(err: BaseException) -> bool:
+    """Whether ``err`` is ``ogb``'s ``input()`` or ``exit()`` prompt giving up (not a
+    truncated file, whose decoder also raises ``EOFError``)."""
+    if isinstance(err, SystemExit):
+        return True
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and "input(" in (frames[-1].line or "")
+
+
+def _bad_raw_file(dataset_dir: Path, err: BaseException) -> CorruptFileError:
+    """The raw file of ``dataset_dir`` that ``err`` (a decoding error inside ``ogb``)
+    came from, found by decompressing each ``.gz`` file and testing each ``.npz``."""
+    hint = f"; restore it, or move {str(dataset_dir)!r} away to download the dataset again"
+    for path in sorted(dataset_dir.rglob("*")):
+        if not path.is_file() or path.suffix not in (".gz", ".npz"):
+            continue
+        try:
+            with reading(path):
+                if path.suffix == ".gz":
+                    with gzip.open(path, "rb") as f:
+                        while f.read(1 << 24):
+                            pass
+                else:
+                    with zipfile.ZipFile(path) as zf:
+                        zf.testzip()
+        except CorruptFileError as found:
+            return CorruptFileError(found.path, found.cause + hint)
+    cause = read_cause(err) or "unreadable"
+    return CorruptFileError(
+        dataset_dir, f"a file ogb read is {cause} ({type(err).__name__}: {err}){hint}"
+    )
 
 
 def _meta_info(nodeproppred, name: str):
@@ -485,11 +527,19 @@ def load_ogb(
     try:
         dataset = _dataset_class(nodeproppred, raw)(name=name, root=str(root))
         split = dataset.get_idx_split()
-    except EOFError as err:  # ogb never prompts here: a raw file ended early
-        raise ValueError(
-            f"{name}: a raw file under {str(dataset_dir)!r} is truncated ({err}); restore it, "
-            f"or move the folder away to download the dataset again"
+    except (EOFError, SystemExit) as err:
+        if not _from_prompt(err):  # a truncated raw file, not an unanswered question
+            raise _bad_raw_file(dataset_dir, err) from err
+        raise RuntimeError(
+            f"{name}: ogb asked to confirm a download of over 1 GB from {meta['url']} and got "
+            f"no 'y' ({type(err).__name__}). Answer 'y' in an interactive session, or unzip "
+            f"that archive into {str(root)!r} and rename its folder {meta['download_name']!r} "
+            f"to {dataset_dir.name!r}"
         ) from err
+    except Exception as err:
+        if read_cause(err) is None:
+            raise
+        raise _bad_raw_file(dataset_dir, err) from err
     graph, labels = dataset.graph, dataset.labels
     try:
         num_nodes = int(graph["num_nodes"])

@@ -100,8 +100,10 @@ import scipy.sparse as sp
 from sparsegcn import files as _files
 from sparsegcn.datasets.base import SPLITS, Dataset, check_disjoint_splits
 from sparsegcn.files import (
+    CorruptFileError,
     NotRegularFileError,
     check_regular_file,
+    json_text,
     load_npy,
     naming_errors,
     read_json,
@@ -287,7 +289,7 @@ class DatasetWriter:
         makes a full disk an ``OSError`` here instead, before any work.
         """
         file = self.tmp / f"{name}.npy"
-        with naming_errors(self.path):
+        with naming_errors(self.path):  # not the temporary folder's name
             array = np.lib.format.open_memmap(file, "w+", dtype, shape)
         reserve_space(
             file, int(array.offset) + int(array.nbytes), name=f"{self.path} ({file.name})"
@@ -341,7 +343,7 @@ class DatasetWriter:
 
         for key in tqdm(_FILES, disable=not progress, desc="sha256", leave=False):
             file = self.tmp / f"{key}.npy"
-            header = np.load(file, mmap_mode="r", allow_pickle=False)
+            header = load_npy(file, mmap_mode="r")
             files[key] = {
                 "file": file.name,
                 "dtype": str(header.dtype),
@@ -363,7 +365,7 @@ class DatasetWriter:
             "files": files,
         }
         with open(self.tmp / MANIFEST, "w") as f:
-            json.dump(manifest, f, indent=1)
+            f.write(json_text(manifest, indent=1))
             f.flush()
             os.fsync(f.fileno())
         for key in _FILES:
@@ -590,8 +592,10 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
             raise FormatError(file, key, "missing") from err
         except NotRegularFileError as err:
             raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
-        except (OSError, ValueError, EOFError) as err:
-            raise FormatError(file, key, f"not a readable .npy file or truncated ({err})") from err
+        except CorruptFileError as err:
+            raise FormatError(file, key, err.cause) from err
+        except OSError as err:
+            raise FormatError(file, key, f"unreadable ({err.strerror or err})") from err
         if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
             raise FormatError(
                 file,

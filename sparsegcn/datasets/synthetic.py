@@ -20,7 +20,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import numbers
 import os
@@ -32,7 +31,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset
-from sparsegcn.files import load_npy, naming_errors, read_json, temp_folder
+from sparsegcn.files import json_text, load_npy, naming_errors, read_json, temp_folder
 from sparsegcn.graph import Graph
 
 GENERATOR = "dcsbm-1"  # bump when a seed's output changes: older caches are then refused
@@ -525,10 +524,11 @@ def _write_cache_files(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed
     tmp = temp_folder(folder.parent, folder.name)
     try:
         arrays = _dataset_arrays(dataset)
-        for name, array in arrays.items():
-            _save_array(tmp / f"{name}.npy", np.asarray(array))
-        manifest = json.dumps(_manifest(dataset, spec, seed, arrays), indent=1)
-        with open(tmp / MANIFEST, "w") as f:
+        with naming_errors(folder):  # the cache's name, not the temporary folder's
+            for name, array in arrays.items():
+                _save_array(tmp / f"{name}.npy", np.asarray(array))
+        manifest = json_text(_manifest(dataset, spec, seed, arrays), indent=1)
+        with naming_errors(folder / MANIFEST), open(tmp / MANIFEST, "w") as f:
             f.write(manifest)
             f.flush()
             os.fsync(f.fileno())

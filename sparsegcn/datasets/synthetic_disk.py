@@ -416,9 +416,11 @@ def main(argv=None) -> int:
             group_edges=args.group_edges,
             tmp_dir=args.tmp_dir,
         )
-    except (ValueError, TypeError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except Exception as err:
+        from sparsegcn.cli import exit_status, one_line
+
+        print(f"{parser.prog}: error: {one_line(err)}", file=sys.stderr)
+        return exit_status(err)
     print(path)
     return 0
 

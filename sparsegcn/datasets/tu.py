@@ -41,9 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsegcn.datasets import TU_PREFIX
 from sparsegcn.datasets.download import download_file, sha256_file
 
-TU_PREFIX = "tu:"
 TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip"
 """Where a missing ``<root>/tu/NAME/`` folder is downloaded from."""
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TypeVar
+import types
+from collections.abc import Callable, Iterable
+from typing import NamedTuple, TypeVar, cast
 
 from sparsegcn._checks import check_hyperparameter, check_hyperparameters, check_static_int
 from sparsegcn.backends import DEFAULT_BACKEND, get_backend
+from sparsegcn.datasets import is_path
 from sparsegcn.features import FEATURE_NORMALIZATIONS
 from sparsegcn.nn.registry import MODELS as REGISTRY
 from sparsegcn.nn.registry import get_model_spec
@@ -20,7 +23,7 @@ from sparsegcn.parallel.distributed import check_processes
 from sparsegcn.sampling import SAMPLERS, check_fanouts
 from sparsegcn.sampling.feature_store import FEATURES_ON, check_features_on
 from sparsegcn.sampling.host import GRAPH_ON, check_graph_on
-from sparsegcn.tasks import check_task, task_for
+from sparsegcn.tasks import TASKS, check_task, task_for, task_name
 from sparsegcn.train import TrainConfig
 from sparsegcn.train.minibatch import MinibatchConfig
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, MONITORS
@@ -54,6 +57,154 @@ FALLBACK_DEFAULTS = {"epochs": 200, "patience": 100, "monitor": "val_acc", "batc
 _T = TypeVar("_T")
 
 
+class Applies(NamedTuple):
+    """Where an :class:`Experiment` field has an effect (a row of :data:`APPLIES`).
+
+    Attributes:
+      when: ``when(experiment)`` is true where the field does something.
+      where: what it applies to, in words.
+      here: ``here(experiment)``: why this run is not such a run, in words.
+      idle: values besides the field's default that ask for nothing
+        (``fanouts="none"``: full batch).
+    """
+
+    when: Callable[[Experiment], bool]
+    where: str
+    here: Callable[[Experiment], str]
+    idle: tuple = ()
+
+
+def _names(test: Callable) -> str:
+    return ", ".join(m for m in MODELS if test(REGISTRY[m]))
+
+
+def _sampled(exp) -> bool:
+    return exp.fanouts is not None and exp.fanouts != "none"
+
+
+def _full_batch(exp: Experiment) -> str:
+    return f"{exp.model} trains full batch here, with fanouts={exp.fanouts or 'none'!r}"
+
+
+_SAMPLED_RUN = Applies(
+    _sampled,
+    f"sampled mini-batch training (--fanouts; models {_names(lambda s: s.sampled)})",
+    _full_batch,
+)
+
+
+def _owners(task: str) -> str:
+    return ", ".join(f"{prefix}NAME" for prefix in TASKS[task].datasets)
+
+
+def _batched_task(exp) -> bool:
+    """Whether ``exp``'s task batches its data for its model (graph tasks: graphs per batch)."""
+    return "batch_size" in task_for(exp.dataset).defaults.get(exp.model, {})
+
+
+def _task_row(name: str) -> Applies:
+    def when(exp: Experiment) -> bool:
+        return task_name(exp.dataset) == name
+
+    return Applies(
+        when,
+        f"{name}-level datasets ({_owners(name)})",
+        lambda e: f"{e.dataset!r} is a {task_name(e.dataset)}-level dataset",
+    )
+
+
+def _task_rows() -> dict[str, Applies]:
+    """A row per field that one task alone reads (:attr:`~sparsegcn.tasks.Task.fields`)."""
+    return {field: _task_row(name) for name, task in TASKS.items() for field in task.fields}
+
+
+APPLIES: dict[str, Applies] = {
+    "fanouts": Applies(
+        lambda e: get_model_spec(e.model).sampled,
+        f"a model that runs on sampled blocks ({_names(lambda s: s.sampled)})",
+        lambda e: f"{e.model} trains full batch only",
+        idle=("none",),
+    ),
+    "batch_size": Applies(
+        lambda e: _sampled(e) or _batched_task(e),
+        f"sampled mini-batch training (--fanouts; models {_names(lambda s: s.sampled)}) and "
+        f"graph-level datasets ({_owners('graph')})",
+        _full_batch,
+    ),
+    "sampler": _SAMPLED_RUN,
+    "dedup_caps": Applies(
+        lambda e: _sampled(e) and e.sampler == "dedup",
+        "the dedup sampler (--sampler dedup, with --fanouts)",
+        lambda e: f"sampler={e.sampler!r}" if _sampled(e) else _full_batch(e),
+    ),
+    "features_on": _SAMPLED_RUN._replace(idle=("auto",)),
+    "graph_on": _SAMPLED_RUN._replace(idle=("auto",)),
+    "max_batches": _SAMPLED_RUN,
+    "residual": Applies(
+        lambda e: get_model_spec(e.model).residual,
+        f"models with skip connections ({_names(lambda s: s.residual)})",
+        lambda e: f"{e.model} has no skip connections",
+    ),
+    "feature_cache": Applies(
+        lambda e: get_model_spec(e.model).precompute,
+        f"models that precompute their features ({_names(lambda s: s.precompute)})",
+        lambda e: f"{e.model} has none to cache",
+    ),
+    "checkpoint_every": Applies(
+        lambda e: e.checkpoint is not None,
+        "runs that write checkpoints (--checkpoint)",
+        lambda e: "this run writes none",
+    ),
+    "keep": Applies(
+        lambda e: e.checkpoint is not None,
+        "runs that write checkpoints (--checkpoint)",
+        lambda e: "this run writes none",
+    ),
+    "overwrite": Applies(
+        lambda e: e.checkpoint is not None,
+        "runs that write checkpoints (--checkpoint)",
+        lambda e: "this run writes none",
+    ),
+    "divergence_epochs": Applies(
+        lambda e: bool(e.divergence_factor),
+        "runs that watch for divergence (--divergence-factor above 0)",
+        lambda e: "divergence_factor=0 turns the watch off",
+    ),
+    "root": Applies(
+        lambda e: not is_path(e.dataset),
+        "datasets named by name (their files live under the data root)",
+        lambda e: f"dataset {e.dataset!r} is a folder path, read as it is",
+    ),
+    "scale": Applies(
+        lambda e: e.dataset.startswith("synthetic:"),
+        "generated datasets (synthetic:<preset>)",
+        lambda e: f"dataset {e.dataset!r} is read as it is",
+    ),
+    **_task_rows(),
+}
+"""Fields that apply only to some models or modes. A field given a value other than
+its default (or an ``idle`` one) where its row's ``when`` is false is refused with
+one line (:meth:`Experiment.check_applies`), as a model option is for the wrong
+model (:meth:`~sparsegcn.nn.registry.ModelSpec.resolve_options`). A new option
+that applies only sometimes needs one row here and nothing else."""
+
+
+def without_inapplicable(settings: dict) -> dict:
+    """``settings`` (:class:`Experiment` field values, every field present, as a
+    checkpoint records them) with each field that does not apply (:data:`APPLIES`)
+    set back to its default: checkpoints written before such fields were refused
+    recorded values that had no effect, and still load."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Experiment)}
+    # Read as an Experiment by the rows (the fields they read are all present).
+    view = cast(Experiment, types.SimpleNamespace(**{**defaults, **settings}))
+    cleaned = dict(settings)
+    for name, rule in APPLIES.items():
+        value = getattr(view, name)
+        if value != defaults[name] and value not in rule.idle and not rule.when(view):
+            cleaned[name] = defaults[name]
+    return cleaned
+
+
 def _resolved(name: str, value: _T | None, model: str) -> _T:
     """A :data:`MODEL_DEFAULTS` setting that :class:`Experiment` filled in from
     the model's defaults; ``ValueError`` naming it if neither gave one."""
@@ -76,7 +227,9 @@ class Experiment:
     """
 
     dataset: str = _field(
-        DEFAULT_DATASET, "dataset name; the default is generated in-process, no download"
+        DEFAULT_DATASET,
+        "dataset name, or the path of an on-disk dataset folder (./NAME, DIR/NAME); the "
+        "default is generated in-process, no download",
     )
     root: str | None = _field(None, "data root (default: $SPARSEGCN_DATA or ./datasets)")
     scale: float = _field(1.0, "shrink factor for synthetic presets")
@@ -241,21 +394,9 @@ class Experiment:
         given = dict(self.model_options or ())
         resolved = spec.resolve_options(self.model, given)
         object.__setattr__(self, "model_options", tuple(sorted(resolved.items())))
-        if self.residual and not spec.residual:
-            raise ValueError(f"--residual: {self.model} has no skip connections")
-        if self.feature_cache is not None and not spec.precompute:
-            users = ", ".join(m for m in MODELS if REGISTRY[m].precompute)
-            raise ValueError(
-                f"--feature-cache caches precomputed features ({users}); {self.model} has none"
-            )
         if self.residual and resolved.get("jk", "none") != "none":
             raise ValueError(
                 f"--residual with --jk {resolved['jk']}: jumping knowledge has no skip connections"
-            )
-        if self.fanouts is not None and self.fanouts != "none" and not spec.sampled:
-            raise ValueError(
-                f"{self.model} trains full batch only; fanouts={self.fanouts!r} needs a model "
-                f"that runs on sampled blocks ({', '.join(m for m in MODELS if REGISTRY[m].sampled)})"
             )
         # Every number first, through the table the Python API shares
         # (sparsegcn._checks.HYPERPARAMETERS), so a bad value is named before
@@ -315,9 +456,10 @@ class Experiment:
         require_order_library(self.reorder)  # metis and networkit: refused before any data is read
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
-        if self.dedup_caps is not None and self.sampler != "dedup":
-            raise ValueError(f"--dedup-caps {self.dedup_caps!r} needs --sampler dedup")
         check_features_on(self.features_on)
+        check_graph_on(self.graph_on)
+        check_task(self)  # first: a graph run names what graph training does not support
+        self.check_applies()
         if self.shard_features:
             # Sharded features live on the devices of a data-parallel run.
             refused = {
@@ -337,7 +479,6 @@ class Experiment:
                         f"--shard-features splits the features over the devices of a sampled "
                         f"data-parallel run; {name}={value!r}: {why[name]}"
                     )
-        check_graph_on(self.graph_on)
         check_static_int("max_batches", self.max_batches, minimum=0)
         if self.features_on in ("host", "mmap"):
             self.check_streamed(f"features_on={self.features_on!r}")
@@ -345,7 +486,6 @@ class Experiment:
             self.check_streamed("graph_on='host'")
         if self.max_batches:
             self.check_streamed(f"max_batches={self.max_batches}")
-        check_task(self)
         if self.sampled:
             hops = len(self.minibatch_config().fanouts)
             if hops != self.layers:
@@ -353,6 +493,36 @@ class Experiment:
                     f"{self.model} samples one hop per layer, but fanouts={self.fanouts!r} has "
                     f"{hops} hops and layers={self.layers}; pass --layers {hops}"
                 )
+
+    def check_applies(self, given: Iterable[str] = ()) -> None:
+        """Refuses a setting that would do nothing in this run (:data:`APPLIES`).
+
+        Args:
+          given: fields set explicitly (the command line's flags), checked
+            even where their value is the default; any field whose value
+            differs from its default is checked anyway.
+
+        Raises:
+          ValueError: naming the first such field, its value, what it
+            applies to and why this run is not that.
+        """
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        # A setting the model or task fills in (batch_size: 512, or 32 for graphs) is unset.
+        filled = task_for(self.dataset).model_defaults(
+            self.model, get_model_spec(self.model).defaults
+        )
+        for name in MODEL_DEFAULTS:
+            defaults[name] = filled.get(name, FALLBACK_DEFAULTS.get(name, defaults[name]))
+        given = set(given)
+        for name, rule in APPLIES.items():
+            value = getattr(self, name)
+            unset = value == defaults[name] and name not in given
+            if unset or value in rule.idle or rule.when(self):
+                continue
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(
+                f"{name}={value!r} ({flag}) applies only to {rule.where}; {rule.here(self)}"
+            )
 
     def check_streamed(self, reason: str) -> None:
         """Refuses what a streamed run (:func:`~sparsegcn.train.fit_streamed`: one seed,

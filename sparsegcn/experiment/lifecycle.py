@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from sparsegcn.datasets import Dataset, data_location, load
+from sparsegcn.datasets import Dataset, data_location, is_path, load
 from sparsegcn.datasets.ogb import official_test_metric
 from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
-from sparsegcn.experiment.config import Experiment
+from sparsegcn.experiment.config import APPLIES, Experiment, without_inapplicable
 from sparsegcn.nn import Model
 from sparsegcn.plots import plot_curves
 from sparsegcn.train import FitResult, NodeData, init_state, make_optimizer, predict
@@ -82,6 +82,8 @@ def restore_checkpoint(exp: Experiment, dataset: Dataset, model: Model) -> Check
     tx = make_optimizer(exp.train_config())
     template = state_template(lambda key: init_state(model, tx, key), exp.seeds)
     settings = {k: v for k, v in dataclasses.asdict(exp).items() if k not in RESUME_MAY_CHANGE}
+    # A setting that does not apply to this run had no effect on the checkpoint's either.
+    settings = {k: v for k, v in settings.items() if k not in APPLIES or APPLIES[k].when(exp)}
     return load_checkpoint(
         exp.resume,
         template,
@@ -215,7 +217,10 @@ def experiment_from_checkpoint(manifest: dict, **overrides) -> Experiment:
             f"{unknown}"
         )
     config.update({k: v for k, v in overrides.items() if v is not None})
-    return Experiment(**config)
+    if overrides.get("dataset") is not None and overrides.get("root") is None:
+        config["root"] = None if is_path(config["dataset"]) else config.get("root")
+    # Settings that had no effect (recorded before they were refused) are dropped.
+    return Experiment(**without_inapplicable(config))
 
 
 def predict_checkpoint(

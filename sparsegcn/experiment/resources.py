@@ -84,7 +84,7 @@ def estimate_bytes(exp: Experiment, dataset: Dataset, fanouts=None) -> int:
     mask = 1 if (exp.dropout or 0) > 0 else 0
     if exp.sampled:
         fanouts = _fanouts(exp) if fanouts is None else fanouts
-        batch = effective_batch_size(len(dataset.split["train"]), exp.batch_size)
+        batch = effective_batch_size(len(dataset.split["train"]), exp.minibatch_config().batch_size)
         levels = [batch * math.prod(fanouts[:d]) for d in range(len(fanouts) + 1)]
         per_seed = sum(levels) * (5 + hidden * heads * 4) + levels[-1] * f * (4 + mask)
     else:
@@ -124,7 +124,7 @@ def fit_to_graph(exp: Experiment, dataset: Dataset, *, available: int | None = -
         if max(fanouts) > top:
             fanouts = tuple(min(k, top) for k in fanouts)
             exp = dataclasses.replace(exp, fanouts=",".join(map(str, fanouts)))
-        batch = effective_batch_size(len(dataset.split["train"]), exp.batch_size)
+        batch = effective_batch_size(len(dataset.split["train"]), exp.minibatch_config().batch_size)
         entries = batch * math.prod(fanouts)
         if entries >= _INT32_LIMIT:
             raise ValueError(

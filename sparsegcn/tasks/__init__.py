@@ -68,7 +68,8 @@ class Task:
       defaults: ``{model: {Experiment field: value}}`` replacing the model
         registry's defaults for this task.
       fields: ``{Experiment field: off value}``: fields only this task
-        reads; another task refuses them when set.
+        reads; each is a row of :data:`sparsegcn.experiment.config.APPLIES`,
+        so another task's runs refuse them when set.
       check: ``"module:function"``, ``check(experiment)`` refusing settings
         the task does not support, before any data is read (or ``None``).
       sweeps: whether ``--sweep`` runs on it.
@@ -162,8 +163,9 @@ def task_for(dataset: str) -> Task:
 def check_task(experiment) -> None:
     """Refuses, before any data is read, what ``experiment``'s task does not take.
 
-    A model the task does not train, a field another task alone reads (set
-    away from its off value), and whatever the task's own ``check`` refuses.
+    A model the task does not train, and whatever the task's own ``check``
+    refuses. A field another task alone reads (:attr:`Task.fields`) is refused
+    by :data:`sparsegcn.experiment.config.APPLIES`, which has a row for each.
 
     Raises:
       ValueError: naming the setting, its value and the task's datasets.
@@ -175,17 +177,6 @@ def check_task(experiment) -> None:
             f"{experiment.dataset} is a {name}-level dataset; model {experiment.model!r} does not "
             f"train on it, choose one of {list(task.models)}"
         )
-    for other_name, other in TASKS.items():
-        if other is task:
-            continue
-        for field, off in other.fields.items():
-            value = getattr(experiment, field)
-            if value != off:
-                owners = ", ".join(f"{p}NAME" for p in other.datasets)
-                raise ValueError(
-                    f"--{field.replace('_', '-')} {value!r} applies to {other_name}-level "
-                    f"datasets ({owners}), not {experiment.dataset!r}"
-                )
     if task.check is not None:
         resolve(task.check)(experiment)
 

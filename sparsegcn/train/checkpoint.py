@@ -68,6 +68,7 @@ import scipy.sparse as sp
 
 from sparsegcn.files import (
     fsync_directory,
+    json_text,
     read_bytes,
     read_json,
     read_text,
@@ -492,7 +493,7 @@ def save_checkpoint(
             _record_pending(directory, replaced)
         _record_pending(directory, arrays_name)
         write_atomic(directory / arrays_name, lambda f: f.write(payload))
-        text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        text = json_text(manifest)
         write_atomic(path, lambda f: f.write(text.encode()))
         _prune(directory, keep, run_id)
     return path

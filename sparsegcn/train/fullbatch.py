@@ -251,7 +251,10 @@ def fit(
       is NaN unless ``config.timing_steps > 0`` opts in to step timing.
 
     Raises:
-      ValueError: no seeds, or a state or history that does not match them.
+      TypeError: ``model`` is not a ``Model`` or ``data`` not a ``NodeData``
+        (a dict, a ``Dataset``), naming the value.
+      ValueError: no seeds, a state or history that does not match them, or
+        a labelled node's class outside the model's ``[0, num_classes)``.
       DivergenceError: a seed's loss or gradient became non-finite; raised
         after the compiled call in which it happened, before ``on_chunk``.
     """

@@ -31,6 +31,7 @@ from sparsegcn.train.state import (
     TrainConfig,
     TrainState,
     check_masks,
+    check_node_data,
     init_state,
     resume_state,
     seed_keys,
@@ -165,12 +166,16 @@ def run_training(
       ``trainer.result(...)``, a :class:`FitResult`.
 
     Raises:
-      ValueError: no seeds, a state or history that does not match them, or
-        an empty train, validation or test mask (:func:`~sparsegcn.train.state.check_masks`).
+      TypeError: ``model`` or ``data`` of the wrong type
+        (:func:`~sparsegcn.train.state.check_node_data`).
+      ValueError: no seeds, a state or history that does not match them,
+        labels outside the model's classes, or an empty train, validation or
+        test mask (:func:`~sparsegcn.train.state.check_masks`).
       DivergenceError: a seed's loss or gradient became non-finite; raised
         after the compiled call in which it happened, before ``on_chunk``.
     """
     start = time.perf_counter()
+    check_node_data(trainer.name, model, data)
     config = TrainConfig() if config is None else config
     seeds = tuple(int(s) for s in seeds)
     if not seeds:

@@ -149,6 +149,76 @@ class LabelledNodes(Protocol):
     def test_mask(self) -> jax.Array | np.ndarray: ...
 
 
+_DATA_FIELDS = ("graph", "features", "labels", "train_mask", "val_mask", "test_mask")
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_node_data(caller: str, model, data) -> None:
+    """Refuses a model or data a trainer cannot use, before anything is compiled.
+
+    Args:
+      caller: the trainer's name, for the message (``"fit"``).
+      model: should be a :class:`~sparsegcn.nn.Model`.
+      data: should be a :class:`NodeData` (or a
+        :class:`~sparsegcn.train.minibatch.MinibatchData`: the same fields).
+
+    Raises:
+      TypeError: ``model`` is not a ``Model``, or ``data`` lacks the fields of
+        :class:`NodeData` (a dict, a :class:`~sparsegcn.datasets.Dataset`);
+        the message names the value.
+      ValueError: a labelled node's class is outside ``[0, num_classes)`` of
+        the model (a 3-class model on 7-class labels), naming both.
+    """
+    if not isinstance(model, Model):
+        raise TypeError(
+            f"{caller}: model must be a sparsegcn Model (init/apply, e.g. from "
+            f"sparsegcn.create_model), got {type(model).__name__} {_shown(model)}"
+        )
+    missing = [name for name in _DATA_FIELDS if not hasattr(data, name)]
+    if missing:
+        hint = ""
+        if hasattr(data, "split") and hasattr(data, "num_classes"):
+            hint = " (a Dataset: make it NodeData with sparsegcn.experiment.node_data)"
+        raise TypeError(
+            f"{caller}: data must be a NodeData with fields {', '.join(_DATA_FIELDS)}; got "
+            f"{type(data).__name__} {_shown(data)}, which lacks {', '.join(missing)}{hint}"
+        )
+    num_classes = (
+        (model.config or {}).get("num_classes") if isinstance(model.config, dict) else None
+    )
+    labels = data.labels
+    if num_classes is None or not getattr(labels, "is_fully_addressable", True):
+        return
+    if isinstance(labels, jax.core.Tracer):
+        return
+    labels = np.asarray(labels)
+    labelled = np.zeros(labels.shape, bool)
+    for name in ("train_mask", "val_mask", "test_mask"):
+        mask = getattr(data, name)
+        if isinstance(mask, jax.core.Tracer) or not getattr(mask, "is_fully_addressable", True):
+            return
+        mask = np.asarray(mask)
+        if mask.shape != labels.shape:
+            raise ValueError(
+                f"{caller}: data.{name} has shape {mask.shape} but data.labels has "
+                f"{labels.shape}; give one entry per node"
+            )
+        labelled |= mask.astype(bool)
+    bad = labelled & ((labels < 0) | (labels >= num_classes))
+    if bad.any():
+        node = int(np.flatnonzero(bad)[0])
+        top = int(labels[labelled].max())
+        raise ValueError(
+            f"{caller}: node {node} has label {int(labels[node])} (labels reach {top}), outside "
+            f"[0, {num_classes}) of model {model.name!r} built with num_classes={num_classes}; "
+            f"build the model with the dataset's number of classes ({top + 1} at least)"
+        )
+
+
 _MASK_ROLES = (
     ("train_mask", "the gradients"),
     ("val_mask", "early stopping and the choice of the best epoch"),

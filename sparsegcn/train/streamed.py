@@ -77,7 +77,7 @@ from sparsegcn.train.minibatch import (
     make_batches,
 )
 from sparsegcn.train.optim import apply_optimizer, make_optimizer
-from sparsegcn.train.state import TrainConfig, check_masks
+from sparsegcn.train.state import TrainConfig, check_masks, check_node_data
 
 __all__ = [
     "HostSampler",
@@ -463,6 +463,7 @@ def fit_streamed(
     minibatch = MinibatchConfig() if minibatch is None else minibatch
     if max_batches is not None and (isinstance(max_batches, bool) or int(max_batches) < 1):
         raise ValueError(f"max_batches must be an int >= 1 or None, got {max_batches!r}")
+    check_node_data("fit_streamed", model, data)
     if host_csr is None and data.graph is None:
         raise ValueError("data.graph is None: pass host_csr to sample on the host")
     check_masks(data, "fit_streamed")

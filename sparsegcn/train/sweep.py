@@ -30,12 +30,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sparsegcn._checks import check_hyperparameter
 from sparsegcn.nn.model import Model
 from sparsegcn.train.fullbatch import fit
 from sparsegcn.train.guard import DivergenceError
 from sparsegcn.train.loop import FitResult
 from sparsegcn.train.optim import make_optimizer
-from sparsegcn.train.state import NodeData, TrainConfig, TrainState, init_state, seed_keys
+from sparsegcn.train.state import (
+    NodeData,
+    TrainConfig,
+    TrainState,
+    check_node_data,
+    init_state,
+    seed_keys,
+)
 
 INJECTED = ("learning_rate", "weight_decay")
 _TRUE = ("1", "true", "yes", "on")
@@ -185,6 +193,7 @@ def fit_sweep(
     Raises:
       DivergenceError: with the diverged point named in its message.
     """
+    check_node_data("fit_sweep", model, data)
     if not points:
         raise ValueError("fit_sweep needs at least one point")
     defaults = {"learning_rate": config.learning_rate, "weight_decay": config.weight_decay}
@@ -197,10 +206,9 @@ def fit_sweep(
                 f"{list(INJECTED)}; points differing in them need separate programs"
             )
         for name in INJECTED:
-            value = float(point.get(name, defaults[name]))
-            if not math.isfinite(value):
-                raise ValueError(f"points[{position}][{name!r}] must be finite, got {value}")
-            columns[name].append(value)
+            value = point.get(name, defaults[name])
+            check_hyperparameter(name, value, label=f"points[{position}][{name!r}]")
+            columns[name].append(float(value))
     seeds = tuple(int(s) for s in seeds)
     k, p = len(seeds), len(points)
     tx = make_optimizer(config)

@@ -21,9 +21,9 @@ def one_error(capsys) -> str:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--folds", "3"], r"--folds 3 applies to graph-level datasets \(tu:NAME\)"),
-        (["--learn-eps"], r"--learn-eps True applies to graph-level datasets"),
-        (["--virtual-node"], r"--virtual-node True applies to graph-level datasets"),
+        (["--folds", "3"], r"folds=3 \(--folds\) applies only to graph-level datasets \(tu:NAME\)"),
+        (["--learn-eps"], r"learn_eps=True \(--learn-eps\) applies only to graph-level datasets"),
+        (["--virtual-node"], r"virtual_node=True \(--virtual-node\) applies only to graph-level"),
         (["--dataset", "tu:MUTAG"], r"model 'gcn' does not train on it, choose one of \['gin'\]"),
         (["--dataset", "tu:MUTAG", "--model", "gin", "--folds", "1"], r"--folds must be 0"),
         (

@@ -269,6 +269,20 @@ def test_label_outside_num_classes_names_dataset_and_value(tmp_path):
         load_ogb("ogbn-arxiv", tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda data: data[: len(data) - 12], "truncated"),
+        (lambda data: b"0,1\n", "not a gzip file"),
+    ],
+)
+def test_a_bad_raw_file_is_named_not_taken_for_a_download_prompt(tmp_path, damage, words):
+    edges = write_arxiv(tmp_path) / "raw" / "edge.csv.gz"
+    edges.write_bytes(damage(edges.read_bytes()))
+    with pytest.raises(ValueError, match=rf"raw/edge\.csv\.gz: {words}"):
+        load_ogb("ogbn-arxiv", tmp_path)
+
+
 def test_negative_raw_label_is_not_taken_for_unlabelled(tmp_path):
     labels = _arxiv_labels()
     labels[6] = -1

@@ -167,7 +167,9 @@ def test_cli_training_and_prediction_reuse_the_cache(propagations, tmp_path):
 
 def test_the_cache_option_is_refused_where_it_does_nothing(tmp_path):
     with pytest.raises(
-        ValueError, match=r"--feature-cache caches precomputed features \(sgc\); gcn has none"
+        ValueError,
+        match=r"\(--feature-cache\) applies only to models that precompute their features \(sgc\); "
+        r"gcn has none to cache",
     ):
         Experiment(model="gcn", feature_cache=str(tmp_path))
     blocker = tmp_path / "file"

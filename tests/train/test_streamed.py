@@ -209,7 +209,7 @@ def test_experiment_refuses_what_streamed_features_do_not_support():
             Experiment(**{"features_on": "host", **sage, **bad})
     with pytest.raises(ValueError, match="fanouts='none'"):
         Experiment(model="gcn", features_on="host")
-    assert Experiment(features_on="device").features_on == "device"
+    assert Experiment(model="sage", features_on="device").features_on == "device"
 
 
 @pytest.mark.slow
