@@ -532,7 +532,7 @@ def load_ogb(
             raise _bad_raw_file(dataset_dir, err) from err
         raise RuntimeError(
             f"{name}: ogb asked to confirm a download of over 1 GB from {meta['url']} and got "
-            f"no 'y' ({type(err).__name__}). Answer 'y' in an interactive session, or unzip "
+            f"no 'y' ({type(err).__name__}). Answer 'y' at an interactive prompt, or unzip "
             f"that archive into {str(root)!r} and rename its folder {meta['download_name']!r} "
             f"to {dataset_dir.name!r}"
         ) from err
