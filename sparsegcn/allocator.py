@@ -67,7 +67,7 @@ def keep_freed_memory_unless_disabled() -> bool:
 
     Raises:
       ValueError: the variable is set to a value that is no switch
-        (:func:`sparsegcn._env.parse_switch`).
+        (``sparsegcn._env.parse_switch``).
     """
     if not env_switch(ENV, True):
         return False

@@ -21,7 +21,7 @@ XLA that does not know a flag aborts the process; and never where the
 user's ``$XLA_FLAGS`` already sets ``xla_cpu_experimental_ynn_fusion_type``
 or ``$SPARSEGCN_XLA_TUNING`` is off (``0``, ``false``, ``no``, ``off`` or
 empty; a value that is no switch leaves ``$XLA_FLAGS`` alone too, and the
-``sparsegcn`` command refuses it, see :mod:`sparsegcn._env`).
+``sparsegcn`` command refuses it, see ``sparsegcn._env``).
 """
 
 from __future__ import annotations

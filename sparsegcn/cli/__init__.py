@@ -11,7 +11,7 @@ that cannot start, an unexpected error). ``--debug`` (or
 ``SPARSEGCN_DEBUG=1``) shows the traceback instead.
 
 Before a subcommand runs, the environment it reads is checked: the
-switches of :mod:`sparsegcn._env` (``SPARSEGCN_DEBUG=maybe`` is refused)
+switches of ``sparsegcn._env`` (``SPARSEGCN_DEBUG=maybe`` is refused)
 and ``$XLA_FLAGS`` (:func:`sparsegcn.xla_tuning.check_xla_flags`), so
 that XLA never aborts on a value it cannot parse. A closed stderr
 (``2>&-``) is replaced by the null device: progress bars and messages

@@ -82,13 +82,13 @@ def load(
       scale: shrink factor for synthetic presets (nodes and edges scale together).
       seed: generator seed for synthetic presets.
       download: fetch missing files from the canonical source (Planetoid, OGB).
+      progress: show progress bars for downloads and generation.
+      verify: for an on-disk folder, check every file's sha256 too
+        (:func:`~sparsegcn.datasets.ondisk.load_ondisk`).
 
     ``scale`` and ``seed`` apply to ``synthetic:<preset>`` only, ``verify``
     to a folder only, ``root`` to a name only: given elsewhere, they are
     refused rather than ignored.
-      progress: show progress bars for downloads and generation.
-      verify: for an on-disk folder, check every file's sha256 too
-        (:func:`~sparsegcn.datasets.ondisk.load_ondisk`).
 
     Raises:
       TypeError: ``name`` is neither a string nor a path object.
