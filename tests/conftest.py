@@ -68,18 +68,27 @@ def compilation_cache_dir() -> Path:
 #   than they save: JAX_DISABLE_MOST_OPTIMIZATIONS (LLVM at -O0, no expensive
 #   passes) compiles a GAT gradient in about half the CPU time. The checks are
 #   on values, which the optimization level does not change beyond rounding.
-#   SPARSEGCN_TEST_OPTIMIZE=1 compiles as users do.
+#   SPARSEGCN_TEST_OPTIMIZE=1, or selecting the slow tests, compiles as users
+#   do (pytest_configure below).
 os.environ["JAX_COMPILATION_CACHE_DIR"] = str(compilation_cache_dir())
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
-if os.environ.get("SPARSEGCN_TEST_OPTIMIZE", "0") != "1":
-    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+def pytest_configure(config):
+    """Most XLA optimizations off, unless the slow tests are selected: they train
+    real models, whose optimized code pays for its compile many times over."""
+    optimize = os.environ.get("SPARSEGCN_TEST_OPTIMIZE", "0") == "1"
+    if optimize or "slow" in config.getoption("markexpr", "").replace("not slow", ""):
+        return
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"  # for the tests' subprocesses too
+    jax.config.update("jax_disable_most_optimizations", True)
 
 
 def pytest_collection_modifyitems(config, items):
