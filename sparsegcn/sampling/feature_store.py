@@ -76,7 +76,7 @@ def check_features_on(value) -> str:
 
 def device_memory_bytes(device: jax.Device | None = None) -> int | None:
     """The device's memory limit in bytes, or ``None`` when it reports none (CPU)."""
-    device = jax.devices()[0] if device is None else device
+    device = jax.local_devices()[0] if device is None else device  # this process's own
     stats = device.memory_stats() if hasattr(device, "memory_stats") else None
     limit = (stats or {}).get("bytes_limit")
     return int(limit) if limit else None
