@@ -91,6 +91,15 @@ def pytest_configure(config):
     jax.config.update("jax_disable_most_optimizations", True)
 
 
+@pytest.fixture(scope="module")
+def pyg_nn():
+    """``torch_geometric.nn`` for PyG parity tests, or a skip of those tests alone."""
+    pytest.importorskip("torch", reason="PyG parity needs torch (never a dependency)")
+    return pytest.importorskip(
+        "torch_geometric.nn", reason="PyG parity needs torch_geometric (never a dependency)"
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     """Marks ``shared_data`` every test that reads the shared data (``data_root``)."""
     for item in items:

@@ -125,19 +125,9 @@ def test_builder_refuses_bad_settings_with_the_value():
         gat(4, 2, attention_dropout=1.0)
 
 
-@pytest.fixture(scope="module")
-def pyg_conv():
-    """PyG's layers, or a skip of the parity tests alone: the rest of this module runs
-    without PyG."""
-    pytest.importorskip("torch", reason="PyG parity needs torch (never a dependency)")
-    return pytest.importorskip(
-        "torch_geometric.nn", reason="PyG parity needs torch_geometric (never a dependency)"
-    )
-
-
 @pytest.mark.parametrize("v2", [False, True], ids=["GATConv", "GATv2Conv"])
 @pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
-def test_layer_equals_pyg_with_the_same_weights(v2, concat, pyg_conv):
+def test_layer_equals_pyg_with_the_same_weights(v2, concat, pyg_nn):
     """PyG removes existing self-loops and adds one per node, like GAT's preparation here."""
     import torch
 
@@ -145,7 +135,7 @@ def test_layer_equals_pyg_with_the_same_weights(v2, concat, pyg_conv):
     params = gat_layer_params(jax.random.key(7), FEATURES, HEADS, WIDTH, concat=concat, v2=v2)
     params = jax.tree.map(lambda p: p + 0.05, params)
     x = np.asarray(jax.random.normal(jax.random.key(8), (raw.num_nodes, FEATURES)))
-    cls = pyg_conv.GATv2Conv if v2 else pyg_conv.GATConv
+    cls = pyg_nn.GATv2Conv if v2 else pyg_nn.GATConv
     conv = cls(FEATURES, WIDTH, heads=HEADS, concat=concat, dropout=0.0)
     t = lambda a: torch.tensor(np.asarray(a), dtype=torch.float32)  # noqa: E731
     with torch.no_grad():

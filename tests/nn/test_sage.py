@@ -225,16 +225,6 @@ def test_embed_is_the_input_of_the_last_layer():
     np.testing.assert_allclose(model.embed(params, ChunkedGraph.build(mean, 4), x), emb, **TOL)
 
 
-@pytest.fixture(scope="module")
-def pyg_nn():
-    """PyG's layers, or a skip of the parity tests alone: the rest of this module runs
-    without PyG."""
-    pytest.importorskip("torch", reason="PyG parity needs torch (never a dependency)")
-    return pytest.importorskip(
-        "torch_geometric.nn", reason="PyG parity needs torch_geometric (never a dependency)"
-    )
-
-
 @pytest.mark.parametrize("aggregator", ["mean", "max", "sum"])
 def test_layer_equals_pyg_sageconv_with_the_same_weights(aggregator, pyg_nn):
     """Duplicate edges, self-loops and isolated nodes: forward and input gradient."""
