@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsegcn.datasets.tu import GraphDataset
+from sparsegcn.datasets.graphs import GraphDataset
 
 
 def random_graphs(count: int = 7, features: int = 3, seed: int = 0) -> GraphDataset:

@@ -12,7 +12,7 @@ import pytest
 from graph_sets import random_graphs
 
 from sparsegcn.batch import Budget, batch_count, choose_budget, pack_graphs
-from sparsegcn.datasets.tu import GraphDataset
+from sparsegcn.datasets.graphs import GraphDataset
 from sparsegcn.nn.graph_gin import graph_gin
 from sparsegcn.nn.readout import READOUTS, attention_pool, attention_pool_params, readout
 from sparsegcn.nn.registry import create_model, get_model_spec

@@ -31,7 +31,6 @@ References:
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import re
 import secrets
@@ -43,6 +42,7 @@ import numpy as np
 
 from sparsegcn.datasets import TU_PREFIX
 from sparsegcn.datasets.download import download_file, sha256_file
+from sparsegcn.datasets.graphs import GraphDataset
 
 TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip"
 """Where a missing ``<root>/tu/NAME/`` folder is downloaded from."""
@@ -63,62 +63,6 @@ TU_SHA256: dict[str, dict[str, str]] = {
 """The sha256 of every data file of a downloadable dataset, as extracted."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class GraphDataset:
-    """Many small graphs with one label each, as one block-diagonal edge list.
-
-    Nodes are numbered globally and graph by graph: the nodes of graph ``g``
-    are ``node_ptr[g] .. node_ptr[g + 1] - 1`` and its edges
-    ``edge_ptr[g] .. edge_ptr[g + 1] - 1`` (edges are sorted by graph).
-
-    Attributes:
-      name: e.g. ``"tu:MUTAG"``.
-      senders, receivers: int32 ``[E]`` global node ids, 0-based.
-      node_ptr: int64 ``[G + 1]`` node offsets per graph.
-      edge_ptr: int64 ``[G + 1]`` edge offsets per graph.
-      features: float32 ``[n, F]`` node features.
-      labels: int32 ``[G]`` class index in ``[0, num_classes)``.
-      num_classes: ``C``.
-      classes: ``[C]`` the label value each class index stands for.
-      edge_features: float32 ``[E, D]`` or ``None``.
-      targets: float32 ``[G, T]`` graph attributes (regression targets) or ``None``.
-      info: provenance.
-    """
-
-    name: str
-    senders: np.ndarray
-    receivers: np.ndarray
-    node_ptr: np.ndarray
-    edge_ptr: np.ndarray
-    features: np.ndarray
-    labels: np.ndarray
-    num_classes: int
-    classes: np.ndarray
-    edge_features: np.ndarray | None = None
-    targets: np.ndarray | None = None
-    info: dict = dataclasses.field(default_factory=dict)
-
-    @property
-    def num_graphs(self) -> int:
-        return int(self.labels.shape[0])
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.features.shape[0])
-
-    @property
-    def num_edges(self) -> int:
-        return int(self.senders.shape[0])
-
-    def nodes_per_graph(self) -> np.ndarray:
-        """int64 ``[G]``."""
-        return np.diff(self.node_ptr)
-
-    def edges_per_graph(self) -> np.ndarray:
-        """int64 ``[G]``."""
-        return np.diff(self.edge_ptr)
 
 
 def _rows(path: Path, kind: type, width: int | None = None) -> np.ndarray:
@@ -390,4 +334,4 @@ def load_tu(
     return read_tu(folder, name)
 
 
-__all__ = ["TU_PREFIX", "TU_SHA256", "TU_URL", "GraphDataset", "load_tu", "read_tu"]
+__all__ = ["TU_PREFIX", "TU_SHA256", "TU_URL", "load_tu", "read_tu"]

@@ -70,16 +70,16 @@ def prepare_graphs(exp, *, progress: bool = False):
 
     Returns:
       ``(dataset, splits, config)``: a
-      :class:`~sparsegcn.datasets.tu.GraphDataset`,
+      :class:`~sparsegcn.datasets.graphs.GraphDataset`,
       :class:`~sparsegcn.train.graphs.Splits` and
       :class:`~sparsegcn.train.graphs.GraphTrainConfig`.
     """
     from sparsegcn.datasets.base import default_root
-    from sparsegcn.datasets.tu import load_tu
+    from sparsegcn.datasets.graphs import load_graphs
     from sparsegcn.train.graphs import GraphTrainConfig, fold_splits
 
     root = default_root() if exp.root is None else exp.root
-    dataset = load_tu(exp.dataset, root, progress=progress)
+    dataset = load_graphs(exp.dataset, root, progress=progress)
     folds = exp.folds or HOLDOUT_FOLDS
     splits = fold_splits(dataset.labels, folds, exp.seed)
     if not exp.folds:
@@ -112,10 +112,10 @@ def describe_graphs(name: str, root, *, progress: bool = False) -> tuple[dict, s
       ``(stats, text)``.
     """
     from sparsegcn.datasets.base import default_root
-    from sparsegcn.datasets.tu import load_tu
+    from sparsegcn.datasets.graphs import load_graphs
 
     start = time.perf_counter()
-    dataset = load_tu(name, default_root() if root is None else root, progress=progress)
+    dataset = load_graphs(name, default_root() if root is None else root, progress=progress)
     nodes, edges = dataset.nodes_per_graph(), dataset.edges_per_graph()
     budget = choose_budget(nodes, edges, 32)
     edge_width = 0 if dataset.edge_features is None else dataset.edge_features.shape[1]
