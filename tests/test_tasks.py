@@ -40,7 +40,7 @@ def test_run_experiment_only_looks_the_task_up(monkeypatch):
         return {"test_acc_mean": 1.0}
 
     fake = dataclasses.replace(TASKS["graph"], pipeline="test_tasks:fake_pipeline")
-    monkeypatch.setattr(run_module, "task_for", lambda dataset: fake)
+    monkeypatch.setattr(run_module, "task_for", lambda dataset, task="auto": fake)
     monkeypatch.setitem(globals(), "fake_pipeline", pipeline)
     report = run_module.run_experiment(Experiment(dataset="tu:MUTAG", model="gin"), progress=True)
     assert seen == [("tu:MUTAG", True)]

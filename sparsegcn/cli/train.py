@@ -48,7 +48,9 @@ def add_parser(subparsers) -> None:
 
 
 def format_report(report: dict) -> str:
-    """The final table: one row, accuracy as mean ± std over seeds."""
+    """The final table: one row, accuracy (link runs: test AUC and AP) as mean ± std over seeds."""
+    if "test_auc_mean" in report:
+        return _format_link_report(report)
     header = ("dataset", "model", "backend", "seeds", "test acc", "val acc", "step ms", "compile s")
     row = (
         report["dataset"],
@@ -60,6 +62,27 @@ def format_report(report: dict) -> str:
         f"{report['train_step_ms_median']:.2f}",
         f"{report['compile_s']:.2f}",
     )
+    widths = [max(len(h), len(c)) for h, c in zip(header, row, strict=True)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    values = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+    return f"{line}\n{values}"
+
+
+def _format_link_report(report: dict) -> str:
+    header = ("dataset", "model", "seeds", "test auc", "test ap", "step ms", "compile s")
+    row = (
+        report["dataset"],
+        report["model"],
+        str(report["seeds"]),
+        f"{report['test_auc_mean']:.4f} ± {report['test_auc_std']:.4f}",
+        f"{report['test_ap_mean']:.4f} ± {report['test_ap_std']:.4f}",
+        f"{report['train_step_ms_median']:.2f}",
+        f"{report['compile_s']:.2f}",
+    )
+    metric = report.get("metric", "auc")
+    if f"test_{metric}_mean" in report and metric not in ("auc", "ap"):
+        header += (f"test {metric}",)
+        row += (f"{report[f'test_{metric}_mean']:.4f} ± {report[f'test_{metric}_std']:.4f}",)
     widths = [max(len(h), len(c)) for h, c in zip(header, row, strict=True)]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
     values = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
@@ -93,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if experiment.coordinator is not None:
         # Before anything starts JAX's backend: it then sees every process's devices.
         parallel.initialize(experiment.coordinator, experiment.num_processes, experiment.process_id)
-    if args.sweep and not task_for(experiment.dataset).sweeps:
+    if args.sweep and not task_for(experiment.dataset, experiment.task).sweeps:
         raise ValueError(f"--sweep does not run on {experiment.dataset}; train one setting per run")
     if args.sweep:
         axes = parse_sweep(args.sweep, Experiment, exclude=NOT_SWEEPABLE)

@@ -99,17 +99,17 @@ def _owners(task: str) -> str:
 
 def _batched_task(exp) -> bool:
     """Whether ``exp``'s task batches its data for its model (graph tasks: graphs per batch)."""
-    return "batch_size" in task_for(exp.dataset).defaults.get(exp.model, {})
+    return "batch_size" in task_for(exp.dataset, exp.task).defaults.get(exp.model, {})
 
 
 def _task_row(name: str) -> Applies:
     def when(exp: Experiment) -> bool:
-        return task_name(exp.dataset) == name
+        return task_name(exp.dataset, exp.task) == name
 
     return Applies(
         when,
         f"{name}-level datasets ({_owners(name)})",
-        lambda e: f"{e.dataset!r} is a {task_name(e.dataset)}-level dataset",
+        lambda e: f"{e.dataset!r} is a {task_name(e.dataset, e.task)}-level dataset",
     )
 
 
@@ -377,6 +377,17 @@ class Experiment:
     virtual_node: bool = _field(
         False, "graph datasets: a virtual node joined to every node of its graph (GIN-virtual)"
     )
+    task: str = _field(
+        "auto",
+        "what to learn: 'auto' (the dataset's own task), or 'link' to predict the edges of a "
+        "node dataset (split 85/5/10 at random by --seed); ogbl-* datasets are link datasets",
+        choices=("auto", *TASKS),
+    )
+    use_valid_edges: bool = _field(
+        False,
+        "link datasets with an official split (ogbl-collab): pass messages on the validation "
+        "edges too and train on them, for the final test (as OGB's baselines)",
+    )
 
     def __post_init__(self):
         if not isinstance(self.model, str) or self.model not in MODELS:
@@ -385,7 +396,7 @@ class Experiment:
         if self.layers is None and spec.sampled and self.fanouts not in (None, "none"):
             # A sampled model takes one layer per hop: --fanouts 15,10,5 alone means 3 layers.
             object.__setattr__(self, "layers", len(check_fanouts(self.fanouts)))
-        defaults = task_for(self.dataset).model_defaults(self.model, spec.defaults)
+        defaults = task_for(self.dataset, self.task).model_defaults(self.model, spec.defaults)
         for name in MODEL_DEFAULTS:
             if getattr(self, name) is None and name in defaults:
                 object.__setattr__(self, name, defaults[name])
@@ -508,7 +519,7 @@ class Experiment:
         """
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         # A setting the model or task fills in (batch_size: 512, or 32 for graphs) is unset.
-        filled = task_for(self.dataset).model_defaults(
+        filled = task_for(self.dataset, self.task).model_defaults(
             self.model, get_model_spec(self.model).defaults
         )
         for name in MODEL_DEFAULTS:

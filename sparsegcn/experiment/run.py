@@ -104,8 +104,8 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     The task registry (:mod:`sparsegcn.tasks`) declares each task's data,
     trainer and report; the report names the task (``"task"``).
     """
-    report = task_for(exp.dataset).run(exp, progress=progress)
-    return {"task": task_name(exp.dataset), **report}
+    report = task_for(exp.dataset, exp.task).run(exp, progress=progress)
+    return {"task": task_name(exp.dataset, exp.task), **report}
 
 
 def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:

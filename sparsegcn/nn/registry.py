@@ -25,6 +25,7 @@ from sparsegcn import transforms
 from sparsegcn._checks import HYPERPARAMETERS, Bound, check_bound
 from sparsegcn.graph import Graph
 from sparsegcn.nn.appnp import appnp
+from sparsegcn.nn.gae import DECODERS, ENCODERS, RECONSTRUCTIONS, gae, vgae
 from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.gcnii import gcnii
@@ -184,6 +185,30 @@ _JK = Option(
 )
 _KIPF = dict(hidden=16, layers=2, dropout=0.5, lr=0.01, weight_decay=5e-4, decay_layers="first")
 
+# Kipf & Welling's (V)GAE (their gae/train.py): GCN 32 -> 16, no dropout, no decay,
+# Adam 0.01, 200 epochs, no early stop. The encoder's graph is its own registry entry's.
+_KIPF_GAE = dict(
+    hidden=32,
+    layers=2,
+    dropout=0.0,
+    lr=0.01,
+    weight_decay=0.0,
+    decay_layers="none",
+    epochs=200,
+    patience=0,
+)
+_LINK_OPTIONS = {
+    "encoder": Option("gcn", "the registered model that encodes nodes", choices=ENCODERS),
+    "decoder": Option("inner", "the score of a node pair from its embeddings", choices=DECODERS),
+    "recon": Option(
+        "full",
+        "reconstruction loss: every N^2 pair weighted (Kipf & Welling) or the train edges "
+        "against as many uniform negatives drawn on the device each epoch (PyG)",
+        choices=RECONSTRUCTIONS,
+    ),
+    "embedding_dim": Option(16, "width of the node embeddings", bound=HYPERPARAMETERS["hidden"]),
+}
+
 MODELS: Mapping[str, ModelSpec] = MappingProxyType(
     {
         "gcn": ModelSpec(
@@ -299,6 +324,22 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             defaults=_KIPF,
             uses_graph=False,
             reference="the graph-free baseline",
+        ),
+        "gae": ModelSpec(
+            gae,
+            "gcn_norm",
+            sampled=False,
+            defaults=_KIPF_GAE,
+            options=_LINK_OPTIONS,
+            reference="Kipf & Welling, NIPS BDL workshop 2016 (link prediction)",
+        ),
+        "vgae": ModelSpec(
+            vgae,
+            "gcn_norm",
+            sampled=False,
+            defaults=_KIPF_GAE,
+            options=_LINK_OPTIONS,
+            reference="Kipf & Welling, NIPS BDL workshop 2016 (link prediction)",
         ),
     }
 )

@@ -49,6 +49,32 @@ def _graph_accuracy(logits, batch):
     return correct.sum() / max(float(mask.sum()), 1.0)
 
 
+def _link_loss(positive_logits, negative_logits):
+    from sparsegcn.nn.gae import sampled_reconstruction_loss
+
+    return sampled_reconstruction_loss(positive_logits, negative_logits)
+
+
+def _link_scores(positive_logits, negative_logits):
+    import jax.numpy as jnp
+
+    scores = jnp.concatenate([positive_logits, negative_logits])
+    labels = jnp.concatenate([jnp.ones_like(positive_logits), jnp.zeros_like(negative_logits)])
+    return scores, labels
+
+
+def _link_auc(positive_logits, negative_logits):
+    from sparsegcn.metrics import roc_auc
+
+    return roc_auc(*_link_scores(positive_logits, negative_logits))
+
+
+def _link_ap(positive_logits, negative_logits):
+    from sparsegcn.metrics import average_precision
+
+    return average_precision(*_link_scores(positive_logits, negative_logits))
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """One learning task.
@@ -75,6 +101,10 @@ class Task:
       sweeps: whether ``--sweep`` runs on it.
       info: ``"module:function"``, ``info(dataset, root, *, progress) ->
         (stats, text)`` for ``sparsegcn info``; ``None``: the node statistics.
+      borrows: the tasks whose datasets this one also learns from when
+        asked by name (``--task link`` on a node dataset such as ``cora``).
+      private_models: its ``models`` train under this task only; another
+        task refuses them.
     """
 
     description: str
@@ -89,6 +119,8 @@ class Task:
     check: str | None = None
     sweeps: bool = True
     info: str | None = None
+    borrows: tuple[str, ...] = ()
+    private_models: bool = False
 
     def owns(self, dataset: str) -> bool:
         """Whether ``dataset`` names one of this task's datasets."""
@@ -141,13 +173,30 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             sweeps=False,
             info="sparsegcn.tasks.graph:describe_graphs",
         ),
+        "link": Task(
+            description="whether a pair of nodes is an edge (GAE/VGAE, full batch)",
+            loss=_link_loss,
+            metrics={"auc": _link_auc, "ap": _link_ap},
+            prepare="sparsegcn.tasks.link:prepare_links",
+            pipeline="sparsegcn.tasks.link:run_link_experiment",
+            datasets=("ogbl-", "synthetic:collab", "synthetic:citation2"),
+            models=("gae", "vgae"),
+            fields={"use_valid_edges": False},
+            check="sparsegcn.tasks.link:check_link_experiment",
+            sweeps=False,
+            borrows=("node",),
+            private_models=True,
+        ),
     }
 )
 """Every task sparsegcn learns, by name."""
 
 
-def task_name(dataset: str) -> str:
-    """The name of the task that owns ``dataset`` (the default task's for any other)."""
+def task_name(dataset: str, task: str = "auto") -> str:
+    """The name of the task that owns ``dataset`` (the default task's for any other),
+    or ``task`` when one is asked for by name (``--task``; checked by :func:`check_task`)."""
+    if task != "auto" and task in TASKS:
+        return task
     if isinstance(dataset, str):
         for name, task in TASKS.items():
             if task.owns(dataset):
@@ -155,9 +204,9 @@ def task_name(dataset: str) -> str:
     return next(name for name, task in TASKS.items() if not task.datasets)
 
 
-def task_for(dataset: str) -> Task:
-    """The :class:`Task` that owns ``dataset``."""
-    return TASKS[task_name(dataset)]
+def task_for(dataset: str, task: str = "auto") -> Task:
+    """The :class:`Task` that owns ``dataset`` (or ``task``, asked for by name)."""
+    return TASKS[task_name(dataset, task)]
 
 
 def check_task(experiment) -> None:
@@ -170,8 +219,23 @@ def check_task(experiment) -> None:
     Raises:
       ValueError: naming the setting, its value and the task's datasets.
     """
-    name = task_name(experiment.dataset)
+    asked = getattr(experiment, "task", "auto")
+    owner = task_name(experiment.dataset)
+    if asked != "auto":
+        if asked not in TASKS:
+            raise ValueError(f"unknown task {asked!r}; choose one of {['auto', *TASKS]}")
+        if asked != owner and owner not in TASKS[asked].borrows:
+            raise ValueError(
+                f"--task {asked} does not apply to {experiment.dataset!r}, a {owner}-level dataset"
+            )
+    name = task_name(experiment.dataset, asked)
     task = TASKS[name]
+    for other, spec in TASKS.items():
+        if other != name and spec.private_models and experiment.model in (spec.models or ()):
+            raise ValueError(
+                f"model {experiment.model!r} trains on {other}-level tasks only; "
+                f"{experiment.dataset!r} is a {name}-level dataset here (pass --task {other})"
+            )
     if task.models is not None and experiment.model not in task.models:
         raise ValueError(
             f"{experiment.dataset} is a {name}-level dataset; model {experiment.model!r} does not "

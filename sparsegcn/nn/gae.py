@@ -1,0 +1,311 @@
+"""Graph auto-encoders: an encoder from the model registry, a pair decoder, and
+their losses (GAE and VGAE, Kipf & Welling 2016).
+
+A link model is a :class:`LinkModel`: the :class:`~sparsegcn.nn.Model` fields
+(``init``, ``apply`` giving the node embeddings ``Z``, ``embed``, ``name``,
+``config``) plus ``encode`` (``Z`` and the KL term), ``decode`` (a logit per
+node pair) and ``decode_all`` (the ``[N, N]`` logits, for the paper's full
+reconstruction loss). Decoders (:data:`DECODERS`):
+
+- ``"inner"``: :math:`s_{uv} = z_u^\\top z_v` (Kipf & Welling);
+- ``"distmult"``: :math:`s_{uv} = z_u^\\top \\mathrm{diag}(r)\\, z_v`, one learned
+  relation ``r`` (Yang et al. 2015), initialised to ones;
+- ``"hadamard"``: :math:`s_{uv} = \\mathrm{MLP}(z_u \\odot z_v)`, a hidden layer of
+  width ``D`` and ReLU (the OGB link baselines' ``LinkPredictor``).
+
+References:
+  Kipf & Welling, *Variational Graph Auto-Encoders*, NIPS Workshop on
+  Bayesian Deep Learning, 2016. https://arxiv.org/abs/1611.07308
+  Yang et al., *Embedding Entities and Relations for Learning and Inference
+  in Knowledge Bases*, ICLR 2015. https://arxiv.org/abs/1412.6575
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from sparsegcn.nn.initializers import linear_params
+
+DECODERS = ("inner", "hadamard", "distmult")
+"""Pair decoders by name (see the module docstring)."""
+
+FULL_DECODERS = ("inner", "distmult")
+"""Decoders whose ``[N, N]`` logits are one matrix product (the full loss takes them)."""
+
+ENCODERS = ("gcn", "sage", "gat", "gatv2", "gin", "appnp", "gcnii", "jk", "mlp")
+"""Registered models a link model may encode with (full batch, raw features)."""
+
+RECONSTRUCTIONS = ("full", "sampled")
+"""Reconstruction losses: every ``N²`` pair weighted (the paper's), or the
+train edges against as many uniform negatives drawn afresh each epoch (PyG's)."""
+
+LOGSTD_MAX = 10.0
+"""VGAE clamps ``log σ`` from above, as PyG does, so ``exp`` cannot overflow."""
+
+
+class LinkModel(NamedTuple):
+    """A link-prediction model as pure functions.
+
+    Attributes:
+      init: ``init(key) -> {"encoder": ..., "decoder": ...}``.
+      apply: ``apply(params, graph, x, *, key=None, training=False) -> Z [N, D]``
+        (VGAE: ``μ + ε σ`` when training, ``μ`` otherwise).
+      embed: ``embed(params, graph, x) -> Z [N, D]``, inference mode.
+      name, config: as :class:`~sparsegcn.nn.Model`.
+      encode: ``encode(params, graph, x, *, key=None, training=False) ->
+        (Z [N, D], kl [])``; ``kl`` is 0 for GAE.
+      decode: ``decode(params, z, pairs [P, 2]) -> logits [P]``.
+      decode_all: ``decode_all(params, z) -> logits [N, N]`` (``None`` for the
+        ``hadamard`` decoder).
+      variational: VGAE.
+    """
+
+    init: Callable[[jax.Array], Any]
+    apply: Callable[..., jax.Array]
+    embed: Callable[..., jax.Array]
+    name: str
+    config: dict
+    encode: Callable[..., tuple[jax.Array, jax.Array]]
+    decode: Callable[..., jax.Array]
+    decode_all: Callable[..., jax.Array] | None
+    variational: bool
+
+
+def init_decoder(name: str, key: jax.Array, dim: int) -> dict:
+    """The params of decoder ``name`` on ``dim``-wide embeddings."""
+    if name == "inner":
+        return {}
+    if name == "distmult":
+        return {"relation": jnp.ones((dim,), jnp.float32)}
+    k1, k2 = jax.random.split(key)
+    return {"hidden": linear_params(k1, dim, dim), "out": linear_params(k2, dim, 1)}
+
+
+def decode_pairs(name: str, params: dict, z: jax.Array, pairs: jax.Array) -> jax.Array:
+    """Decoder ``name``'s logit of each pair: ``[P, 2]`` node ids -> ``[P]``."""
+    zu, zv = z[pairs[..., 0]], z[pairs[..., 1]]
+    if name == "inner":
+        return jnp.sum(zu * zv, axis=-1)
+    if name == "distmult":
+        return jnp.sum(zu * params["relation"] * zv, axis=-1)
+    h = jax.nn.relu((zu * zv) @ params["hidden"]["w"] + params["hidden"]["b"])
+    return (h @ params["out"]["w"] + params["out"]["b"])[..., 0]
+
+
+def decode_dense(name: str, params: dict, z: jax.Array) -> jax.Array:
+    """The ``[N, N]`` logits of every pair (``inner`` and ``distmult`` only)."""
+    if name == "inner":
+        return z @ z.T
+    if name == "distmult":
+        return (z * params["relation"]) @ z.T
+    raise ValueError(f"decoder {name!r} has no dense form; use one of {list(FULL_DECODERS)}")
+
+
+def kl_divergence(mu: jax.Array, logstd: jax.Array) -> jax.Array:
+    """The mean over nodes of :math:`\\mathrm{KL}(\\mathcal N(\\mu, \\sigma^2) \\| \\mathcal N(0, I))`.
+
+    .. math::
+
+        \\frac1N \\sum_i -\\tfrac12 \\sum_d \\big(1 + 2\\log\\sigma_{id} - \\mu_{id}^2
+            - \\sigma_{id}^2\\big)
+
+    Kipf & Welling's objective subtracts ``kl / N`` from the
+    log-likelihood (their ``(0.5 / N) * mean(sum(...))``), PyG's example adds
+    ``kl_loss / N``: the same term.
+
+    Args:
+      mu, logstd: ``[N, D]``.
+
+    Returns:
+      float32 ``[]``.
+    """
+    per_node = 1.0 + 2.0 * logstd - mu**2 - jnp.exp(logstd) ** 2
+    return -0.5 * jnp.mean(jnp.sum(per_node, axis=-1))
+
+
+def full_reconstruction_loss(
+    logits: jax.Array, positives: jax.Array, pos_weight: jax.Array, norm: jax.Array
+) -> jax.Array:
+    """Kipf & Welling's weighted cross-entropy over all ``N²`` entries.
+
+    .. math::
+
+        \\mathcal L = \\frac{\\eta}{N^2} \\sum_{u,v} \\big( w\\, A_{uv}
+            \\,\\mathrm{softplus}(-s_{uv}) + (1 - A_{uv})\\,\\mathrm{softplus}(s_{uv}) \\big)
+
+    with ``A`` the train adjacency plus the identity (their ``adj_label``),
+    ``w = pos_weight = (N² - E) / E`` and ``η = norm = N² / (2 (N² - E))``,
+    ``E`` the directed train edges. The label matrix is never built: the sum
+    is the softplus of every logit plus a correction over the positives.
+
+    Args:
+      logits: ``[N, N]``.
+      positives: int32 ``[L, 2]``: the pairs with ``A_uv = 1``, each once.
+      pos_weight, norm: scalars.
+
+    Returns:
+      float32 ``[]``.
+    """
+    n2 = logits.shape[0] * logits.shape[1]
+    at = logits[positives[:, 0], positives[:, 1]]
+    total = jnp.sum(jax.nn.softplus(logits)) + jnp.sum(
+        pos_weight * jax.nn.softplus(-at) - jax.nn.softplus(at)
+    )
+    return norm * total / n2
+
+
+def sampled_reconstruction_loss(pos_logits: jax.Array, neg_logits: jax.Array) -> jax.Array:
+    """PyG's ``GAE.recon_loss``: the mean cross-entropy of the positives plus
+    that of the negatives, ``mean softplus(-s⁺) + mean softplus(s⁻)``."""
+    return jnp.mean(jax.nn.softplus(-pos_logits)) + jnp.mean(jax.nn.softplus(neg_logits))
+
+
+def graph_autoencoder(
+    in_features: int,
+    num_classes: int,
+    *,
+    hidden: int = 32,
+    num_layers: int = 2,
+    dropout_rate: float = 0.0,
+    variational: bool = False,
+    encoder: str = "gcn",
+    decoder: str = "inner",
+    recon: str = "full",
+    embedding_dim: int | None = None,
+) -> LinkModel:
+    """A GAE (or VGAE): a registry model encodes, a pair decoder scores.
+
+    GAE: :math:`Z = f(X, A)`. VGAE: the encoder's ``2D`` outputs are
+    :math:`[\\mu, \\log\\sigma]` and :math:`Z = \\mu + \\varepsilon \\odot \\sigma`,
+    :math:`\\varepsilon \\sim \\mathcal N(0, I)` from the explicit ``key`` while
+    training. With the ``gcn`` encoder, the last layer's two halves are
+    exactly the paper's ``GCN_μ`` and ``GCN_σ`` sharing the first layer
+    (``Â H [W_μ | W_σ] = [Â H W_μ | Â H W_σ]``).
+
+    Args:
+      in_features: ``F``.
+      num_classes: ``D``, the embedding width, unless ``embedding_dim`` is given.
+      hidden, num_layers, dropout_rate: the encoder's (32, 2, 0 in the paper).
+      variational: VGAE.
+      encoder: a registered model from :data:`ENCODERS`.
+      decoder: one of :data:`DECODERS`.
+      recon: one of :data:`RECONSTRUCTIONS`; recorded in ``config`` for the
+        trainer (``"full"`` needs a decoder of :data:`FULL_DECODERS`).
+      embedding_dim: ``D`` (16 in the paper).
+
+    Returns:
+      :class:`LinkModel`.
+
+    Raises:
+      ValueError: an unknown encoder, decoder or reconstruction, or
+        ``recon="full"`` with the ``hadamard`` decoder.
+    """
+    from sparsegcn.nn.registry import create_model
+
+    if encoder not in ENCODERS:
+        raise ValueError(f"encoder must be one of {list(ENCODERS)}, got {encoder!r}")
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {list(DECODERS)}, got {decoder!r}")
+    if recon not in RECONSTRUCTIONS:
+        raise ValueError(f"recon must be one of {list(RECONSTRUCTIONS)}, got {recon!r}")
+    if recon == "full" and decoder not in FULL_DECODERS:
+        raise ValueError(
+            f"recon='full' scores all N² pairs as one product; decoder {decoder!r} has none, "
+            f"use recon='sampled' or a decoder of {list(FULL_DECODERS)}"
+        )
+    dim = num_classes if embedding_dim is None else embedding_dim
+    inner = create_model(
+        encoder,
+        in_features,
+        2 * dim if variational else dim,
+        hidden=hidden,
+        layers=num_layers,
+        dropout=dropout_rate,
+    )
+    name = "vgae" if variational else "gae"
+    config = dict(
+        in_features=in_features,
+        num_classes=dim,
+        hidden=hidden,
+        num_layers=num_layers,
+        dropout_rate=dropout_rate,
+        encoder=encoder,
+        decoder=decoder,
+        recon=recon,
+    )
+
+    def init(key: jax.Array) -> dict:
+        k1, k2 = jax.random.split(key)
+        return {"encoder": inner.init(k1), "decoder": init_decoder(decoder, k2, dim)}
+
+    def encode(params, graph, x, *, key=None, training=False):
+        if not variational:
+            z = inner.apply(params["encoder"], graph, x, key=key, training=training)
+            return z, jnp.zeros((), z.dtype)
+        dropout_key = noise_key = None
+        if training:
+            if key is None:
+                raise ValueError("training a VGAE needs an explicit PRNG key: encode(..., key=key)")
+            dropout_key, noise_key = jax.random.split(key)
+        out = inner.apply(params["encoder"], graph, x, key=dropout_key, training=training)
+        mu, logstd = out[:, :dim], jnp.minimum(out[:, dim:], LOGSTD_MAX)
+        kl = kl_divergence(mu, logstd)
+        if not training:
+            return mu, kl
+        return mu + jax.random.normal(noise_key, mu.shape, mu.dtype) * jnp.exp(logstd), kl
+
+    def apply(params, graph, x, *, key=None, training=False):
+        return encode(params, graph, x, key=key, training=training)[0]
+
+    def embed(params, graph, x):
+        return encode(params, graph, x)[0]
+
+    def decode(params, z, pairs):
+        return decode_pairs(decoder, params["decoder"], z, pairs)
+
+    def decode_all(params, z):
+        return decode_dense(decoder, params["decoder"], z)
+
+    return LinkModel(
+        init=init,
+        apply=apply,
+        embed=embed,
+        name=name,
+        config=config,
+        encode=encode,
+        decode=decode,
+        decode_all=decode_all if decoder in FULL_DECODERS else None,
+        variational=variational,
+    )
+
+
+def gae(in_features: int, num_classes: int, **kwargs) -> LinkModel:
+    """The graph auto-encoder (:func:`graph_autoencoder` with ``variational=False``)."""
+    return graph_autoencoder(in_features, num_classes, variational=False, **kwargs)
+
+
+def vgae(in_features: int, num_classes: int, **kwargs) -> LinkModel:
+    """The variational graph auto-encoder (:func:`graph_autoencoder`, ``variational=True``)."""
+    return graph_autoencoder(in_features, num_classes, variational=True, **kwargs)
+
+
+__all__ = [
+    "DECODERS",
+    "ENCODERS",
+    "FULL_DECODERS",
+    "RECONSTRUCTIONS",
+    "LinkModel",
+    "decode_dense",
+    "decode_pairs",
+    "full_reconstruction_loss",
+    "gae",
+    "graph_autoencoder",
+    "init_decoder",
+    "kl_divergence",
+    "sampled_reconstruction_loss",
+    "vgae",
+]
