@@ -90,10 +90,14 @@ def decode_pairs(name: str, params: dict, z: jax.Array, pairs: jax.Array) -> jax
     zu, zv = z[pairs[..., 0]], z[pairs[..., 1]]
     if name == "inner":
         return jnp.sum(zu * zv, axis=-1)
+
+    def row(vector):  # broadcast a [D] vector against [..., D] explicitly
+        return vector.reshape((1,) * (zu.ndim - 1) + vector.shape)
+
     if name == "distmult":
-        return jnp.sum(zu * params["relation"] * zv, axis=-1)
-    h = jax.nn.relu((zu * zv) @ params["hidden"]["w"] + params["hidden"]["b"])
-    return (h @ params["out"]["w"] + params["out"]["b"])[..., 0]
+        return jnp.sum(zu * row(params["relation"]) * zv, axis=-1)
+    h = jax.nn.relu((zu * zv) @ params["hidden"]["w"] + row(params["hidden"]["b"]))
+    return (h @ params["out"]["w"] + row(params["out"]["b"]))[..., 0]
 
 
 def decode_dense(name: str, params: dict, z: jax.Array) -> jax.Array:
@@ -101,7 +105,7 @@ def decode_dense(name: str, params: dict, z: jax.Array) -> jax.Array:
     if name == "inner":
         return z @ z.T
     if name == "distmult":
-        return (z * params["relation"]) @ z.T
+        return (z * params["relation"][None, :]) @ z.T
     raise ValueError(f"decoder {name!r} has no dense form; use one of {list(FULL_DECODERS)}")
 
 

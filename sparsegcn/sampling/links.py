@@ -215,17 +215,17 @@ def is_edge(index: EdgeIndex, u: jax.Array, v: jax.Array) -> jax.Array:
     A binary search of ``v`` in row ``u``'s sorted targets, ``index.steps``
     vectorised steps: exact, ``O(log max degree)`` per pair, int32 only.
     """
+    if index.indices.shape[0] == 0:
+        return jnp.zeros(jnp.shape(u), bool)
     lo = index.indptr[u]
     end = index.indptr[u + 1]
     hi = end
-    last = max(index.indices.shape[0] - 1, 0)
+    last = index.indices.shape[0] - 1
     for _ in range(index.steps):
         mid = (lo + hi) // 2
         right = (mid < hi) & (index.indices[jnp.minimum(mid, last)] < v)
         lo = jnp.where(right, mid + 1, lo)
         hi = jnp.where(right, hi, mid)
-    if index.indices.shape[0] == 0:
-        return jnp.zeros(u.shape, bool)
     return (lo < end) & (index.indices[jnp.minimum(lo, last)] == v)
 
 

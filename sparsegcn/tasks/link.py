@@ -5,8 +5,8 @@ Datasets: the link datasets (``ogbl-*``, ``synthetic:collab``,
 their official split and negatives) choose the task themselves; any node
 dataset (``cora``, ``synthetic:*``, a folder) becomes one with ``--task
 link``: its edges are split at random (85/5/10,
-:func:`~sparsegcn.sampling.links.random_link_split`, seeded by ``--seed``,
-shared by every seed).
+:func:`~sparsegcn.sampling.links.random_link_split`), one split per seed
+(seeded by it), as Kipf & Welling re-split for every run.
 
 :func:`run_link_experiment` loads, splits, prepares the encoder's graph
 (its registry entry's preparation of the train edges), trains every seed as
@@ -99,7 +99,7 @@ def prepare_links(exp, *, progress: bool = False):
     """
     from sparsegcn.datasets.base import default_root
     from sparsegcn.nn.registry import create_model, get_model_spec
-    from sparsegcn.train.links import LinkTrainConfig, eval_set, link_data
+    from sparsegcn.train.links import LinkTrainConfig, eval_set, link_data, stack_link_data
 
     root = default_root() if exp.root is None else exp.root
     options = exp.options()
@@ -123,23 +123,30 @@ def prepare_links(exp, *, progress: bool = False):
         from sparsegcn.sampling.links import random_link_split
 
         dataset = load(exp.dataset, root, scale=exp.scale, progress=progress)
-        linked = random_link_split(dataset.graph, seed=exp.seed)
-        graph, split, features = linked.graph, linked.split, dataset.features
-        undirected, name, metric = linked.undirected, dataset.name, "auc"
-        num_edges, train = dataset.num_edges, split["train"]
+        features, name, metric = dataset.features, dataset.name, "auc"
+        num_edges = dataset.num_edges
+        # Kipf & Welling split anew for every run: one random split per seed.
+        splits = [random_link_split(dataset.graph, seed=seed) for seed in exp.seed_list()]
+        graph, split, undirected = splits[0]
     n = graph.num_nodes
     encoder = get_model_spec(options["encoder"])
-    prepared = transforms.sort_edges(encoder.prepare_graph(graph))
     x = as_features(normalize(features, exp.normalize_features), n)
-    data = link_data(
-        prepared,
-        x,
-        n,
-        train,
-        eval_set(split["valid"], split["valid_neg"]),
-        eval_set(split["test"], split["test_neg"]),
-        undirected=undirected,
-    )
+
+    def data_of(graph, split, train):
+        return link_data(
+            transforms.sort_edges(encoder.prepare_graph(graph)),
+            x,
+            n,
+            train,
+            eval_set(split["valid"], split["valid_neg"]),
+            eval_set(split["test"], split["test_neg"]),
+            undirected=undirected,
+        )
+
+    if _owns(exp.dataset):
+        data = data_of(graph, split, train)
+    else:
+        data = stack_link_data([data_of(s.graph, s.split, s.split["train"]) for s in splits])
     model = create_model(
         exp.model,
         int(features.shape[1]),
@@ -162,6 +169,7 @@ def prepare_links(exp, *, progress: bool = False):
         "num_edges": num_edges,
         "num_message_edges": int(graph.num_edges),
         "metric": metric,
+        "split": "official" if _owns(exp.dataset) else "random per seed (85/5/10, seeded by it)",
         "split_sizes": {k: int(np.asarray(v).shape[0]) for k, v in split.items()},
     }
     return info, data, model, config
@@ -245,7 +253,14 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
 
     start = time.perf_counter()
     info, data, model, config = prepare_links(exp, progress=progress)
-    result = fit_links(model, data, config, seeds=exp.seed_list(), progress=progress)
+    result = fit_links(
+        model,
+        data,
+        config,
+        seeds=exp.seed_list(),
+        per_seed_data=not _owns(exp.dataset),
+        progress=progress,
+    )
     official = ogb_link_metric(info["dataset"], info["metric"], result)
     return summarize_links(exp, info, result, time.perf_counter() - start, official)
 

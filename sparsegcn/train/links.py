@@ -193,6 +193,35 @@ def link_data(
     )
 
 
+def stack_link_data(members: Sequence[LinkData]) -> LinkData:
+    """One :class:`LinkData` whose every leaf stacks ``members``' (``[K, ...]``),
+    for :func:`fit_links` with ``per_seed_data``; the features are shared
+    (the first member's), not stacked.
+
+    The members must agree in shapes (random splits of one graph do) and in
+    static fields; the edge index keeps the most search steps any needs.
+
+    Raises:
+      ValueError: members whose shapes differ, naming the first leaf.
+    """
+    steps = max(m.index.steps for m in members)
+    features = members[0].features
+    members = [m._replace(index=m.index._replace(steps=steps), features=None) for m in members]
+    first = jax.tree_util.tree_structure(members[0])
+    for m in members[1:]:
+        if jax.tree_util.tree_structure(m) != first:
+            raise ValueError("per-seed link data must share one structure and static fields")
+    leaves = [jax.tree_util.tree_leaves(m) for m in members]
+    for i, column in enumerate(zip(*leaves, strict=True)):
+        shapes = {np.shape(leaf) for leaf in column}
+        if len(shapes) > 1:
+            raise ValueError(f"per-seed link data: leaf {i} has shapes {sorted(shapes)}")
+    stacked = [
+        np.stack([np.asarray(leaf) for leaf in column]) for column in zip(*leaves, strict=True)
+    ]
+    return jax.tree_util.tree_unflatten(first, stacked)._replace(features=features)
+
+
 def make_optimizer(config: LinkTrainConfig) -> optax.GradientTransformation:
     """Adam with coupled L2 on the layers ``config.decay_layers`` names."""
     if config.decay_layers not in ("none", "first", "all"):
@@ -313,12 +342,15 @@ def fit_links(
     config: LinkTrainConfig,
     *,
     seeds: Sequence[int] = (0,),
+    per_seed_data: bool = False,
     progress: bool = False,
 ) -> LinkFitResult:
     """Trains ``len(seeds)`` link models as one compiled program and evaluates them.
 
-    Every seed reads the same data; its seed draws its initial params, its
-    VGAE noise and its negatives. The step ``jit(vmap(train_step))`` is
+    Every seed reads the same data, or with ``per_seed_data`` its own slice
+    of ``data`` (every leaf but the features stacked ``[K, ...]``, :func:`stack_link_data`:
+    a random split per seed, as Kipf & Welling re-split for every run); its
+    seed draws its initial params, its VGAE noise and its negatives. The step ``jit(vmap(train_step))`` is
     compiled once, ahead of time, and called once per epoch; each call is
     timed after ``block_until_ready`` (``step_ms``), compile time apart.
 
@@ -334,13 +366,19 @@ def fit_links(
     tx = make_optimizer(config)
     opt_state = jax.vmap(tx.init)(params)
 
+    axis = None
+    if per_seed_data:
+        axis = LinkData(*([0] * len(LinkData._fields)))._replace(features=None)
+
     def step(params, opt_state, keys, data):
         return jax.vmap(
-            lambda p, o, k: train_step(model, tx, config, p, o, k, data), in_axes=(0, 0, 0)
-        )(params, opt_state, keys)
+            lambda p, o, k, d: train_step(model, tx, config, p, o, k, d), in_axes=(0, 0, 0, axis)
+        )(params, opt_state, keys, data)
 
     def assess(params, data):
-        return jax.vmap(lambda p: evaluate(model, p, data, config.metric))(params)
+        return jax.vmap(lambda p, d: evaluate(model, p, d, config.metric), in_axes=(0, axis))(
+            params, data
+        )
 
     compile_start = time.perf_counter()
     step_fn = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, train_keys, data)
@@ -391,5 +429,6 @@ __all__ = [
     "make_optimizer",
     "score_set",
     "split_metrics",
+    "stack_link_data",
     "train_step",
 ]

@@ -1,0 +1,148 @@
+"""The random edge split and the device negative samplers (sparsegcn/sampling/links.py):
+set-based oracles for the split and membership, binomial and chi-square tests for
+the samplers' exclusion rule and uniformity."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+import scipy.stats
+
+import sparsegcn as sg
+from sparsegcn.sampling.links import (
+    corrupt_targets,
+    edge_index,
+    is_edge,
+    random_link_split,
+    uniform_negatives,
+)
+
+
+def random_undirected(n: int, p: float, seed: int) -> sg.Graph:
+    rng = np.random.default_rng(seed)
+    upper = np.triu(rng.random((n, n)) < p, 1)
+    s, r = np.nonzero(upper | upper.T)
+    return sg.Graph(s, r, None, n)
+
+
+def pair_set(pairs) -> set:
+    return {(int(a), int(b)) for a, b in np.asarray(pairs)}
+
+
+def test_split_holds_out_both_directions_and_draws_true_negatives():
+    n = 60
+    base = random_undirected(n, 0.15, 0)
+    # A duplicate edge and a self-loop in the input: dropped, not counted.
+    s0, r0 = np.asarray(base.senders), np.asarray(base.receivers)
+    s, r = np.concatenate([s0, [3, s0[0]]]), np.concatenate([r0, [3, r0[0]]])
+    graph = sg.Graph(s, r, None, n)
+    edges = pair_set(np.stack([s, r], 1)) - {(3, 3)}
+    undirected = {(a, b) for a, b in edges if a < b}
+    out = random_link_split(graph, seed=1)
+    assert out.undirected
+    m = len(undirected)
+    sizes = {k: len(v) for k, v in out.split.items()}
+    assert sizes["valid"] == int(0.05 * m) and sizes["test"] == int(0.10 * m)
+    assert sizes["train"] == m - sizes["valid"] - sizes["test"]
+    assert sizes["valid_neg"] == sizes["valid"] and sizes["test_neg"] == sizes["test"]
+    pos = {k: pair_set(out.split[k]) for k in ("train", "valid", "test")}
+    assert pos["train"] | pos["valid"] | pos["test"] == undirected  # each pair once, u < v
+    assert sum(len(p) for p in pos.values()) == m
+    message = pair_set(np.stack([out.graph.senders, out.graph.receivers], 1))
+    # The message graph is the train pairs in both directions, nothing held out.
+    assert message == pos["train"] | {(b, a) for a, b in pos["train"]}
+    for held in ("valid", "test"):
+        for a, b in pos[held]:
+            assert (a, b) not in message and (b, a) not in message
+    negatives = np.concatenate([out.split["valid_neg"], out.split["test_neg"]])
+    neg = pair_set(negatives)
+    assert len(neg) == len(negatives)  # none repeated, valid and test disjoint
+    assert all(a < b for a, b in neg) and not neg & edges and not {(b, a) for a, b in neg} & edges
+    again = random_link_split(graph, seed=1)
+    for key in out.split:
+        np.testing.assert_array_equal(out.split[key], again.split[key])
+    other = random_link_split(graph, seed=2)
+    assert pair_set(other.split["test"]) != pos["test"]
+
+
+def test_split_of_a_directed_graph_keeps_directions():
+    s, r = np.array([0, 1, 2, 3, 4, 0, 2, 5]), np.array([1, 2, 3, 4, 5, 2, 0, 1])
+    out = random_link_split(sg.Graph(s, r, None, 6), val=0.2, test=0.2, seed=0)
+    assert not out.undirected
+    pos = set().union(*(pair_set(out.split[k]) for k in ("train", "valid", "test")))
+    assert pos == pair_set(np.stack([s, r], 1))
+    assert pair_set(np.stack([out.graph.senders, out.graph.receivers], 1)) == pair_set(
+        out.split["train"]
+    )
+
+
+def test_split_refuses_bad_fractions_and_tiny_graphs():
+    graph = random_undirected(10, 0.5, 0)
+    with pytest.raises(ValueError, match="val must be a fraction in"):
+        random_link_split(graph, val=1.5)
+    with pytest.raises(ValueError, match="val \\+ test must be below 1"):
+        random_link_split(graph, val=0.5, test=0.5)
+    with pytest.raises(ValueError, match="at least 3 edges, got 1"):
+        random_link_split(sg.Graph(np.array([0, 1]), np.array([1, 0]), None, 3))
+
+
+def test_is_edge_equals_set_membership():
+    graph = random_undirected(50, 0.1, 3)
+    pairs = np.stack([graph.senders, graph.receivers], 1)
+    index = edge_index(pairs, 50, symmetric=False)
+    u, v = np.meshgrid(np.arange(50), np.arange(50), indexing="ij")
+    got = np.asarray(jax.jit(is_edge)(index, u.ravel(), v.ravel()))
+    edges = pair_set(pairs)
+    want = np.array([(a, b) in edges for a, b in zip(u.ravel(), v.ravel(), strict=True)])
+    np.testing.assert_array_equal(got, want)
+    empty = edge_index(np.zeros((0, 2), np.int64), 4)
+    assert not np.asarray(is_edge(empty, np.arange(4), np.arange(4))).any()
+
+
+@pytest.mark.parametrize("rounds", [0, 1, 2])
+def test_uniform_negatives_residual_rate_is_the_rejected_fraction_to_the_rounds_plus_one(rounds):
+    n, count = 24, 40_000
+    graph = random_undirected(n, 0.4, 1)
+    pairs = np.stack([graph.senders, graph.receivers], 1)
+    index = edge_index(pairs, n)
+    d = (len(pairs) + n) / n**2  # edges (both directions) and self-loops among all pairs
+    sample = np.asarray(uniform_negatives(jax.random.key(7), count, n, index, rounds=rounds))
+    edges = pair_set(pairs)
+    bad = np.array([(a, b) in edges or a == b for a, b in sample])
+    expected = d ** (rounds + 1)
+    sigma = np.sqrt(expected * (1 - expected) / count)
+    assert abs(bad.mean() - expected) < 5 * sigma, (bad.mean(), expected)
+
+
+def test_uniform_negatives_are_uniform_over_the_non_edges():
+    n, count = 12, 60_000
+    graph = random_undirected(n, 0.3, 2)
+    pairs = np.stack([graph.senders, graph.receivers], 1)
+    sample = np.asarray(
+        uniform_negatives(jax.random.key(3), count, n, edge_index(pairs, n), rounds=12)
+    )
+    edges = pair_set(pairs)
+    non_edges = [(a, b) for a in range(n) for b in range(n) if a != b and (a, b) not in edges]
+    counts = {p: 0 for p in non_edges}
+    for a, b in sample:
+        counts[(int(a), int(b))] += 1  # a KeyError would be an edge or a self-loop drawn
+    assert sum(counts.values()) == count
+    assert scipy.stats.chisquare(list(counts.values())).pvalue > 1e-3
+
+
+def test_corrupt_targets_keep_sources_and_exclude_their_edges():
+    n = 30
+    graph = random_undirected(n, 0.3, 4)
+    pairs = np.stack([graph.senders, graph.receivers], 1)
+    index = edge_index(pairs, n)
+    sources = np.arange(n, dtype=np.int32)
+    edges = pair_set(pairs)
+    exact = np.asarray(corrupt_targets(jax.random.key(0), sources, 200, n, index, rounds=20))
+    assert exact.shape == (n, 200)
+    assert not any((s, int(t)) in edges or s == t for s in range(n) for t in exact[s])
+    raw = np.asarray(corrupt_targets(jax.random.key(1), sources, 2000, n, index, rounds=0))
+    degree = np.bincount(pairs[:, 0], minlength=n)
+    rate = np.array([np.mean([(s, int(t)) in edges or s == t for t in raw[s]]) for s in range(n)])
+    expected = (degree + 1) / n  # without redraws: the chance of hitting a neighbour or itself
+    assert np.abs(rate - expected).max() < 5 * np.sqrt(0.25 / 2000)

@@ -1,0 +1,111 @@
+"""The full-batch link trainer (sparsegcn/train/links.py): the loss weights by hand,
+metrics against scikit-learn, one compile for every epoch, and per-seed data in one
+vmapped program equal to each seed trained alone."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+import sparsegcn as sg
+from sparsegcn import transforms
+from sparsegcn.nn.registry import create_model
+from sparsegcn.sampling.links import random_link_split
+from sparsegcn.train.links import (
+    LinkTrainConfig,
+    eval_set,
+    fit_links,
+    link_data,
+    stack_link_data,
+)
+
+
+def communities(n: int = 32, seed: int = 0):
+    """Two dense communities, a few bridges; features: the community plus noise."""
+    rng = np.random.default_rng(seed)
+    side = np.arange(n) % 2
+    p = np.where(side[:, None] == side[None, :], 0.4, 0.02)
+    upper = np.triu(rng.random((n, n)) < p, 1)
+    s, r = np.nonzero(upper | upper.T)
+    x = np.eye(2, dtype=np.float32)[side] + 0.1 * rng.normal(size=(n, 2)).astype(np.float32)
+    return sg.Graph(s, r, None, n), x
+
+
+def data_of(graph, x, seed):
+    split = random_link_split(graph, val=0.1, test=0.2, seed=seed)
+    return link_data(
+        transforms.sort_edges(sg.gcn_norm(split.graph)),
+        x,
+        graph.num_nodes,
+        split.split["train"],
+        eval_set(split.split["valid"], split.split["valid_neg"]),
+        eval_set(split.split["test"], split.split["test_neg"]),
+    )
+
+
+def test_link_data_weights_are_kipf_and_wellings():
+    train = np.array([[0, 1], [1, 2], [3, 4]])
+    data = link_data(None, None, 6, train, None, None)
+    e, n2 = 6, 36  # directed train edges, N^2
+    assert np.isclose(float(data.pos_weight), (n2 - e) / e)
+    assert np.isclose(float(data.norm), n2 / (2 * (n2 - e)))
+    labels = {tuple(p) for p in np.asarray(data.labels).tolist()}
+    want = {(0, 1), (1, 0), (1, 2), (2, 1), (3, 4), (4, 3)} | {(i, i) for i in range(6)}
+    assert labels == want and len(np.asarray(data.labels)) == len(want)
+
+
+@pytest.mark.parametrize("recon", ["full", "sampled"])
+def test_training_compiles_once_learns_and_reports_sklearns_metrics(recon, monkeypatch):
+    graph, x = communities()
+    data = data_of(graph, x, 0)
+    model = create_model("gae", 2, 4, hidden=8, layers=2, dropout=0.0, recon=recon)
+    traces = {"n": 0}
+    encode = model.encode
+
+    def counting(*args, **kwargs):
+        traces["n"] += 1
+        return encode(*args, **kwargs)
+
+    model = model._replace(encode=counting)
+    result = fit_links(model, data, LinkTrainConfig(epochs=60), seeds=(0, 1))
+    assert traces["n"] == 1  # the training step traced once for 60 epochs
+    assert result.losses.shape == (60, 2) and result.step_ms.shape == (60,)
+    assert (result.losses[-1] < result.losses[0]).all()
+    for k in range(2):
+        params = jax.tree.map(lambda a, k=k: a[k], result.params)
+        z = np.asarray(model.embed(params, data.graph, data.features), np.float64)
+        test = data.test
+        pos = np.asarray(test.positives)
+        neg = np.asarray(test.negatives)
+        scores = np.concatenate(
+            [(z[pos[:, 0]] * z[pos[:, 1]]).sum(1), (z[neg[:, 0]] * z[neg[:, 1]]).sum(1)]
+        )
+        labels = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+        np.testing.assert_allclose(result.test["auc"][k], roc_auc_score(labels, scores), atol=1e-5)
+        np.testing.assert_allclose(
+            result.test["ap"][k], average_precision_score(labels, scores), atol=1e-5
+        )
+    assert result.test["auc"].mean() > 0.85  # the communities are learnable
+
+
+def test_per_seed_splits_in_one_program_equal_each_seed_alone():
+    graph, x = communities(seed=1)
+    members = [data_of(graph, x, s) for s in (3, 4)]
+    model = create_model("vgae", 2, 4, hidden=8, layers=2, dropout=0.0)
+    config = LinkTrainConfig(epochs=5)
+    together = fit_links(model, stack_link_data(members), config, seeds=(3, 4), per_seed_data=True)
+    for k, (seed, data) in enumerate(zip((3, 4), members, strict=True)):
+        alone = fit_links(model, data, config, seeds=(seed,))
+        np.testing.assert_allclose(together.losses[:, k], alone.losses[:, 0], rtol=1e-4)
+        np.testing.assert_allclose(together.test["auc"][k], alone.test["auc"][0], atol=1e-5)
+
+
+def test_trainer_refuses_bad_settings():
+    graph, x = communities()
+    model = create_model("gae", 2, 4, hidden=8, layers=2, dropout=0.0)
+    with pytest.raises(ValueError, match="metric must be '', 'mrr' or 'hits@K', got 'acc'"):
+        fit_links(model, data_of(graph, x, 0), LinkTrainConfig(metric="acc"))
+    with pytest.raises(ValueError, match=r"train must be an int array of node pairs \[P, 2\]"):
+        link_data(None, None, 4, np.zeros((3, 3), np.int64), None, None)
