@@ -146,9 +146,9 @@ def test_vgae_reparameterises_with_the_explicit_key_and_embeds_the_mean():
 
 
 def test_link_models_refuse_unknown_parts_with_the_value():
-    with pytest.raises(ValueError, match="decoder must be one of .* got 'bilinear'"):
+    with pytest.raises(ValueError, match=r"decoder must be one of .* got 'bilinear'"):
         create_model("gae", 3, 2, hidden=4, layers=2, dropout=0.0, decoder="bilinear")
-    with pytest.raises(ValueError, match="encoder must be one of .* got 'sgc'"):
+    with pytest.raises(ValueError, match=r"encoder must be one of .* got 'sgc'"):
         create_model("gae", 3, 2, hidden=4, layers=2, dropout=0.0, encoder="sgc")
     with pytest.raises(ValueError, match="recon='full' scores all N² pairs"):
         create_model("gae", 3, 2, hidden=4, layers=2, dropout=0.0, decoder="hadamard")
