@@ -1,0 +1,107 @@
+"""``sparsegcn train --task link``: settings refused with one line before any data is
+read, the ogb Evaluator's figure in the report, and a short Cora GAE run end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+
+import numpy as np
+import pytest
+
+from sparsegcn.cli import main
+from sparsegcn.metrics import hits_at_k, mrr
+
+
+def one_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--dataset", "tu:MUTAG", "--task", "link", "--model", "gae"],
+            r"--task link does not apply to 'tu:MUTAG', a graph-level dataset",
+        ),
+        (
+            ["--dataset", "cora", "--model", "gae"],
+            r"model 'gae' trains on link-level tasks only; 'cora' is a node-level dataset here "
+            r"\(pass --task link\)",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link"],
+            r"model 'gcn' does not train on it, choose one of \['gae', 'vgae'\]",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--decoder", "hadamard"],
+            r"--recon full scores all N² pairs as one matrix product; --decoder hadamard",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--use-valid-edges"],
+            r"--use-valid-edges adds the official validation edges .* 'cora' has no official",
+        ),
+        (
+            ["--dataset", "cora", "--use-valid-edges"],
+            r"use_valid_edges=True \(--use-valid-edges\) applies only to link-level datasets",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "vgae", "--fanouts", "10,5"],
+            r"link prediction trains full batch .* fanouts='10,5' is not supported with it",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--devices", "2"],
+            r"link prediction trains full batch on one device .* devices=2 is not supported",
+        ),
+    ],
+)
+def test_bad_link_settings_are_refused_before_reading_data(argv, message, capsys, tmp_path):
+    # The data root is empty: a run that got as far as reading data would fail differently.
+    code = main(["train", "--root", str(tmp_path), *argv])
+    assert code in (1, 2)
+    assert re.search(message, one_error(capsys))
+
+
+def test_an_unknown_decoder_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--task", "link", "--model", "gae", "--decoder", "bilinear"])
+    assert exit_info.value.code == 2
+    assert "argument --decoder: invalid choice: 'bilinear'" in capsys.readouterr().err
+
+
+def test_ogb_evaluator_figure_equals_the_device_metrics():
+    pytest.importorskip("torch")
+    pytest.importorskip("ogb.linkproppred")
+    from sparsegcn.tasks.link import ogb_link_metric
+
+    rng = np.random.default_rng(0)
+    pos, neg = rng.normal(size=(2, 40)).astype(np.float32), rng.normal(size=(2, 300))
+    result = types.SimpleNamespace(test_scores=(pos + 1.5, neg.astype(np.float32)))
+    got = ogb_link_metric("ogbl-collab", "hits@50", result)
+    want = [float(hits_at_k(p, q, 50)) for p, q in zip(*result.test_scores, strict=True)]
+    assert got["metric"] == "hits@50" and np.allclose(got["test"], want)
+    assert np.isclose(got["test_mean"], np.mean(want))
+    targets = (pos, rng.normal(size=(2, 40, 20)).astype(np.float32))
+    got = ogb_link_metric("ogbl-citation2", "mrr", types.SimpleNamespace(test_scores=targets))
+    want = [float(mrr(p, q)) for p, q in zip(*targets, strict=True)]
+    assert np.allclose(got["test"], want, atol=1e-6)
+    assert ogb_link_metric("cora", "auc", result) is None
+
+
+def test_cora_gae_trains_end_to_end_and_reports_the_link_keys(data_root, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    argv = ["train", "--dataset", "cora", "--root", str(data_root), "--task", "link"]
+    argv += ["--model", "gae", "--epochs", "3", "--seeds", "2", "--no-progress"]
+    assert main([*argv, "--json", str(out)]) == 0
+    assert "test auc" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["task"] == "link" and report["model"] == "gae" and report["seeds"] == 2
+    for key in ("test_auc_mean", "test_ap_mean", "test_auc_std", "val_auc_mean"):
+        assert 0.0 <= report[key] <= 1.0
+    assert len(report["test_auc"]) == 2 and report["train_step_ms_median"] > 0
+    sizes = report["split_sizes"]
+    assert sizes["test"] == int(0.10 * 5278) and sizes["valid"] == int(0.05 * 5278)
+    assert report["num_message_edges"] == 2 * sizes["train"]
