@@ -23,7 +23,12 @@ def test_every_registered_model_builds_trains_a_step_and_reports_its_name(name):
     assert model.name == name
     params = model.init(jax.random.key(0))
     logits = model.apply(params, graph, jax.numpy.ones((4, 5)))
-    assert logits.shape == (4, 3) and np.isfinite(np.asarray(logits)).all()
+    # A link model's output is its node embeddings, as wide as its embedding_dim option.
+    width = model.config["num_classes"]
+    assert width == (
+        spec.options["embedding_dim"].default if "embedding_dim" in spec.options else 3
+    )
+    assert logits.shape == (4, width) and np.isfinite(np.asarray(logits)).all()
 
 
 def test_preparations_give_each_model_its_graph():
