@@ -1,4 +1,5 @@
-"""``sparsegcn predict``: class predictions and embeddings of every node from a checkpoint.
+"""``sparsegcn predict``: class predictions and embeddings of every node from a checkpoint,
+or, from a link run's ``--checkpoint`` folder, the scores of node pairs read from a file.
 
 Outputs (NumPy ``.npy``, no pickled objects), written all or none: every
 output path is checked for writability before the checkpoint is read, each
@@ -10,6 +11,11 @@ when all are written:
   several;
 - ``--embeddings``: float32 hidden-layer embeddings (the last layer's input,
   ``Model.embed``), ``[N, H]`` or ``[K, N, H]`` likewise.
+
+A link model (``sparsegcn train --task link --checkpoint DIR``) scores the
+pairs of ``--pairs`` (an int ``.npy`` ``[P, 2]``): ``--out`` gets float32
+logits ``[P]`` or ``[K, P]`` (sigmoid for probabilities), ``--embeddings``
+the node embeddings ``[N, D]`` or ``[K, N, D]``.
 
 Nodes are in the dataset's order. For ``ogbn-*`` datasets, when ``ogb`` is
 installed, the summary also gives ogb's official ``Evaluator`` metric of
@@ -63,6 +69,11 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--params", choices=("best", "last"), default="best", help="which params (default: best)"
     )
+    parser.add_argument(
+        "--pairs",
+        metavar="PATH",
+        help="link models: node pairs to score, an int .npy [P, 2]; --out gets their logits",
+    )
     parser.add_argument("--json", metavar="PATH", help="write a summary as JSON")
     parser.set_defaults(func=run)
 
@@ -82,6 +93,15 @@ def run(args: argparse.Namespace) -> int:
             if path == other_path:
                 raise ValueError(f"{flag} and {other} name the same file {outputs[flag]!r}")
         check_writable(path, what=flag)
+    from sparsegcn.tasks.link import is_link_model
+
+    if is_link_model(args.checkpoint):
+        return run_link(args)
+    if args.pairs is not None:
+        raise ValueError(
+            f"--pairs scores node pairs with a link model; {args.checkpoint!r} is a node "
+            "classification checkpoint"
+        )
     trained = experiment_from_checkpoint(
         read_manifest(args.checkpoint), dataset=args.dataset, root=args.root
     )
@@ -126,6 +146,46 @@ def run(args: argparse.Namespace) -> int:
         values = np.asarray(official["test"])
         print(f"ogb Evaluator test {official['metric']}: {values.mean():.4f} ± {values.std():.4f}")
     print(f"predictions: {args.out} int32 {list(predictions.shape)}")
+    if args.embeddings:
+        print(f"embeddings: {args.embeddings} float32 {list(embeddings.shape)}")
+    return 0
+
+
+def run_link(args: argparse.Namespace) -> int:
+    """``predict`` of a link model: pair scores and embeddings, all outputs or none."""
+    from sparsegcn.files import load_npy
+    from sparsegcn.tasks.link import predict_links
+
+    if args.pairs is None:
+        raise ValueError(f"{args.checkpoint!r} holds a link model: pass --pairs PATH ([P, 2] .npy)")
+    if args.dataset is not None:
+        raise ValueError("--dataset: a link model predicts on the dataset it was trained on")
+    _check_npy_path("--pairs", args.pairs)
+    pairs = load_npy(args.pairs)
+    result = predict_links(args.checkpoint, pairs, root=args.root)
+    scores, embeddings = result["scores"].astype(np.float32), result["embeddings"]
+    if scores.shape[0] == 1:
+        scores, embeddings = scores[0], embeddings[0]
+    writers = {args.out: npy_writer(scores)}
+    if args.embeddings:
+        writers[args.embeddings] = npy_writer(embeddings.astype(np.float32))
+    if args.json:
+        writers[args.json] = json_writer(
+            {
+                "checkpoint": args.checkpoint,
+                "dataset": result["dataset"],
+                "seeds": result["seeds"],
+                "pairs": args.pairs,
+                "out": args.out,
+                "out_shape": list(scores.shape),
+                "embeddings": args.embeddings,
+                "embeddings_shape": list(embeddings.shape) if args.embeddings else None,
+                "mean_probability": float(np.mean(1.0 / (1.0 + np.exp(-scores)))),
+            }
+        )
+    write_all_atomic(writers)
+    print(f"{result['dataset']}: {pairs.shape[0]} pair(s) scored by {len(result['seeds'])} seed(s)")
+    print(f"scores (logits): {args.out} float32 {list(scores.shape)}")
     if args.embeddings:
         print(f"embeddings: {args.embeddings} float32 {list(embeddings.shape)}")
     return 0

@@ -29,7 +29,6 @@ from sparsegcn.features import as_features, normalize
 # Experiment settings the link trainer does not read, with the values that mean "unset".
 _UNSUPPORTED = {
     "fanouts": (None, "none"),
-    "checkpoint": (None,),
     "resume": (None,),
     "plot": (None,),
     "reorder": ("none",),
@@ -49,6 +48,11 @@ _UNSUPPORTED = {
 
 OGB_LINK_PREFIX = "ogbl-"
 
+LINK_MODEL_FILES = ("link-model.json", "link-model.npz")
+"""What ``--checkpoint DIR`` of a link run writes there, once, at the end: the
+run's settings and seeds, and every seed's final params (``leaf_<i>`` arrays,
+``[K, ...]``, in the model's flattening order)."""
+
 
 def check_link_experiment(exp) -> None:
     """Refuses the settings link training does not support, naming the first.
@@ -63,7 +67,7 @@ def check_link_experiment(exp) -> None:
         if value not in unset:
             raise ValueError(
                 f"{exp.dataset}: link prediction trains full batch on one device for a fixed "
-                f"number of epochs, without checkpoints; {name}={value!r} is not supported with it"
+                f"number of epochs, without resuming; {name}={value!r} is not supported with it"
             )
     from sparsegcn.nn.gae import FULL_DECODERS
 
@@ -73,6 +77,11 @@ def check_link_experiment(exp) -> None:
             f"--recon full scores all N² pairs as one matrix product; --decoder "
             f"{options['decoder']} has none: use --recon sampled or --decoder "
             f"{' or '.join(FULL_DECODERS)}"
+        )
+    if exp.checkpoint and is_link_model(exp.checkpoint) and not exp.overwrite:
+        raise ValueError(
+            f"--checkpoint {exp.checkpoint!r} already holds a link model; pass --overwrite to "
+            "replace it, or choose another folder"
         )
     if exp.use_valid_edges and not _owns(exp.dataset):
         raise ValueError(
@@ -247,6 +256,113 @@ def summarize_links(exp, info: dict, result, wall_s: float, ogb_metric: dict | N
     return report
 
 
+def save_link_model(folder, exp, result) -> str:
+    """Writes :data:`LINK_MODEL_FILES` into ``folder`` (made if missing), both or none.
+
+    Returns:
+      the folder's path.
+    """
+    from pathlib import Path
+
+    from sparsegcn.files import json_writer, write_all_atomic
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    leaves = jax.tree_util.tree_leaves(result.params)
+    arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
+    meta = {
+        "format": "sparsegcn-link-model",
+        "config": dataclasses.asdict(exp),
+        "seeds": list(result.seeds),
+        "leaves": len(leaves),
+    }
+    meta_file, params_file = LINK_MODEL_FILES
+    write_all_atomic(
+        {
+            folder / meta_file: json_writer(meta),
+            folder / params_file: lambda f: np.savez(f, **arrays),
+        }
+    )
+    return str(folder)
+
+
+def is_link_model(folder) -> bool:
+    """Whether ``folder`` holds a link run's :data:`LINK_MODEL_FILES`."""
+    from pathlib import Path
+
+    return Path(folder).is_dir() and (Path(folder) / LINK_MODEL_FILES[0]).is_file()
+
+
+def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool = False) -> dict:
+    """Every seed's node embeddings, and the scores of ``pairs``, from a saved link model.
+
+    The data is prepared again as training prepared it (the same random
+    split of every seed, or the dataset's own), so each seed embeds with
+    the message-passing graph it was trained on.
+
+    Args:
+      folder: a ``--checkpoint`` folder of a link run (:func:`save_link_model`).
+      pairs: int ``[P, 2]`` node pairs, or ``None``.
+      root: data root (default: the training run's).
+
+    Returns:
+      ``{"dataset", "seeds", "embeddings" [K, N, D], "scores" [K, P] (logits) or
+      None, "probabilities" [K, P] or None}``.
+
+    Raises:
+      ValueError: pairs that are not ``[P, 2]`` node ids in ``[0, N)``, or
+        a folder whose files do not match.
+    """
+    from pathlib import Path
+
+    from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
+    from sparsegcn.files import read_json
+
+    meta_file, params_file = LINK_MODEL_FILES
+    meta = read_json(Path(folder) / meta_file, what="the link model's settings")
+    if not isinstance(meta, dict) or meta.get("format") != "sparsegcn-link-model":
+        raise ValueError(f"{folder} holds no sparsegcn link model ({meta_file})")
+    config = {**meta["config"], "checkpoint": None}  # predicting writes no model
+    exp = experiment_from_checkpoint(
+        {"metadata": {"config": config}, "path": str(folder)}, root=root
+    )
+    info, data, model, _ = prepare_links(exp, progress=progress)
+    n = info["num_nodes"]
+    if pairs is not None:
+        pairs = np.asarray(pairs)
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or not np.issubdtype(pairs.dtype, np.integer):
+            raise ValueError(f"pairs must be an int array [P, 2], got {pairs.dtype} {pairs.shape}")
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
+            raise ValueError(f"pairs hold node ids outside [0, {n}): {pairs.min()}..{pairs.max()}")
+    with np.load(Path(folder) / params_file, allow_pickle=False) as stored:
+        leaves = [stored[f"leaf_{i}"] for i in range(int(meta["leaves"]))]
+    structure = jax.tree_util.tree_structure(model.init(jax.random.key(0)))
+    params = jax.tree_util.tree_unflatten(structure, leaves)
+    axis = None
+    if not _owns(exp.dataset):
+        from sparsegcn.train.links import LinkData
+
+        axis = LinkData(*([0] * len(LinkData._fields)))._replace(features=None)
+
+    def embed(p, d):
+        return model.embed(p, d.graph, d.features)
+
+    z = jax.jit(jax.vmap(embed, in_axes=(0, axis)))(params, data)
+    scores = None
+    if pairs is not None:
+        scores = jax.jit(jax.vmap(model.decode, in_axes=(0, 0, None)))(
+            params, z, np.asarray(pairs, np.int32)
+        )
+        scores = np.asarray(scores)
+    return {
+        "dataset": info["dataset"],
+        "seeds": list(meta["seeds"]),
+        "embeddings": np.asarray(z),
+        "scores": scores,
+        "probabilities": None if scores is None else 1.0 / (1.0 + np.exp(-scores)),
+    }
+
+
 def run_link_experiment(exp, *, progress: bool = False) -> dict:
     """Loads, splits, trains every seed as one program, reports (:func:`summarize_links`)."""
     from sparsegcn.train.links import fit_links
@@ -262,13 +378,20 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
         progress=progress,
     )
     official = ogb_link_metric(info["dataset"], info["metric"], result)
-    return summarize_links(exp, info, result, time.perf_counter() - start, official)
+    report = summarize_links(exp, info, result, time.perf_counter() - start, official)
+    if exp.checkpoint:
+        report["checkpoint"] = save_link_model(exp.checkpoint, exp, result)
+    return report
 
 
 __all__ = [
+    "LINK_MODEL_FILES",
     "check_link_experiment",
+    "is_link_model",
     "ogb_link_metric",
+    "predict_links",
     "prepare_links",
     "run_link_experiment",
+    "save_link_model",
     "summarize_links",
 ]

@@ -91,11 +91,16 @@ def test_ogb_evaluator_figure_equals_the_device_metrics():
     assert ogb_link_metric("cora", "auc", result) is None
 
 
-def test_cora_gae_trains_end_to_end_and_reports_the_link_keys(data_root, tmp_path, capsys):
-    out = tmp_path / "report.json"
+def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path, capsys):
+    from sklearn.metrics import roc_auc_score
+
+    import sparsegcn as sg
+    from sparsegcn.sampling.links import random_link_split
+
+    out, folder = tmp_path / "report.json", tmp_path / "model"
     argv = ["train", "--dataset", "cora", "--root", str(data_root), "--task", "link"]
     argv += ["--model", "gae", "--epochs", "3", "--seeds", "2", "--no-progress"]
-    assert main([*argv, "--json", str(out)]) == 0
+    assert main([*argv, "--json", str(out), "--checkpoint", str(folder)]) == 0
     assert "test auc" in capsys.readouterr().out
     report = json.loads(out.read_text())
     assert report["task"] == "link" and report["model"] == "gae" and report["seeds"] == 2
@@ -105,3 +110,22 @@ def test_cora_gae_trains_end_to_end_and_reports_the_link_keys(data_root, tmp_pat
     sizes = report["split_sizes"]
     assert sizes["test"] == int(0.10 * 5278) and sizes["valid"] == int(0.05 * 5278)
     assert report["num_message_edges"] == 2 * sizes["train"]
+    # A second run into the same folder is refused before training.
+    assert main([*argv, "--checkpoint", str(folder)]) == 2
+    assert "already holds a link model" in one_error(capsys)
+    # predict: seed 1's test pairs, as its split drew them, scored again.
+    split = random_link_split(sg.datasets.load("cora", data_root).graph, seed=1).split
+    pairs = np.concatenate([split["test"], split["test_neg"]])
+    np.save(tmp_path / "pairs.npy", pairs)
+    scores, emb = tmp_path / "scores.npy", tmp_path / "emb.npy"
+    predict = ["predict", "--checkpoint", str(folder), "--pairs", str(tmp_path / "pairs.npy")]
+    assert main([*predict, "--out", str(scores), "--embeddings", str(emb)]) == 0
+    s, z = np.load(scores), np.load(emb)
+    assert s.shape == (2, len(pairs)) and z.shape == (2, 2708, 16)
+    np.testing.assert_allclose(s[1], (z[1][pairs[:, 0]] * z[1][pairs[:, 1]]).sum(1), rtol=1e-4)
+    labels = np.r_[np.ones(len(split["test"])), np.zeros(len(split["test_neg"]))]
+    assert np.isclose(roc_auc_score(labels, s[1]), report["test_auc"][1], atol=1e-4)
+    np.save(tmp_path / "bad.npy", np.array([[0, 9999]]))
+    bad = ["predict", "--checkpoint", str(folder), "--pairs", str(tmp_path / "bad.npy")]
+    assert main([*bad, "--out", str(tmp_path / "x.npy")]) == 2
+    assert "outside [0, 2708)" in one_error(capsys)
