@@ -69,8 +69,16 @@ def format_report(report: dict) -> str:
 
 
 def _format_link_report(report: dict) -> str:
-    header = ("dataset", "model", "seeds", "test auc", "test ap", "step ms", "compile s")
-    row = (
+    header: tuple[str, ...] = (
+        "dataset",
+        "model",
+        "seeds",
+        "test auc",
+        "test ap",
+        "step ms",
+        "compile s",
+    )
+    row: tuple[str, ...] = (
         report["dataset"],
         report["model"],
         str(report["seeds"]),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from sparsegcn import transforms
 from sparsegcn._checks import HYPERPARAMETERS, Bound, check_bound
@@ -326,7 +326,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             reference="the graph-free baseline",
         ),
         "gae": ModelSpec(
-            gae,
+            cast(Callable[..., Model], gae),  # a LinkModel: Model's fields and more
             "gcn_norm",
             sampled=False,
             defaults=_KIPF_GAE,
@@ -334,7 +334,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             reference="Kipf & Welling, NIPS BDL workshop 2016 (link prediction)",
         ),
         "vgae": ModelSpec(
-            vgae,
+            cast(Callable[..., Model], vgae),
             "gcn_norm",
             sampled=False,
             defaults=_KIPF_GAE,

@@ -198,10 +198,10 @@ def task_name(dataset: str, task: str = "auto") -> str:
     if task != "auto" and task in TASKS:
         return task
     if isinstance(dataset, str):
-        for name, task in TASKS.items():
-            if task.owns(dataset):
+        for name, entry in TASKS.items():
+            if entry.owns(dataset):
                 return name
-    return next(name for name, task in TASKS.items() if not task.datasets)
+    return next(name for name, entry in TASKS.items() if not entry.datasets)
 
 
 def task_for(dataset: str, task: str = "auto") -> Task:

@@ -50,7 +50,7 @@ OGB_LINK_PREFIX = "ogbl-"
 
 LINK_MODEL_FILES = ("link-model.json", "link-model.npz")
 """What ``--checkpoint DIR`` of a link run writes there, once, at the end: the
-run's settings and seeds, and every seed's final params (``leaf_<i>`` arrays,
+run's settings and seeds, and every seed's final params (``arr_<i>`` arrays,
 ``[K, ...]``, in the model's flattening order)."""
 
 
@@ -113,14 +113,15 @@ def prepare_links(exp, *, progress: bool = False):
     root = default_root() if exp.root is None else exp.root
     options = exp.options()
     if _owns(exp.dataset):
-        from sparsegcn.datasets.links import load_links, message_graph
+        import importlib
 
-        dataset = load_links(exp.dataset, root, progress=progress)
+        links = importlib.import_module("sparsegcn.datasets.links")  # the link datasets' loaders
+        dataset = links.load_links(exp.dataset, root, progress=progress)
         if dataset.features is None:
             raise ValueError(
                 f"{exp.dataset} has no node features; the link models encode node features"
             )
-        graph = message_graph(dataset, use_valid_edges=exp.use_valid_edges)
+        graph = links.message_graph(dataset, use_valid_edges=exp.use_valid_edges)
         split, features, metric = dataset.split, dataset.features, dataset.metric
         undirected, name = not dataset.directed, dataset.name
         num_edges = dataset.num_edges
@@ -269,7 +270,7 @@ def save_link_model(folder, exp, result) -> str:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     leaves = jax.tree_util.tree_leaves(result.params)
-    arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
+    arrays = [np.asarray(leaf) for leaf in leaves]
     meta = {
         "format": "sparsegcn-link-model",
         "config": dataclasses.asdict(exp),
@@ -280,7 +281,7 @@ def save_link_model(folder, exp, result) -> str:
     write_all_atomic(
         {
             folder / meta_file: json_writer(meta),
-            folder / params_file: lambda f: np.savez(f, **arrays),
+            folder / params_file: lambda f: np.savez(f, *arrays),
         }
     )
     return str(folder)
@@ -335,14 +336,14 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
         if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
             raise ValueError(f"pairs hold node ids outside [0, {n}): {pairs.min()}..{pairs.max()}")
     with np.load(Path(folder) / params_file, allow_pickle=False) as stored:
-        leaves = [stored[f"leaf_{i}"] for i in range(int(meta["leaves"]))]
+        leaves = [stored[f"arr_{i}"] for i in range(int(meta["leaves"]))]
     structure = jax.tree_util.tree_structure(model.init(jax.random.key(0)))
     params = jax.tree_util.tree_unflatten(structure, leaves)
     axis = None
     if not _owns(exp.dataset):
-        from sparsegcn.train.links import LinkData
+        from sparsegcn.train.links import per_seed_axes
 
-        axis = LinkData(*([0] * len(LinkData._fields)))._replace(features=None)
+        axis = per_seed_axes()
 
     def embed(p, d):
         return model.embed(p, d.graph, d.features)

@@ -61,7 +61,7 @@ class LinkData(NamedTuple):
       train: int32 ``[P, 2]`` train positives (one row per undirected edge).
       labels: int32 ``[L, 2]``: the entries of ``A_train + I``, each once
         (the full loss's positives).
-      index: :class:`~sparsegcn.sampling.links.EdgeIndex` of the train edges
+      edges: :class:`~sparsegcn.sampling.links.EdgeIndex` of the train edges
         (both directions), which sampled negatives avoid.
       pos_weight, norm: float32 ``[]``, Kipf & Welling's ``(N² - E) / E``
         and ``N² / (2 (N² - E))``, ``E`` the directed train edges.
@@ -72,7 +72,7 @@ class LinkData(NamedTuple):
     features: Any
     train: jax.Array
     labels: jax.Array
-    index: EdgeIndex
+    edges: EdgeIndex
     pos_weight: jax.Array
     norm: jax.Array
     valid: EvalSet
@@ -185,7 +185,7 @@ def link_data(
         features=features,
         train=jnp.asarray(train),
         labels=jnp.asarray(np.stack([labels // num_nodes, labels % num_nodes], 1).astype(np.int32)),
-        index=edge_index(train, num_nodes, symmetric=undirected),
+        edges=edge_index(train, num_nodes, symmetric=undirected),
         pos_weight=jnp.float32(pos_weight),
         norm=jnp.float32(norm),
         valid=valid,
@@ -204,12 +204,12 @@ def stack_link_data(members: Sequence[LinkData]) -> LinkData:
     Raises:
       ValueError: members whose shapes differ, naming the first leaf.
     """
-    steps = max(m.index.steps for m in members)
+    steps = max(m.edges.steps for m in members)
     features = members[0].features
-    members = [m._replace(index=m.index._replace(steps=steps), features=None) for m in members]
+    members = [m._replace(edges=m.edges._replace(steps=steps), features=None) for m in members]
     first = jax.tree_util.tree_structure(members[0])
     for m in members[1:]:
-        if jax.tree_util.tree_structure(m) != first:
+        if str(jax.tree_util.tree_structure(m)) != str(first):
             raise ValueError("per-seed link data must share one structure and static fields")
     leaves = [jax.tree_util.tree_leaves(m) for m in members]
     for i, column in enumerate(zip(*leaves, strict=True)):
@@ -220,6 +220,12 @@ def stack_link_data(members: Sequence[LinkData]) -> LinkData:
         np.stack([np.asarray(leaf) for leaf in column]) for column in zip(*leaves, strict=True)
     ]
     return jax.tree_util.tree_unflatten(first, stacked)._replace(features=features)
+
+
+def per_seed_axes() -> LinkData:
+    """The ``vmap`` axes of per-seed :class:`LinkData` (:func:`stack_link_data`):
+    0 for every field but the shared features."""
+    return LinkData._make([0] * len(LinkData._fields))._replace(features=None)
 
 
 def make_optimizer(config: LinkTrainConfig) -> optax.GradientTransformation:
@@ -251,14 +257,16 @@ def link_loss(model: LinkModel, params, data: LinkData, key: jax.Array, rounds: 
     uniform negatives, drawn here on the device.
     """
     encode_key, negative_key = jax.random.split(key)
-    n = data.index.indptr.shape[0] - 1
+    n = data.edges.indptr.shape[0] - 1
     z, kl = model.encode(params, data.graph, data.features, key=encode_key, training=True)
     if model.config["recon"] == "full":
+        if model.decode_all is None:
+            raise ValueError(f"recon='full' needs a dense decoder, not {model.config['decoder']!r}")
         logits = model.decode_all(params, z)
         loss = full_reconstruction_loss(logits, data.labels, data.pos_weight, data.norm)
     else:
         count = data.train.shape[0]
-        negatives = uniform_negatives(negative_key, count, n, data.index, rounds=rounds)
+        negatives = uniform_negatives(negative_key, count, n, data.edges, rounds=rounds)
         loss = sampled_reconstruction_loss(
             model.decode(params, z, data.train), model.decode(params, z, negatives)
         )
@@ -281,7 +289,9 @@ def _hits_k(metric: str) -> int | None:
     return None
 
 
-def score_set(model: LinkModel, params, z: jax.Array, split: EvalSet):
+def score_set(
+    model: LinkModel, params, z: jax.Array, split: EvalSet
+) -> tuple[jax.Array, jax.Array]:
     """``(positive scores [P], negative scores [Q] or [P, K])`` of one split."""
     pos = model.decode(params, z, split.positives)
     if _per_source(split):
@@ -366,9 +376,7 @@ def fit_links(
     tx = make_optimizer(config)
     opt_state = jax.vmap(tx.init)(params)
 
-    axis = None
-    if per_seed_data:
-        axis = LinkData(*([0] * len(LinkData._fields)))._replace(features=None)
+    axis = per_seed_axes() if per_seed_data else None
 
     def step(params, opt_state, keys, data):
         return jax.vmap(
@@ -381,8 +389,8 @@ def fit_links(
         )
 
     compile_start = time.perf_counter()
-    step_fn = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, train_keys, data)
-    step_fn = step_fn.compile()
+    lowered = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, train_keys, data)
+    step_fn = lowered.compile()
     assess_fn = jax.jit(assess).lower(params, data).compile()
     compile_s = time.perf_counter() - compile_start
     losses, step_ms = [], []
@@ -427,6 +435,7 @@ __all__ = [
     "link_data",
     "link_loss",
     "make_optimizer",
+    "per_seed_axes",
     "score_set",
     "split_metrics",
     "stack_link_data",
