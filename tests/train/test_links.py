@@ -22,14 +22,19 @@ from sparsegcn.train.links import (
 )
 
 
-def communities(n: int = 32, seed: int = 0):
-    """Two dense communities, a few bridges; features: the community plus noise."""
+def communities(n: int = 48, seed: int = 0):
+    """Four dense communities, a few bridges; features: the community plus noise.
+
+    A test edge almost always joins one community, a random negative pair
+    only a quarter of the time: scores that know the communities reach an
+    AUC near 7/8 (chance: 1/2).
+    """
     rng = np.random.default_rng(seed)
-    side = np.arange(n) % 2
-    p = np.where(side[:, None] == side[None, :], 0.4, 0.02)
+    side = np.arange(n) % 4
+    p = np.where(side[:, None] == side[None, :], 0.5, 0.01)
     upper = np.triu(rng.random((n, n)) < p, 1)
     s, r = np.nonzero(upper | upper.T)
-    x = np.eye(2, dtype=np.float32)[side] + 0.1 * rng.normal(size=(n, 2)).astype(np.float32)
+    x = np.eye(4, dtype=np.float32)[side] + 0.1 * rng.normal(size=(n, 4)).astype(np.float32)
     return sg.Graph(s, r, None, n), x
 
 
@@ -60,7 +65,7 @@ def test_link_data_weights_are_kipf_and_wellings():
 def test_training_compiles_once_learns_and_reports_sklearns_metrics(recon, monkeypatch):
     graph, x = communities()
     data = data_of(graph, x, 0)
-    model = create_model("gae", 2, 4, hidden=8, layers=2, dropout=0.0, recon=recon)
+    model = create_model("gae", 4, 4, hidden=8, layers=2, dropout=0.0, recon=recon)
     traces = {"n": 0}
     encode = model.encode
 
@@ -87,13 +92,13 @@ def test_training_compiles_once_learns_and_reports_sklearns_metrics(recon, monke
         np.testing.assert_allclose(
             result.test["ap"][k], average_precision_score(labels, scores), atol=1e-5
         )
-    assert result.test["auc"].mean() > 0.85  # the communities are learnable
+    assert result.test["auc"].mean() > 0.75  # the communities are learnt
 
 
 def test_per_seed_splits_in_one_program_equal_each_seed_alone():
     graph, x = communities(seed=1)
     members = [data_of(graph, x, s) for s in (3, 4)]
-    model = create_model("vgae", 2, 4, hidden=8, layers=2, dropout=0.0)
+    model = create_model("vgae", 4, 4, hidden=8, layers=2, dropout=0.0)
     config = LinkTrainConfig(epochs=5)
     together = fit_links(model, stack_link_data(members), config, seeds=(3, 4), per_seed_data=True)
     for k, (seed, data) in enumerate(zip((3, 4), members, strict=True)):
@@ -104,7 +109,7 @@ def test_per_seed_splits_in_one_program_equal_each_seed_alone():
 
 def test_trainer_refuses_bad_settings():
     graph, x = communities()
-    model = create_model("gae", 2, 4, hidden=8, layers=2, dropout=0.0)
+    model = create_model("gae", 4, 4, hidden=8, layers=2, dropout=0.0)
     with pytest.raises(ValueError, match="metric must be '', 'mrr' or 'hits@K', got 'acc'"):
         fit_links(model, data_of(graph, x, 0), LinkTrainConfig(metric="acc"))
     with pytest.raises(ValueError, match=r"train must be an int array of node pairs \[P, 2\]"):
