@@ -184,6 +184,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             fields={"use_valid_edges": False},
             check="sparsegcn.tasks.link:check_link_experiment",
             sweeps=False,
+            info="sparsegcn.tasks.link:describe_link_dataset",
             borrows=("node",),
             private_models=True,
         ),

@@ -96,6 +96,15 @@ def _owns(dataset: str) -> bool:
     return TASKS["link"].owns(dataset)
 
 
+def describe_link_dataset(name: str, root, *, progress: bool = False) -> tuple[dict, str]:
+    """``sparsegcn info`` of a link dataset: ``describe_links`` of
+    :mod:`sparsegcn.datasets.links` (``progress`` is unused: nothing is downloaded)."""
+    import importlib
+
+    del progress
+    return importlib.import_module("sparsegcn.datasets.links").describe_links(name, root)
+
+
 def link_feature_normalization(exp) -> str:
     """``exp.normalize_features``, with ``"auto"`` meaning ``"none"``: Kipf & Welling's
     GAE code feeds the raw features (Cora's binary bag of words). Row
@@ -397,6 +406,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
 __all__ = [
     "LINK_MODEL_FILES",
     "check_link_experiment",
+    "describe_link_dataset",
     "is_link_model",
     "link_feature_normalization",
     "ogb_link_metric",
