@@ -114,3 +114,57 @@ def test_trainer_refuses_bad_settings():
         fit_links(model, data_of(graph, x, 0), LinkTrainConfig(metric="acc"))
     with pytest.raises(ValueError, match=r"train must be an int array of node pairs \[P, 2\]"):
         link_data(None, None, 4, np.zeros((3, 3), np.int64), None, None)
+
+
+def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step():
+    from sparsegcn.nn.gae import sampled_reconstruction_loss
+    from sparsegcn.sampling.links import uniform_negatives
+    from sparsegcn.train.links import (
+        batch_endpoints,
+        fit_links_sampled,
+        sampled_link_data,
+        sampled_link_loss,
+    )
+
+    graph, x = communities(n=24, seed=2)
+    split = random_link_split(graph, val=0.1, test=0.2, seed=0)
+    message = split.graph
+    sampled = sampled_link_data(message, x, split.split["train"])
+    full_graph = transforms.sort_edges(sg.nn.get_model_spec("sage").prepare_graph(message))
+    model = create_model(
+        "gae", 4, 4, hidden=8, layers=2, dropout=0.0, encoder="sage", recon="sampled"
+    )
+    params = model.init(jax.random.key(0))
+    degree = int(np.bincount(np.asarray(message.receivers), minlength=24).max())
+    fanouts = (degree, degree)  # every neighbour: the tree is the whole 2-hop neighbourhood
+    pairs = jax.numpy.asarray(split.split["train"][:6].astype(np.int32))
+    weights = jax.numpy.full((6,), 1 / 6, jax.numpy.float32)
+    key = jax.random.key(9)
+
+    def tree_loss(p):
+        return sampled_link_loss(model, p, sampled, pairs, weights, key, fanouts)
+
+    def full_loss(p):
+        negatives = uniform_negatives(jax.random.split(key, 3)[0], 6, 24, sampled.edges)
+        z = model.embed(p, full_graph, x)
+        return sampled_reconstruction_loss(model.decode(p, z, pairs), model.decode(p, z, negatives))
+
+    np.testing.assert_allclose(tree_loss(params), full_loss(params), rtol=1e-5)
+    tree_grad, full_grad = jax.grad(tree_loss)(params), jax.grad(full_loss)(params)
+    for a, b in zip(jax.tree.leaves(tree_grad), jax.tree.leaves(full_grad), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    nodes, mask, local_pos, _ = batch_endpoints(pairs, pairs[::-1])
+    assert int(mask.sum()) == len(np.unique(np.asarray(pairs)))  # distinct endpoints only
+    np.testing.assert_array_equal(np.asarray(nodes)[np.asarray(local_pos)], np.asarray(pairs))
+    eval_data = data_of(graph, x, 0)._replace(graph=full_graph)
+    result = fit_links_sampled(
+        model,
+        sampled,
+        eval_data,
+        LinkTrainConfig(epochs=3),
+        fanouts=(5, 5),
+        batch_size=16,
+        seeds=(0, 1),
+    )
+    assert result.losses.shape == (3, 2) and np.isfinite(result.losses).all()
+    assert result.test["auc"].shape == (2,)
