@@ -168,3 +168,32 @@ def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step():
     )
     assert result.losses.shape == (3, 2) and np.isfinite(result.losses).all()
     assert result.test["auc"].shape == (2,)
+
+
+def test_evaluation_ranks_per_source_targets_and_shared_pairs_as_ogb_defines():
+    from sparsegcn.train.links import EvalSet, score_set, split_metrics
+
+    model = create_model("gae", 4, 3, hidden=8, layers=2, dropout=0.0, embedding_dim=3)
+    rng = np.random.default_rng(3)
+    z = jax.numpy.asarray(rng.normal(size=(20, 3)).astype(np.float32))
+    zn = np.asarray(z, np.float64)
+    pos = rng.integers(0, 20, (6, 2)).astype(np.int32)
+    targets = rng.integers(0, 20, (6, 7)).astype(np.int32)  # per-source negatives, OGB citation2
+    p, q = score_set(
+        model, {"decoder": {}}, z, EvalSet(jax.numpy.asarray(pos), jax.numpy.asarray(targets))
+    )
+    want_p = (zn[pos[:, 0]] * zn[pos[:, 1]]).sum(1)
+    want_q = (zn[pos[:, :1]] * zn[targets]).sum(-1)
+    np.testing.assert_allclose(p, want_p, rtol=1e-5)
+    np.testing.assert_allclose(q, want_q, rtol=1e-5, atol=1e-6)
+    got = split_metrics(p, q, "mrr")["mrr"]
+    rank = 1 + 0.5 * ((want_q >= want_p[:, None]).sum(1) + (want_q > want_p[:, None]).sum(1))
+    np.testing.assert_allclose(got, np.mean(1 / rank), rtol=1e-5)
+    shared = rng.integers(0, 20, (30, 2)).astype(np.int32)  # pairs shared by all, OGB collab
+    p, q = score_set(
+        model, {"decoder": {}}, z, EvalSet(jax.numpy.asarray(pos), jax.numpy.asarray(shared))
+    )
+    assert q.shape == (30,)
+    got = split_metrics(p, q, "hits@5")
+    kth = np.sort((zn[shared[:, 0]] * zn[shared[:, 1]]).sum(1))[-5]
+    np.testing.assert_allclose(got["hits@5"], np.mean(want_p > kth), rtol=1e-6)
