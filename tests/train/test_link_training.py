@@ -121,7 +121,6 @@ def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step():
     from sparsegcn.sampling.links import uniform_negatives
     from sparsegcn.train.links import (
         batch_endpoints,
-        fit_links_sampled,
         sampled_link_data,
         sampled_link_loss,
     )
@@ -156,18 +155,6 @@ def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step():
     nodes, mask, local_pos, _ = batch_endpoints(pairs, pairs[::-1])
     assert int(mask.sum()) == len(np.unique(np.asarray(pairs)))  # distinct endpoints only
     np.testing.assert_array_equal(np.asarray(nodes)[np.asarray(local_pos)], np.asarray(pairs))
-    eval_data = data_of(graph, x, 0)._replace(graph=full_graph)
-    result = fit_links_sampled(
-        model,
-        sampled,
-        eval_data,
-        LinkTrainConfig(epochs=3),
-        fanouts=(5, 5),
-        batch_size=16,
-        seeds=(0, 1),
-    )
-    assert result.losses.shape == (3, 2) and np.isfinite(result.losses).all()
-    assert result.test["auc"].shape == (2,)
 
 
 def test_evaluation_ranks_per_source_targets_and_shared_pairs_as_ogb_defines():
@@ -197,3 +184,28 @@ def test_evaluation_ranks_per_source_targets_and_shared_pairs_as_ogb_defines():
     got = split_metrics(p, q, "hits@5")
     kth = np.sort((zn[shared[:, 0]] * zn[shared[:, 1]]).sum(1))[-5]
     np.testing.assert_allclose(got["hits@5"], np.mean(want_p > kth), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_sampled_link_epochs_run_as_one_program_for_every_seed():
+    from sparsegcn.train.links import fit_links_sampled, sampled_link_data
+
+    graph, x = communities(n=24, seed=2)
+    split = random_link_split(graph, val=0.1, test=0.2, seed=0)
+    sampled = sampled_link_data(split.graph, x, split.split["train"])
+    full_graph = transforms.sort_edges(sg.nn.get_model_spec("sage").prepare_graph(split.graph))
+    model = create_model(
+        "gae", 4, 4, hidden=8, layers=2, dropout=0.0, encoder="sage", recon="sampled"
+    )
+    eval_data = data_of(graph, x, 0)._replace(graph=full_graph)
+    result = fit_links_sampled(
+        model,
+        sampled,
+        eval_data,
+        LinkTrainConfig(epochs=3),
+        fanouts=(5, 5),
+        batch_size=16,
+        seeds=(0, 1),
+    )
+    assert result.losses.shape == (3, 2) and np.isfinite(result.losses).all()
+    assert result.test["auc"].shape == (2,)
