@@ -134,7 +134,8 @@ def prepare_links(exp, *, progress: bool = False):
         import importlib
 
         links = importlib.import_module("sparsegcn.datasets.links")  # the link datasets' loaders
-        dataset = links.load_links(exp.dataset, root, progress=progress)
+        generated = {"scale": exp.scale} if exp.dataset.startswith("synthetic:") else {}
+        dataset = links.load_links(exp.dataset, root, progress=progress, **generated)
         if dataset.features is None:
             raise ValueError(
                 f"{exp.dataset} has no node features; the link models encode node features"
