@@ -33,6 +33,9 @@ PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("ogbn-arxiv", "ogbn-products", "ogbn-papers100M")
 SYNTHETIC_PREFIX = "synthetic:"
 TU_PREFIX = "tu:"  # graph-classification datasets (:mod:`.tu`)
+OGBG_PREFIX = "ogbg-"  # OGB graph-property datasets read from OGB's raw files (:mod:`.ogbg`)
+#: Generated twins of ogbg-molhiv and ogbg-molpcba at full size (:mod:`.synthetic_graphs`).
+SYNTHETIC_GRAPHS = ("synthetic:molhiv", "synthetic:molpcba")
 #: Names with these prefixes are registered names, never paths (``tu:MUTAG``).
 REGISTERED_PREFIXES = (SYNTHETIC_PREFIX, TU_PREFIX)
 
@@ -174,6 +177,8 @@ def data_location(name: str, root: str | Path | None = None) -> Path | None:
         return root / "synthetic"
     if name.startswith(TU_PREFIX):
         return root / "tu" / name[len(TU_PREFIX) :]
+    if name.startswith(OGBG_PREFIX):
+        return root / name.replace("-", "_")
     return None
 
 
