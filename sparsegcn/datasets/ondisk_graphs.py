@@ -448,7 +448,7 @@ def _check_contents(folder: Path, manifest: dict, arrays: dict, chunk: int) -> N
             i = start + int(np.flatnonzero(bad)[0])
             index = np.unravel_index(i, labels.shape)
             raise FormatError(
-                files["labels"], f"labels{list(map(int, index))}", f"{flat[i]!r} is {what}"
+                files["labels"], f"labels{list(map(int, index))}", f"{float(flat[i]):g} is {what}"
             )
     if "train" in arrays:
         for key in SPLITS:
