@@ -30,13 +30,15 @@ Generation (all per molecule, all molecules at once):
    rings; elsewhere single, double (10 %, half of them conjugated) or
    triple (1 %); stereo 0.
 6. **Labels**: task ``t`` has a motif, a pair of atom types ``(a_t, b_t)``
-   and a type ``c_t`` among C, N, O, S, F, Cl, and the score
+   (``a_t`` among C, N, O; ``b_t`` among C, N, O, S, F, Cl) and a ring-atom
+   type ``c_t`` among C, N, O, S (:func:`task_motifs`), and the score
 
    .. math:: s_t(g) = \\#\\{\\text{bonds } a_t - b_t \\text{ in } g\\}
              + \\#\\{\\text{aromatic ring atoms of type } c_t \\text{ in } g\\}
-             + \\sigma\\, \\varepsilon_{g,t}, \\quad \\varepsilon \\sim N(0, 1),
+             + \\sigma_t\\, \\varepsilon_{g,t}, \\quad \\varepsilon \\sim N(0, 1),
 
-   with ``sigma = 0.5``; ``y_t(g) = 1`` iff ``s_t(g)`` exceeds its
+   with ``sigma_t = SIGMA * max(std_g(count_t), 0.5)`` (``SIGMA = 1.5``: noise
+   on the scale of the count's spread); ``y_t(g) = 1`` iff ``s_t(g)`` exceeds its
    ``1 - p_t`` quantile over all molecules, so a fraction ``p_t`` is
    positive. Both counts are 1-hop neighbourhood sums, so a GIN can compute
    them; the noise caps the attainable ROC-AUC below 1. A label is then
@@ -83,7 +85,7 @@ MOTIF_TYPES = (_C, _N, _O, _S, _F, _CL)
 """Atom types (atomic number - 1) the label motifs draw from: C, N, O, S, F, Cl."""
 
 RING = 6
-SIGMA = 0.5
+SIGMA = 1.5
 CHAIN = 0.92
 AROMATIC = 0.6
 
@@ -160,7 +162,9 @@ def generate_molecules(
       atom and ``[E, 3]`` bond features with OGB's vocabularies, every bond
       stored as two directed edges (the bond, then its reverse, as ``ogb``
       stores them), float32 ``[G, T]`` 0/1 labels with NaN where missing, a
-      scaffold-like 80/10/10 split, and the preset's metric.
+      scaffold-like 80/10/10 split, and the preset's metric. ``info["motifs"]``
+      holds each task's ``(a_t, b_t, c_t)`` atomic-number indices and
+      ``info["positive_rates"]`` its ``p_t``.
 
     Raises:
       ValueError: an unknown preset, ``num_graphs < 1``, a rate outside [0, 1).
@@ -245,7 +249,7 @@ def generate_molecules(
     bond_features = np.stack([bond_type, np.zeros(num_bonds, np.int64), conjugated], axis=1)
 
     # 6. labels.
-    labels = _labels(spec, rng, atom, bonds, aromatic, graph_of, count, missing)
+    labels, motifs, rates = _labels(spec, rng, atom, bonds, aromatic, graph_of, count, missing)
 
     # 7. scaffold-like split.
     rings = np.bincount(graph_of[ends], minlength=count)
@@ -272,6 +276,8 @@ def generate_molecules(
             "seed": int(seed),
             "missing_rate": missing,
             "twin_of": "ogbg-" + preset,
+            "motifs": [[MOTIF_TYPES[i] for i in row] for row in motifs.tolist()],
+            "positive_rates": rates.tolist(),
         },
         metric=spec.metric,
         split=split,
@@ -319,17 +325,18 @@ def motif_counts(
 def task_motifs(num_tasks: int, seed: int) -> np.ndarray:
     """int ``[T, 3]``: each task's ``(a_t, b_t, c_t)`` as indices into :data:`MOTIF_TYPES`.
 
-    Task 0 is ``(C, N, N)`` (a common pair, so that one-task molhiv's motif
-    is frequent); the others are drawn from ``seed``.
+    ``a_t`` is one of C, N, O, ``b_t`` any motif type and ``c_t`` one of C,
+    N, O, S (the types rings hold), so that every motif occurs often enough
+    to carry a signal. Task 0 is ``(C, N, N)``; the others are drawn from
+    ``seed``.
     """
     rng = np.random.default_rng([seed, 1])
-    k = len(MOTIF_TYPES)
-    motifs = rng.integers(0, k, (num_tasks, 3))
+    motifs = rng.integers(0, (3, len(MOTIF_TYPES), 4), (num_tasks, 3))
     motifs[0] = (0, 1, 1)
     return motifs
 
 
-def _labels(spec, rng, atom, bonds, aromatic, graph_of, count, missing) -> np.ndarray:
+def _labels(spec, rng, atom, bonds, aromatic, graph_of, count, missing):
     pairs, rings = motif_counts(atom, bonds, aromatic, graph_of, count)
     motifs = task_motifs(spec.num_tasks, int(rng.integers(2**31)))
     low, high = spec.positive_rate
@@ -337,13 +344,13 @@ def _labels(spec, rng, atom, bonds, aromatic, graph_of, count, missing) -> np.nd
     by_task = np.empty((spec.num_tasks, count), np.float32)  # rows contiguous
     for t, (a, b, c) in enumerate(motifs):  # one pass per task, vectorised over molecules
         score = (pairs[a, b] + rings[c]).astype(np.float32)
-        score += SIGMA * rng.standard_normal(count, np.float32)
+        score += SIGMA * max(float(score.std()), 0.5) * rng.standard_normal(count, np.float32)
         by_task[t] = score > np.quantile(score, 1.0 - rates[t])
     labels = np.ascontiguousarray(by_task.T)
     del by_task
     if missing > 0:
         labels[rng.random((count, spec.num_tasks), np.float32) < missing] = np.nan
-    return labels
+    return labels, motifs, rates
 
 
 def scaffold_split(keys: np.ndarray, fractions=(0.8, 0.1, 0.1)) -> dict[str, np.ndarray]:

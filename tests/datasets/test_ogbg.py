@@ -20,7 +20,9 @@ from sparsegcn.datasets.graphs import load_graphs
 from sparsegcn.datasets.ogbg import load_ogbg, read_ogbg
 from sparsegcn.files import CorruptFileError
 
-HAS_OGB = importlib.util.find_spec("ogb") is not None
+HAS_OGB = (
+    importlib.util.find_spec("ogb") is not None and importlib.util.find_spec("torch") is not None
+)
 
 NODE_FEAT = [
     [5, 0, 1, 5, 3, 0, 2, 0, 0],
@@ -88,7 +90,8 @@ def test_miniature_every_array(tmp_path):
     }
 
 
-@pytest.mark.skipif(not HAS_OGB, reason="ogb is not installed")
+@pytest.mark.ogb
+@pytest.mark.skipif(not HAS_OGB, reason="needs the optional extra: torch (CPU) and sparsegcn[ogb]")
 def test_agrees_with_ogbs_own_reader(tmp_path, capsys):
     from sparsegcn.datasets.ogb import import_ogb
 
@@ -112,7 +115,8 @@ def test_agrees_with_ogbs_own_reader(tmp_path, capsys):
     np.testing.assert_array_equal(data.labels, labels.astype(np.float32))
 
 
-@pytest.mark.skipif(not HAS_OGB, reason="ogb is not installed")
+@pytest.mark.ogb
+@pytest.mark.skipif(not HAS_OGB, reason="needs the optional extra: torch (CPU) and sparsegcn[ogb]")
 def test_constants_match_the_installed_ogb():
     from sparsegcn.datasets.ogb import import_ogb
 
@@ -238,7 +242,8 @@ def test_no_recorded_checksum_refuses_and_says_where_to_put_the_folder(tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.skipif(not HAS_OGB, reason="ogb is not installed")
+@pytest.mark.ogb
+@pytest.mark.skipif(not HAS_OGB, reason="needs the optional extra: torch (CPU) and sparsegcn[ogb]")
 def test_evaluator_matches_sklearn():
     from sklearn.metrics import average_precision_score, roc_auc_score
 
