@@ -59,6 +59,7 @@ import importlib.util
 import io
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -293,7 +294,7 @@ def _parse_error(path: Path, data: bytes, err: ValueError, floating: bool) -> Va
     return ValueError(f"{path.name}: {err}")
 
 
-def _first_bad(path: Path, bad: np.ndarray, what: str) -> ValueError:
+def _first_bad(path: Path, bad: np.ndarray, what: Callable[[int], str]) -> ValueError:
     """The error for the first True row of ``bad`` (a per-line mask)."""
     i = int(np.flatnonzero(bad)[0])
     return ValueError(f"{path.name} line {i + 1}: {what(i)}")
@@ -416,7 +417,7 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
             )
         if molecule:
             _check_vocab(path, features, ATOM_FEATURE_DIMS)
-        feature_dims = ATOM_FEATURE_DIMS if molecule else None
+        feature_dims: tuple[int, ...] | None = ATOM_FEATURE_DIMS if molecule else None
         features = features.astype(np.int32 if molecule else np.float32)
     else:  # ogbg-ppa: one constant category, as ogb's example embeds it
         features, feature_dims = np.zeros((num_nodes, 1), np.int32), (1,)
@@ -503,26 +504,25 @@ def _labels(raw: Path, meta: dict, num_graphs: int):
 
 def _split(folder: Path, split: str, num_graphs: int) -> dict[str, np.ndarray]:
     ids = {}
+    seen = np.zeros(num_graphs, np.int32)
     for key in ("train", "valid", "test"):
         path = _required(folder, f"split/{split}/{key}.csv.gz")
         values = read_csv_gz(path, np.int64, 1)[:, 0]
         bad = (values < 0) | (values >= num_graphs)
         if bad.any():
-            raise _first_bad(
-                path, bad, lambda i, v=values: f"graph id {int(v[i])} is outside [0, {num_graphs})"
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"{path.name} line {i + 1}: graph id {int(values[i])} is outside [0, {num_graphs})"
+            )
+        np.add.at(seen, values, 1)
+        repeated = seen[values] > 1
+        if repeated.any():
+            i = int(np.flatnonzero(repeated)[0])
+            raise ValueError(
+                f"{path.name} line {i + 1}: graph {int(values[i])} is already in this or an "
+                "earlier split"
             )
         ids[key] = values
-    seen = np.zeros(num_graphs, np.int32)
-    for key, values in ids.items():
-        np.add.at(seen, values, 1)
-        if (seen > 1).any():
-            path = folder / "split" / split / f"{key}.csv.gz"
-            repeated = seen[values] > 1
-            raise _first_bad(
-                path,
-                repeated,
-                lambda i, v=values: f"graph {int(v[i])} is already in this or an earlier split",
-            )
     return ids
 
 

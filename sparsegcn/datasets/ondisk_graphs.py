@@ -104,7 +104,7 @@ def is_graph_ondisk(path) -> bool:
 
 
 def _arrays(dataset: GraphDataset) -> dict[str, np.ndarray]:
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "senders": np.asarray(dataset.senders, np.int32),
         "receivers": np.asarray(dataset.receivers, np.int32),
         "node_ptr": np.asarray(dataset.node_ptr, np.int64),

@@ -243,8 +243,8 @@ def generate_molecules(
     features[:, 8] = in_ring
 
     # 5. bond features.
-    u = rng.random(num_bonds)
-    bond_type = np.where(bond_aromatic, 3, np.where(u < 0.01, 2, np.where(u < 0.11, 1, 0)))
+    draw = rng.random(size=(num_bonds,))
+    bond_type = np.where(bond_aromatic, 3, np.where(draw < 0.01, 2, np.where(draw < 0.11, 1, 0)))
     conjugated = bond_aromatic | ((bond_type == 1) & (rng.random(num_bonds) < 0.5))
     bond_features = np.stack([bond_type, np.zeros(num_bonds, np.int64), conjugated], axis=1)
 
