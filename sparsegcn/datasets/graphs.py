@@ -154,7 +154,8 @@ def load_graphs(
         or the path of an on-disk graph dataset folder
         (:func:`~sparsegcn.datasets.ondisk_graphs.load_graphs_ondisk`),
         written as a path (:func:`~sparsegcn.datasets.is_path`: ``./molpcba``).
-      root: the data root (unused for a generated dataset or a folder).
+      root: the data root (``None``: ``$SPARSEGCN_DATA`` or ``./datasets``;
+        unused for a generated dataset or a folder).
       download: fetch a missing dataset where its loader can.
       progress: progress bars.
       seed: the generator's seed, for ``synthetic:*`` names.
@@ -174,6 +175,10 @@ def load_graphs(
         from sparsegcn.datasets.ondisk_graphs import load_graphs_ondisk
 
         return load_graphs_ondisk(os.path.expanduser(name), verify=verify)
+    if root is None:
+        from sparsegcn.datasets.base import default_root
+
+        root = default_root()
     if name.startswith(TU_PREFIX):
         from sparsegcn.datasets.tu import load_tu
 

@@ -179,8 +179,13 @@ def test_ppa_layout_multiclass_and_no_node_features(tmp_path):
         ),
         ({"raw/edge-feat.csv.gz": "0,0,0\n1,0,1\n"}, r"edge-feat.csv.gz: expected 3 lines"),
         ({"raw/edge-feat.csv.gz": "0,0,0\n1,0,1\n5,0,0\n"}, r"edge-feat.csv.gz line 3: column 1"),
-        ({"raw/graph-label.csv.gz": "0,1\n2,\n,\n"}, r"graph-label.csv.gz line 2: task 1 holds 2"),
+        (
+            {"raw/graph-label.csv.gz": "0,1\n2,\n,\n"},
+            r"graph-label.csv.gz line 2: task 1 holds '2'",
+        ),
         ({"raw/graph-label.csv.gz": "0,1\n1,0\n"}, r"graph-label.csv.gz: expected 3 lines"),
+        ({"raw/graph-label.csv.gz": "0,1\n1.5,\n,\n"}, r"line 2: task 1 holds '1.5'"),
+        ({"raw/graph-label.csv.gz": "0,1\n1,0,1\n,\n"}, r"label.csv.gz line 2: expected 2 comma"),
         ({"raw/graph-label.csv.gz": "0,1\n1\n0,0\n"}, r"graph-label.csv.gz line 2: expected 2"),
         ({"split/scaffold/valid.csv.gz": "1\n0\n"}, r"valid.csv.gz line 2: graph 0 is already"),
         ({"split/scaffold/test.csv.gz": "3\n"}, r"test.csv.gz line 1: graph id 3 is outside"),
@@ -262,3 +267,11 @@ def test_evaluator_matches_sklearn():
     assert ogbg.evaluate_graphs("ogbg-molpcba", truth, scores) == pytest.approx(expected)
     with pytest.raises(ValueError, match="same shape"):
         ogbg.evaluate_graphs(NAME, truth, scores[:, :2])
+
+
+def test_binary_label_tokens(tmp_path):
+    # pandas writes 0.0/1.0 once a column holds a NaN, and the NaN as nothing: an empty
+    # line of a one-task file is a missing label.
+    path = tmp_path / "graph-label.csv.gz"
+    path.write_bytes(gzip.compress(b"1.0\n\n0.0\nNaN\n0\n"))
+    np.testing.assert_array_equal(ogbg.read_binary_labels(path, 1)[:, 0], [1, np.nan, 0, np.nan, 0])
