@@ -21,6 +21,14 @@ of a padded batch only, so padding changes no real output, and evaluation
 uses running averages (PyTorch's momentum 0.1), kept in a ``stats`` pytree
 beside the parameters.
 
+:func:`build_graph_model` is the one builder a graph task calls: it picks
+this family (``style="xu"``) or OGB's molecule baseline
+(:func:`~sparsegcn.nn.graph_ogb.graph_ogb`: atom and bond encoders, GINE,
+JK "last"; ``style="ogb"``), and with ``style="auto"`` the latter exactly
+when the dataset's node features are categorical. :class:`GraphModel`,
+:func:`masked_batch_norm` and :data:`GRAPH_READOUTS` live in
+:mod:`sparsegcn.nn.graph_model` and are importable from here too.
+
 References:
   Xu, Hu, Leskovec & Jegelka, *How Powerful are Graph Neural Networks?*,
   ICLR 2019. https://arxiv.org/abs/1810.00826 (code:
@@ -29,133 +37,31 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
-
 import jax
 import jax.numpy as jnp
 
-from sparsegcn import _checks
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.encoders import atom_encoder_params, check_feature_dims, encode
+from sparsegcn.nn.graph_model import (
+    GRAPH_READOUTS,
+    SET2SET_STEPS,
+    GraphModel,
+    batch_norm_params,
+    batch_norm_stats,
+    check_graph_readout,
+    masked_batch_norm,
+    pool,
+    pool_params,
+    pooled_width,
+)
+from sparsegcn.nn.graph_ogb import graph_ogb
 from sparsegcn.nn.initializers import linear_params
 from sparsegcn.nn.model import check_model_settings
-from sparsegcn.nn.readout import (
-    READOUTS,
-    attention_pool,
-    attention_pool_params,
-    readout,
-    set2set,
-    set2set_params,
-)
-
-GRAPH_READOUTS = (*READOUTS, "attention", "set2set")
-"""The readouts the graph models take: a reduction, global attention pooling, or
-Set2Set (whose rows are twice as wide)."""
-
-SET2SET_STEPS = 2
-"""Set2Set's default processing steps (OGB's mol baseline uses 2)."""
+from sparsegcn.nn.readout import readout
 
 GRAPH_STYLES = ("auto", "xu", "ogb")
 """The model families :func:`build_graph_model` chooses between."""
-
-BN_MOMENTUM = 0.1
-BN_EPS = 1e-5
-
-
-class GraphModel(NamedTuple):
-    """A graph-level model: pure functions over params and batch-norm statistics.
-
-    Attributes:
-      init: ``init(key) -> (params, stats)``.
-      apply: ``apply(params, stats, batch, *, key=None, training=False) ->
-        (logits [G_b, C], stats)`` on a :class:`~sparsegcn.batch.GraphBatch`;
-        the returned stats are updated when ``training``, else unchanged.
-      name: short name for reports.
-      config: the hyperparameters it was built with.
-    """
-
-    init: Callable[[jax.Array], tuple[Any, Any]]
-    apply: Callable[..., tuple[jax.Array, Any]]
-    name: str
-    config: dict
-
-
-def _bn_params(width: int) -> dict:
-    return {"scale": jnp.ones((width,), jnp.float32), "bias": jnp.zeros((width,), jnp.float32)}
-
-
-def _bn_stats(width: int) -> dict:
-    return {"mean": jnp.zeros((width,), jnp.float32), "var": jnp.ones((width,), jnp.float32)}
-
-
-def masked_batch_norm(
-    params: dict, stats: dict, h: jax.Array, mask: jax.Array, training: bool
-) -> tuple[jax.Array, dict]:
-    """Batch norm over the rows where ``mask`` holds.
-
-    Training normalises with the masked rows' mean and (biased) variance and
-    moves the running statistics by :data:`BN_MOMENTUM` (the variance
-    unbiased, as PyTorch); evaluation uses the running statistics.
-
-    Args:
-      params: ``{"scale": [F], "bias": [F]}``.
-      stats: ``{"mean": [F], "var": [F]}``.
-      h: ``[N, F]``.
-      mask: bool ``[N]``.
-      training: batch statistics (and updated running ones) or running ones.
-
-    Returns:
-      ``([N, F], stats)``.
-    """
-    if training:
-        weight = mask.astype(h.dtype)[:, None]
-        count = jnp.maximum(jnp.sum(weight), jnp.ones((), h.dtype))
-        mean = jnp.sum(weight * h, axis=0) / count
-        var = jnp.sum(weight * (h - mean[None, :]) ** 2, axis=0) / count
-        unbiased = var * count / jnp.maximum(count - 1.0, jnp.ones((), h.dtype))
-        stats = {
-            "mean": (1.0 - BN_MOMENTUM) * stats["mean"] + BN_MOMENTUM * mean,
-            "var": (1.0 - BN_MOMENTUM) * stats["var"] + BN_MOMENTUM * unbiased,
-        }
-    else:
-        mean, var = stats["mean"], stats["var"]
-    normed = (h - mean[None, :]) * jax.lax.rsqrt(var[None, :] + BN_EPS)
-    return normed * params["scale"][None, :] + params["bias"][None, :], stats
-
-
-def check_graph_readout(readout_reduce: str, set2set_steps: int) -> None:
-    """Refuses an unknown readout or a bad Set2Set step count, naming it."""
-    if readout_reduce not in GRAPH_READOUTS:
-        raise ValueError(
-            f"unknown readout {readout_reduce!r}; choose one of {list(GRAPH_READOUTS)}"
-        )
-    _checks.check_static_int("set2set_steps", set2set_steps, minimum=1)
-
-
-def pooled_width(readout_reduce: str, width: int) -> int:
-    """The width of a readout's rows: ``2F`` for Set2Set, else ``F``."""
-    return 2 * width if readout_reduce == "set2set" else width
-
-
-def pool_params(key: jax.Array, readout_reduce: str, width: int) -> dict | None:
-    """A learnt readout's params (attention gate, Set2Set LSTM), else ``None``."""
-    if readout_reduce == "attention":
-        return attention_pool_params(key, width)
-    if readout_reduce == "set2set":
-        return set2set_params(key, width)
-    return None
-
-
-def pool(params, readout_reduce: str, h, batch, *, set2set_steps: int) -> jax.Array:
-    """One row per graph slot of ``batch`` from the real node rows of ``h [N_b, F]``."""
-    node_graph, num_graphs, mask = batch.node_graph, batch.num_graphs, batch.node_mask
-    if readout_reduce == "attention":
-        return attention_pool(params, h, node_graph, num_graphs, node_mask=mask)
-    if readout_reduce == "set2set":
-        return set2set(params, h, node_graph, num_graphs, steps=set2set_steps, node_mask=mask)
-    return readout(h, node_graph, num_graphs, readout_reduce, node_mask=mask)
 
 
 def graph_gin(
@@ -247,13 +153,13 @@ def graph_gin(
                     "eps": jnp.zeros((), jnp.float32),
                     "w1": first["w"],
                     "b1": first["b"],
-                    "bn1": _bn_params(hidden),
+                    "bn1": batch_norm_params(hidden),
                     "w2": second["w"],
                     "b2": second["b"],
-                    "bn": _bn_params(hidden),
+                    "bn": batch_norm_params(hidden),
                 }
             )
-            layer_stats.append({"bn1": _bn_stats(hidden), "bn": _bn_stats(hidden)})
+            layer_stats.append({"bn1": batch_norm_stats(hidden), "bn": batch_norm_stats(hidden)})
         heads = [
             linear_params(keys[k], pooled_width(readout_reduce, widths[k]), num_classes)
             for k in range(num_layers)
@@ -279,13 +185,15 @@ def graph_gin(
                     {
                         "w1": first["w"],
                         "b1": first["b"],
-                        "bn1": _bn_params(2 * hidden),
+                        "bn1": batch_norm_params(2 * hidden),
                         "w2": second["w"],
                         "b2": second["b"],
-                        "bn": _bn_params(hidden),
+                        "bn": batch_norm_params(hidden),
                     }
                 )
-                update_stats.append({"bn1": _bn_stats(2 * hidden), "bn": _bn_stats(hidden)})
+                update_stats.append(
+                    {"bn1": batch_norm_stats(2 * hidden), "bn": batch_norm_stats(hidden)}
+                )
             params["virtual"] = {
                 "embedding": jnp.zeros((embedded,), jnp.float32),
                 "updates": updates,
@@ -432,8 +340,6 @@ def build_graph_model(
     )
     if style == "xu":
         return graph_gin(in_features, dataset.num_classes, **settings)
-    from sparsegcn.nn.graph_ogb import graph_ogb  # it builds on this module
-
     edges = dataset.edge_features
     return graph_ogb(
         in_features,
@@ -447,13 +353,8 @@ def build_graph_model(
 __all__ = [
     "GRAPH_READOUTS",
     "GRAPH_STYLES",
-    "SET2SET_STEPS",
     "GraphModel",
     "build_graph_model",
-    "check_graph_readout",
     "graph_gin",
     "masked_batch_norm",
-    "pool",
-    "pool_params",
-    "pooled_width",
 ]

@@ -27,7 +27,7 @@ per graph, zero at first: before layer ``k`` it is added to every node of
 its graph, and after every layer but the last it becomes
 ``drop(ReLU(BN(W_4 ReLU(BN(W_3 (Σ_{i∈g} (h_i + v_g) + v_g))))))``.
 
-Batch norm is masked (:func:`~sparsegcn.nn.graph_gin.masked_batch_norm`):
+Batch norm is masked (:func:`~sparsegcn.nn.graph_model.masked_batch_norm`):
 statistics over real nodes (real graphs for the virtual node) only. In a
 padded :class:`~sparsegcn.batch.GraphBatch` padding edges run from the last
 node, a padding node, to itself, so their messages reach only that node;
@@ -58,11 +58,11 @@ from sparsegcn import _checks
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.encoders import atom_encoder_params, check_feature_dims, encode
-from sparsegcn.nn.graph_gin import (
+from sparsegcn.nn.graph_model import (
     SET2SET_STEPS,
     GraphModel,
-    _bn_params,
-    _bn_stats,
+    batch_norm_params,
+    batch_norm_stats,
     check_graph_readout,
     masked_batch_norm,
     pool,
@@ -123,19 +123,21 @@ def _embed(params: dict, x: jax.Array) -> jax.Array:
     return jnp.asarray(x) @ params["w"] + params["b"][None, :]
 
 
-def _mlp_bn_params(key: jax.Array, fan_in: int, hidden: int, fan_out: int) -> tuple[dict, dict]:
+def _mlpbatch_norm_params(
+    key: jax.Array, fan_in: int, hidden: int, fan_out: int
+) -> tuple[dict, dict]:
     first, second = jax.random.split(key)
     one = linear_params(first, fan_in, hidden)
     two = linear_params(second, hidden, fan_out)
     params = {
         "w1": one["w"],
         "b1": one["b"],
-        "bn1": _bn_params(hidden),
+        "bn1": batch_norm_params(hidden),
         "w2": two["w"],
         "b2": two["b"],
-        "bn": _bn_params(fan_out),
+        "bn": batch_norm_params(fan_out),
     }
-    return params, {"bn1": _bn_stats(hidden), "bn": _bn_stats(fan_out)}
+    return params, {"bn1": batch_norm_stats(hidden), "bn": batch_norm_stats(fan_out)}
 
 
 def _mlp_bn(params, stats, u, mask, training) -> tuple[jax.Array, dict]:
@@ -180,7 +182,7 @@ def graph_ogb(
       dropout_rate: node-wise dropout after every layer (and on the virtual
         node after every update).
       learn_eps: learn ``ε`` per layer (OGB's); ``False`` fixes ``ε = 0``.
-      readout_reduce: one of :data:`~sparsegcn.nn.graph_gin.GRAPH_READOUTS`
+      readout_reduce: one of :data:`~sparsegcn.nn.graph_model.GRAPH_READOUTS`
         (OGB's ``graph_pooling``; ``"attention"`` here gates with one linear
         map, OGB's with an MLP; ``"set2set"`` doubles the head's input).
       virtual_node: GIN-virtual (``GNN_node_Virtualnode``).
@@ -195,7 +197,7 @@ def graph_ogb(
       set2set_steps: Set2Set's processing steps (OGB's 2).
 
     Returns:
-      A :class:`~sparsegcn.nn.graph_gin.GraphModel`. Params: ``{"encoder",
+      A :class:`~sparsegcn.nn.graph_model.GraphModel`. Params: ``{"encoder",
       "layers": [{"eps", "edge"?, "w1", "b1", "bn1", "w2", "b2", "bn"}, ...],
       "head": {"w", "b"}}``, plus ``"pool"`` (attention, Set2Set) and
       ``"virtual": {"embedding" [H], "updates": [...]}``; stats:
@@ -251,7 +253,7 @@ def graph_ogb(
         keys = jax.random.split(key, 4 + 3 * num_layers)
         layers, layer_stats = [], []
         for k in range(num_layers):
-            layer, layer_stat = _mlp_bn_params(keys[4 + 3 * k], hidden, 2 * hidden, hidden)
+            layer, layer_stat = _mlpbatch_norm_params(keys[4 + 3 * k], hidden, 2 * hidden, hidden)
             layer["eps"] = jnp.zeros((), jnp.float32)
             if gine:
                 layer["edge"] = _embed_params(keys[5 + 3 * k], edge_feature_dims, edge_dim, hidden)
@@ -268,7 +270,7 @@ def graph_ogb(
         stats: dict = {"layers": layer_stats}
         if virtual_node:
             updates = [
-                _mlp_bn_params(keys[6 + 3 * k], hidden, 2 * hidden, hidden)
+                _mlpbatch_norm_params(keys[6 + 3 * k], hidden, 2 * hidden, hidden)
                 for k in range(num_layers - 1)
             ]
             params["virtual"] = {
