@@ -75,6 +75,7 @@ from sparsegcn.nn.readout import readout
 
 
 def _relu_of_sum(x_j: jax.Array, x_i: jax.Array | None, e: jax.Array | None) -> jax.Array:
+    assert e is not None  # gine_aggregate always passes the edge embedding
     return jax.nn.relu(x_j + e)
 
 
@@ -123,9 +124,7 @@ def _embed(params: dict, x: jax.Array) -> jax.Array:
     return jnp.asarray(x) @ params["w"] + params["b"][None, :]
 
 
-def _mlpbatch_norm_params(
-    key: jax.Array, fan_in: int, hidden: int, fan_out: int
-) -> tuple[dict, dict]:
+def _mlp_bn_params(key: jax.Array, fan_in: int, hidden: int, fan_out: int) -> tuple[dict, dict]:
     first, second = jax.random.split(key)
     one = linear_params(first, fan_in, hidden)
     two = linear_params(second, hidden, fan_out)
@@ -230,6 +229,7 @@ def graph_ogb(
                 f"edge_feature_dims has {len(edge_feature_dims)} columns, edge_dim is {edge_dim}"
             )
     gine = edge_dim is not None
+    edge_width = 0 if edge_dim is None else edge_dim
     config = dict(
         in_features=in_features,
         num_classes=num_classes,
@@ -253,10 +253,12 @@ def graph_ogb(
         keys = jax.random.split(key, 4 + 3 * num_layers)
         layers, layer_stats = [], []
         for k in range(num_layers):
-            layer, layer_stat = _mlpbatch_norm_params(keys[4 + 3 * k], hidden, 2 * hidden, hidden)
+            layer, layer_stat = _mlp_bn_params(keys[4 + 3 * k], hidden, 2 * hidden, hidden)
             layer["eps"] = jnp.zeros((), jnp.float32)
             if gine:
-                layer["edge"] = _embed_params(keys[5 + 3 * k], edge_feature_dims, edge_dim, hidden)
+                layer["edge"] = _embed_params(
+                    keys[5 + 3 * k], edge_feature_dims, edge_width, hidden
+                )
             layers.append(layer)
             layer_stats.append(layer_stat)
         params: dict = {
@@ -270,7 +272,7 @@ def graph_ogb(
         stats: dict = {"layers": layer_stats}
         if virtual_node:
             updates = [
-                _mlpbatch_norm_params(keys[6 + 3 * k], hidden, 2 * hidden, hidden)
+                _mlp_bn_params(keys[6 + 3 * k], hidden, 2 * hidden, hidden)
                 for k in range(num_layers - 1)
             ]
             params["virtual"] = {
