@@ -177,7 +177,7 @@ def pack_graphs(
     """Packs the graphs ``order`` of ``dataset``, in that order, into padded batches.
 
     Args:
-      dataset: a :class:`~sparsegcn.datasets.graphs.GraphDataset` (any object
+      dataset: a :class:`~sparsegcn.datasets.graph_dataset.GraphDataset` (any object
         with ``senders``, ``receivers``, ``node_ptr``, ``edge_ptr``,
         ``features``, ``labels`` and ``edge_features``).
       order: int ``[K]`` graph indices, each at most once.

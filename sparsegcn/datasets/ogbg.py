@@ -66,7 +66,7 @@ import numpy as np
 
 from sparsegcn.datasets import OGBG_PREFIX
 from sparsegcn.datasets.download import download_file
-from sparsegcn.datasets.graphs import GraphDataset
+from sparsegcn.datasets.graph_dataset import GraphDataset
 from sparsegcn.files import check_regular_file, reading, temp_folder
 
 ATOM_FEATURE_DIMS = (119, 5, 12, 12, 10, 6, 6, 2, 2)

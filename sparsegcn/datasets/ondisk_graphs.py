@@ -67,7 +67,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsegcn.datasets.base import check_disjoint_splits
-from sparsegcn.datasets.graphs import GraphDataset
+from sparsegcn.datasets.graph_dataset import GraphDataset
 from sparsegcn.datasets.ondisk import FormatError
 from sparsegcn.files import (
     CorruptFileError,

@@ -68,7 +68,7 @@ import dataclasses
 
 import numpy as np
 
-from sparsegcn.datasets.graphs import GraphDataset
+from sparsegcn.datasets.graph_dataset import GraphDataset
 from sparsegcn.datasets.ogbg import ATOM_FEATURE_DIMS, BOND_FEATURE_DIMS
 
 PREFIX = "synthetic:"

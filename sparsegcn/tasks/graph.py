@@ -70,7 +70,7 @@ def prepare_graphs(exp, *, progress: bool = False):
 
     Returns:
       ``(dataset, splits, config)``: a
-      :class:`~sparsegcn.datasets.graphs.GraphDataset`,
+      :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`,
       :class:`~sparsegcn.train.graphs.Splits` and
       :class:`~sparsegcn.train.graphs.GraphTrainConfig`.
     """

@@ -397,7 +397,7 @@ def fit_graphs(
 
     Args:
       model: a :class:`~sparsegcn.nn.graph_gin.GraphModel`.
-      dataset: a :class:`~sparsegcn.datasets.graphs.GraphDataset`.
+      dataset: a :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`.
       config: :class:`GraphTrainConfig`.
       splits: :class:`Splits` (``[K, G]`` masks), e.g. :func:`fold_splits`.
       seeds: parameter, dropout and shuffling seeds of every fold.

@@ -1,0 +1,110 @@
+"""The device metrics against scikit-learn and ogb's Evaluator on random scores."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from sparsegcn.metrics import average_precision, hits_at_k, mean_over_tasks, mrr, roc_auc
+
+sklearn_metrics = pytest.importorskip("sklearn.metrics")
+
+
+def _scores(seed: int, n: int = 60, tasks: int = 5, ties: bool = False):
+    rng = np.random.default_rng(seed)
+    labels = (rng.random((n, tasks)) < 0.3).astype(np.float32)
+    scores = rng.normal(size=(n, tasks)).astype(np.float32) + labels
+    if ties:  # few distinct values: tie groups mixing both classes
+        scores = np.round(scores * 2) / 2
+    mask = rng.random((n, tasks)) < 0.8
+    return scores, labels, mask
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_roc_auc_and_ap_equal_sklearn_per_task(seed, ties):
+    scores, labels, mask = _scores(seed, ties=ties)
+    auc = np.asarray(jax.jit(roc_auc)(scores, labels, mask))
+    ap = np.asarray(jax.jit(average_precision)(scores, labels, mask))
+    for t in range(scores.shape[1]):
+        m = mask[:, t]
+        want_auc = sklearn_metrics.roc_auc_score(labels[m, t], scores[m, t])
+        want_ap = sklearn_metrics.average_precision_score(labels[m, t], scores[m, t])
+        np.testing.assert_allclose(auc[t], want_auc, rtol=1e-5)
+        np.testing.assert_allclose(ap[t], want_ap, rtol=1e-5)
+
+
+def test_undefined_tasks_are_nan_and_skipped_by_the_mean():
+    scores = np.array([[0.1, 0.2], [0.4, 0.3], [0.9, 0.5]], np.float32)
+    labels = np.array([[0, 1], [1, 1], [1, 1]], np.float32)  # task 1: no negative
+    auc = np.asarray(roc_auc(scores, labels))
+    assert auc[0] == 1.0 and np.isnan(auc[1])
+    assert np.isnan(np.asarray(average_precision(scores, labels))[1])
+    assert float(mean_over_tasks(auc)) == 1.0
+    assert np.isnan(float(mean_over_tasks(np.array([np.nan], np.float32))))
+
+
+def test_hand_computed_case():
+    # Positives 0.8 and 0.4; negatives 0.4 and 0.1. Pairs: (0.8 > 0.4), (0.8 > 0.1),
+    # (0.4 = 0.4: a half), (0.4 > 0.1): AUC = 3.5 / 4.
+    scores = np.array([0.8, 0.4, 0.4, 0.1], np.float32)
+    labels = np.array([1, 1, 0, 0], np.float32)
+    assert float(roc_auc(scores, labels)) == pytest.approx(0.875)
+    # Thresholds 0.8: P=1, R=1/2; 0.4: P=2/3, R=1. AP = 1/2 * 1 + 1/2 * 2/3.
+    assert float(average_precision(scores, labels)) == pytest.approx(0.5 + 1 / 3)
+
+
+def test_bad_shapes_are_refused():
+    with pytest.raises(ValueError, match=r"same shape, got \(3,\) and \(2,\)"):
+        roc_auc(np.zeros(3), np.zeros(2))
+    with pytest.raises(ValueError, match="k must be an int >= 1, got 0"):
+        hits_at_k(np.zeros(3), np.zeros(3), 0)
+    with pytest.raises(ValueError, match=r"\[P, K\] with P=3"):
+        mrr(np.zeros(3), np.zeros(3))
+
+
+def _ogb_evaluator(module: str, name: str):
+    pytest.importorskip("torch")
+    ogb = pytest.importorskip(f"ogb.{module}")
+    return ogb.Evaluator(name)
+
+
+def test_rocauc_and_ap_equal_ogb_evaluator():
+    for name, fn, key, tasks in [
+        ("ogbg-molhiv", roc_auc, "rocauc", 1),
+        ("ogbg-molpcba", average_precision, "ap", 128),
+    ]:
+        evaluator = _ogb_evaluator("graphproppred", name)
+        scores, labels, mask = _scores(3, n=80, tasks=tasks)
+        y_true = np.where(mask, labels, np.nan)
+        want = evaluator.eval({"y_true": y_true, "y_pred": scores})[key]
+        got = mean_over_tasks(fn(scores, labels, mask))
+        assert float(got) == pytest.approx(want, rel=1e-5)
+
+
+def test_hits_and_mrr_equal_ogb_evaluator():
+    rng = np.random.default_rng(4)
+    pos = np.round(rng.normal(size=40), 1).astype(np.float32)  # ties with negatives
+    neg = np.round(rng.normal(size=300), 1).astype(np.float32)
+    evaluator = _ogb_evaluator("linkproppred", "ogbl-collab")  # hits@50
+    want = evaluator.eval({"y_pred_pos": pos, "y_pred_neg": neg})["hits@50"]
+    assert float(jax.jit(hits_at_k, static_argnums=2)(pos, neg, 50)) == pytest.approx(want)
+    assert float(hits_at_k(pos, neg[:10], 50)) == 1.0  # fewer negatives than K, as ogb
+    # Padding: masked negatives and positives change nothing.
+    padded = hits_at_k(
+        np.concatenate([pos, [9.0]]),
+        np.concatenate([neg, [99.0]]),
+        50,
+        positive_mask=np.arange(41) < 40,
+        negative_mask=np.arange(301) < 300,
+    )
+    assert float(padded) == pytest.approx(want)
+    negs = np.round(rng.normal(size=(40, 20)), 1).astype(np.float32)
+    evaluator = _ogb_evaluator("linkproppred", "ogbl-citation2")
+    torch = pytest.importorskip("torch")  # ogb 1.3.6's NumPy branch of mrr fails (sum(dim=))
+    ranked = evaluator.eval(
+        {"y_pred_pos": torch.from_numpy(pos), "y_pred_neg": torch.from_numpy(negs)}
+    )
+    want = float(ranked["mrr_list"].mean())
+    assert float(jax.jit(mrr)(pos, negs)) == pytest.approx(want, rel=1e-6)
