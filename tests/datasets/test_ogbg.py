@@ -275,3 +275,19 @@ def test_binary_label_tokens(tmp_path):
     path = tmp_path / "graph-label.csv.gz"
     path.write_bytes(gzip.compress(b"1.0\n\n0.0\nNaN\n0\n"))
     np.testing.assert_array_equal(ogbg.read_binary_labels(path, 1)[:, 0], [1, np.nan, 0, np.nan, 0])
+
+
+def test_reading_imports_neither_torch_nor_ogb(tmp_path):
+    import subprocess
+    import sys
+
+    write_ogbg(tmp_path / "ogbg_molclintox")
+    code = (
+        "import sys\n"
+        "from sparsegcn.datasets.graphs import load_graphs\n"
+        f"data = load_graphs({NAME!r}, {str(tmp_path)!r}, download=False)\n"
+        "assert data.num_graphs == 3\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ogb', 'pandas')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
