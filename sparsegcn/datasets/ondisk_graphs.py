@@ -72,6 +72,7 @@ from sparsegcn.datasets.ondisk import FormatError
 from sparsegcn.files import (
     CorruptFileError,
     NotRegularFileError,
+    check_not_inputs,
     fsync_directory,
     load_npy,
     read_json,
@@ -176,13 +177,16 @@ def save_graphs(dataset: GraphDataset, path, *, overwrite: bool = False) -> Path
     Raises:
       TypeError: ``dataset`` is not a :class:`GraphDataset`, or an array holds objects.
       ValueError: ``path`` is a file, or a non-empty folder (without
-        ``overwrite``, or one that is not a dataset of this format);
+        ``overwrite``, or one that is not a dataset of this format), or the
+        folder ``dataset`` was read from (``info["folder"]``) or lies in it;
         :class:`FormatError` when the written data fail a load-time check
         (nothing is written then).
     """
     if not isinstance(dataset, GraphDataset):
         raise TypeError(f"dataset must be a GraphDataset, got {type(dataset).__name__}")
     path = Path(path)
+    source = dataset.info.get("folder")  # a loaded folder: never written into or over
+    check_not_inputs({"path": path}, [("the dataset's own folder", source)])
     _check_target(path, overwrite)
     arrays = _arrays(dataset)
     tmp = temp_folder(path.parent, path.name)

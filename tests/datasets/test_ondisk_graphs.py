@@ -144,3 +144,13 @@ def test_overwrites_only_its_own_folders(tmp_path, molecules):
     assert (other / "data.csv").read_text() == "1,2\n"
     with pytest.raises(FormatError, match=r"manifest.json: file: missing"):
         load_graphs_ondisk(other)
+
+
+def test_never_writes_over_the_folder_it_was_read_from(tmp_path, molecules):
+    folder = save_graphs(molecules, tmp_path / "pcba")
+    loaded = load_graphs_ondisk(folder)  # memory maps of the files in folder
+    for target in (folder, folder / "inner"):
+        with pytest.raises(ValueError, match="would overwrite the dataset's own folder"):
+            save_graphs(loaded, target, overwrite=True)
+    _same(molecules, load_graphs_ondisk(folder))
+    _same(molecules, load_graphs_ondisk(save_graphs(loaded, tmp_path / "copy")))
