@@ -273,9 +273,9 @@ def read_binary_labels(path: str | os.PathLike, width: int) -> np.ndarray:
     if not known.all():
         i = int(np.flatnonzero(~known)[0])
         first = int(starts[i])
-        token = data[first : first + int(lengths[i])].decode(errors="replace")
+        text = data[first : first + int(lengths[i])].decode(errors="replace")
         raise ValueError(
-            f"{path.name} line {i // width + 1}: task {i % width + 1} holds {token!r}; a binary "
+            f"{path.name} line {i // width + 1}: task {i % width + 1} holds {text!r}; a binary "
             f"label is 0, 1 or missing (empty or nan)"
         )
     return values.reshape(lines, width)
@@ -478,9 +478,8 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
             edge_feature_dims = BOND_FEATURE_DIMS
             values = values.astype(np.int32, copy=False)
         elif not np.isfinite(values).all():
-            raise _first_bad(
-                path, ~np.isfinite(values).all(axis=1), lambda i: "a value is not finite"
-            )
+            finite = np.asarray(np.isfinite(values).all(axis=1))
+            raise _first_bad(path, ~finite, lambda i: "a value is not finite")
         edge_features = np.repeat(values, 2, axis=0) if inverse else values
 
     labels, num_classes, classes = _labels(raw, meta, num_graphs)

@@ -151,6 +151,9 @@ def test_ppa_layout_multiclass_and_no_node_features(tmp_path):
     np.testing.assert_array_equal(
         data.edge_features[::2], [[0.5, 0, 1], [0.25, 1, 0], [0, 0, 0.125]]
     )
+    files["raw/edge-feat.csv.gz"] = "0.5,0,1\n0.25,nan,0\n0,0,0.125\n"
+    with pytest.raises(ValueError, match=r"edge-feat.csv.gz line 2: a value is not finite"):
+        read_ogbg(write_ogbg(tmp_path / "bad", files), "ogbg-ppa")
 
 
 @pytest.mark.parametrize(
