@@ -134,7 +134,9 @@ class LinkSpec:
 
     def scaled(self, scale: float) -> LinkSpec:
         """Nodes, edges, held-out counts and (collab) negative pairs times ``scale``
-        (rounded); citation2's targets per source, features and model unchanged.
+        (rounded); citation2's targets per source, features and model unchanged,
+        except that communities merge (at most ``N^2 / (16 h E)`` of them) so
+        that a fraction ``homophily`` of the edges still fits inside them.
 
         Raises:
           ValueError: ``scale`` outside ``(0, 1]``, or so small that a split is empty.
@@ -142,10 +144,16 @@ class LinkSpec:
         scale = _check_scale(scale)
         if scale == 1.0:
             return self
+        n, e = max(round(self.num_nodes * scale), 2), round(self.num_edges * scale)
+        # Fewer, larger communities when the graph shrinks: the in-community
+        # pairs (h E) must stay well under the pairs communities of N / C
+        # nodes hold (about N^2 / 2C), or sbm.sample_pairs caps them there.
+        fit = int(n * n / (16 * max(self.homophily, 0.05) * max(e, 1)))
         spec = dataclasses.replace(
             self,
-            num_nodes=max(round(self.num_nodes * scale), 2),
-            num_edges=round(self.num_edges * scale),
+            num_nodes=n,
+            num_edges=e,
+            num_communities=max(2, min(self.num_communities, fit)),
             num_valid=round(self.num_valid * scale),
             num_test=round(self.num_test * scale),
             num_negatives=(
@@ -178,10 +186,10 @@ class LinkSpec:
             "valid_neg": neg,
             "test_neg": self.num_test if self.directed else self.num_negatives,
         }
-        per_neg = 8 * (self.num_negatives if self.directed else 2)
-        nbytes = 8 * n + 4 * n * self.num_features + 4 * 2 * train + 16 * self.num_edges
+        per_neg = 8 * self.num_negatives if self.directed else 16
+        nbytes = 16 * train + 4 * n * self.num_features + 16 * self.num_edges  # graph, x, pairs
         nbytes += per_neg * (sizes["valid_neg"] + sizes["test_neg"])
-        nbytes += 0 if self.directed else 16 * train  # edge_weight, edge_year
+        nbytes += 8 * n if self.directed else 16 * train  # node_year; edge_weight, edge_year
         return {
             "name": f"synthetic:{self.name}",
             "num_nodes": n,
