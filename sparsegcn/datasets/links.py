@@ -47,12 +47,27 @@ NEGATIVE_FORMS = ("pairs", "targets")
 _METRIC = re.compile(r"(hits@[1-9][0-9]*|mrr|rocauc|auc|ap)")
 
 
+def check_node_ids(name: str, array: np.ndarray, num_nodes: int) -> None:
+    """Raises ``ValueError`` naming the first entry of ``array`` (any shape) outside
+    ``[0, num_nodes)``: ``name[i, j] = v is not a node id in [0, N)``."""
+    if array.size == 0:
+        return
+    bad = (array < 0) | (array >= num_nodes)
+    if bad.any():
+        pos = np.unravel_index(int(np.flatnonzero(bad.ravel())[0]), array.shape)
+        index = ", ".join(str(int(i)) for i in pos)
+        raise ValueError(
+            f"{name}[{index}] = {int(array[pos])} is not a node id in [0, {num_nodes}) "
+            f"({int(bad.sum())} bad id(s) in all)"
+        )
+
+
 def _check_pairs(name: str, pairs, num_nodes: int) -> np.ndarray:
     array = np.asarray(pairs)
     _checks.check_integer_array(name, array, ndim=2)
     if array.shape[1] != 2:
         raise ValueError(f"{name} must have shape [P, 2] (node pairs), got {array.shape}")
-    _checks.check_ids_in_range(name, array, num_nodes)
+    check_node_ids(name, array, num_nodes)
     return array.astype(np.int64, copy=False)
 
 
@@ -140,7 +155,7 @@ class LinkDataset:
             neg = np.asarray(self.split[f"{key}_neg"])
             label = f"split[{key + '_neg'!r}]"
             _checks.check_integer_array(label, neg, ndim=2)
-            _checks.check_ids_in_range(label, neg, n)
+            check_node_ids(label, neg, n)
             split[f"{key}_neg"] = neg.astype(np.int64, copy=False)
         shapes = {split[k].shape for k in ("valid_neg", "test_neg")}
         form = self._negative_form(split)
@@ -468,6 +483,7 @@ __all__ = [
     "LINK_SPLITS",
     "NEGATIVE_FORMS",
     "LinkDataset",
+    "check_node_ids",
     "describe_links",
     "is_link_dataset",
     "link_names",

@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sparsegcn.datasets.links import LinkDataset, symmetric_graph
+from sparsegcn.datasets.links import LinkDataset, check_node_ids, symmetric_graph
 from sparsegcn.datasets.torchfile import read_torch_file
 from sparsegcn.files import CorruptFileError, check_regular_file, reading, temp_folder
 
@@ -254,15 +254,6 @@ def _negatives_of(part: dict, path: Path, split: str, layout: LinkLayout) -> np.
     return _field(part, "edge_neg", path, split, 2, 2)
 
 
-def _check_range(array: np.ndarray, n: int, where: str) -> None:
-    bad = (array < 0) | (array >= n)
-    if bad.any():
-        pos = np.unravel_index(int(np.flatnonzero(bad.ravel())[0]), array.shape)
-        raise ValueError(
-            f"{where}{list(map(int, pos))} = {int(array[pos])} is not a node id in [0, {n})"
-        )
-
-
 def _missing_folder(name: str, root: Path, dataset_dir: Path, layout: LinkLayout) -> str:
     url = URL.format(layout.download_name)
     return (
@@ -334,7 +325,7 @@ def load_ogbl(
     n = _num_nodes(dataset_dir)
     raw = dataset_dir / "raw"
     edges = read_csv(raw / "edge.csv.gz", columns=2, integer=True)
-    _check_range(edges, n, f"{raw / 'edge.csv.gz'}: edge")
+    check_node_ids(f"{raw / 'edge.csv.gz'}: edge", edges, n)
     graph = symmetric_graph(edges, n)
     del edges
     features = None
@@ -353,10 +344,10 @@ def load_ogbl(
     split = {}
     for key in ("train", "valid", "test"):
         split[key] = _pairs_of(parts[key], files[key], key, layout)
-        _check_range(split[key], n, f"{files[key]}: {key} pair")
+        check_node_ids(f"{files[key]}: {key} pair", split[key], n)
     for key in ("valid", "test"):
         neg = _negatives_of(parts[key], files[key], key, layout)
-        _check_range(neg, n, f"{files[key]}: {key} negative")
+        check_node_ids(f"{files[key]}: {key} negative", neg, n)
         split[f"{key}_neg"] = neg
     train = parts["train"]
     per_edge = {}

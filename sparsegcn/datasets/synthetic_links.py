@@ -414,8 +414,8 @@ def _collab(spec: LinkSpec, keys: np.ndarray, communities, seed: int) -> dict:
     year[order[spec.num_valid : spec.held_out]] = test_year
     year[order[spec.held_out :]] = _growth_years(rng, e - spec.held_out, first, last, 0.08)
     del order
-    weight = _stream(seed, _WEIGHT).geometric(0.6, size=e).astype(np.int64)
-    flip = _stream(seed, _FLIP).random(e) < 0.5
+    weight = np.asarray(_stream(seed, _WEIGHT).geometric(0.6, size=e), np.int64)
+    flip = np.less(_stream(seed, _FLIP).random(e), 0.5)
     train = year < valid_year
     split = {
         "train": _pairs(keys[train], n, flip[train]),

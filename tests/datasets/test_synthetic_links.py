@@ -196,3 +196,15 @@ def test_too_small_a_scale_is_refused():
         LINK_PRESETS["citation2"].scaled(1e-6)
     with pytest.raises(ValueError, match=r"scale must lie in \(0, 1\]"):
         load_links("synthetic:collab", scale=2.0)
+
+
+@pytest.mark.slow
+def test_full_size_collab_has_the_published_counts():
+    ds = generate_links(LINK_PRESETS["collab"], seed=0)
+    assert (ds.num_nodes, ds.num_edges, ds.num_features) == (235_868, 1_285_465, 128)
+    sizes = ds.split_sizes
+    assert (sizes["train"], sizes["valid"], sizes["test"]) == (1_179_052, 60_084, 46_329)
+    assert sizes["valid_neg"] == sizes["test_neg"] == 100_000
+    community = community_labels(LINK_PRESETS["collab"], seed=0)
+    train = ds.split["train"]
+    assert np.mean(community[train[:, 0]] == community[train[:, 1]]) == pytest.approx(0.8, abs=0.01)
