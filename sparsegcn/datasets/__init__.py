@@ -35,6 +35,8 @@ PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("ogbn-arxiv", "ogbn-products", "ogbn-papers100M")
 #: OGB link-prediction datasets (:mod:`.ogbl`), loaded by :func:`.links.load_links`.
 OGBL = ("ogbl-collab", "ogbl-citation2", "ogbl-ddi", "ogbl-ppa")
+#: Synthetic link-prediction presets (:mod:`.synthetic_links`): ``synthetic:collab`` etc.
+SYNTHETIC_LINKS = ("collab", "citation2")
 SYNTHETIC_PREFIX = "synthetic:"
 TU_PREFIX = "tu:"  # graph-classification datasets (:mod:`.tu`)
 #: Names with these prefixes are registered names, never paths (``tu:MUTAG``).
@@ -114,9 +116,7 @@ def load(
         raise ValueError(f"root {str(root)!r} exists but is not a directory")
     if name != name.strip():
         raise ValueError(f"dataset name {name!r} has surrounding whitespace")
-    from sparsegcn.datasets.links import is_link_dataset
-
-    if is_link_dataset(name):
+    if name in OGBL or name in [SYNTHETIC_PREFIX + p for p in SYNTHETIC_LINKS]:
         raise ValueError(
             f"{name!r} is a link-prediction dataset: load it with "
             f"sparsegcn.datasets.links.load_links (the link task)"
@@ -204,6 +204,7 @@ __all__ = [
     "OGBL",
     "PLANETOID",
     "SPLITS",
+    "SYNTHETIC_LINKS",
     "Dataset",
     "default_root",
     "is_path",

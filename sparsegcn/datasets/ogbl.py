@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sparsegcn.datasets.links import LinkDataset, check_node_ids, symmetric_graph
+from sparsegcn.datasets.link_base import LinkDataset, check_node_ids, symmetric_graph
 from sparsegcn.datasets.torchfile import read_torch_file
 from sparsegcn.files import CorruptFileError, check_regular_file, reading, temp_folder
 

@@ -74,7 +74,7 @@ import numpy as np
 
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
-from sparsegcn.datasets.links import LINK_SPLITS, LinkDataset
+from sparsegcn.datasets.link_base import LINK_SPLITS, LinkDataset
 from sparsegcn.datasets.synthetic import _check_range, _check_scale, _fsync_dir, _save_array
 from sparsegcn.files import json_text, load_npy, naming_errors, read_json, temp_folder
 from sparsegcn.graph import Graph

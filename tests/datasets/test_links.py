@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparsegcn.datasets import load
+from sparsegcn.datasets import SYNTHETIC_LINKS, load
 from sparsegcn.datasets.links import (
     LinkDataset,
     is_link_dataset,
@@ -14,6 +14,7 @@ from sparsegcn.datasets.links import (
     load_links,
     symmetric_graph,
 )
+from sparsegcn.datasets.synthetic_links import LINK_PRESETS
 from sparsegcn.graph import Graph
 
 
@@ -102,6 +103,7 @@ def test_symmetric_graph_matches_scipy(weighted):
 
 
 def test_names_and_dispatch():
+    assert set(SYNTHETIC_LINKS) == set(LINK_PRESETS)  # the package's table and the presets
     names = link_names()
     assert {"ogbl-collab", "ogbl-citation2", "synthetic:collab", "synthetic:citation2"} <= set(
         names
