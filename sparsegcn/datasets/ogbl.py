@@ -47,6 +47,7 @@ References:
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 from pathlib import Path
@@ -55,8 +56,14 @@ from typing import NamedTuple
 import numpy as np
 
 from sparsegcn.datasets.link_base import LinkDataset, check_node_ids, symmetric_graph
-from sparsegcn.datasets.torchfile import read_torch_file
-from sparsegcn.files import CorruptFileError, check_regular_file, reading, temp_folder
+from sparsegcn.datasets.torchfile import read_torch_file, write_torch_file
+from sparsegcn.files import (
+    CorruptFileError,
+    check_regular_file,
+    reading,
+    temp_folder,
+    write_atomic,
+)
 
 
 class LinkLayout(NamedTuple):
@@ -377,6 +384,104 @@ def load_ogbl(
     )
 
 
+def _write_csv(path: Path, array: np.ndarray, fmt: str) -> None:
+    array = np.asarray(array)
+    rows = array.reshape(array.shape[0], -1)
+
+    def write(f) -> None:
+        with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=1, mtime=0) as gz:
+            for start in range(0, rows.shape[0], CHUNK_ROWS):
+                np.savetxt(gz, rows[start : start + CHUNK_ROWS], fmt=fmt, delimiter=",")
+
+    write_atomic(path, write)
+
+
+def save_ogbl_layout(dataset: LinkDataset, root: str | os.PathLike, name: str) -> Path:
+    """Writes ``dataset`` as OGB's raw layout of ``name`` under ``<root>/<name with '_'>/``.
+
+    The folder :func:`load_ogbl` (and ``ogb``'s ``LinkPropPredDataset``)
+    reads: ``raw/`` CSV files (the training pairs as ``edge.csv.gz``, which
+    ``ogb`` makes its graph; features printed with 9 significant digits,
+    exact for float32; collab's ``edge_weight``/``edge_year``; citation2's
+    ``node_year``), an empty ``processed/``, ``split/<type>/{train,valid,test}.pt`` as legacy
+    ``torch.save`` streams of NumPy dicts (:func:`~sparsegcn.datasets.torchfile.write_torch_file`,
+    as ogbl-collab ships them; ``ogb``'s own ``torch.load`` needs
+    ``weights_only=False`` for them), and ``RELEASE_v1.txt``. For tests and
+    benchmarks that need an ``ogbl-*`` folder without the download, e.g.
+    from ``synthetic:collab``. Built in a temporary folder and renamed into
+    place.
+
+    Args:
+      dataset: the data; its negatives must have the form ``name`` uses
+        (pairs for collab, ddi, ppa; targets per source for citation2).
+      root: the data root.
+      name: a key of :data:`OGBL_LAYOUTS`.
+
+    Returns:
+      The dataset folder.
+
+    Raises:
+      ValueError: an unknown name, negatives of the other form, a dataset
+        without the features the layout has, or an existing folder.
+    """
+    if name not in OGBL_LAYOUTS:
+        raise ValueError(f"unknown OGB link dataset {name!r}; choose one of {list(OGBL_LAYOUTS)}")
+    layout = OGBL_LAYOUTS[name]
+    want = "targets" if layout.directed else "pairs"
+    if dataset.negatives != want:
+        raise ValueError(
+            f"{name} stores {want!r} negatives, {dataset.name} has {dataset.negatives!r}"
+        )
+    if layout.features and dataset.features is None:
+        raise ValueError(f"{name} has node features and {dataset.name} has none")
+    if layout.node_year and dataset.node_year is None:
+        raise ValueError(f"{name} has node years and {dataset.name} has none")
+    folder = Path(root) / name.replace("-", "_")
+    if folder.exists():
+        raise ValueError(f"{str(folder)!r} exists; refusing to overwrite it")
+    work = temp_folder(folder.parent, folder.name)
+    try:
+        _write_layout(dataset, work, layout)
+        os.rename(work, folder)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return folder
+
+
+def _write_layout(dataset: LinkDataset, work: Path, layout: LinkLayout) -> None:
+    raw, split_dir = work / "raw", work / "split" / layout.split
+    raw.mkdir()
+    split_dir.mkdir(parents=True)
+    (work / "processed").mkdir()  # where ogb writes its cache; its archives ship it empty
+    train = np.asarray(dataset.split["train"])
+    _write_csv(raw / "num-node-list.csv.gz", np.array([dataset.num_nodes]), "%d")
+    _write_csv(raw / "num-edge-list.csv.gz", np.array([train.shape[0]]), "%d")
+    _write_csv(raw / "edge.csv.gz", train, "%d")
+    if layout.features:
+        _write_csv(raw / "node-feat.csv.gz", np.asarray(dataset.features), "%.9g")
+    if layout.node_year:
+        _write_csv(raw / "node_year.csv.gz", np.asarray(dataset.node_year), "%d")
+    parts: dict[str, dict] = {}
+    for key in ("train", "valid", "test"):
+        pairs = np.ascontiguousarray(dataset.split[key])
+        if layout.directed:
+            parts[key] = {"source_node": pairs[:, 0].copy(), "target_node": pairs[:, 1].copy()}
+        else:
+            parts[key] = {"edge": pairs}
+    for key in ("valid", "test"):
+        neg = np.ascontiguousarray(dataset.split[f"{key}_neg"])
+        parts[key]["target_node_neg" if layout.directed else "edge_neg"] = neg
+    for field, key in (("edge_weight", "weight"), ("edge_year", "year")):
+        values = getattr(dataset, field)
+        if values is not None:
+            parts["train"][key] = np.asarray(values)
+            _write_csv(raw / f"{field}.csv.gz", np.asarray(values), "%d")
+    for key, part in parts.items():
+        write_torch_file(part, split_dir / f"{key}.pt")
+    (work / "RELEASE_v1.txt").write_text("written by sparsegcn.datasets.ogbl.save_ogbl_layout\n")
+
+
 __all__ = [
     "ARCHIVE_SHA256",
     "CHUNK_ROWS",
@@ -385,4 +490,5 @@ __all__ = [
     "LinkLayout",
     "load_ogbl",
     "read_csv",
+    "save_ogbl_layout",
 ]

@@ -49,7 +49,13 @@ from pathlib import Path
 import numpy as np
 
 from sparsegcn.datasets.unpickle import _resolve
-from sparsegcn.files import CorruptFileError, check_regular_file, open_regular, reading
+from sparsegcn.files import (
+    CorruptFileError,
+    check_regular_file,
+    open_regular,
+    reading,
+    write_atomic,
+)
 
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 """The first pickle of a legacy ``torch.save`` stream."""
@@ -312,4 +318,60 @@ def read_torch_file(path: str | os.PathLike) -> object:
             return _read_legacy(path, f)
 
 
-__all__ = ["LEGACY_MAGIC", "LEGACY_PROTOCOL", "STORAGE_DTYPES", "TORCH_GLOBALS", "read_torch_file"]
+def _numpy_only(value, where: str = "obj") -> None:
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise TypeError(f"{where} is an object array; only numeric arrays are written")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{where} has a key {k!r} that is not a string")
+            _numpy_only(v, f"{where}[{k!r}]")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _numpy_only(v, f"{where}[{i}]")
+        return
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return
+    raise TypeError(
+        f"{where} is a {type(value).__name__}; only NumPy arrays, dicts, lists, numbers"
+    )
+
+
+def write_torch_file(obj, path: str | os.PathLike) -> Path:
+    """Writes ``obj`` (dicts, lists, numbers, NumPy arrays) as a legacy ``torch.save`` stream.
+
+    The format OGB's ogbl-collab split files use: the header pickles
+    (magic number, version 1001, system info), the object pickled with
+    protocol 2 (NumPy arrays as NumPy pickles them, so no tensor storages),
+    and an empty storage list. ``torch.load(path, weights_only=False)`` and
+    :func:`read_torch_file` read it back; torch is not needed to write it.
+    Written atomically (:func:`~sparsegcn.files.write_atomic`).
+
+    Raises:
+      TypeError: ``obj`` holds something other than the types above.
+    """
+    _numpy_only(obj)
+    info = {
+        "protocol_version": LEGACY_PROTOCOL,
+        "little_endian": True,
+        "type_sizes": {"short": 2, "int": 4, "long": 4},
+    }
+
+    def write(f) -> None:
+        for item in (LEGACY_MAGIC, LEGACY_PROTOCOL, info, obj, []):
+            pickle.dump(item, f, protocol=2)
+
+    return write_atomic(path, write)
+
+
+__all__ = [
+    "LEGACY_MAGIC",
+    "LEGACY_PROTOCOL",
+    "STORAGE_DTYPES",
+    "TORCH_GLOBALS",
+    "read_torch_file",
+    "write_torch_file",
+]

@@ -247,3 +247,56 @@ def test_corrupt_gzip_is_named(tmp_path):
 def test_scale_is_refused_for_ogbl(tmp_path):
     with pytest.raises(ValueError, match=r"scale=0\.5 applies only to generated datasets"):
         load_links("ogbl-collab", tmp_path, scale=0.5)
+
+
+@pytest.mark.parametrize(
+    ("preset", "name"), [("collab", "ogbl-collab"), ("citation2", "ogbl-citation2")]
+)
+def test_save_layout_round_trip(tmp_path, preset, name):
+    """save_ogbl_layout writes a folder that load_ogbl reads back unchanged (no torch needed)."""
+    from sparsegcn.datasets.ogbl import save_ogbl_layout
+    from sparsegcn.datasets.synthetic_links import LINK_PRESETS, generate_links
+
+    ds = generate_links(LINK_PRESETS[preset].scaled(0.001), seed=2)
+    folder = save_ogbl_layout(ds, tmp_path, name)
+    assert folder == tmp_path / name.replace("-", "_")
+    back = load_links(name, tmp_path)
+    np.testing.assert_array_equal(back.features, ds.features)  # %.9g is exact for float32
+    for key in ds.split:
+        np.testing.assert_array_equal(back.split[key], ds.split[key], err_msg=key)
+    np.testing.assert_array_equal(back.graph.senders, ds.graph.senders)
+    np.testing.assert_array_equal(back.graph.receivers, ds.graph.receivers)
+    for field in ("edge_weight", "edge_year", "node_year"):
+        if getattr(ds, field) is None:
+            assert getattr(back, field) is None
+        else:
+            np.testing.assert_array_equal(getattr(back, field), getattr(ds, field))
+    with pytest.raises(ValueError, match="exists; refusing to overwrite"):
+        save_ogbl_layout(ds, tmp_path, name)
+
+
+def test_ogb_reads_the_same_folder(tmp_path, torch):
+    """ogb's own LinkPropPredDataset on a folder in the layout agrees with load_links."""
+    from sparsegcn.datasets.ogb import import_ogb
+    from sparsegcn.datasets.ogbl import save_ogbl_layout
+    from sparsegcn.datasets.synthetic_links import LINK_PRESETS, generate_links
+
+    import_ogb()  # without ogb's version-check thread
+    import ogb.linkproppred
+
+    ds = generate_links(LINK_PRESETS["collab"].scaled(0.002), seed=4)
+    folder = save_ogbl_layout(ds, tmp_path, "ogbl-collab")
+    ours = load_links("ogbl-collab", tmp_path)
+    reference = ogb.linkproppred.LinkPropPredDataset("ogbl-collab", root=str(tmp_path))
+    graph = reference[0]
+    assert graph["num_nodes"] == ours.num_nodes
+    np.testing.assert_array_equal(graph["node_feat"], ours.features)
+    edges = graph["edge_index"]  # ogb adds the inverse of each raw edge, repeats kept
+    expected = np.unique(edges[1].astype(np.int64) * ours.num_nodes + edges[0])
+    got = ours.graph.receivers.astype(np.int64) * ours.num_nodes + ours.graph.senders
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(graph["edge_weight"][::2, 0], ours.edge_weight)
+    for key in ("train", "valid", "test"):  # our own files: trusted, so weights_only=False
+        part = torch.load(folder / "split" / "time" / f"{key}.pt", weights_only=False)
+        np.testing.assert_array_equal(part["edge"], ours.split[key])
+    np.testing.assert_array_equal(part["edge_neg"], ours.split["test_neg"])

@@ -106,3 +106,17 @@ def test_tensor_past_its_storage_is_refused(tmp_path):
             zf.writestr(name, data)
     with pytest.raises(CorruptFileError, match=r"short\.pt: member .*data/0.* holds 16 bytes"):
         read_torch_file(bad)
+
+
+def test_write_torch_file_round_trip(tmp_path):
+    from sparsegcn.datasets.torchfile import write_torch_file
+
+    obj = {"edge": np.array([[0, 1], [2, 3]]), "year": np.array([2018], np.int64), "k": [1, 2.5]}
+    path = write_torch_file(obj, tmp_path / "w.pt")
+    for loaded in (read_torch_file(path), torch.load(path, weights_only=False)):
+        np.testing.assert_array_equal(loaded["edge"], obj["edge"])
+        np.testing.assert_array_equal(loaded["year"], obj["year"])
+        assert loaded["k"] == [1, 2.5]
+    with pytest.raises(TypeError, match=r"obj\['t'\] is a Tensor"):
+        write_torch_file({"t": torch.zeros(2)}, tmp_path / "t.pt")
+    assert not (tmp_path / "t.pt").exists()
