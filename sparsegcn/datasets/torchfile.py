@@ -360,8 +360,11 @@ def write_torch_file(obj, path: str | os.PathLike) -> Path:
         "type_sizes": {"short": 2, "int": 4, "long": 4},
     }
 
+    no_storages: list[str] = []
+    items: tuple[object, ...] = (LEGACY_MAGIC, LEGACY_PROTOCOL, info, obj, no_storages)
+
     def write(f) -> None:
-        for item in (LEGACY_MAGIC, LEGACY_PROTOCOL, info, obj, []):
+        for item in items:
             pickle.dump(item, f, protocol=2)
 
     return write_atomic(path, write)
