@@ -67,8 +67,11 @@ class LinkDataset:
       name: e.g. ``"ogbl-collab"``, ``"synthetic:citation2"``.
       graph: the host :class:`Graph` messages pass on: the training edges,
         both directions of each, repeated pairs merged (distinct, sorted by
-        receiver then sender, unweighted). Validation and test edges are not
-        in it (see :func:`message_graph` for OGB's ``--use-valid-edges``).
+        receiver then sender, unweighted). The validation and test edges are
+        not in it (though in ogbl-collab a pair that collaborated again in a
+        later year is a training pair too); see
+        :func:`~sparsegcn.datasets.links.message_graph` for OGB's
+        ``--use_valid_edges_as_input``.
         For directed datasets (citation2) it is symmetric too, as OGB's
         baselines make it (``adj_t.to_symmetric()``); the split's pairs keep
         their direction.
@@ -77,7 +80,8 @@ class LinkDataset:
       split: ``{"train": [P, 2], "valid": [Pv, 2], "test": [Pt, 2],
         "valid_neg": ..., "test_neg": ...}``, int64 node ids; positives are
         ``(source, target)`` rows; negatives in the form :attr:`negatives`
-        names (module docstring). ``train`` keeps repeats where the
+        names (see :mod:`sparsegcn.datasets.links`; the form is told by the
+        width: 2 columns are pairs, any other ``K`` targets per source). ``train`` keeps repeats where the
         publisher has them (a collab pair collaborating in several years).
       metric: OGB's evaluation metric: ``"hits@50"``, ``"mrr"``, ...
       directed: whether a pair ``(s, t)`` differs from ``(t, s)`` (a
@@ -158,10 +162,10 @@ class LinkDataset:
 
     @staticmethod
     def _negative_form(split: dict) -> str:
-        """``"targets"`` when ``valid_neg`` is ``[Pv, K]`` with ``K != 2`` or with
-        one row per positive and not pairs-shaped; ``"pairs"`` otherwise."""
-        neg = split["valid_neg"]
-        return "pairs" if neg.shape[1] == 2 else "targets"
+        """``"pairs"`` when the negatives have 2 columns, ``"targets"`` (``[P, K]``)
+        otherwise; OGB's per-source negatives have ``K = 1000`` (``K = 2`` would read
+        as pairs, so per-source negatives need ``K != 2``)."""
+        return "pairs" if split["valid_neg"].shape[1] == 2 else "targets"
 
     @property
     def negatives(self) -> str:
