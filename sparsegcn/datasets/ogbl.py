@@ -272,7 +272,7 @@ def _missing_folder(name: str, root: Path, dataset_dir: Path, layout: LinkLayout
     )
 
 
-def _download(name: str, root: Path, layout: LinkLayout, *, progress: bool) -> None:
+def _download(name: str, root: Path, layout: LinkLayout, url: str, *, progress: bool) -> None:
     """Downloads and extracts ``name`` against :data:`ARCHIVE_SHA256` (a known digest only)."""
     from sparsegcn.datasets.download import download_file
     from sparsegcn.datasets.ogb import _extract
@@ -283,7 +283,7 @@ def _download(name: str, root: Path, layout: LinkLayout, *, progress: bool) -> N
     try:
         archive = work / f"{layout.download_name}.zip"
         download_file(
-            URL.format(layout.download_name),
+            url,
             archive,
             sha256=ARCHIVE_SHA256[name],
             progress=progress,
@@ -294,7 +294,12 @@ def _download(name: str, root: Path, layout: LinkLayout, *, progress: bool) -> N
 
 
 def load_ogbl(
-    name: str, root: str | os.PathLike, *, download: bool = True, progress: bool = False
+    name: str,
+    root: str | os.PathLike,
+    *,
+    download: bool = True,
+    progress: bool = False,
+    url: str | None = None,
 ) -> LinkDataset:
     """Loads an OGB link dataset from ``<root>/<name with '_'>/`` with its official split.
 
@@ -309,12 +314,14 @@ def load_ogbl(
       download: fetch a missing folder when :data:`ARCHIVE_SHA256` has its
         digest (none is known: see the module docstring).
       progress: download progress bar.
+      url: the archive's URL (default :data:`URL`, https).
 
     Raises:
       FileNotFoundError: the folder or one of its files is missing; for the
         folder, the message says where to unzip the archive.
       ValueError: a malformed file, naming it (and the line, for CSV) or
-        the split key; a node id out of range.
+        the split key; a node id out of range; a downloaded archive whose
+        sha256 differs (it is deleted, nothing is left).
       pickle.UnpicklingError: a split file names a global outside
         :data:`~sparsegcn.datasets.torchfile.TORCH_GLOBALS`.
     """
@@ -328,7 +335,8 @@ def load_ogbl(
     if not dataset_dir.exists():
         if not (download and ARCHIVE_SHA256[name]):
             raise FileNotFoundError(_missing_folder(name, root, dataset_dir, layout))
-        _download(name, root, layout, progress=progress)
+        source = url or URL.format(layout.download_name)
+        _download(name, root, layout, source, progress=progress)
     n = _num_nodes(dataset_dir)
     raw = dataset_dir / "raw"
     edges = read_csv(raw / "edge.csv.gz", columns=2, integer=True)

@@ -300,3 +300,46 @@ def test_ogb_reads_the_same_folder(tmp_path, torch):
         part = torch.load(folder / "split" / "time" / f"{key}.pt", weights_only=False)
         np.testing.assert_array_equal(part["edge"], ours.split[key])
     np.testing.assert_array_equal(part["edge_neg"], ours.split["test_neg"])
+
+
+def _zipped_collab(tmp_path) -> tuple[bytes, object]:
+    import zipfile
+
+    from sparsegcn.datasets.ogbl import save_ogbl_layout
+    from sparsegcn.datasets.synthetic_links import LINK_PRESETS, generate_links
+
+    ds = generate_links(LINK_PRESETS["collab"].scaled(0.001), seed=1)
+    folder = save_ogbl_layout(ds, tmp_path / "staging", "ogbl-collab")
+    archive = tmp_path / "collab.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            zf.write(path, Path("collab") / path.relative_to(folder))
+    return archive.read_bytes(), ds
+
+
+def test_download_with_a_known_digest_is_verified_and_extracted(tmp_path, monkeypatch):
+    """The download path, for when a digest is published: served from 127.0.0.1."""
+    import hashlib
+
+    from http_server import serve
+
+    from sparsegcn.datasets import ogbl
+
+    body, ds = _zipped_collab(tmp_path)
+    monkeypatch.setitem(ogbl.ARCHIVE_SHA256, "ogbl-collab", hashlib.sha256(body).hexdigest())
+    root = tmp_path / "data"
+    with serve({"/collab.zip": body}) as (server, base):
+        loaded = ogbl.load_ogbl("ogbl-collab", root, url=f"{base}/collab.zip")
+    assert server.requests == ["/collab.zip"]
+    np.testing.assert_array_equal(loaded.split["valid_neg"], ds.split["valid_neg"])
+    np.testing.assert_array_equal(loaded.features, ds.features)
+    assert sorted(p.name for p in root.iterdir()) == ["ogbl_collab"]  # no archive, no temp
+    flipped = bytearray(body)
+    flipped[len(body) // 2] ^= 0xFF
+    other = tmp_path / "other"
+    with (
+        serve({"/collab.zip": bytes(flipped)}) as (_, base),
+        pytest.raises(ValueError, match="sha256"),
+    ):
+        ogbl.load_ogbl("ogbl-collab", other, url=f"{base}/collab.zip")
+    assert list(other.iterdir()) == []
