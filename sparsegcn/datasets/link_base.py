@@ -173,6 +173,25 @@ class LinkDataset:
         source); see the module docstring."""
         return self._negative_form(self.split)
 
+    def require_splits(self, needed=LINK_SPLITS, *, purpose: str = "training") -> None:
+        """Raises unless every split in ``needed`` holds at least one row.
+
+        Construction allows an empty split (``describe_links`` shows it);
+        training needs positives to fit, positives and negatives to validate
+        and to test (an empty one would read as a metric of 0).
+
+        Raises:
+          ValueError: naming the first empty split and the dataset's folder.
+        """
+        folder = self.info.get("folder")
+        where = f"dataset {self.name!r}" + (f" ({folder})" if folder else "")
+        for key in needed:
+            if self.split[key].shape[0] == 0:
+                raise ValueError(
+                    f"{where}: the {key!r} split is empty (0 rows); {purpose} needs rows in "
+                    f"each of {', '.join(map(repr, needed))}"
+                )
+
     @property
     def num_nodes(self) -> int:
         return self.graph.num_nodes

@@ -116,3 +116,10 @@ def test_names_and_dispatch():
         load_links(3)
     with pytest.raises(ValueError, match="is a link-prediction dataset"):
         load("synthetic:collab", scale=0.1)
+
+
+def test_require_splits_names_the_empty_split():
+    ds = _dataset(split={**_dataset().split, "test_neg": np.zeros((0, 2), np.int64)})
+    ds.require_splits(("train", "valid", "test"))
+    with pytest.raises(ValueError, match=r"dataset 'toy': the 'test_neg' split is empty"):
+        ds.require_splits()
