@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -316,18 +316,14 @@ class GraphLifecycle:
         from sparsegcn.experiment.config import APPLIES
         from sparsegcn.experiment.lifecycle import RESUME_MAY_CHANGE
         from sparsegcn.train.checkpoint import NEW_RUN, CheckpointHook, load_checkpoint
-        from sparsegcn.train.graphs import GraphCheckpointState, member_template
+        from sparsegcn.train.graphs import checkpoint_template
 
         seeds = _member_seeds(exp, splits)
         metadata = {"config": dataclasses.asdict(exp), "dataset": graph_fingerprint(dataset)}
         resumed = None
         if exp.resume:
             members = len(seeds)
-            template = GraphCheckpointState(
-                member_template(model, config, members),
-                jax.ShapeDtypeStruct((members,), jnp.int32),
-                jax.ShapeDtypeStruct((members,), jnp.bool_),
-            )
+            template = checkpoint_template(model, config, members)
             settings = {k: v for k, v in metadata["config"].items() if k not in RESUME_MAY_CHANGE}
             settings = {
                 k: v for k, v in settings.items() if k not in APPLIES or APPLIES[k].when(exp)
@@ -572,7 +568,7 @@ def predict_graph_checkpoint(
     from sparsegcn.train.graphs import (
         METRICS,
         GraphCheckpointState,
-        member_template,
+        checkpoint_template,
         predict_graphs,
     )
 
@@ -588,13 +584,10 @@ def predict_graph_checkpoint(
     splits, config = graph_splits(exp, data), graph_config(exp)
     model = _model(exp, data)
     members = len(manifest["seeds"])
-    template = GraphCheckpointState(
-        member_template(model, config, members),
-        jax.ShapeDtypeStruct((members,), jnp.int32),
-        jax.ShapeDtypeStruct((members,), jnp.bool_),
+    ckpt = load_checkpoint(
+        manifest["path"], checkpoint_template(model, config, members), expect=expect
     )
-    ckpt = load_checkpoint(manifest["path"], template, expect=expect)
-    state = ckpt.state.members
+    state = cast(GraphCheckpointState, ckpt.state).members
     chosen = (
         (state.best_params, state.best_stats) if params == "best" else (state.params, state.stats)
     )

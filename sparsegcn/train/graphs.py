@@ -202,7 +202,7 @@ def official_splits(dataset) -> Splits:
     """
     if dataset.split is None:
         raise ValueError(f"{dataset.name} has no official split; use fold_splits")
-    masks = []
+    masks: list[np.ndarray] = []
     for name in ("train", "valid", "test"):
         index = np.asarray(dataset.split[name], np.int64)
         if index.size and (index.min() < 0 or index.max() >= dataset.num_graphs):
@@ -212,7 +212,7 @@ def official_splits(dataset) -> Splits:
         mask = np.zeros((1, dataset.num_graphs), bool)
         mask[0, index] = True
         masks.append(mask)
-    return Splits(*masks, np.zeros(1, np.int64))
+    return Splits(train=masks[0], valid=masks[1], test=masks[2], fold=np.zeros(1, np.int64))
 
 
 # -- losses and metrics -------------------------------------------------------
@@ -457,6 +457,17 @@ def member_template(model: GraphModel, config: GraphTrainConfig, members: int) -
     """The shapes and dtypes of ``members`` stacked states (no arrays built)."""
     keys = jax.ShapeDtypeStruct((members,), jax.random.key(0).dtype)
     return jax.eval_shape(jax.vmap(lambda k: init_member(model, config, k)), keys)
+
+
+def checkpoint_template(model: GraphModel, config: GraphTrainConfig, members: int) -> Any:
+    """The :class:`GraphCheckpointState` a checkpoint of ``members`` members
+    holds, as ``jax.ShapeDtypeStruct`` leaves (for
+    :func:`~sparsegcn.train.checkpoint.load_checkpoint`)."""
+    return GraphCheckpointState(
+        member_template(model, config, members),
+        jax.ShapeDtypeStruct((members,), jnp.int32),  # type: ignore[arg-type]
+        jax.ShapeDtypeStruct((members,), jnp.bool_),  # type: ignore[arg-type]
+    )
 
 
 # -- batches over devices -----------------------------------------------------
@@ -986,6 +997,7 @@ __all__ = [
     "accuracy",
     "ap",
     "binary_loss",
+    "checkpoint_template",
     "class_loss",
     "device_batch_size",
     "fit_graphs",

@@ -107,9 +107,7 @@ def test_checkpoint_resume_and_predict_on_graphs(data_root, tmp_path, capsys):
 
     full = _train(data_root, tmp_path, "full", "--epochs", "4", "--seeds", "2")
     first = tmp_path / "first"
-    _train(
-        data_root, tmp_path, "half", "--epochs", "2", "--seeds", "2", "--checkpoint", str(first)
-    )
+    _train(data_root, tmp_path, "half", "--epochs", "2", "--seeds", "2", "--checkpoint", str(first))
     resumed = _train(
         data_root,
         tmp_path,
@@ -127,10 +125,8 @@ def test_checkpoint_resume_and_predict_on_graphs(data_root, tmp_path, capsys):
     for key in ("cv_curve", "test_acc_per_member", "best_epoch", "val_acc_mean"):
         assert resumed[key] == full[key]
     out, emb = tmp_path / "p.npy", tmp_path / "e.npy"
-    code = main(
-        ["predict", "--checkpoint", str(tmp_path / "second"), "--out", str(out)]
-        + ["--embeddings", str(emb), "--json", str(tmp_path / "p.json")]
-    )
+    predict = ["predict", "--checkpoint", str(tmp_path / "second"), "--out", str(out)]
+    code = main([*predict, "--embeddings", str(emb), "--json", str(tmp_path / "p.json")])
     assert code == 0
     probs, embeddings = np.load(out), np.load(emb)
     assert probs.shape == (2, 188, 2) and embeddings.shape == (2, 188, 7 + 8 + 8)
@@ -140,8 +136,6 @@ def test_checkpoint_resume_and_predict_on_graphs(data_root, tmp_path, capsys):
     assert summary["reported_test_acc"] == full["test_acc_per_member"]
     # A second run may not write into the folder this run's checkpoints own.
     capsys.readouterr()
-    code = main(
-        ["train", "--dataset", "tu:MUTAG", "--root", str(data_root), "--model", "gin"]
-        + ["--epochs", "2", "--no-progress", "--checkpoint", str(first)]
-    )
+    train = ["train", "--dataset", "tu:MUTAG", "--root", str(data_root), "--model", "gin"]
+    code = main([*train, "--epochs", "2", "--no-progress", "--checkpoint", str(first)])
     assert code == 2 and "another run" in one_error(capsys)

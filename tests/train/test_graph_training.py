@@ -163,9 +163,7 @@ def test_binary_run_metrics_resume_and_predictions(binary_run, tmp_path):
     model, config = binary_run
     splits = official_splits(BINARY)
     hook = CheckpointHook(tmp_path, seeds=[0, 1], every=2)
-    full = fit_graphs(
-        model, BINARY, config, splits, seeds=(0, 1), budget=BUDGET, on_chunk=hook
-    )
+    full = fit_graphs(model, BINARY, config, splits, seeds=(0, 1), budget=BUDGET, on_chunk=hook)
     hook.close()
     assert full.metric == "rocauc" and full.compiles == 1  # two calls, one trace
     np.testing.assert_array_equal(full.best_epoch, select_best(full.curves))
@@ -255,9 +253,7 @@ def test_two_devices_equal_one():
     splits = fold_splits(data.labels, 3, seed=0)
     config = GraphTrainConfig(epochs=2, batch_size=6, packings=2)
     one = fit_graphs(model, data, config, splits, seeds=(0,), budget=Budget(41, 120, 7))
-    two = fit_graphs(
-        model, data, config, splits, seeds=(0,), budget=Budget(25, 64, 4), devices=2
-    )
+    two = fit_graphs(model, data, config, splits, seeds=(0,), budget=Budget(25, 64, 4), devices=2)
     assert two.devices == 2 and one.batches_per_epoch == two.batches_per_epoch
     np.testing.assert_allclose(two.curves.train_loss, one.curves.train_loss, rtol=1e-5)
     flat_one = jax.tree_util.tree_flatten_with_path(one.state.params)[0]
@@ -272,7 +268,9 @@ def test_two_devices_equal_one():
 
 
 def test_graph_config_ends_calls_on_checkpoint_epochs():
-    exp = Experiment(dataset="tu:MUTAG", model="gin", epochs=20, checkpoint="ck", checkpoint_every=4)
+    exp = Experiment(
+        dataset="tu:MUTAG", model="gin", epochs=20, checkpoint="ck", checkpoint_every=4
+    )
     from sparsegcn.tasks.graph import graph_config
 
     assert graph_config(exp).chunk == 2  # gcd(20 // 10, 4)
