@@ -276,3 +276,24 @@ def test_graph_config_ends_calls_on_checkpoint_epochs():
     assert graph_config(exp).chunk == 2  # gcd(20 // 10, 4)
     plain = graph_config(dataclasses.replace(exp, checkpoint=None, checkpoint_every=50))
     assert plain.chunk == 2
+
+
+def test_official_split_pipeline_reports_the_metric_and_ogbs_evaluator(monkeypatch):
+    pytest.importorskip("ogb")
+    import sparsegcn.datasets.graphs as graphs_module
+    from sparsegcn.tasks.graph import run_graph_experiment
+
+    one_task = binary_graphs(count=30, tasks=1, seed=6, missing=0.1)
+    data = dataclasses.replace(one_task, name="ogbg-molhiv")  # ogb's Evaluator: one task
+    monkeypatch.setattr(graphs_module, "load_graphs", lambda name, root, **kw: data)
+    exp = Experiment(dataset="tu:STANDIN", model="gin", epochs=2, hidden=8, layers=3, seeds=2)
+    report = run_graph_experiment(exp)
+    assert report["split"] == "official" and report["metric"] == "rocauc"
+    per_member = report["test_rocauc_per_member"]
+    assert report["test_rocauc_mean"] == pytest.approx(np.mean(per_member))
+    assert report["test_rocauc_std"] == pytest.approx(np.std(per_member))
+    assert "val_rocauc_mean" in report and "test_acc_mean" not in report
+    # ogb's Evaluator on the best params' test predictions equals the device metric there.
+    official = report["ogb_evaluator"]
+    assert official["metric"] == "rocauc"
+    np.testing.assert_allclose(official["test"], per_member, rtol=1e-5)
