@@ -509,9 +509,10 @@ def run_graph_experiment(exp, *, progress: bool = False) -> dict:
             progress=progress,
             **lifecycle.fit_kwargs(),
         )
-    finally:
-        if lifecycle.hook is not None and not lifecycle.hook.saved:
+    except BaseException:
+        if lifecycle.hook is not None:  # release the folder: this run writes no more
             lifecycle.hook.close()
+        raise
     official = dataset.split is not None
     report = summarize_graphs(exp, dataset, result, 0.0, official=official)
     report.update(lifecycle.finish(result))
