@@ -297,3 +297,27 @@ def test_official_split_pipeline_reports_the_metric_and_ogbs_evaluator(monkeypat
     official = report["ogb_evaluator"]
     assert official["metric"] == "rocauc"
     np.testing.assert_allclose(official["test"], per_member, rtol=1e-5)
+
+
+def test_pack_graphs_keeps_categorical_features_and_missing_labels():
+    rng = np.random.default_rng(7)
+    atoms = rng.integers(0, 5, size=(BINARY.num_nodes, 2)).astype(np.int64)
+    bonds = rng.integers(0, 3, size=(BINARY.num_edges, 1)).astype(np.int64)
+    data = dataclasses.replace(
+        BINARY, features=atoms, feature_dims=(5, 5), edge_features=bonds, edge_feature_dims=(3,)
+    )
+    order = np.array([4, 0, 9])
+    batch = jax.tree.map(lambda a: a[0], pack_graphs(data, order, BUDGET, 8))
+    assert batch.x.dtype == np.int32 and batch.edge_features.dtype == np.int32
+    assert batch.labels.dtype == np.float32 and batch.labels.shape == (BUDGET.graphs, 3)
+    for slot, g in enumerate(order):
+        np.testing.assert_array_equal(batch.labels[slot], data.labels[g])  # NaN kept
+        rows = np.flatnonzero(batch.node_graph == slot)
+        nodes = slice(data.node_ptr[g], data.node_ptr[g + 1])
+        np.testing.assert_array_equal(batch.x[rows], atoms[nodes])
+    assert np.isnan(batch.labels[3:]).all() and (batch.x[batch.node_graph >= 3] == 0).all()
+    real_edges = int(data.edges_per_graph()[order].sum())
+    np.testing.assert_array_equal(
+        np.sort(batch.edge_features[:real_edges, 0]),
+        np.sort(np.concatenate([bonds[data.edge_ptr[g] : data.edge_ptr[g + 1], 0] for g in order])),
+    )
