@@ -187,7 +187,7 @@ def pack_graphs(
     """Packs the graphs ``order`` of ``dataset``, in that order, into padded batches.
 
     Args:
-      dataset: a :class:`~sparsegcn.datasets.graphs.GraphDataset` (any object
+      dataset: a :class:`~sparsegcn.datasets.graph_dataset.GraphDataset` (any object
         with ``senders``, ``receivers``, ``node_ptr``, ``edge_ptr``,
         ``features``, ``labels`` and ``edge_features``). Integer features
         stay int32 (categorical columns); ``[G, T]`` labels stay float32 with

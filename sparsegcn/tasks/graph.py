@@ -94,7 +94,7 @@ def prepare_graphs(exp, *, progress: bool = False):
 
     Returns:
       ``(dataset, splits, config)``: a
-      :class:`~sparsegcn.datasets.graphs.GraphDataset`,
+      :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`,
       :class:`~sparsegcn.train.graphs.Splits` and
       :class:`~sparsegcn.train.graphs.GraphTrainConfig`.
     """
@@ -238,12 +238,13 @@ def describe_graphs(name: str, root, *, progress: bool = False) -> tuple[dict, s
 
 
 def _model(exp, dataset):
-    """The graph model ``exp`` trains on ``dataset`` (the one place it is built)."""
-    from sparsegcn.nn.graph_gin import graph_gin
+    """The graph model ``exp`` trains on ``dataset`` (the one place it is built):
+    :func:`~sparsegcn.nn.graph_gin.build_graph_model`, Xu et al.'s GIN for
+    float features, OGB's baseline for categorical ones."""
+    from sparsegcn.nn.graph_gin import build_graph_model
 
-    return graph_gin(
-        dataset.features.shape[1],
-        dataset.num_classes,
+    return build_graph_model(
+        dataset,
         hidden=exp.hidden,
         num_layers=exp.layers,
         dropout_rate=exp.dropout,

@@ -15,7 +15,7 @@ scores into ``[G, C]`` by ``graph_ids``, and the dataset's metric
 graphs on the device. Nothing returns to the host between epochs but the
 per-epoch metrics.
 
-Two kinds of label (:attr:`~sparsegcn.datasets.graphs.GraphDataset.kind`):
+Two kinds of label (:attr:`~sparsegcn.datasets.graph_dataset.GraphDataset.kind`):
 
 - ``"class"``: softmax cross-entropy per graph, averaged over the real
   graphs of a step;
@@ -72,7 +72,7 @@ from jax.sharding import PartitionSpec as P
 from sparsegcn import _checks
 from sparsegcn.batch import Budget, GraphBatch, batch_count, choose_budget, pack_graphs
 from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
-from sparsegcn.nn.graph_gin import GraphModel
+from sparsegcn.nn.graph_model import GraphModel
 
 MAX_PACKINGS = 8
 """The most packings of each member's training graphs (see :func:`member_batches`)."""
@@ -320,7 +320,7 @@ METRICS: Mapping[str, Callable[[jax.Array, jax.Array, jax.Array], jax.Array]] = 
     "ap": ap,
 }
 """``metric(scores [G, C], labels, mask [G]) -> []`` by the name a dataset gives
-(:attr:`~sparsegcn.datasets.graphs.GraphDataset.metric`); higher is better."""
+(:attr:`~sparsegcn.datasets.graph_dataset.GraphDataset.metric`); higher is better."""
 
 
 # -- state and results --------------------------------------------------------
@@ -755,9 +755,9 @@ def fit_graphs(
     """Trains every (fold, seed) member of ``splits`` x ``seeds`` as one program.
 
     Args:
-      model: a :class:`~sparsegcn.nn.graph_gin.GraphModel`; its output width
+      model: a :class:`~sparsegcn.nn.graph_model.GraphModel`; its output width
         is the dataset's ``num_classes`` (classes, or binary tasks).
-      dataset: a :class:`~sparsegcn.datasets.graphs.GraphDataset`; its
+      dataset: a :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`; its
         ``metric`` selects the model and is reported.
       config: :class:`GraphTrainConfig`.
       splits: :class:`Splits` (``[K, G]`` masks): :func:`fold_splits` or
@@ -945,9 +945,9 @@ def predict_graphs(
     """Every graph's probabilities and embeddings under stacked params.
 
     Args:
-      model: the :class:`~sparsegcn.nn.graph_gin.GraphModel` trained.
+      model: the :class:`~sparsegcn.nn.graph_model.GraphModel` trained.
       params, stats: ``[K]``-stacked (e.g. :attr:`MemberState.best_params`).
-      dataset: the :class:`~sparsegcn.datasets.graphs.GraphDataset`.
+      dataset: the :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`.
       batch_size, budget: how the graphs are packed (no effect on the values).
       embeddings: also compute the embeddings (:func:`readout_params`).
 

@@ -14,7 +14,7 @@ from graph_sets import binary_graphs, random_graphs
 
 from sparsegcn.batch import Budget, pack_graphs
 from sparsegcn.experiment import Experiment
-from sparsegcn.nn.graph_gin import graph_gin
+from sparsegcn.nn.graph_gin import build_graph_model, graph_gin
 from sparsegcn.tasks import TASKS
 from sparsegcn.tasks.graph import check_graph_experiment, graph_splits
 from sparsegcn.train.checkpoint import CheckpointHook, list_checkpoints, load_checkpoint
@@ -226,10 +226,23 @@ def test_binary_run_metrics_resume_and_predictions(binary_run, tmp_path):
     assert resumed.start_epoch == 2
 
 
-def test_shards_merge_into_one_block_diagonal_batch():
-    model = graph_gin(3, 2, hidden=8, num_layers=3, dropout_rate=0.0)
-    params, stats = model.init(jax.random.key(1))
+def _molecules(data, seed: int = 7):
+    """``data`` with OGB-like categorical atom (2 columns) and bond (1 column) features."""
+    rng = np.random.default_rng(seed)
+    atoms = rng.integers(0, 5, size=(data.num_nodes, 2)).astype(np.int64)
+    bonds = rng.integers(0, 3, size=(data.num_edges, 1)).astype(np.int64)
+    return dataclasses.replace(
+        data, features=atoms, feature_dims=(5, 5), edge_features=bonds, edge_feature_dims=(3,)
+    )
+
+
+@pytest.mark.parametrize("style", ["xu", "ogb"])
+def test_shards_merge_into_one_block_diagonal_batch(style):
     data = random_graphs(count=12, seed=5)
+    if style == "ogb":  # OGB's baseline: atom and bond encoders, GINE, mean readout
+        data = _molecules(data)
+    model = build_graph_model(data, hidden=8, num_layers=2, dropout_rate=0.0, style=style)
+    params, stats = model.init(jax.random.key(1))
     order = np.arange(12)
     one = jax.tree.map(lambda a: a[0], pack_graphs(data, order, Budget(73, 200, 13), 12))
     two = jax.tree.map(lambda a: a[0], pack_steps(data, order, Budget(41, 100, 7), 12, devices=2))
@@ -245,6 +258,24 @@ def test_shards_merge_into_one_block_diagonal_batch():
     # Batch statistics are over the whole global batch: the running ones agree.
     for a, b in zip(jax.tree.leaves((g1, s1)), jax.tree.leaves((g2, s2)), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+
+
+def test_ogb_model_on_binary_molecules_predicts_its_pooled_rows():
+    data = _molecules(BINARY)
+    model = build_graph_model(data, hidden=8, num_layers=2, dropout_rate=0.5)
+    assert model.config["style"] == "ogb"
+    config = GraphTrainConfig(epochs=2, batch_size=8, packings=1)
+    result = fit_graphs(model, data, config, official_splits(data), seeds=(3,), budget=BUDGET)
+    assert np.isfinite(result.curves.train_loss).all() and result.metric == "rocauc"
+    state = result.state
+    probs, embeddings = predict_graphs(model, state.best_params, state.best_stats, data)
+    assert embeddings.shape == (1, 30, 8)  # the mean-pooled last layer
+    head = jax.tree.map(lambda a: np.asarray(a[0]), state.best_params["head"])
+    logits = embeddings[0] @ head["w"] + head["b"]
+    np.testing.assert_allclose(probs[0], 1 / (1 + np.exp(-logits)), rtol=1e-4, atol=1e-6)
+    test = BINARY.split["test"]
+    want = _reference_metric("rocauc", probs[0], data.labels, test)
+    np.testing.assert_allclose(result.test_metric[0], want, rtol=1e-4)
 
 
 def test_two_devices_equal_one():
@@ -300,12 +331,8 @@ def test_official_split_pipeline_reports_the_metric_and_ogbs_evaluator(monkeypat
 
 
 def test_pack_graphs_keeps_categorical_features_and_missing_labels():
-    rng = np.random.default_rng(7)
-    atoms = rng.integers(0, 5, size=(BINARY.num_nodes, 2)).astype(np.int64)
-    bonds = rng.integers(0, 3, size=(BINARY.num_edges, 1)).astype(np.int64)
-    data = dataclasses.replace(
-        BINARY, features=atoms, feature_dims=(5, 5), edge_features=bonds, edge_feature_dims=(3,)
-    )
+    data = _molecules(BINARY)
+    atoms, bonds = data.features, data.edge_features
     order = np.array([4, 0, 9])
     batch = jax.tree.map(lambda a: a[0], pack_graphs(data, order, BUDGET, 8))
     assert batch.x.dtype == np.int32 and batch.edge_features.dtype == np.int32
