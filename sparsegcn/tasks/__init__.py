@@ -37,16 +37,21 @@ def resolve(target: str) -> Callable:
 
 
 def _graph_loss(logits, batch):
+    """Cross-entropy over a batch's real graphs (int labels), or binary
+    cross-entropy over its labelled entries (``[G, T]`` labels, NaN missing)."""
     from sparsegcn.train.graphs import graph_loss
 
     return graph_loss(logits, batch)
 
 
-def _graph_accuracy(logits, batch):
-    from sparsegcn.train.graphs import graph_loss
+def _graph_metric(name: str) -> Callable:
+    def metric(scores, labels, mask):
+        from sparsegcn.train.graphs import METRICS
 
-    _, correct, mask = graph_loss(logits, batch)
-    return correct.sum() / max(float(mask.sum()), 1.0)
+        return METRICS[name](scores, labels, mask)
+
+    metric.__name__ = metric.__qualname__ = f"graph_{name}"
+    return metric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,9 +60,14 @@ class Task:
 
     Attributes:
       description: one line for documentation.
-      loss: ``loss(logits, ...) -> scalar`` (or per-item losses), the
-        training objective.
-      metrics: ``{name: metric(logits, ...)}``, what the report holds.
+      loss: the training objective, what the trainer minimises: the node
+        task's ``loss(logits [N, C], labels [N], mask [N]) -> []``; the graph
+        task's ``loss(logits [G_b, C], batch) -> []``, which chooses by the
+        labels' kind (softmax cross-entropy for int ``[G_b]`` classes, binary
+        cross-entropy over labelled entries for ``[G_b, T]`` tasks).
+      metrics: ``{name: metric(scores, labels, mask) -> []}``, what the
+        report holds (higher is better); a graph dataset reports and selects
+        on the one it names (``GraphDataset.metric``).
       datasets: dataset name prefixes this task owns; ``()`` for the
         default task, which owns every other name.
       prepare: ``"module:function"`` that turns a loaded dataset into what
@@ -75,6 +85,9 @@ class Task:
       sweeps: whether ``--sweep`` runs on it.
       info: ``"module:function"``, ``info(dataset, root, *, progress) ->
         (stats, text)`` for ``sparsegcn info``; ``None``: the node statistics.
+      predict: ``"module:function"``, ``predict(checkpoint, *, dataset,
+        root, params, progress) -> dict`` for ``sparsegcn predict``;
+        ``None``: the node task's.
     """
 
     description: str
@@ -89,6 +102,7 @@ class Task:
     check: str | None = None
     sweeps: bool = True
     info: str | None = None
+    predict: str | None = None
 
     def owns(self, dataset: str) -> bool:
         """Whether ``dataset`` names one of this task's datasets."""
@@ -128,9 +142,13 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             pipeline="sparsegcn.experiment.run:run_node_experiment",
         ),
         "graph": Task(
-            description="a class per graph of many small graphs (padded batches, k folds)",
+            description=(
+                "a class, or binary tasks, per graph of many small graphs (padded batches, "
+                "k folds or an official split)"
+            ),
             loss=_graph_loss,
-            metrics={"acc": _graph_accuracy},
+            # Each dataset names its own (GraphDataset.metric); selection maximises it.
+            metrics={name: _graph_metric(name) for name in ("acc", "rocauc", "ap")},
             prepare="sparsegcn.tasks.graph:prepare_graphs",
             pipeline="sparsegcn.tasks.graph:run_graph_experiment",
             datasets=("tu:", "ogbg-", "synthetic:molhiv", "synthetic:molpcba"),
@@ -140,6 +158,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             check="sparsegcn.tasks.graph:check_graph_experiment",
             sweeps=False,
             info="sparsegcn.tasks.graph:describe_graphs",
+            predict="sparsegcn.tasks.graph:predict_graph_checkpoint",
         ),
     }
 )
