@@ -21,7 +21,11 @@ def one_error(capsys) -> str:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--folds", "3"], r"folds=3 \(--folds\) applies only to graph-level datasets \(tu:NAME\)"),
+        (
+            ["--folds", "3"],
+            r"folds=3 \(--folds\) applies only to graph-level datasets \(tu:NAME, ogbg-NAME, "
+            r"synthetic:molNAME\)",
+        ),
         (["--learn-eps"], r"learn_eps=True \(--learn-eps\) applies only to graph-level datasets"),
         (["--virtual-node"], r"virtual_node=True \(--virtual-node\) applies only to graph-level"),
         (["--dataset", "tu:MUTAG"], r"model 'gcn' does not train on it, choose one of \['gin'\]"),
