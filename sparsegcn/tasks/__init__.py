@@ -83,6 +83,9 @@ class Task:
       check: ``"module:function"``, ``check(experiment)`` refusing settings
         the task does not support, before any data is read (or ``None``).
       sweeps: whether ``--sweep`` runs on it.
+      folder: ``"module:function"``, ``folder(path) -> bool``: whether a
+        dataset folder (a path given as the dataset) holds this task's data
+        (``None``: none does).
       info: ``"module:function"``, ``info(dataset, root, *, progress) ->
         (stats, text)`` for ``sparsegcn info``; ``None``: the node statistics.
       predict: ``"module:function"``, ``predict(checkpoint, *, dataset,
@@ -103,10 +106,18 @@ class Task:
     sweeps: bool = True
     info: str | None = None
     predict: str | None = None
+    folder: str | None = None
 
     def owns(self, dataset: str) -> bool:
-        """Whether ``dataset`` names one of this task's datasets."""
-        return any(dataset.startswith(prefix) for prefix in self.datasets)
+        """Whether ``dataset`` names one of this task's datasets: by its name's
+        prefix, or a folder that :attr:`folder` recognises."""
+        if any(dataset.startswith(prefix) for prefix in self.datasets):
+            return True
+        if self.folder is None:
+            return False
+        from sparsegcn.datasets import is_path
+
+        return is_path(dataset) and bool(resolve(self.folder)(dataset))
 
     def model_defaults(self, model: str, registered: Mapping[str, Any]) -> Mapping[str, Any]:
         """``model``'s default settings under this task: its own, else the registry's."""
@@ -159,6 +170,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             sweeps=False,
             info="sparsegcn.tasks.graph:describe_graphs",
             predict="sparsegcn.tasks.graph:predict_graph_checkpoint",
+            folder="sparsegcn.datasets.ondisk_graphs:is_graph_ondisk",
         ),
     }
 )

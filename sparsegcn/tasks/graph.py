@@ -72,7 +72,7 @@ def check_graph_experiment(exp) -> None:
         raise ValueError(f"--readout must be one of {list(GRAPH_READOUTS)}, got {exp.readout!r}")
 
 
-OFFICIAL_SPLIT_PREFIXES = ("ogbg-",)
+OFFICIAL_SPLIT_PREFIXES = ("ogbg-", "synthetic:mol")
 """Dataset names whose datasets come with an official split (refused with
 ``--folds`` before anything is read; any other dataset with a ``split`` is
 refused once loaded)."""
@@ -374,37 +374,12 @@ class GraphLifecycle:
         }
 
 
-def ogb_evaluate(name: str, y_true, y_pred) -> float | None:
-    """``name``'s official metric through ``ogb.graphproppred.Evaluator``; ``None``
-    without ogb (imported lazily).
-
-    Args:
-      name: an ``ogbg-*`` dataset name.
-      y_true: float ``[G, T]`` with NaN missing, or int ``[G]`` classes.
-      y_pred: ``[G, T]`` scores, or int ``[G]`` predicted classes.
-    """
-    import importlib.util
-
-    if importlib.util.find_spec("ogb") is None:
-        return None
-    from sparsegcn.datasets.ogb import import_ogb
-
-    try:
-        import_ogb()  # without ogb's PyPI version-check thread
-        from ogb.graphproppred import Evaluator
-    except ImportError:
-        return None
-    true, pred = np.asarray(y_true), np.asarray(y_pred)
-    if true.ndim == 1:
-        true, pred = true[:, None], pred[:, None]
-    evaluator = Evaluator(name)
-    return float(evaluator.eval({"y_true": true, "y_pred": pred})[evaluator.eval_metric])
-
-
 def _official(dataset, probabilities: np.ndarray, test: np.ndarray) -> dict | None:
     """``{"metric", "test": [K], "test_mean"}`` through ogb's Evaluator, or ``None``."""
-    if not dataset.name.startswith(OFFICIAL_SPLIT_PREFIXES):
+    if not dataset.name.startswith("ogbg-"):
         return None
+    from sparsegcn.datasets.ogbg import evaluate_graphs
+
     labels = np.asarray(dataset.labels)
     values = []
     for member in range(probabilities.shape[0]):
@@ -412,7 +387,7 @@ def _official(dataset, probabilities: np.ndarray, test: np.ndarray) -> dict | No
         pred = probabilities[member, rows]
         if dataset.kind == "class":
             pred = np.argmax(pred, axis=-1)
-        value = ogb_evaluate(dataset.name, labels[rows], pred)
+        value = evaluate_graphs(dataset.name, labels[rows], pred)
         if value is None:
             return None
         values.append(value)
@@ -517,7 +492,7 @@ def run_graph_experiment(exp, *, progress: bool = False) -> dict:
     official = dataset.split is not None
     report = summarize_graphs(exp, dataset, result, 0.0, official=official)
     report.update(lifecycle.finish(result))
-    if dataset.name.startswith(OFFICIAL_SPLIT_PREFIXES):
+    if dataset.name.startswith("ogbg-"):
         member_test = splits.test[np.repeat(np.arange(splits.test.shape[0]), len(result.seeds))]
         state = result.state
         probabilities, _ = predict_graphs(
@@ -629,7 +604,6 @@ __all__ = [
     "graph_config",
     "graph_fingerprint",
     "graph_splits",
-    "ogb_evaluate",
     "predict_graph_checkpoint",
     "prepare_graphs",
     "run_graph_experiment",
