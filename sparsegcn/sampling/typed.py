@@ -51,7 +51,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.hetero import EdgeType, HeteroGraph
 from sparsegcn.ops.random import hash_bits
-from sparsegcn.sampling.neighbor import _sample_level, check_csr, check_fanouts
+from sparsegcn.sampling.neighbor import _sample_level, check_fanouts, rebase_offsets
 
 Path = tuple[int, ...]
 
@@ -62,7 +62,7 @@ class HeteroCSR:
 
     Attributes:
       indptr: one ``[N_dst(r) + 1]`` offset array per edge type (device
-        offsets of :func:`~sparsegcn.sampling.check_csr`).
+        offsets of :func:`~sparsegcn.sampling.neighbor.rebase_offsets`).
       indices: one int32 ``[E_r]`` source-id array per edge type.
       num_nodes: static ``((type, N_t), ...)``.
       edge_types: static, the graph's edge types in order (path entries
@@ -81,9 +81,11 @@ class HeteroCSR:
             raise TypeError(f"graph must be a HeteroGraph, got {type(graph).__name__}")
         ptrs, idxs = [], []
         for key in graph.edge_types:
-            ptr, idx = check_csr(*graph.csr(key))
-            ptrs.append(ptr)
-            idxs.append(idx)
+            # Ids were checked by the graph (sources and targets differ in number,
+            # which check_csr's square check does not allow).
+            ptr, idx = graph.csr(key)
+            ptrs.append(jnp.asarray(rebase_offsets(ptr)))
+            idxs.append(jnp.asarray(idx.astype(np.int32, copy=False)))
         return cls(tuple(ptrs), tuple(idxs), tuple(graph.num_nodes.items()), graph.edge_types)
 
     def tree_flatten(self):
@@ -144,13 +146,18 @@ def check_typed_fanouts(fanouts, edge_types: Sequence[EdgeType]) -> tuple[tuple[
     Args:
       fanouts: ``"25,20"``, a sequence of ints, or a sequence whose entries
         may be ``{relation: k}`` mappings naming every edge type (by triple
-        or unique relation name).
+        or unique relation name) or tuples of one int per edge type, in order.
 
     Raises:
       ValueError, TypeError: a malformed fanout, naming it.
     """
+    def per_relation(entry) -> bool:
+        return isinstance(entry, Mapping) or (
+            isinstance(entry, Sequence) and not isinstance(entry, str)
+        )
+
     if isinstance(fanouts, str) or (
-        isinstance(fanouts, Sequence) and not any(isinstance(f, Mapping) for f in fanouts)
+        isinstance(fanouts, Sequence) and not any(per_relation(f) for f in fanouts)
     ):
         return tuple((k,) * len(edge_types) for k in check_fanouts(fanouts))
     if not isinstance(fanouts, Sequence) or len(fanouts) == 0:
@@ -158,8 +165,16 @@ def check_typed_fanouts(fanouts, edge_types: Sequence[EdgeType]) -> tuple[tuple[
     names = {r: [k for k in edge_types if k[1] == r] for _, r, _ in edge_types}
     table = []
     for hop, entry in enumerate(fanouts):
-        if not isinstance(entry, Mapping):
+        if not per_relation(entry):
             table.append((check_fanouts((entry,))[0],) * len(edge_types))
+            continue
+        if not isinstance(entry, Mapping):  # one int per edge type, in order
+            if len(entry) != len(edge_types):
+                raise ValueError(
+                    f"fanouts[{hop}] = {entry!r} must give one fanout per edge type "
+                    f"({len(edge_types)})"
+                )
+            table.append(check_fanouts(tuple(entry)))
             continue
         row: dict[EdgeType, int] = {}
         for name, k in entry.items():
