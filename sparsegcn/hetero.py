@@ -42,7 +42,9 @@ EdgeType = tuple[str, str, str]
 _INT32_MAX = np.iinfo(np.int32).max
 
 
-def _check_edge_type(key) -> EdgeType:
+def check_edge_type(key) -> EdgeType:
+    """``key`` if it is a ``(src_type, relation, dst_type)`` triple of non-empty
+    strings, else ``TypeError`` naming it."""
     if (
         not isinstance(key, tuple)
         or len(key) != 3
@@ -118,7 +120,9 @@ class HeteroGraph:
 
     def __post_init__(self):
         if not isinstance(self.num_nodes, Mapping) or not self.num_nodes:
-            raise TypeError(f"num_nodes must be a non-empty {{type: count}} mapping, got {self.num_nodes!r}")
+            raise TypeError(
+                f"num_nodes must be a non-empty {{type: count}} mapping, got {self.num_nodes!r}"
+            )
         counts = {}
         for node_type, count in self.num_nodes.items():
             if not isinstance(node_type, str) or not node_type:
@@ -131,7 +135,7 @@ class HeteroGraph:
             raise TypeError(f"relations must be a mapping, got {type(self.relations).__name__}")
         views = {}
         for key, edges in self.relations.items():
-            src, _, dst = _check_edge_type(key)
+            src, _, dst = check_edge_type(key)
             for side, node_type in (("source", src), ("target", dst)):
                 if node_type not in counts:
                     raise ValueError(
@@ -230,7 +234,9 @@ class HeteroGraph:
             out[(src, rel, dst)] = view
             reverse = (dst, f"rev_{rel}", src)
             if reverse in self.relations:
-                raise ValueError(f"relation {reverse} exists already; cannot add the reverse of {(src, rel, dst)}")
+                raise ValueError(
+                    f"relation {reverse} exists already; cannot add the reverse of {(src, rel, dst)}"
+                )
             w = None if view.weights is None else _checks.as_host("weights", view.weights)
             reverses[reverse] = (r, s) if w is None else (r, s, w)
         return HeteroGraph(dict(self.num_nodes), {**out, **reverses})
@@ -263,4 +269,4 @@ class HeteroGraph:
 jax.tree_util.register_pytree_node_class(HeteroGraph)
 
 
-__all__ = ["EdgeType", "HeteroGraph"]
+__all__ = ["EdgeType", "HeteroGraph", "check_edge_type"]

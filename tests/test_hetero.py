@@ -61,9 +61,21 @@ def test_pytree_round_trip_under_jit():
 @pytest.mark.parametrize(
     ("relations", "error", "match"),
     [
-        ({CITES: ([0, 7], [0, 1])}, ValueError, r"senders of relation \('paper', 'cites', 'paper'\)\[1\] = 7"),
-        ({WRITES: ([0, 4], [0, -1])}, ValueError, r"receivers of relation \('author', 'writes', 'paper'\)\[1\] = -1"),
-        ({("paper", "x", "nobody"): ([0], [0])}, ValueError, "target type 'nobody' is not a node type"),
+        (
+            {CITES: ([0, 7], [0, 1])},
+            ValueError,
+            r"senders of relation \('paper', 'cites', 'paper'\)\[1\] = 7",
+        ),
+        (
+            {WRITES: ([0, 4], [0, -1])},
+            ValueError,
+            r"receivers of relation \('author', 'writes', 'paper'\)\[1\] = -1",
+        ),
+        (
+            {("paper", "x", "nobody"): ([0], [0])},
+            ValueError,
+            "target type 'nobody' is not a node type",
+        ),
         ({("paper", "x"): ([0], [0])}, TypeError, "triple"),
         ({CITES: ([0, 1], [0])}, ValueError, "same shape"),
         ({CITES: ([0.5], [0])}, ValueError, "integer"),
@@ -78,7 +90,11 @@ def test_bad_relations_fail_naming_the_relation(relations, error, match):
 def test_add_reverse_relations():
     g = small_hetero()
     r = g.add_reverse_relations()
-    assert r.edge_types == (CITES, WRITES, TOPIC, EMPTY) + (
+    assert r.edge_types == (
+        CITES,
+        WRITES,
+        TOPIC,
+        EMPTY,
         ("paper", "rev_cites", "paper"),
         ("paper", "rev_writes", "author"),
         ("topic", "rev_has_topic", "paper"),

@@ -103,7 +103,9 @@ class HeteroDataset:
             _checks.check_ids_in_range(f"split[{part!r}]", np.asarray(idx), n)
             known = self.labels[np.asarray(idx)]
             if (known < 0).any() or (known >= self.num_classes).any():
-                raise ValueError(f"split[{part!r}] holds nodes without a label in [0, {self.num_classes})")
+                raise ValueError(
+                    f"split[{part!r}] holds nodes without a label in [0, {self.num_classes})"
+                )
 
     def stats(self) -> dict:
         """``num_nodes``/``num_edges`` totals (raw edges) plus counts per type and relation."""
@@ -117,7 +119,7 @@ class HeteroDataset:
             "num_features": {t: int(x.shape[1]) for t, x in self.features.items()},
             "num_classes": int(self.num_classes),
             "target": self.target,
-            **{f"num_{part}": int(len(idx)) for part, idx in self.split.items()},
+            **{f"num_{part}": len(idx) for part, idx in self.split.items()},
         }
 
 
@@ -140,12 +142,16 @@ class MagSpec:
     """
 
     num_nodes: Mapping[str, int] = dataclasses.field(default_factory=lambda: dict(MAG_NUM_NODES))
-    num_edges: Mapping[EdgeType, int] = dataclasses.field(default_factory=lambda: dict(MAG_NUM_EDGES))
+    num_edges: Mapping[EdgeType, int] = dataclasses.field(
+        default_factory=lambda: dict(MAG_NUM_EDGES)
+    )
     num_classes: int = MAG_CLASSES
     num_features: int = MAG_FEATURES
     homophily: float = 0.6
     feature_signal: float = 0.3
-    split_sizes: Mapping[str, int] = dataclasses.field(default_factory=lambda: dict(MAG_SPLIT_SIZES))
+    split_sizes: Mapping[str, int] = dataclasses.field(
+        default_factory=lambda: dict(MAG_SPLIT_SIZES)
+    )
 
     def scaled(self, scale: float) -> MagSpec:
         """Every node, edge and split count times ``scale`` (at least one each, and
@@ -227,14 +233,19 @@ def generate_mag(spec: MagSpec, *, seed: int = 0) -> HeteroDataset:
         count = int(count)
         popularity = rng.pareto(2.0, n[src_type]) + 1.0
         senders = rng.choice(n[src_type], count, p=popularity / popularity.sum()).astype(np.int32)
-        receivers = _pick(rng, home[src_type][senders], members[dst_type], n[dst_type], spec.homophily)
+        receivers = _pick(
+            rng, home[src_type][senders], members[dst_type], n[dst_type], spec.homophily
+        )
         relations[key] = (senders, receivers)
     graph = HeteroGraph(n, relations)
 
     order = rng.permutation(n["paper"])
     sizes = [int(spec.split_sizes[k]) for k in ("train", "valid", "test")]
     bounds = np.cumsum([0, *sizes])
-    split = {k: np.sort(order[a:b]) for k, a, b in zip(("train", "valid", "test"), bounds[:-1], bounds[1:])}
+    split = {
+        k: np.sort(order[a:b])
+        for k, a, b in zip(("train", "valid", "test"), bounds[:-1], bounds[1:], strict=False)
+    }
     return HeteroDataset(
         name="synthetic:mag",
         graph=graph,
@@ -277,7 +288,9 @@ def _flag(value: str) -> bool:
     return value == "True"
 
 
-def load_mag_raw(folder: str | Path, *, name: str = "ogbn-mag", progress: bool = False) -> HeteroDataset:
+def load_mag_raw(
+    folder: str | Path, *, name: str = "ogbn-mag", progress: bool = False
+) -> HeteroDataset:
     """Reads OGB's raw heterogeneous layout (``<root>/ogbn_mag``) into a :class:`HeteroDataset`.
 
     Args:
@@ -316,9 +329,13 @@ def load_mag_raw(folder: str | Path, *, name: str = "ogbn-mag", progress: bool =
     if len(labelled) != 1:
         raise ValueError(f"{name}: expected one labelled node type, got {labelled}")
     target = labelled[0]
-    labels = as_labels(_read(raw / "node-label" / target / "node-label.csv.gz", np.float64), counts[target])
+    labels = as_labels(
+        _read(raw / "node-label" / target / "node-label.csv.gz", np.float64), counts[target]
+    )
     split_dir = folder / "split" / "time"
-    has_split = [t for t, v in _header_row(split_dir / "nodetype-has-split.csv.gz").items() if _flag(v)]
+    has_split = [
+        t for t, v in _header_row(split_dir / "nodetype-has-split.csv.gz").items() if _flag(v)
+    ]
     if has_split != [target]:
         raise ValueError(f"{name}: the split covers {has_split}, the labels {target!r}")
     split = {
@@ -389,7 +406,9 @@ def mag_folder(name: str, root: str | Path) -> Path:
     return Path(root) / name.replace("-", "_")
 
 
-def load_mag(name: str, root=None, *, scale: float = 1.0, seed: int = 0, progress: bool = False) -> HeteroDataset:
+def load_mag(
+    name: str, root=None, *, scale: float = 1.0, seed: int = 0, progress: bool = False
+) -> HeteroDataset:
     """``ogbn-mag`` from ``<root>/ogbn_mag`` (raw layout, no download), or ``synthetic:mag``.
 
     Raises:

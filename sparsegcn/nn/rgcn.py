@@ -54,7 +54,7 @@ import jax
 import jax.numpy as jnp
 
 from sparsegcn import _checks
-from sparsegcn.hetero import EdgeType, HeteroGraph
+from sparsegcn.hetero import EdgeType, HeteroGraph, check_edge_type
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import glorot_uniform
@@ -188,19 +188,26 @@ def rgcn(
     """
     check_model_settings(hidden, num_layers, dropout_rate)
     counts = {t: _checks.check_static_int(f"num_nodes[{t!r}]", n) for t, n in num_nodes.items()}
-    edge_types = tuple(tuple(k) for k in edge_types)
+    edge_types = tuple(check_edge_type(tuple(k)) for k in edge_types)
     for key in edge_types:
         for t in (key[0], key[2]):
             if t not in counts:
                 raise ValueError(f"edge type {key} names node type {t!r}, not in {sorted(counts)}")
     if target not in counts:
         raise ValueError(f"target {target!r} is not a node type; node types are {sorted(counts)}")
-    widths = {t: _checks.check_static_int(f"in_features[{t!r}]", f, minimum=1) for t, f in in_features.items()}
+    widths = {
+        t: _checks.check_static_int(f"in_features[{t!r}]", f, minimum=1)
+        for t, f in in_features.items()
+    }
     unknown = sorted(set(widths) - set(counts))
     if unknown or not widths:
-        raise ValueError(f"in_features must name featured node types among {sorted(counts)}, got {sorted(widths)}")
+        raise ValueError(
+            f"in_features must name featured node types among {sorted(counts)}, got {sorted(widths)}"
+        )
     if len(set(widths.values())) != 1:
-        raise ValueError(f"featured node types must share one width (embeddings take it), got {widths}")
+        raise ValueError(
+            f"featured node types must share one width (embeddings take it), got {widths}"
+        )
     width = next(iter(widths.values()))
     _checks.check_static_int("num_classes", num_classes, minimum=1)
     _checks.check_static_int("num_bases", num_bases)
@@ -219,7 +226,8 @@ def rgcn(
         emb_keys = jax.random.split(keys[0], max(len(featureless), 1))
         params: dict = {
             "embeddings": {
-                t: glorot_uniform(k, (counts[t], width)) for t, k in zip(featureless, emb_keys)
+                t: glorot_uniform(k, (counts[t], width))
+                for t, k in zip(featureless, emb_keys, strict=False)
             },
             "layers": [],
         }
@@ -228,7 +236,7 @@ def rgcn(
             layer: dict = {
                 "root": {
                     t: {"w": glorot_uniform(k, (fan_in, fan_out)), "b": jnp.zeros((fan_out,))}
-                    for t, k in zip(node_types, root_keys)
+                    for t, k in zip(node_types, root_keys, strict=False)
                 }
             }
             rel_key, coeff_key = root_keys[-2:]
@@ -248,9 +256,9 @@ def rgcn(
             raise ValueError(f"x has no rows for the featured node types {missing}")
         return {**{t: jnp.asarray(x[t]) for t in widths}, **params["embeddings"]}
 
-    def after(l: int, out: dict, key) -> dict:
+    def after(i_layer: int, out: dict, key) -> dict:
         """ReLU and dropout (one key per entry) on a hidden layer's outputs."""
-        if l == num_layers - 1:
+        if i_layer == num_layers - 1:
             return out
         keys = [None] * len(out) if key is None else list(jax.random.split(key, len(out)))
         return {
@@ -260,11 +268,13 @@ def rgcn(
 
     def apply_full(params, graph: HeteroGraph, x, *, key=None, training=False):
         if tuple(graph.edge_types) != edge_types:
-            raise ValueError(f"graph's edge types {graph.edge_types} differ from the model's {edge_types}")
+            raise ValueError(
+                f"graph's edge types {graph.edge_types} differ from the model's {edge_types}"
+            )
         h = inputs(params, x)
         keys = split_dropout_keys(key, num_layers, training, dropout_rate)
-        for l, layer in enumerate(params["layers"]):
-            h = after(l, rgcn_conv(layer, graph, h, layer_types[l]), keys[l])
+        for i_layer, layer in enumerate(params["layers"]):
+            h = after(i_layer, rgcn_conv(layer, graph, h, layer_types[i_layer]), keys[i_layer])
         return h[target]
 
     def apply_sampled(params, sample: TypedSample, x, *, key=None, training=False):
@@ -277,19 +287,20 @@ def rgcn(
             for p, ids in sample.nodes.items()
         }
         keys = split_dropout_keys(key, num_layers, training, dropout_rate)
-        for l, layer in enumerate(params["layers"]):
+        for i_layer, layer in enumerate(params["layers"]):
             w_rel = relation_weights(layer)
             out = {}
-            for depth in range(num_layers - l):
+            for depth in range(num_layers - i_layer):
                 for p in levels[depth]:
                     t = path_type(p, edge_types, target)
                     means = {
-                        r: _masked_mean(h[p + (r,)], sample.masks[p + (r,)])
+                        r: _masked_mean(h[child], sample.masks[child])
                         for r, key_r in enumerate(edge_types)
                         if key_r[2] == t
+                        for child in [(*p, r)]
                     }
                     out[p] = rgcn_combine(layer, t, h[p], means, w_rel)
-            h = after(l, out, keys[l])
+            h = after(i_layer, out, keys[i_layer])
         return h[()]
 
     def apply(params, graph, x, *, key=None, training=False):

@@ -131,7 +131,7 @@ def typed_paths(edge_types: Sequence[EdgeType], seed_type: str, hops: int) -> li
     for _ in range(hops):
         levels.append(
             [
-                path + (r,)
+                (*path, r)
                 for path in levels[-1]
                 for r, (_, _, dst) in enumerate(edge_types)
                 if dst == path_type(path, edge_types, seed_type)
@@ -151,6 +151,7 @@ def check_typed_fanouts(fanouts, edge_types: Sequence[EdgeType]) -> tuple[tuple[
     Raises:
       ValueError, TypeError: a malformed fanout, naming it.
     """
+
     def per_relation(entry) -> bool:
         return isinstance(entry, Mapping) or (
             isinstance(entry, Sequence) and not isinstance(entry, str)

@@ -244,15 +244,15 @@ def fit_hetero(
     predict = make_predict(model, table, target)
     split = {k: np.asarray(v) for k, v in data.dataset.split.items()}
     truth = np.asarray(data.dataset.labels)
-    scored = {
-        part: _batches(split[part], batch_size, max_batches) for part in ("valid", "test")
-    }
+    scored = {part: _batches(split[part], batch_size, max_batches) for part in ("valid", "test")}
     rng = np.random.default_rng(seed)
-    best = (-1.0, 0.0, 0, None, None)
+    best: dict[str, Any] = {"valid": -1.0}
     losses, epoch_s, since = [], [], 0
     nb = 0
     for epoch in tqdm(range(epochs), disable=not progress, desc="epochs"):
-        ids, mask = _batches(rng.permutation(split["train"]).astype(np.int32), batch_size, max_batches)
+        ids, mask = _batches(
+            rng.permutation(split["train"]).astype(np.int32), batch_size, max_batches
+        )
         nb = ids.shape[0]
         key, k_epoch, k_eval = jax.random.split(key, 3)
         start = time.perf_counter()
@@ -267,9 +267,10 @@ def fit_hetero(
             pred = np.asarray(predict(params, k_eval, data.csr, data.features, p_ids, p_mask))
             classes[part] = pred[p_mask]
             acc[part] = float((classes[part] == truth[p_ids[p_mask]]).mean())
-        if acc["valid"] > best[0]:
-            best = (acc["valid"], acc["test"], epoch + 1, classes["test"], params)
-            best = best[:4] + (jax.tree.map(np.asarray, params),)
+        if acc["valid"] > best["valid"]:
+            # A host copy: the next epoch donates (overwrites) the device params.
+            best = dict(acc, epoch=epoch + 1, classes=classes["test"])
+            best["params"] = jax.tree.map(np.asarray, params)
             since = 0
         else:
             since += 1
@@ -278,11 +279,11 @@ def fit_hetero(
     later = epoch_s[1:] or epoch_s
     median = float(np.median(later))
     return HeteroFit(
-        params=best[4],
-        val_acc=best[0],
-        test_acc=best[1],
-        best_epoch=best[2],
-        test_classes=best[3],
+        params=best["params"],
+        val_acc=best["valid"],
+        test_acc=best["test"],
+        best_epoch=best["epoch"],
+        test_classes=best["classes"],
         losses=losses,
         epoch_s=epoch_s,
         step_s=median / nb,
@@ -382,8 +383,11 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
         "batches_per_epoch": fits[0].batches,
         "train_step_ms_median": 1e3 * float(np.median([f.step_s for f in fits])),
         "epoch_s": [f.epoch_s for f in fits],
-        "epoch_ms_median": 1e3 * float(np.median([s for f in fits for s in (f.epoch_s[1:] or f.epoch_s)])),
-        "compile_s": float(np.nanmean([f.compile_s for f in fits])) if len(fits[0].epoch_s) > 1 else float("nan"),
+        "epoch_ms_median": 1e3
+        * float(np.median([s for f in fits for s in (f.epoch_s[1:] or f.epoch_s)])),
+        "compile_s": float(np.nanmean([f.compile_s for f in fits]))
+        if len(fits[0].epoch_s) > 1
+        else float("nan"),
         "embedding_bytes": embedding_bytes,
         "load_s": load_s,
         "wall_s": time.perf_counter() - start,

@@ -92,8 +92,12 @@ def test_raw_layout_round_trip(tmp_path):
     assert back.target == "paper" and back.graph.num_nodes == data.graph.num_nodes
     assert set(back.graph.edge_types) == set(data.graph.edge_types)
     for key in data.graph.edge_types:
-        np.testing.assert_array_equal(back.graph.relation(key).senders, data.graph.relation(key).senders)
-        np.testing.assert_array_equal(back.graph.relation(key).receivers, data.graph.relation(key).receivers)
+        np.testing.assert_array_equal(
+            back.graph.relation(key).senders, data.graph.relation(key).senders
+        )
+        np.testing.assert_array_equal(
+            back.graph.relation(key).receivers, data.graph.relation(key).receivers
+        )
     np.testing.assert_allclose(back.features["paper"], data.features["paper"], rtol=1e-6)
     np.testing.assert_array_equal(back.labels, data.labels)
     for part in ("train", "valid", "test"):
@@ -124,8 +128,10 @@ def test_reader_agrees_with_ogbs_own(tmp_path):
         view = ours.graph.relation(key)
         np.testing.assert_array_equal(edge_index, np.stack([view.senders, view.receivers]))
     np.testing.assert_allclose(theirs["node_feat_dict"]["paper"], ours.features["paper"])
-    np.testing.assert_array_equal(read_node_label_hetero(str(folder / "raw"))["paper"][:, 0], ours.labels)
-    train, valid, test = read_nodesplitidx_split_hetero(str(folder / "split" / "time"))
+    np.testing.assert_array_equal(
+        read_node_label_hetero(str(folder / "raw"))["paper"][:, 0], ours.labels
+    )
+    train, _valid, test = read_nodesplitidx_split_hetero(str(folder / "split" / "time"))
     np.testing.assert_array_equal(train["paper"], ours.split["train"])
     np.testing.assert_array_equal(test["paper"], ours.split["test"])
 
@@ -134,15 +140,18 @@ def test_bad_raw_files_fail_naming_them(tmp_path):
     data = generate_mag(tiny_spec(), seed=3)
     folder = write_mag_raw(data, tmp_path / "ogbn_mag")
     edge_file = folder / "raw" / "relations" / "paper___cites___paper" / "edge.csv.gz"
-    rows = np.loadtxt(gzip.open(edge_file, "rt"), delimiter=",", dtype=np.int64)
+    with gzip.open(edge_file, "rt") as f:
+        rows = np.loadtxt(f, delimiter=",", dtype=np.int64)
     rows[5, 1] = 400
     with gzip.open(edge_file, "wt") as f:
         np.savetxt(f, rows, fmt="%d", delimiter=",")
-    with pytest.raises(ValueError, match=r"receivers of relation \('paper', 'cites', 'paper'\)\[5\] = 400"):
+    with pytest.raises(
+        ValueError, match=r"receivers of relation \('paper', 'cites', 'paper'\)\[5\] = 400"
+    ):
         load_mag_raw(folder)
     (folder / "split" / "time" / "paper" / "valid.csv.gz").unlink()
     edge_file.unlink()
-    with pytest.raises(FileNotFoundError, match="edge.csv.gz is missing"):
+    with pytest.raises(FileNotFoundError, match=r"edge\.csv\.gz is missing"):
         load_mag_raw(folder)
-    with pytest.raises(FileNotFoundError, match="mag.zip"):
+    with pytest.raises(FileNotFoundError, match=r"mag\.zip"):
         load_mag("ogbn-mag", tmp_path / "elsewhere")

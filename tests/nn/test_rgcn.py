@@ -19,7 +19,7 @@ def dense_rgcn(params, graph, x, target):
     plus the root weight, ReLU between layers; every type at every layer."""
     h = {"paper": jnp.asarray(x["paper"]), **params["embeddings"]}
     layers = params["layers"]
-    for l, layer in enumerate(layers):
+    for i_layer, layer in enumerate(layers):
         w_rel = (
             jnp.einsum("rb,bio->rio", layer["coeffs"], layer["bases"])
             if "bases" in layer
@@ -33,7 +33,7 @@ def dense_rgcn(params, graph, x, target):
                     a = graph.to_dense(key)
                     deg = jnp.maximum(a.sum(axis=1, keepdims=True), 1.0)
                     y = y + (a / deg) @ h[key[0]] @ w_rel[r]
-            out[t] = y if l == len(layers) - 1 else jax.nn.relu(y)
+            out[t] = y if i_layer == len(layers) - 1 else jax.nn.relu(y)
         h = out
     return h[target]
 
@@ -77,7 +77,7 @@ def test_forward_and_gradient_equal_dense_reference(num_bases):
 
 def test_layer_by_hand():
     """One layer, one relation with a duplicate edge: the mean counts it twice."""
-    graph, model, params = build(layers=1)
+    graph, _model, params = build(layers=1)
     layer = params["layers"][0]
     h = {"paper": jnp.asarray(paper_features()), **params["embeddings"]}
     out = rgcn_conv(layer, graph, h, ["paper"])["paper"]
@@ -148,9 +148,9 @@ def test_homogeneous_rgcn_is_one_relation():
     typed = rgcn({"n": 5}, [("n", "to", "n")], {"n": 4}, 3, target="n", hidden=6, num_layers=2)
     tp = typed.init(jax.random.key(0))
     # Map the SAGE weights onto the typed model's root and relation weights.
-    for l, layer in enumerate(params["layers"]):
-        tp["layers"][l]["root"]["n"] = {"w": layer["w_root"], "b": layer["b"]}
-        tp["layers"][l]["w_rel"] = layer["w_neigh"][None]
+    for i_layer, layer in enumerate(params["layers"]):
+        tp["layers"][i_layer]["root"]["n"] = {"w": layer["w_root"], "b": layer["b"]}
+        tp["layers"][i_layer]["w_rel"] = layer["w_neigh"][None]
     hetero = HeteroGraph({"n": 5}, {("n", "to", "n"): (s, r)})
     np.testing.assert_allclose(
         model.apply(params, graph, x), typed.apply(tp, hetero, {"n": x}), rtol=1e-5, atol=1e-6
@@ -175,7 +175,12 @@ def test_matches_pyg_rgcnconv():  # pragma: no cover - needs torch_geometric
     keys = [("n", f"r{i}", "n") for i in range(num_rel)]
     hetero = HeteroGraph({"n": n}, {k: (src[et == i], dst[et == i]) for i, k in enumerate(keys)})
     layer = {
-        "root": {"n": {"w": jnp.asarray(conv.root.detach().numpy()), "b": jnp.asarray(conv.bias.detach().numpy())}},
+        "root": {
+            "n": {
+                "w": jnp.asarray(conv.root.detach().numpy()),
+                "b": jnp.asarray(conv.bias.detach().numpy()),
+            }
+        },
         "w_rel": jnp.asarray(conv.weight.detach().numpy()),
     }
     ours = rgcn_conv(layer, hetero, {"n": jnp.asarray(x)})["n"]

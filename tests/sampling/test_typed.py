@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,7 +27,7 @@ def test_paths_follow_relation_types():
     assert [g.edge_types[p[0]] for p in levels[1]] == list(g.incoming("paper"))
     for level in levels[1:]:
         for p in level:
-            for a, b in zip(p[:-1], p[1:]):
+            for a, b in itertools.pairwise(p):
                 assert g.edge_types[b][2] == g.edge_types[a][0]
     assert path_type((1,), g.edge_types, "paper") == "author"
 
@@ -70,7 +72,9 @@ def test_full_fanouts_equal_full_graph_rgcn_forward_and_gradient():
     weights = jnp.asarray(np.random.default_rng(0).normal(size=(7, 3)), jnp.float32)
     grad_s = jax.grad(lambda p: jnp.sum(model.apply(p, sample, x)[:7] * weights))(params)
     grad_f = jax.grad(lambda p: jnp.sum(model.apply(p, g, x) * weights))(params)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), grad_s, grad_f)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), grad_s, grad_f
+    )
 
 
 def test_small_fanouts_sample_uniform_subsets():
@@ -89,7 +93,9 @@ def test_small_fanouts_sample_uniform_subsets():
 
 def test_per_relation_fanouts():
     g = small_hetero()
-    table = check_typed_fanouts([{"cites": 2, "writes": 1, "has_topic": 3, "hosts": 1}, 5], g.edge_types)
+    table = check_typed_fanouts(
+        [{"cites": 2, "writes": 1, "has_topic": 3, "hosts": 1}, 5], g.edge_types
+    )
     assert table == ((2, 1, 3, 1), (5, 5, 5, 5))
     csr = HeteroCSR.from_graph(g)
     s = sample_typed(csr, jnp.array([0, 1]), table, seed_type="paper", key=jax.random.key(0))
