@@ -60,7 +60,7 @@ def test_learns_the_venue_from_the_typed_graph_alone_and_compiles_an_epoch_once(
     majority = np.bincount(data.dataset.labels).max() / len(data.dataset.labels)
     assert fit.test_acc > majority + 0.2, (fit.test_acc, majority)
     assert fit.losses[-1] < fit.losses[0]
-    assert fit.batches == 4 and len(fit.test_classes) == 100
+    assert fit.batches == 4 and len(fit.test_classes) == 100 and len(fit.epoch_s) == 8
 
 
 def test_cli_trains_ogbn_mag_from_the_raw_layout_with_ogbs_evaluator(tmp_path, capsys):
