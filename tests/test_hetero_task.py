@@ -106,3 +106,21 @@ def test_task_owns_mag_and_refuses_what_it_does_not_train(capsys):
     assert "devices=2 is not supported" in capsys.readouterr().err
     # On a homogeneous graph rgcn is one relation and trains as a node model.
     assert Experiment(model="rgcn").sampled is False
+
+
+def test_info_reports_totals_and_counts_per_type_and_relation(tmp_path, capsys):
+    write_mag_raw(generate_mag(tiny_spec(), seed=5), tmp_path / "ogbn_mag")
+    out = tmp_path / "info.json"
+    assert main(["info", "--dataset", "ogbn-mag", "--root", str(tmp_path), "--json", str(out)]) == 0
+    stats = json.loads(out.read_text())
+    assert (stats["num_nodes"], stats["num_edges"]) == (740, 3100)
+    assert stats["num_nodes_per_type"] == {
+        "author": 300,
+        "field_of_study": 30,
+        "institution": 10,
+        "paper": 400,
+    }
+    assert stats["num_edges_per_relation"]["paper___cites___paper"] == 800
+    assert (stats["num_classes"], stats["num_train"]) == (349, 200)
+    text = capsys.readouterr().out
+    assert "edges: author___writes___paper" in text and "1,200" in text
