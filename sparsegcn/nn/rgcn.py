@@ -59,7 +59,7 @@ from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import glorot_uniform
 from sparsegcn.nn.model import Model, check_model_settings, split_dropout_keys
-from sparsegcn.sampling.typed import TypedSample, path_type, typed_paths
+from sparsegcn.sampling.typed import TypedSample, gather_typed, path_type, typed_paths
 
 Params = Any
 
@@ -281,11 +281,7 @@ def rgcn(
         levels = typed_paths(edge_types, target, num_layers)
         if set(sample.nodes) != {p for level in levels for p in level}:
             raise ValueError(f"the sample's paths do not match {num_layers} hops from {target!r}")
-        tables = inputs(params, x)
-        h = {
-            p: jnp.take(tables[path_type(p, edge_types, target)], ids, axis=0)
-            for p, ids in sample.nodes.items()
-        }
+        h = gather_typed(sample, inputs(params, x), edge_types, target)
         keys = split_dropout_keys(key, num_layers, training, dropout_rate)
         for i_layer, layer in enumerate(params["layers"]):
             w_rel = relation_weights(layer)
