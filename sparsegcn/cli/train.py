@@ -48,17 +48,28 @@ def add_parser(subparsers) -> None:
 
 
 def format_report(report: dict) -> str:
-    """The final table: one row, accuracy (link runs: test AUC and AP) as mean ± std over seeds."""
+    """The final table: one row, the metric (accuracy, or a graph dataset's own) as
+    mean ± std over seeds; link runs: test AUC and AP (and their ranking metric)."""
     if "test_auc_mean" in report:
         return _format_link_report(report)
-    header = ("dataset", "model", "backend", "seeds", "test acc", "val acc", "step ms", "compile s")
+    m = report.get("metric", "acc")
+    header = (
+        "dataset",
+        "model",
+        "backend",
+        "seeds",
+        f"test {m}",
+        f"val {m}",
+        "step ms",
+        "compile s",
+    )
     row = (
         report["dataset"],
         report["model"],
         report["backend"],
         str(report["seeds"]),
-        f"{report['test_acc_mean']:.4f} ± {report['test_acc_std']:.4f}",
-        f"{report['val_acc_mean']:.4f} ± {report['val_acc_std']:.4f}",
+        f"{report[f'test_{m}_mean']:.4f} ± {report[f'test_{m}_std']:.4f}",
+        f"{report[f'val_{m}_mean']:.4f} ± {report[f'val_{m}_std']:.4f}",
         f"{report['train_step_ms_median']:.2f}",
         f"{report['compile_s']:.2f}",
     )

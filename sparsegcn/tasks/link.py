@@ -99,10 +99,10 @@ def _owns(dataset: str) -> bool:
 def describe_link_dataset(name: str, root, *, progress: bool = False) -> tuple[dict, str]:
     """``sparsegcn info`` of a link dataset: ``describe_links`` of
     :mod:`sparsegcn.datasets.links` (``progress`` is unused: nothing is downloaded)."""
-    import importlib
+    from sparsegcn.datasets.links import describe_links
 
     del progress
-    return importlib.import_module("sparsegcn.datasets.links").describe_links(name, root)
+    return describe_links(name, root)
 
 
 def link_feature_normalization(exp) -> str:
