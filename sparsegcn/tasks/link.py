@@ -220,12 +220,9 @@ def ogb_link_metric(name: str, metric: str, result) -> dict | None:
     pos, neg = result.test_scores
     values = []
     for p, q in zip(pos, neg, strict=True):
-        out = evaluator.eval(
-            {
-                "y_pred_pos": torch.from_numpy(np.asarray(p)),
-                "y_pred_neg": torch.from_numpy(np.asarray(q)),
-            }
-        )
+        # Copies: arrays read back from the device are read-only, which torch refuses.
+        scores = {"y_pred_pos": np.array(p, np.float32), "y_pred_neg": np.array(q, np.float32)}
+        out = evaluator.eval({k: torch.from_numpy(v) for k, v in scores.items()})
         key = f"{metric}_list" if metric == "mrr" else metric
         value = out[key]
         values.append(float(value.mean() if hasattr(value, "mean") else value))

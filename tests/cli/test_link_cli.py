@@ -129,3 +129,56 @@ def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path
     bad = ["predict", "--checkpoint", str(folder), "--pairs", str(tmp_path / "bad.npy")]
     assert main([*bad, "--out", str(tmp_path / "x.npy")]) == 2
     assert "outside [0, 2708)" in one_error(capsys)
+
+
+def _csv(path, rows) -> None:
+    import gzip
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(",".join(map(str, row)) + "\n" for row in rows)
+    path.write_bytes(gzip.compress(text.encode()))
+
+
+def write_mini_collab(root, n: int = 40, seed: int = 0):
+    """An ogbl-collab folder in OGB's raw layout: two communities, 8 features, a time split."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    side = np.arange(n) % 2
+    upper = np.triu(rng.random((n, n)) < np.where(side[:, None] == side[None, :], 0.3, 0.02), 1)
+    edges = np.argwhere(upper)
+    rng.shuffle(edges)
+    train, valid, test = np.split(edges, [int(0.8 * len(edges)), int(0.9 * len(edges))])
+    folder = root / "ogbl_collab"
+    raw = folder / "raw"
+    _csv(raw / "num-node-list.csv.gz", [[n]])
+    _csv(raw / "num-edge-list.csv.gz", [[len(train)]])
+    _csv(raw / "edge.csv.gz", train.tolist())
+    _csv(raw / "node-feat.csv.gz", (np.eye(8)[side * 4] + rng.random((n, 8))).round(3).tolist())
+    (folder / "RELEASE_v1.txt").write_text("v1")
+    split = folder / "split" / "time"
+    split.mkdir(parents=True)
+    for key, pos in (("train", train), ("valid", valid), ("test", test)):
+        part = {"edge": torch.tensor(pos), "weight": torch.ones(len(pos), dtype=torch.long)}
+        part["year"] = torch.full((len(pos),), 2010, dtype=torch.long)
+        if key != "train":
+            part["edge_neg"] = torch.tensor(rng.integers(0, n, (60, 2)))
+        torch.save(part, split / f"{key}.pt")
+    return len(train), len(valid)
+
+
+def test_an_ogbl_collab_folder_trains_and_reports_hits_at_50(tmp_path):
+    train, valid = write_mini_collab(tmp_path)
+    base = ["train", "--dataset", "ogbl-collab", "--root", str(tmp_path), "--model", "gae"]
+    base += ["--epochs", "3", "--seeds", "2", "--no-progress"]
+    out = tmp_path / "collab.json"
+    assert main([*base, "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["task"] == "link" and report["metric"] == "hits@50"
+    assert report["split"] == "official" and report["num_message_edges"] == 2 * train
+    assert len(report["test_hits@50"]) == 2 and "val_hits@50_mean" in report
+    if "ogb_evaluator" in report:  # ogb installed: its Evaluator on the same scores
+        assert report["ogb_evaluator"]["metric"] == "hits@50"
+        np.testing.assert_allclose(report["ogb_evaluator"]["test"], report["test_hits@50"])
+    out = tmp_path / "collab-valid.json"
+    assert main([*base, "--use-valid-edges", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["num_message_edges"] == 2 * (train + valid)
