@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from sparsegcn.nn.initializers import linear_params
+from sparsegcn.nn.model import Model
 
 DECODERS = ("inner", "hadamard", "distmult")
 """Pair decoders by name (see the module docstring)."""
@@ -169,49 +170,39 @@ def sampled_reconstruction_loss(pos_logits: jax.Array, neg_logits: jax.Array) ->
 
 
 def graph_autoencoder(
-    in_features: int,
-    num_classes: int,
+    encoder: Model,
+    embedding_dim: int,
     *,
-    hidden: int = 32,
-    num_layers: int = 2,
-    dropout_rate: float = 0.0,
     variational: bool = False,
-    encoder: str = "gcn",
     decoder: str = "inner",
     recon: str = "full",
-    embedding_dim: int | None = None,
 ) -> LinkModel:
-    """A GAE (or VGAE): a registry model encodes, a pair decoder scores.
+    """A GAE (or VGAE) around an encoder: the encoder embeds, a pair decoder scores.
 
-    GAE: :math:`Z = f(X, A)`. VGAE: the encoder's ``2D`` outputs are
-    :math:`[\\mu, \\log\\sigma]` and :math:`Z = \\mu + \\varepsilon \\odot \\sigma`,
-    :math:`\\varepsilon \\sim \\mathcal N(0, I)` from the explicit ``key`` while
-    training. With the ``gcn`` encoder, the last layer's two halves are
-    exactly the paper's ``GCN_μ`` and ``GCN_σ`` sharing the first layer
-    (``Â H [W_μ | W_σ] = [Â H W_μ | Â H W_σ]``).
+    GAE: :math:`Z = f(X, A)`, ``encoder``'s ``D`` outputs. VGAE: its ``2D``
+    outputs are :math:`[\\mu, \\log\\sigma]` and
+    :math:`Z = \\mu + \\varepsilon \\odot \\sigma`, :math:`\\varepsilon \\sim
+    \\mathcal N(0, I)` from the explicit ``key`` while training. With a GCN
+    encoder, the last layer's two halves are exactly the paper's ``GCN_μ`` and
+    ``GCN_σ`` sharing the first layer (``Â H [W_μ | W_σ] = [Â H W_μ | Â H W_σ]``).
+    The registry's ``gae`` and ``vgae`` entries build the encoder from
+    ``--encoder`` (a registered model) and call this.
 
     Args:
-      in_features: ``F``.
-      num_classes: ``D``, the embedding width, unless ``embedding_dim`` is given.
-      hidden, num_layers, dropout_rate: the encoder's (32, 2, 0 in the paper).
+      encoder: a :class:`~sparsegcn.nn.Model` with ``D`` outputs (``2D`` for VGAE).
+      embedding_dim: ``D`` (16 in the paper).
       variational: VGAE.
-      encoder: a registered model from :data:`ENCODERS`.
       decoder: one of :data:`DECODERS`.
       recon: one of :data:`RECONSTRUCTIONS`; recorded in ``config`` for the
         trainer (``"full"`` needs a decoder of :data:`FULL_DECODERS`).
-      embedding_dim: ``D`` (16 in the paper).
 
     Returns:
       :class:`LinkModel`.
 
     Raises:
-      ValueError: an unknown encoder, decoder or reconstruction, or
-        ``recon="full"`` with the ``hadamard`` decoder.
+      ValueError: an unknown decoder or reconstruction, or ``recon="full"``
+        with the ``hadamard`` decoder.
     """
-    from sparsegcn.nn.registry import create_model
-
-    if encoder not in ENCODERS:
-        raise ValueError(f"encoder must be one of {list(ENCODERS)}, got {encoder!r}")
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {list(DECODERS)}, got {decoder!r}")
     if recon not in RECONSTRUCTIONS:
@@ -221,23 +212,13 @@ def graph_autoencoder(
             f"recon='full' scores all N² pairs as one product; decoder {decoder!r} has none, "
             f"use recon='sampled' or a decoder of {list(FULL_DECODERS)}"
         )
-    dim = num_classes if embedding_dim is None else embedding_dim
-    inner = create_model(
-        encoder,
-        in_features,
-        2 * dim if variational else dim,
-        hidden=hidden,
-        layers=num_layers,
-        dropout=dropout_rate,
-    )
+    dim = embedding_dim
+    inner = encoder
     name = "vgae" if variational else "gae"
     config = dict(
-        in_features=in_features,
+        encoder.config,
         num_classes=dim,
-        hidden=hidden,
-        num_layers=num_layers,
-        dropout_rate=dropout_rate,
-        encoder=encoder,
+        encoder=encoder.name,
         decoder=decoder,
         recon=recon,
     )
@@ -287,16 +268,6 @@ def graph_autoencoder(
     )
 
 
-def gae(in_features: int, num_classes: int, **kwargs) -> LinkModel:
-    """The graph auto-encoder (:func:`graph_autoencoder` with ``variational=False``)."""
-    return graph_autoencoder(in_features, num_classes, variational=False, **kwargs)
-
-
-def vgae(in_features: int, num_classes: int, **kwargs) -> LinkModel:
-    """The variational graph auto-encoder (:func:`graph_autoencoder`, ``variational=True``)."""
-    return graph_autoencoder(in_features, num_classes, variational=True, **kwargs)
-
-
 __all__ = [
     "DECODERS",
     "ENCODERS",
@@ -306,10 +277,8 @@ __all__ = [
     "decode_dense",
     "decode_pairs",
     "full_reconstruction_loss",
-    "gae",
     "graph_autoencoder",
     "init_decoder",
     "kl_divergence",
     "sampled_reconstruction_loss",
-    "vgae",
 ]

@@ -25,7 +25,7 @@ from sparsegcn import transforms
 from sparsegcn._checks import HYPERPARAMETERS, Bound, check_bound
 from sparsegcn.graph import Graph
 from sparsegcn.nn.appnp import appnp
-from sparsegcn.nn.gae import DECODERS, ENCODERS, RECONSTRUCTIONS, gae, vgae
+from sparsegcn.nn.gae import DECODERS, ENCODERS, RECONSTRUCTIONS, graph_autoencoder
 from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.gcnii import gcnii
@@ -185,6 +185,41 @@ _JK = Option(
     choices=("none", "cat", "max"),
 )
 _KIPF = dict(hidden=16, layers=2, dropout=0.5, lr=0.01, weight_decay=5e-4, decay_layers="first")
+
+
+def _link_model(variational: bool) -> Callable:
+    """The builder of the ``gae`` (``vgae``) entry: ``--encoder`` is a registered
+    model with ``D`` (``2D``) outputs, wrapped by :func:`~sparsegcn.nn.gae.graph_autoencoder`."""
+
+    def build(
+        in_features: int,
+        num_classes: int,
+        *,
+        hidden: int = 32,
+        num_layers: int = 2,
+        dropout_rate: float = 0.0,
+        encoder: str = "gcn",
+        decoder: str = "inner",
+        recon: str = "full",
+        embedding_dim: int | None = None,
+    ):
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {list(ENCODERS)}, got {encoder!r}")
+        dim = num_classes if embedding_dim is None else embedding_dim
+        inner = create_model(
+            encoder,
+            in_features,
+            2 * dim if variational else dim,
+            hidden=hidden,
+            layers=num_layers,
+            dropout=dropout_rate,
+        )
+        return graph_autoencoder(inner, dim, variational=variational, decoder=decoder, recon=recon)
+
+    return build
+
+
+_gae, _vgae = _link_model(False), _link_model(True)
 
 # Kipf & Welling's (V)GAE (their gae/train.py): GCN 32 -> 16, no dropout, no decay,
 # Adam 0.01, 200 epochs, no early stop. The encoder's graph is its own registry entry's.
@@ -347,7 +382,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             reference="Schlichtkrull et al., ESWC 2018",
         ),
         "gae": ModelSpec(
-            cast(Callable[..., Model], gae),  # a LinkModel: Model's fields and more
+            cast(Callable[..., Model], _gae),  # a LinkModel: Model's fields and more
             "gcn_norm",
             sampled=False,
             defaults=_KIPF_GAE,
@@ -355,7 +390,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             reference="Kipf & Welling, NIPS BDL workshop 2016 (link prediction)",
         ),
         "vgae": ModelSpec(
-            cast(Callable[..., Model], vgae),
+            cast(Callable[..., Model], _vgae),
             "gcn_norm",
             sampled=False,
             defaults=_KIPF_GAE,
