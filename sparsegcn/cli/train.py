@@ -48,15 +48,17 @@ def add_parser(subparsers) -> None:
 
 
 def format_report(report: dict) -> str:
-    """The final table: one row, accuracy as mean ± std over seeds."""
-    header = ("dataset", "model", "backend", "seeds", "test acc", "val acc", "step ms", "compile s")
+    """The final table: one row, the score (accuracy, or the report's ``metric``)
+    as mean ± std over seeds."""
+    m = report.get("metric", "acc")
+    header = ("dataset", "model", "backend", "seeds", f"test {m}", f"val {m}", "step ms", "compile s")
     row = (
         report["dataset"],
         report["model"],
         report["backend"],
         str(report["seeds"]),
-        f"{report['test_acc_mean']:.4f} ± {report['test_acc_std']:.4f}",
-        f"{report['val_acc_mean']:.4f} ± {report['val_acc_std']:.4f}",
+        f"{report[f'test_{m}_mean']:.4f} ± {report[f'test_{m}_std']:.4f}",
+        f"{report[f'val_{m}_mean']:.4f} ± {report[f'val_{m}_std']:.4f}",
         f"{report['train_step_ms_median']:.2f}",
         f"{report['compile_s']:.2f}",
     )

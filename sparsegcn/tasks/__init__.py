@@ -27,7 +27,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy
+from sparsegcn.train.losses import (
+    CLASSIFICATION,
+    MULTILABEL,
+    masked_accuracy,
+    masked_binary_cross_entropy,
+    masked_cross_entropy,
+    masked_roc_auc,
+)
 
 
 def resolve(target: str) -> Callable:
@@ -75,6 +82,10 @@ class Task:
       sweeps: whether ``--sweep`` runs on it.
       info: ``"module:function"``, ``info(dataset, root, *, progress) ->
         (stats, text)`` for ``sparsegcn info``; ``None``: the node statistics.
+      objective: for tasks the node trainers run (``fit``,
+        ``fit_minibatch``), their :class:`~sparsegcn.train.losses.NodeObjective`
+        (the per-node form of ``loss`` and the first of ``metrics``);
+        ``None`` for tasks with a trainer of their own.
     """
 
     description: str
@@ -89,6 +100,7 @@ class Task:
     check: str | None = None
     sweeps: bool = True
     info: str | None = None
+    objective: Any = None
 
     def owns(self, dataset: str) -> bool:
         """Whether ``dataset`` names one of this task's datasets."""
@@ -126,6 +138,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             metrics={"acc": masked_accuracy},
             prepare="sparsegcn.experiment.build:node_data",
             pipeline="sparsegcn.experiment.run:run_node_experiment",
+            objective=CLASSIFICATION,
         ),
         "graph": Task(
             description="a class per graph of many small graphs (padded batches, k folds)",
@@ -140,6 +153,20 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             check="sparsegcn.tasks.graph:check_graph_experiment",
             sweeps=False,
             info="sparsegcn.tasks.graph:describe_graphs",
+        ),
+        "node-multilabel": Task(
+            description=(
+                "several binary labels per node of one graph, some possibly missing "
+                "(ROC-AUC averaged over tasks; full batch or sampled mini-batches)"
+            ),
+            loss=masked_binary_cross_entropy,
+            metrics={"rocauc": masked_roc_auc},
+            prepare="sparsegcn.experiment.build:node_data",
+            pipeline="sparsegcn.experiment.run:run_node_experiment",
+            datasets=("ogbn-proteins", "synthetic:proteins"),
+            check="sparsegcn.tasks.multilabel:check_multilabel_experiment",
+            sweeps=False,
+            objective=MULTILABEL,
         ),
     }
 )
