@@ -326,7 +326,9 @@ class Graph(EdgeListView):
 
     def __repr__(self) -> str:
         weighted = "weighted" if self.weights is not None else "unweighted"
-        extra = f", {self.num_edge_features} edge features" if self.edge_features is not None else ""
+        extra = (
+            f", {self.num_edge_features} edge features" if self.edge_features is not None else ""
+        )
         return (
             f"Graph(num_nodes={self.num_nodes}, num_edges={self.senders.shape[0]}, "
             f"{weighted}{extra})"

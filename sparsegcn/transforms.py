@@ -480,9 +480,7 @@ def edge_mean_features(graph: Graph, *, chunk: int = 1 << 22) -> np.ndarray:
       ``examples/nodeproppred/proteins``. https://arxiv.org/abs/2005.00687
     """
     if graph.edge_features is None:
-        raise ValueError(
-            f"edge_mean_features needs a graph with edge_features; {graph!r} has none"
-        )
+        raise ValueError(f"edge_mean_features needs a graph with edge_features; {graph!r} has none")
     features = graph.edge_features
     receivers = graph.receivers
     n, d = graph.num_nodes, int(features.shape[1])

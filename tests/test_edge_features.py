@@ -104,8 +104,13 @@ def _mean_in(graph: Graph, node: int) -> np.ndarray:
 @pytest.mark.parametrize("how", ["mean", "zeros"])
 def test_add_self_loops_fills_new_loops(graph, how):
     out = transforms.add_self_loops(graph, loop_features=how)
-    assert table(out.replace(senders=out.senders[:9], receivers=out.receivers[:9],
-                             edge_features=out.edge_features[:9])) == table(graph)
+    assert table(
+        out.replace(
+            senders=out.senders[:9],
+            receivers=out.receivers[:9],
+            edge_features=out.edge_features[:9],
+        )
+    ) == table(graph)
     loops = {int(s): out.edge_features[9 + i] for i, s in enumerate(out.senders[9:])}
     assert sorted(loops) == [0, 1, 3, 4, 5]  # node 2 had a loop already
     for node, row in loops.items():
@@ -132,8 +137,9 @@ def test_add_remaining_self_loops_keeps_the_last_loop(graph):
     rows = out.edge_features[loops]
     np.testing.assert_array_equal(rows[2], edge_rows(10)[9])  # the last of the two 2 -> 2 loops
     np.testing.assert_array_equal(rows[[0, 1, 3, 4, 5]], np.zeros((5, 3)))
-    kept = Graph(out.senders[~loops], out.receivers[~loops], None, N,
-                 edge_features=out.edge_features[~loops])
+    kept = Graph(
+        out.senders[~loops], out.receivers[~loops], None, N, edge_features=out.edge_features[~loops]
+    )
     assert table(kept) == table(transforms.remove_self_loops(extra))
     normed = transforms.gcn_norm(extra)
     np.testing.assert_array_equal(normed.edge_features[-N:][2], edge_rows(10)[9])
@@ -244,8 +250,12 @@ def test_dedup_sampler_returns_the_sampled_edges(graph):
     csr = graph.to_csr()
     ids = np.asarray(csr.edge_ids)
     sample = sample_dedup(
-        csr.indptr, csr.indices, np.array([3, 2], np.int32), (3, 2),
-        key=jax.random.key(0), with_edges=True,
+        csr.indptr,
+        csr.indices,
+        np.array([3, 2], np.int32),
+        (3, 2),
+        key=jax.random.key(0),
+        with_edges=True,
     )
     rows = np.concatenate([np.asarray(n) for n in sample.nodes])
     for d, (neighbors, ok, edges) in enumerate(
@@ -266,8 +276,6 @@ def test_edge_sharding_moves_rows_with_edges(graph, shards):
     real = ids >= 0
     np.testing.assert_array_equal(sharded.edge_features[real], graph.edge_features[ids[real]])
     assert not sharded.edge_features[~real].any()
-    np.testing.assert_array_equal(
-        sharded.edge_values(sharded.edge_features), graph.edge_features
-    )
+    np.testing.assert_array_equal(sharded.edge_values(sharded.edge_features), graph.edge_features)
     leaves = jax.tree.leaves(sharded.without_edge_ids())
     assert any(leaf is sharded.edge_features for leaf in leaves)

@@ -40,7 +40,8 @@ def test_binary_cross_entropy_skips_missing_labels():
     np.testing.assert_allclose(got, expected, rtol=1e-5)
     mask = np.array([True, True, False])
     np.testing.assert_allclose(
-        MULTILABEL.loss(jnp.asarray(logits), jnp.asarray(labels), mask), np.mean(expected[:2]),
+        MULTILABEL.loss(jnp.asarray(logits), jnp.asarray(labels), mask),
+        np.mean(expected[:2]),
         rtol=1e-5,
     )
 
@@ -138,8 +139,11 @@ def test_classification_objective_is_the_default():
 
 def test_sampled_multilabel_trains():
     data = community_multilabel_data(shift=1.0)
-    plain = data._replace(graph=sg.to_undirected(sg.Graph(data.graph.senders, data.graph.receivers,
-                                                          None, data.graph.num_nodes)))
+    plain = data._replace(
+        graph=sg.to_undirected(
+            sg.Graph(data.graph.senders, data.graph.receivers, None, data.graph.num_nodes)
+        )
+    )
     result = fit_minibatch(
         sg.sage(4, 4, hidden=16, num_layers=2),
         minibatch_data(plain),
@@ -153,7 +157,7 @@ def test_sampled_multilabel_trains():
 
 def test_model_outputs_must_match_the_tasks():
     data = community_multilabel_data()
-    with pytest.raises(ValueError, match="4 tasks .* num_classes=3"):
+    with pytest.raises(ValueError, match=r"4 tasks .* num_classes=3"):
         sg.fit(sg.gcn(4, 3), data, TrainConfig(epochs=1), objective=MULTILABEL)
 
 
@@ -170,7 +174,7 @@ def test_dataset_takes_multilabel_labels():
         Dataset(labels=labels, split={**split, "train": np.array([1]), "test": []}, **common)
     with pytest.raises(ValueError, match=r"labels\[0, 1\] = 2: multi-label labels must be 1, 0"):
         Dataset(labels=np.array([[1, 2], [0, 0], [0, 0]]), split=split, **common)
-    with pytest.raises(ValueError, match="2 tasks .* num_classes=3"):
+    with pytest.raises(ValueError, match=r"2 tasks .* num_classes=3"):
         Dataset(labels=labels, split=split, **{**common, "num_classes": 3})
 
 
@@ -181,5 +185,5 @@ def test_the_task_owns_proteins_and_refuses_what_it_cannot_run():
     assert list(TASKS)[:2] == ["node", "graph"]  # appended, not reordered
     assert task_for("ogbn-proteins").objective is MULTILABEL
     assert task_for("cora").objective is CLASSIFICATION
-    with pytest.raises(ValueError, match="multi-label .* max_batches=5"):
+    with pytest.raises(ValueError, match=r"multi-label .* max_batches=5"):
         Experiment(dataset="synthetic:proteins", model="sage", fanouts="5,5", max_batches=5)

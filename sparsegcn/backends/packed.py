@@ -78,7 +78,9 @@ class PackedGraph(Graph):
     def tree_unflatten(cls, static, children):
         base = len(GRAPH_CHILDREN)
         graph = super().tree_unflatten(static, children[:base])
-        for name, value in zip(("layout", "transpose_layout", "scale"), children[base:], strict=True):
+        for name, value in zip(
+            ("layout", "transpose_layout", "scale"), children[base:], strict=True
+        ):
             object.__setattr__(graph, name, value)
         return graph
 

@@ -51,7 +51,16 @@ def format_report(report: dict) -> str:
     """The final table: one row, the score (accuracy, or the report's ``metric``)
     as mean ± std over seeds."""
     m = report.get("metric", "acc")
-    header = ("dataset", "model", "backend", "seeds", f"test {m}", f"val {m}", "step ms", "compile s")
+    header = (
+        "dataset",
+        "model",
+        "backend",
+        "seeds",
+        f"test {m}",
+        f"val {m}",
+        "step ms",
+        "compile s",
+    )
     row = (
         report["dataset"],
         report["model"],

@@ -41,11 +41,16 @@ REGISTERED_PREFIXES = (SYNTHETIC_PREFIX, TU_PREFIX)
 
 def names() -> list[str]:
     """Every name :func:`load` accepts (synthetic ones as ``synthetic:<preset>``)."""
+    from sparsegcn.datasets.proteins import PROTEINS, SYNTHETIC_PROTEINS
     from sparsegcn.datasets.synthetic import PRESETS
 
-    from sparsegcn.datasets.proteins import PROTEINS, SYNTHETIC_PROTEINS
-
-    return [*PLANETOID, *OGB, *(SYNTHETIC_PREFIX + p for p in PRESETS), PROTEINS, SYNTHETIC_PROTEINS]
+    return [
+        *PLANETOID,
+        *OGB,
+        *(SYNTHETIC_PREFIX + p for p in PRESETS),
+        PROTEINS,
+        SYNTHETIC_PROTEINS,
+    ]
 
 
 def is_path(name: str) -> bool:

@@ -203,6 +203,7 @@ class Dataset:
         g = self.graph
         total = g.senders.nbytes + g.receivers.nbytes
         total += 0 if g.weights is None else g.weights.nbytes
+        total += 0 if g.edge_features is None else g.edge_features.nbytes
         if sp.issparse(self.features):
             f = self.features
             total += f.data.nbytes + f.indices.nbytes + f.indptr.nbytes

@@ -577,7 +577,9 @@ def read_manifest(path) -> dict:
     has_edge_features = "edge_features" in (manifest.get("files") or {})
     value = manifest.get("num_edge_features", 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FormatError(file, "num_edge_features", f"must be a non-negative integer, got {value!r}")
+        raise FormatError(
+            file, "num_edge_features", f"must be a non-negative integer, got {value!r}"
+        )
     if has_edge_features != (value > 0):
         raise FormatError(
             file,
@@ -834,9 +836,7 @@ def check_contents(
     if features:
         _check_features(files["features"], arrays["features"], chunk)
         if "edge_features" in arrays:
-            _check_features(
-                files["edge_features"], arrays["edge_features"], chunk, "edge_features"
-            )
+            _check_features(files["edge_features"], arrays["edge_features"], chunk, "edge_features")
 
 
 def verify_checksums(path, *, progress: bool = False) -> None:

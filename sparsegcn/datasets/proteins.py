@@ -134,7 +134,9 @@ def read_table(path, columns: int, kind: str = "int", *, rows: int | None = None
                     raise ValueError("non-integer values")
                 parts.append(values.astype(dtype))
     except (ValueError, OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
-        raise _malformed(path, columns, kind, str(err).splitlines()[0] if str(err) else "") from None
+        raise _malformed(
+            path, columns, kind, str(err).splitlines()[0] if str(err) else ""
+        ) from None
     except Exception as err:  # pandas' ParserError and EmptyDataError
         if type(err).__name__ == "EmptyDataError":
             parts = []
@@ -149,7 +151,9 @@ def read_table(path, columns: int, kind: str = "int", *, rows: int | None = None
 def _one_count(path: Path) -> int:
     table = read_table(path, 1, "int")
     if table.shape[0] != 1:
-        raise ValueError(f"{path}: expected one line (ogbn-proteins is one graph), got {table.shape[0]}")
+        raise ValueError(
+            f"{path}: expected one line (ogbn-proteins is one graph), got {table.shape[0]}"
+        )
     return int(table[0, 0])
 
 
@@ -319,8 +323,8 @@ def generate_proteins(scale: float = 1.0, *, seed: int = 0, chunk: int = 1 << 22
         raise ValueError(f"scale must be in (0, 1], got {scale!r}")
     seed = _checks.check_static_int("seed", seed, minimum=0)
     rng = np.random.default_rng(seed)
-    n = max(int(round(NUM_NODES * scale)), 2 * NUM_SPECIES * 4)
-    e = max(int(round(NUM_EDGES * scale)), n)
+    n = max(round(NUM_NODES * scale), 2 * NUM_SPECIES * 4)
+    e = max(round(NUM_EDGES * scale), n)
     split_fraction = np.array([SPLIT_SIZES[k] for k in SPLITS], np.float64) / NUM_NODES
     # Species 0-4 train, 5 valid, 6-7 test; within a group the sizes are about equal.
     groups = np.round(split_fraction * n).astype(np.int64)

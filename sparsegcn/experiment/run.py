@@ -20,9 +20,9 @@ from sparsegcn.experiment.build import (
     node_data,
     reorder_dataset,
     resolve_features_on,
-    use_edge_features,
     resolve_graph_on,
     streamed_data,
+    use_edge_features,
 )
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import Lifecycle, check_dataset

@@ -52,9 +52,7 @@ def cross_entropy_per_node(logits: jax.Array, labels: jax.Array | np.ndarray) ->
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
 
 
-def binary_cross_entropy_per_node(
-    logits: jax.Array, labels: jax.Array | np.ndarray
-) -> jax.Array:
+def binary_cross_entropy_per_node(logits: jax.Array, labels: jax.Array | np.ndarray) -> jax.Array:
     """Per-task binary cross-entropy averaged over each node's present labels, ``[N]``.
 
     .. math::

@@ -316,9 +316,7 @@ def run_epoch(
     """
     batch_size = effective_batch_size(data.train_nodes.shape[0], minibatch.batch_size)
     if grad_fn is None:
-        grad_fn = make_grad_fn(
-            model, minibatch.fanouts, **minibatch.sampling, objective=objective
-        )
+        grad_fn = make_grad_fn(model, minibatch.fanouts, **minibatch.sampling, objective=objective)
     key, epoch_key = jax.random.split(state.key)
     params, opt_state, losses, norms = train_epoch(
         grad_fn, tx, batch_size, state.params, state.opt_state, data, epoch_key
