@@ -517,11 +517,12 @@ def save(
     )
     with writer:
         writer.indptr[:] = indptr
+        edge_rows = writer.edge_features  # None exactly when edge_features is
         for start in range(0, senders.shape[0], chunk):
             writer.indices[start : start + chunk] = senders[start : start + chunk]
-            if edge_features is not None:
+            if edge_rows is not None and edge_features is not None:
                 ids = slice(start, start + chunk) if order is None else order[start : start + chunk]
-                writer.edge_features[start : start + chunk] = edge_features[ids]
+                edge_rows[start : start + chunk] = edge_features[ids]
         features = dataset.features
         for start in range(0, dataset.num_nodes, chunk):
             rows = features[start : start + chunk]
