@@ -9,6 +9,7 @@ row of the input edge it came from (or the stated merge of several).
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import jax
 import numpy as np
@@ -279,3 +280,27 @@ def test_edge_sharding_moves_rows_with_edges(graph, shards):
     np.testing.assert_array_equal(sharded.edge_values(sharded.edge_features), graph.edge_features)
     leaves = jax.tree.leaves(sharded.without_edge_ids())
     assert any(leaf is sharded.edge_features for leaf in leaves)
+
+
+def test_use_edge_features_replaces_appends_or_drops(graph):
+    from sparsegcn.experiment.build import use_edge_features
+
+    dataset = _dataset(graph)
+    mean = transforms.edge_mean_features(graph)
+    appended = use_edge_features(dataset)
+    np.testing.assert_array_equal(appended.features, np.hstack([np.eye(N), mean]))
+    assert appended.graph.edge_features is None and appended.num_edges == dataset.num_edges
+    featureless = dataclasses.replace(dataset, info={"featureless": True})
+    np.testing.assert_array_equal(use_edge_features(featureless).features, mean)
+    dropped = use_edge_features(dataset, use=False)
+    assert dropped.graph.edge_features is None
+    np.testing.assert_array_equal(dropped.features, dataset.features)
+    plain = dataclasses.replace(dataset, graph=graph.without_edge_features())
+    assert use_edge_features(plain) is plain
+
+
+def test_cli_flag_defaults_on():
+    from sparsegcn.experiment import Experiment
+
+    assert Experiment().edge_features is True
+    assert Experiment(edge_features=False).edge_features is False

@@ -494,13 +494,19 @@ def save(
     Raises:
       ValueError: ``path`` is a non-empty folder (without ``overwrite``, or
         not a sparsegcn dataset folder) or
-        a file, the graph has weights, or a bad ``features_dtype``.
+        a file, the graph has weights, the labels are multi-label, or a bad
+        ``features_dtype``.
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"dataset must be a Dataset, got {type(dataset).__name__}")
     if dataset.graph.weights is not None:
         raise ValueError(
             "the on-disk format stores no edge weights, but the dataset's graph has them"
+        )
+    if dataset.multilabel:
+        raise ValueError(
+            f"the on-disk format stores one class per node (labels.npy [N]); {dataset.name} is "
+            f"multi-label (labels {tuple(dataset.labels.shape)}), which it does not store"
         )
     if features_dtype is None:
         features_dtype = "float16" if dataset.features.dtype == np.float16 else "float32"
