@@ -14,6 +14,7 @@ so the graph acts as the sparse matrix ``A[receiver, sender] = w`` and
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, NamedTuple
 
@@ -248,8 +249,16 @@ class Graph(EdgeListView):
         return 0 if self.edge_features is None else int(self.edge_features.shape[1])
 
     def without_edge_features(self) -> Graph:
-        """The same graph with ``edge_features=None`` (no copy of the edge arrays)."""
-        return self if self.edge_features is None else self.replace(edge_features=None)
+        """The same graph with ``edge_features=None``.
+
+        The other fields are shared, not copied or checked again (a
+        memory-mapped graph is not read; lazily expanded receivers stay lazy).
+        """
+        if self.edge_features is None:
+            return self
+        clone = copy.copy(self)
+        object.__setattr__(clone, "edge_features", None)
+        return clone
 
     def edge_weights(self) -> Array:
         """The ``[E]`` weights, materialising ones when ``weights`` is None."""

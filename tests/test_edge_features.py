@@ -208,6 +208,10 @@ def test_save_and_load_keep_every_row(graph, tmp_path):
     assert loaded.graph.edges_sorted
     plain = load_ondisk(save(_dataset(graph.without_edge_features()), tmp_path / "plain"))
     assert plain.graph.edge_features is None
+    lazy = load_ondisk(tmp_path / "g", expand_limit=0)  # receivers computed on demand
+    mean = transforms.edge_mean_features(lazy.graph, chunk=4)
+    np.testing.assert_allclose(mean, transforms.edge_mean_features(graph), rtol=1e-6)
+    assert lazy.graph.without_edge_features().receivers is lazy.graph.receivers
 
 
 def test_load_names_a_bad_edge_feature_file(graph, tmp_path):
