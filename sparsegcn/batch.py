@@ -57,12 +57,17 @@ class GraphBatch(NamedTuple):
         padding edges are ``N_b - 1 -> N_b - 1``.
       node_graph: int32 ``[N_b]`` graph slot of each node; padding nodes
         belong to the padding graph ``G_b - 1``.
-      x: float32 ``[N_b, F]`` node features, zero on padding rows.
-      labels: int32 ``[G_b]``; 0 on padding slots.
+      x: ``[N_b, F]`` node features, zero on padding rows: float32, or
+        int32 categorical columns (a dataset with ``feature_dims``).
+      labels: int32 ``[G_b]`` classes, 0 on padding slots; or, for binary
+        multi-task labels, float32 ``[G_b, T]`` 0/1 with NaN where a label
+        is missing, NaN on padding slots (the loss and the metrics mask NaN:
+        ``~isnan(labels) & graph_mask[:, None]``).
       graph_mask: bool ``[G_b]``, ``True`` on real graphs.
       graph_ids: int32 ``[G_b]`` each slot's index in the dataset, ``-1``
         on padding slots.
-      edge_features: float32 ``[E_b, D]`` (zero on padding) or ``None``.
+      edge_features: ``[E_b, D]`` (zero on padding; float32, or int32
+        categorical columns) or ``None``.
     """
 
     senders: Array
@@ -166,6 +171,11 @@ def batch_bounds(
     return np.asarray(bounds, np.int64)
 
 
+def _dtype(features: np.ndarray) -> type:
+    """int32 for categorical columns, float32 for the rest."""
+    return np.int32 if np.issubdtype(features.dtype, np.integer) else np.float32
+
+
 def pack_graphs(
     dataset,
     order: np.ndarray,
@@ -177,9 +187,11 @@ def pack_graphs(
     """Packs the graphs ``order`` of ``dataset``, in that order, into padded batches.
 
     Args:
-      dataset: a :class:`~sparsegcn.datasets.graphs.GraphDataset` (any object
+      dataset: a :class:`~sparsegcn.datasets.graph_dataset.GraphDataset` (any object
         with ``senders``, ``receivers``, ``node_ptr``, ``edge_ptr``,
-        ``features``, ``labels`` and ``edge_features``).
+        ``features``, ``labels`` and ``edge_features``). Integer features
+        stay int32 (categorical columns); ``[G, T]`` labels stay float32 with
+        their NaN.
       order: int ``[K]`` graph indices, each at most once.
       budget: static sizes of every batch (:func:`choose_budget`).
       batch_size: the most graphs per batch.
@@ -226,10 +238,14 @@ def pack_graphs(
     node_graph = np.full((total, n_b), g_b - 1, np.int32)
     node_graph[node_batch, node_row] = graph_slot[node_owner]
     features = np.asarray(dataset.features)
-    x = np.zeros((total, n_b, features.shape[1]), np.float32)
+    x = np.zeros((total, n_b, features.shape[1]), _dtype(features))
     x[node_batch, node_row] = features[node_src]
-    labels = np.zeros((total, g_b), np.int32)
-    labels[graph_batch, graph_slot] = np.asarray(dataset.labels)[order]
+    source_labels = np.asarray(dataset.labels)
+    if source_labels.ndim == 2:  # binary tasks: NaN is a missing label, padding included
+        labels = np.full((total, g_b, source_labels.shape[1]), np.nan, np.float32)
+    else:
+        labels = np.zeros((total, g_b), np.int32)
+    labels[graph_batch, graph_slot] = source_labels[order]
     graph_mask = np.zeros((total, g_b), bool)
     graph_mask[graph_batch, graph_slot] = True
     graph_ids = np.full((total, g_b), -1, np.int32)
@@ -237,7 +253,7 @@ def pack_graphs(
     edge_features = None
     if dataset.edge_features is not None:
         source = np.asarray(dataset.edge_features)
-        edge_features = np.zeros((total, e_b, source.shape[1]), np.float32)
+        edge_features = np.zeros((total, e_b, source.shape[1]), _dtype(source))
         edge_features[edge_batch, edge_slot] = source[edge_src]
     return GraphBatch(
         senders, receivers, node_graph, x, labels, graph_mask, graph_ids, edge_features

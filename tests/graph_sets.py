@@ -34,6 +34,37 @@ def random_graphs(count: int = 7, features: int = 3, seed: int = 0) -> GraphData
     )
 
 
+def binary_graphs(
+    count: int = 30, tasks: int = 3, features: int = 3, seed: int = 0, missing: float = 0.3
+) -> GraphDataset:
+    """``count`` random graphs with ``tasks`` binary labels, a fraction ``missing``
+    of them NaN, and an official split (60 / 20 / 20 %)."""
+    base = random_graphs(count=count, features=features, seed=seed)
+    rng = np.random.default_rng(seed + 100)
+    labels = (rng.random((count, tasks)) < 0.4).astype(np.float32)
+    labels[rng.random((count, tasks)) < missing] = np.nan
+    order = rng.permutation(count)
+    cut = [int(0.6 * count), int(0.8 * count)]
+    split = {
+        "train": np.sort(order[: cut[0]]),
+        "valid": np.sort(order[cut[0] : cut[1]]),
+        "test": np.sort(order[cut[1] :]),
+    }
+    return GraphDataset(
+        name="binary:RANDOM",
+        senders=base.senders,
+        receivers=base.receivers,
+        node_ptr=base.node_ptr,
+        edge_ptr=base.edge_ptr,
+        features=base.features,
+        labels=labels,
+        num_classes=tasks,
+        classes=np.arange(tasks),
+        metric="rocauc",
+        split=split,
+    )
+
+
 # Three graphs: 1 = nodes 1-3 (a path), 2 = nodes 4-5, 3 = node 6 alone.
 # Edge lines deliberately out of graph order (graph 2's edge first).
 MINI = {

@@ -53,3 +53,13 @@ def test_graph_task_defaults_are_xu_et_al():
     node = Experiment(model="gin")
     assert (node.layers, node.batch_size) == (2, 512)
     assert task_for("tu:MUTAG") is TASKS["graph"]
+
+
+def test_a_graph_dataset_folder_belongs_to_the_graph_task(tmp_path):
+    from graph_sets import random_graphs
+
+    from sparsegcn.datasets.ondisk_graphs import save_graphs
+
+    folder = save_graphs(random_graphs(), tmp_path / "graphs")
+    assert task_name(str(folder)) == "graph"
+    assert task_name(str(tmp_path / "elsewhere")) == "node"  # no manifest: the node task's

@@ -11,7 +11,15 @@ when all are written:
 - ``--embeddings``: float32 hidden-layer embeddings (the last layer's input,
   ``Model.embed``), ``[N, H]`` or ``[K, N, H]`` likewise.
 
-Nodes are in the dataset's order. For ``ogbn-*`` datasets, when ``ogb`` is
+Nodes are in the dataset's order.
+
+On a graph-level checkpoint (``sparsegcn train`` on a graph dataset) the
+outputs are per graph, in the dataset's order: ``--out`` holds float32
+probabilities, ``[G, C]`` (softmax over classes) or ``[G, T]`` (a sigmoid per
+binary task), ``[K, ...]`` with several members (folds x seeds, fold-major);
+``--embeddings`` the graphs' readout (Xu et al.'s GIN: every layer's,
+concatenated), ``[G, H]`` or ``[K, G, H]``; the summary gives the dataset's
+metric of the predictions on each member's test graphs. For ``ogbn-*`` datasets, when ``ogb`` is
 installed, the summary also gives ogb's official ``Evaluator`` metric of
 the predictions on the test split (``ogb_evaluator`` in ``--json``). The params are the early-stopping
 restored ones (``--params best``, whose test accuracy ``sparsegcn train``
@@ -34,6 +42,7 @@ from sparsegcn.files import (
     npy_writer,
     write_all_atomic,
 )
+from sparsegcn.tasks import resolve, task_for
 from sparsegcn.train.checkpoint import read_manifest
 
 
@@ -86,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         read_manifest(args.checkpoint), dataset=args.dataset, root=args.root
     )
     check_not_inputs(outputs, run_inputs(trained, args.checkpoint))
+    task = task_for(trained.dataset)
+    if task.predict is not None:
+        return _run_task_predict(args, resolve(task.predict))
     result = predict_checkpoint(
         args.checkpoint, dataset=args.dataset, root=args.root, params=args.params
     )
@@ -126,6 +138,50 @@ def run(args: argparse.Namespace) -> int:
         values = np.asarray(official["test"])
         print(f"ogb Evaluator test {official['metric']}: {values.mean():.4f} ± {values.std():.4f}")
     print(f"predictions: {args.out} int32 {list(predictions.shape)}")
+    if args.embeddings:
+        print(f"embeddings: {args.embeddings} float32 {list(embeddings.shape)}")
+    return 0
+
+
+def _run_task_predict(args: argparse.Namespace, predict) -> int:
+    """``sparsegcn predict`` through a task's own ``predict`` (graph checkpoints)."""
+    result = predict(args.checkpoint, dataset=args.dataset, root=args.root, params=args.params)
+    predictions, embeddings = result["predictions"], result["embeddings"]
+    if predictions.shape[0] == 1:
+        predictions, embeddings = predictions[0], embeddings[0]
+    metric, test = result["metric"], np.asarray(result["test"])
+    official = result.get("ogb_evaluator")
+    writers = {args.out: npy_writer(predictions)}
+    if args.embeddings:
+        writers[args.embeddings] = npy_writer(embeddings)
+    if args.json:
+        writers[args.json] = json_writer(
+            {
+                "checkpoint": result["checkpoint"],
+                "dataset": result["dataset"],
+                "epoch": result["epoch"],
+                "seeds": result["seeds"],
+                "params": args.params,
+                "out": args.out,
+                "out_shape": list(predictions.shape),
+                "embeddings": args.embeddings,
+                "embeddings_shape": list(embeddings.shape) if args.embeddings else None,
+                "metric": metric,
+                f"test_{metric}": test.tolist(),
+                f"reported_test_{metric}": result["reported_test"],
+                **({"ogb_evaluator": official} if official else {}),
+            }
+        )
+    write_all_atomic(writers)
+    print(
+        f"{result['dataset']}: {predictions.shape[-2]} graphs, {len(result['seeds'])} member(s), "
+        f"checkpoint epoch {result['epoch']}; test {metric} of the predictions "
+        f"{test.mean():.4f} ± {test.std():.4f}"
+    )
+    if official:
+        values = np.asarray(official["test"])
+        print(f"ogb Evaluator test {official['metric']}: {values.mean():.4f} ± {values.std():.4f}")
+    print(f"predictions: {args.out} float32 {list(predictions.shape)}")
     if args.embeddings:
         print(f"embeddings: {args.embeddings} float32 {list(embeddings.shape)}")
     return 0

@@ -48,8 +48,8 @@ def add_parser(subparsers) -> None:
 
 
 def format_report(report: dict) -> str:
-    """The final table: one row, the score (accuracy, or the report's ``metric``)
-    as mean ± std over seeds."""
+    """The final table: one row, the metric (accuracy, or a graph dataset's own) as
+    mean ± std over seeds."""
     m = report.get("metric", "acc")
     header = (
         "dataset",

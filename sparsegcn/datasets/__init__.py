@@ -8,6 +8,8 @@ name                                source
 ``ogbn-papers100M``                 ``sparsegcn[ogb]``) with its official splits
 ``ogbn-proteins``                   OGB's raw files read with pandas (:mod:`.proteins`)
 ``synthetic:<preset>``              degree-corrected SBM generated locally
+``ogbl-*``, ``synthetic:collab``,   link prediction: :func:`.links.load_links`
+``synthetic:citation2``             (a :class:`.links.LinkDataset`)
 ``synthetic:proteins``              ogbn-proteins' twin (:mod:`.proteins`)
 a folder path                       the on-disk format (:mod:`.ondisk`),
                                     memory-mapped
@@ -33,8 +35,15 @@ from sparsegcn.datasets.base import DATA_ROOT_ENV, SPLITS, Dataset, default_root
 
 PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("ogbn-arxiv", "ogbn-products", "ogbn-papers100M")
+#: OGB link-prediction datasets (:mod:`.ogbl`), loaded by :func:`.links.load_links`.
+OGBL = ("ogbl-collab", "ogbl-citation2", "ogbl-ddi", "ogbl-ppa")
+#: Synthetic link-prediction presets (:mod:`.synthetic_links`): ``synthetic:collab`` etc.
+SYNTHETIC_LINKS = ("collab", "citation2")
 SYNTHETIC_PREFIX = "synthetic:"
 TU_PREFIX = "tu:"  # graph-classification datasets (:mod:`.tu`)
+OGBG_PREFIX = "ogbg-"  # OGB graph-property datasets read from OGB's raw files (:mod:`.ogbg`)
+#: Generated twins of ogbg-molhiv and ogbg-molpcba at full size (:mod:`.synthetic_graphs`).
+SYNTHETIC_GRAPHS = ("synthetic:molhiv", "synthetic:molpcba")
 #: Names with these prefixes are registered names, never paths (``tu:MUTAG``).
 REGISTERED_PREFIXES = (SYNTHETIC_PREFIX, TU_PREFIX)
 
@@ -119,6 +128,11 @@ def load(
         raise ValueError(f"root {str(root)!r} exists but is not a directory")
     if name != name.strip():
         raise ValueError(f"dataset name {name!r} has surrounding whitespace")
+    if name in OGBL or name in [SYNTHETIC_PREFIX + p for p in SYNTHETIC_LINKS]:
+        raise ValueError(
+            f"{name!r} is a link-prediction dataset: load it with "
+            f"sparsegcn.datasets.links.load_links (the link task)"
+        )
     if name in PLANETOID:
         from sparsegcn.datasets.planetoid import load_planetoid
 
@@ -187,10 +201,14 @@ def data_location(name: str, root: str | Path | None = None) -> Path | None:
         return root / "planetoid"
     if name in OGB or name == "ogbn-proteins":
         return root / name.replace("-", "_")
+    if name in OGBL:
+        return root / name.replace("-", "_")
     if name.startswith(SYNTHETIC_PREFIX):
         return root / "synthetic"
     if name.startswith(TU_PREFIX):
         return root / "tu" / name[len(TU_PREFIX) :]
+    if name.startswith(OGBG_PREFIX):
+        return root / name.replace("-", "_")
     return None
 
 
@@ -205,8 +223,10 @@ def save(dataset: Dataset, path, **kwargs):
 __all__ = [
     "DATA_ROOT_ENV",
     "OGB",
+    "OGBL",
     "PLANETOID",
     "SPLITS",
+    "SYNTHETIC_LINKS",
     "Dataset",
     "default_root",
     "is_path",

@@ -42,7 +42,7 @@ import numpy as np
 
 from sparsegcn.datasets import TU_PREFIX
 from sparsegcn.datasets.download import download_file, sha256_file
-from sparsegcn.datasets.graphs import GraphDataset
+from sparsegcn.datasets.graph_dataset import GraphDataset
 
 TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip"
 """Where a missing ``<root>/tu/NAME/`` folder is downloaded from."""

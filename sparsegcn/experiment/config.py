@@ -369,7 +369,7 @@ class Experiment:
     readout: str = _field(
         "sum",
         "graph datasets: how each layer's node rows become one row per graph",
-        choices=("sum", "mean", "max", "attention"),
+        choices=("sum", "mean", "max", "attention", "set2set"),
     )
     learn_eps: bool = _field(
         False, "graph datasets: GIN-eps (learn eps per layer) instead of GIN-0 (eps = 0)"

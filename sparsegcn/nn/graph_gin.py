@@ -21,6 +21,14 @@ of a padded batch only, so padding changes no real output, and evaluation
 uses running averages (PyTorch's momentum 0.1), kept in a ``stats`` pytree
 beside the parameters.
 
+:func:`build_graph_model` is the one builder a graph task calls: it picks
+this family (``style="xu"``) or OGB's molecule baseline
+(:func:`~sparsegcn.nn.graph_ogb.graph_ogb`: atom and bond encoders, GINE,
+JK "last"; ``style="ogb"``), and with ``style="auto"`` the latter exactly
+when the dataset's node features are categorical. :class:`GraphModel`,
+:func:`masked_batch_norm` and :data:`GRAPH_READOUTS` live in
+:mod:`sparsegcn.nn.graph_model` and are importable from here too.
+
 References:
   Xu, Hu, Leskovec & Jegelka, *How Powerful are Graph Neural Networks?*,
   ICLR 2019. https://arxiv.org/abs/1810.00826 (code:
@@ -29,84 +37,31 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
-
 import jax
 import jax.numpy as jnp
 
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.dropout import dropout
+from sparsegcn.nn.encoders import atom_encoder_params, check_feature_dims, encode
+from sparsegcn.nn.graph_model import (
+    GRAPH_READOUTS,
+    SET2SET_STEPS,
+    GraphModel,
+    batch_norm_params,
+    batch_norm_stats,
+    check_graph_readout,
+    masked_batch_norm,
+    pool,
+    pool_params,
+    pooled_width,
+)
+from sparsegcn.nn.graph_ogb import graph_ogb
 from sparsegcn.nn.initializers import linear_params
 from sparsegcn.nn.model import check_model_settings
-from sparsegcn.nn.readout import READOUTS, attention_pool, attention_pool_params, readout
+from sparsegcn.nn.readout import readout
 
-GRAPH_READOUTS = (*READOUTS, "attention")
-"""The readouts :func:`graph_gin` takes: a reduction, or global attention pooling."""
-
-BN_MOMENTUM = 0.1
-BN_EPS = 1e-5
-
-
-class GraphModel(NamedTuple):
-    """A graph-level model: pure functions over params and batch-norm statistics.
-
-    Attributes:
-      init: ``init(key) -> (params, stats)``.
-      apply: ``apply(params, stats, batch, *, key=None, training=False) ->
-        (logits [G_b, C], stats)`` on a :class:`~sparsegcn.batch.GraphBatch`;
-        the returned stats are updated when ``training``, else unchanged.
-      name: short name for reports.
-      config: the hyperparameters it was built with.
-    """
-
-    init: Callable[[jax.Array], tuple[Any, Any]]
-    apply: Callable[..., tuple[jax.Array, Any]]
-    name: str
-    config: dict
-
-
-def _bn_params(width: int) -> dict:
-    return {"scale": jnp.ones((width,), jnp.float32), "bias": jnp.zeros((width,), jnp.float32)}
-
-
-def _bn_stats(width: int) -> dict:
-    return {"mean": jnp.zeros((width,), jnp.float32), "var": jnp.ones((width,), jnp.float32)}
-
-
-def masked_batch_norm(
-    params: dict, stats: dict, h: jax.Array, mask: jax.Array, training: bool
-) -> tuple[jax.Array, dict]:
-    """Batch norm over the rows where ``mask`` holds.
-
-    Training normalises with the masked rows' mean and (biased) variance and
-    moves the running statistics by :data:`BN_MOMENTUM` (the variance
-    unbiased, as PyTorch); evaluation uses the running statistics.
-
-    Args:
-      params: ``{"scale": [F], "bias": [F]}``.
-      stats: ``{"mean": [F], "var": [F]}``.
-      h: ``[N, F]``.
-      mask: bool ``[N]``.
-      training: batch statistics (and updated running ones) or running ones.
-
-    Returns:
-      ``([N, F], stats)``.
-    """
-    if training:
-        weight = mask.astype(h.dtype)[:, None]
-        count = jnp.maximum(jnp.sum(weight), jnp.ones((), h.dtype))
-        mean = jnp.sum(weight * h, axis=0) / count
-        var = jnp.sum(weight * (h - mean[None, :]) ** 2, axis=0) / count
-        unbiased = var * count / jnp.maximum(count - 1.0, jnp.ones((), h.dtype))
-        stats = {
-            "mean": (1.0 - BN_MOMENTUM) * stats["mean"] + BN_MOMENTUM * mean,
-            "var": (1.0 - BN_MOMENTUM) * stats["var"] + BN_MOMENTUM * unbiased,
-        }
-    else:
-        mean, var = stats["mean"], stats["var"]
-    normed = (h - mean[None, :]) * jax.lax.rsqrt(var[None, :] + BN_EPS)
-    return normed * params["scale"][None, :] + params["bias"][None, :], stats
+GRAPH_STYLES = ("auto", "xu", "ogb")
+"""The model families :func:`build_graph_model` chooses between."""
 
 
 def graph_gin(
@@ -119,30 +74,41 @@ def graph_gin(
     learn_eps: bool = False,
     readout_reduce: str = "sum",
     virtual_node: bool = False,
+    feature_dims: tuple[int, ...] | None = None,
+    set2set_steps: int = SET2SET_STEPS,
 ) -> GraphModel:
     """GIN-0 (``learn_eps=False``) or GIN-ε with a readout of every layer.
 
     Args:
-      in_features: ``F``, the node features' width.
+      in_features: ``F``, the node features' width (categorical columns
+        with ``feature_dims``).
       num_classes: ``C``.
       hidden: width of every hidden layer (Xu et al. chose from 16, 32, 64).
       num_layers: layers counting the input (5: four GIN layers).
       dropout_rate: dropout of each layer's class scores (Xu et al.'s
         ``final_dropout``: 0 or 0.5).
       learn_eps: learn ``ε`` per layer (GIN-ε) instead of ``ε = 0`` (GIN-0).
-      readout_reduce: ``"sum"`` (the paper's), ``"mean"``, ``"max"``, or
+      readout_reduce: ``"sum"`` (the paper's), ``"mean"``, ``"max"``,
         ``"attention"`` (:func:`~sparsegcn.nn.readout.attention_pool`, one
-        gate per layer).
+        gate per layer) or ``"set2set"`` (:func:`~sparsegcn.nn.readout.set2set`,
+        one LSTM per layer; each head then reads ``2 F_k`` features).
       virtual_node: one extra node per graph joined to all its nodes, as in
         OGB's GIN-virtual (Gilmer et al. 2017; Hu et al. 2020): its vector
         (a learnt embedding at first) is added to every node's row before
         each GIN layer, and after each layer but the last it becomes
         ``ReLU(BN(MLP(Σ_i (h_i + v) + v)))`` (MLP ``w -> 2H -> H`` with batch
         norm, over real graphs only). Readouts pool the rows without it.
+      feature_dims: categorical node features (OGB's atom columns): the
+        input is first embedded to ``hidden`` columns by
+        :func:`~sparsegcn.nn.encoders.encode` (one table per column), and
+        layer 0's readout reads the embedding.
+      set2set_steps: Set2Set's processing steps.
 
     Returns:
       A :class:`GraphModel`. Params: ``{"layers": [{"eps", "w1", "b1",
-      "bn1", "w2", "b2", "bn"}, ...], "heads": [{"w", "b"}, ...]}``; stats:
+      "bn1", "w2", "b2", "bn"}, ...], "heads": [{"w", "b"}, ...]}``, plus
+      ``"encoder"`` with ``feature_dims``, ``"gates"`` (attention) or
+      ``"set2set"`` (one per layer); stats:
       ``{"layers": [{"bn1": {"mean", "var"}, "bn": {...}}, ...]}``.
 
     Shapes:
@@ -151,10 +117,13 @@ def graph_gin(
     check_model_settings(hidden, num_layers, dropout_rate)
     if num_layers < 2:
         raise ValueError(f"num_layers counts the input and must be >= 2, got {num_layers}")
-    if readout_reduce not in GRAPH_READOUTS:
-        raise ValueError(
-            f"unknown readout {readout_reduce!r}; choose one of {list(GRAPH_READOUTS)}"
-        )
+    check_graph_readout(readout_reduce, set2set_steps)
+    if feature_dims is not None:
+        feature_dims = check_feature_dims(feature_dims)
+        if len(feature_dims) != in_features:
+            raise ValueError(
+                f"feature_dims has {len(feature_dims)} columns, in_features is {in_features}"
+            )
     config = dict(
         in_features=in_features,
         num_classes=num_classes,
@@ -164,8 +133,13 @@ def graph_gin(
         learn_eps=learn_eps,
         readout=readout_reduce,
         virtual_node=virtual_node,
+        feature_dims=feature_dims,
+        style="xu",
     )
-    widths = [in_features] + [hidden] * (num_layers - 1)
+    if readout_reduce == "set2set":
+        config["set2set_steps"] = set2set_steps
+    embedded = in_features if feature_dims is None else hidden
+    widths = [embedded] + [hidden] * (num_layers - 1)
 
     @jax.jit
     def init(key: jax.Array) -> tuple[dict, dict]:
@@ -179,20 +153,27 @@ def graph_gin(
                     "eps": jnp.zeros((), jnp.float32),
                     "w1": first["w"],
                     "b1": first["b"],
-                    "bn1": _bn_params(hidden),
+                    "bn1": batch_norm_params(hidden),
                     "w2": second["w"],
                     "b2": second["b"],
-                    "bn": _bn_params(hidden),
+                    "bn": batch_norm_params(hidden),
                 }
             )
-            layer_stats.append({"bn1": _bn_stats(hidden), "bn": _bn_stats(hidden)})
-        heads = [linear_params(keys[k], widths[k], num_classes) for k in range(num_layers)]
+            layer_stats.append({"bn1": batch_norm_stats(hidden), "bn": batch_norm_stats(hidden)})
+        heads = [
+            linear_params(keys[k], pooled_width(readout_reduce, widths[k]), num_classes)
+            for k in range(num_layers)
+        ]
         params: dict = {"layers": layers, "heads": heads}
-        if readout_reduce == "attention":
-            gate_keys = jax.random.split(keys[0], num_layers)
-            params["gates"] = [
-                attention_pool_params(gate_keys[k], widths[k]) for k in range(num_layers)
+        pool_keys = jax.random.split(keys[0], num_layers)
+        if readout_reduce in ("attention", "set2set"):
+            name = "gates" if readout_reduce == "attention" else "set2set"
+            params[name] = [
+                pool_params(pool_keys[k], readout_reduce, widths[k]) for k in range(num_layers)
             ]
+        if feature_dims is not None:
+            encoder_key = jax.random.fold_in(key, num_layers)
+            params["encoder"] = atom_encoder_params(encoder_key, feature_dims, hidden)
         stats: dict = {"layers": layer_stats}
         if virtual_node:
             vn_keys = jax.random.split(keys[1], 2 * num_layers)
@@ -204,15 +185,17 @@ def graph_gin(
                     {
                         "w1": first["w"],
                         "b1": first["b"],
-                        "bn1": _bn_params(2 * hidden),
+                        "bn1": batch_norm_params(2 * hidden),
                         "w2": second["w"],
                         "b2": second["b"],
-                        "bn": _bn_params(hidden),
+                        "bn": batch_norm_params(hidden),
                     }
                 )
-                update_stats.append({"bn1": _bn_stats(2 * hidden), "bn": _bn_stats(hidden)})
+                update_stats.append(
+                    {"bn1": batch_norm_stats(2 * hidden), "bn": batch_norm_stats(hidden)}
+                )
             params["virtual"] = {
-                "embedding": jnp.zeros((in_features,), jnp.float32),
+                "embedding": jnp.zeros((embedded,), jnp.float32),
                 "updates": updates,
             }
             stats["virtual"] = update_stats
@@ -236,8 +219,12 @@ def graph_gin(
             if training and dropout_rate > 0.0
             else [None] * num_layers
         )
-        h = jnp.asarray(batch.x)
+        if feature_dims is None:
+            h = jnp.asarray(batch.x)
+        else:
+            h = jnp.where(mask[:, None], encode(params["encoder"], batch.x), 0.0)
         new_stats, virtual_stats = [], []
+        learnt = params.get("gates", params.get("set2set"))
         scores = None
         if virtual_node:
             shape = (batch.num_graphs, params["virtual"]["embedding"].shape[0])
@@ -266,14 +253,13 @@ def graph_gin(
                 u, bn = masked_batch_norm(layer["bn"], layer_stats["bn"], u, mask, training)
                 h = jax.nn.relu(u)
                 new_stats.append({"bn1": bn1, "bn": bn})
-            if readout_reduce == "attention":
-                pooled = attention_pool(
-                    params["gates"][k], h, batch.node_graph, batch.num_graphs, node_mask=mask
-                )
-            else:
-                pooled = readout(
-                    h, batch.node_graph, batch.num_graphs, readout_reduce, node_mask=mask
-                )
+            pooled = pool(
+                learnt[k] if learnt else None,
+                readout_reduce,
+                h,
+                batch,
+                set2set_steps=set2set_steps,
+            )
             head = params["heads"][k]
             score = pooled @ head["w"] + head["b"][None, :]
             if keys[k] is not None:
@@ -286,4 +272,89 @@ def graph_gin(
     return GraphModel(init, apply, "gin", config)
 
 
-__all__ = ["GRAPH_READOUTS", "GraphModel", "graph_gin", "masked_batch_norm"]
+def build_graph_model(
+    dataset,
+    *,
+    hidden: int,
+    num_layers: int,
+    dropout_rate: float,
+    learn_eps: bool = False,
+    readout_reduce: str = "sum",
+    virtual_node: bool = False,
+    style: str = "auto",
+) -> GraphModel:
+    """The graph-level model for ``dataset``: Xu et al.'s GIN or OGB's baseline.
+
+    ``style`` picks the family:
+
+    - ``"xu"``: :func:`graph_gin`, Xu et al.'s TU GIN with a readout (and a
+      head) of every layer; ``num_layers`` counts the input. Categorical
+      node columns (``dataset.feature_dims``) are embedded first; edge
+      features are not read.
+    - ``"ogb"``: :func:`~sparsegcn.nn.graph_ogb.graph_ogb`, OGB's mol
+      baseline: an atom encoder (or a linear map of float features), GINE
+      layers with a per-layer bond encoder when the dataset has edge
+      features (GIN layers when not), JK "last", the readout, one linear
+      head; ``num_layers`` counts the message-passing layers (OGB's
+      ``num_layer``). OGB's own settings are ``hidden=300, num_layers=5,
+      dropout_rate=0.5, learn_eps=True, readout_reduce="mean"``.
+    - ``"auto"``: ``"ogb"`` when the dataset's node features are
+      categorical (``dataset.feature_dims is not None``, the ``ogbg-mol*``
+      datasets and their synthetic twins), else ``"xu"``.
+
+    Args:
+      dataset: a :class:`~sparsegcn.datasets.graphs.GraphDataset` (its
+        ``features``, ``num_classes``, ``feature_dims``, ``edge_features``
+        and ``edge_feature_dims`` are read; no graph is).
+      hidden: the hidden width.
+      num_layers: the depth, counted as the family counts it (above).
+      dropout_rate: Xu's dropout of each layer's scores; OGB's node-wise
+        dropout after every layer.
+      learn_eps: GIN-ε (learnt ``ε``, starting at 0) instead of ``ε = 0``.
+      readout_reduce: one of :data:`GRAPH_READOUTS`.
+      virtual_node: GIN-virtual.
+      style: ``"auto"``, ``"xu"`` or ``"ogb"``.
+
+    Returns:
+      A :class:`GraphModel` whose logits are ``[G_b, dataset.num_classes]``
+      (class scores, or one logit per binary task); ``config["style"]`` is
+      the family chosen.
+
+    Raises:
+      ValueError: an unknown ``style`` or a bad setting, naming it.
+    """
+    if style not in GRAPH_STYLES:
+        raise ValueError(f"unknown graph model style {style!r}; choose one of {list(GRAPH_STYLES)}")
+    feature_dims = dataset.feature_dims
+    if style == "auto":
+        style = "xu" if feature_dims is None else "ogb"
+    in_features = int(dataset.features.shape[1])
+    settings = dict(
+        hidden=hidden,
+        num_layers=num_layers,
+        dropout_rate=dropout_rate,
+        learn_eps=learn_eps,
+        readout_reduce=readout_reduce,
+        virtual_node=virtual_node,
+        feature_dims=feature_dims,
+    )
+    if style == "xu":
+        return graph_gin(in_features, dataset.num_classes, **settings)
+    edges = dataset.edge_features
+    return graph_ogb(
+        in_features,
+        dataset.num_classes,
+        edge_dim=None if edges is None else int(edges.shape[1]),
+        edge_feature_dims=None if edges is None else dataset.edge_feature_dims,
+        **settings,
+    )
+
+
+__all__ = [
+    "GRAPH_READOUTS",
+    "GRAPH_STYLES",
+    "GraphModel",
+    "build_graph_model",
+    "graph_gin",
+    "masked_batch_norm",
+]

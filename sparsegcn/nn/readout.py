@@ -5,13 +5,20 @@ slot, :class:`~sparsegcn.batch.GraphBatch`), the ``global_*_pool`` of PyG
 and the ``*Pooling`` of DGL. ``node_mask`` (``False`` on padding nodes)
 leaves nodes out; in a padded batch padding nodes belong to the padding
 graph anyway, so real graphs' rows never see them either way.
+
+Two readouts learn: :func:`attention_pool` (a softmax gate per node) and
+:func:`set2set` (an LSTM that attends over the nodes several times and
+returns ``[query, read]``, twice the width).
 """
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
+from sparsegcn import _checks
 from sparsegcn.nn.initializers import glorot_uniform
 from sparsegcn.ops import segment_softmax, segment_sum
 from sparsegcn.ops.segment import segment_max
@@ -105,4 +112,98 @@ def attention_pool(
     return segment_sum(alpha[:, None] * h, node_graph, num_graphs)
 
 
-__all__ = ["READOUTS", "attention_pool", "attention_pool_params", "readout"]
+def set2set_params(key: jax.Array, features: int) -> dict:
+    """The LSTM of :func:`set2set` over ``F`` features, laid out as ``torch.nn.LSTM``.
+
+    Returns:
+      ``{"w_ih": [2F, 4F], "w_hh": [F, 4F], "b_ih": [4F], "b_hh": [4F]}``
+      (gates in PyTorch's order: input, forget, cell, output; the weights
+      are PyTorch's ``weight_ih_l0`` and ``weight_hh_l0`` transposed), every
+      entry ``U(-1/sqrt(F), 1/sqrt(F))`` as PyTorch initialises an LSTM.
+    """
+    bound = 1.0 / math.sqrt(features)
+    keys = jax.random.split(key, 4)
+    shapes = {
+        "w_ih": (2 * features, 4 * features),
+        "w_hh": (features, 4 * features),
+        "b_ih": (4 * features,),
+        "b_hh": (4 * features,),
+    }
+    return {
+        name: jax.random.uniform(k, shape, jnp.float32, -bound, bound)
+        for k, (name, shape) in zip(keys, shapes.items(), strict=True)
+    }
+
+
+def set2set(
+    params: dict,
+    h: jax.Array,
+    node_graph: jax.Array,
+    num_graphs: int,
+    *,
+    steps: int,
+    node_mask: jax.Array | None = None,
+) -> jax.Array:
+    """Set2Set: ``steps`` rounds of LSTM-driven attention over each graph's nodes.
+
+    .. math::
+
+        q_t = \\mathrm{LSTM}(q^*_{t-1}), \\quad
+        a_{i,t} = \\mathrm{softmax}_{i \\in g}(h_i \\cdot q_t), \\quad
+        r_t = \\textstyle\\sum_{i \\in g} a_{i,t} h_i, \\quad
+        q^*_t = [q_t \\,\\Vert\\, r_t]
+
+    from ``q^*_0 = 0`` and a zero LSTM state; the result is ``q^*_T``
+    (PyG's ``Set2Set(F, processing_steps=T)``). The LSTM carries one state
+    per graph slot; every node row is read once per step (``[N, F]``, no
+    per-edge work).
+
+    Args:
+      params: :func:`set2set_params` for ``F``.
+      h: ``[N, F]`` node rows.
+      node_graph: int ``[N]`` graph slot of each node.
+      num_graphs: static ``G``.
+      steps: static ``T >= 1``, the processing steps.
+      node_mask: optional bool ``[N]``; masked nodes get attention 0. A
+        graph without (unmasked) nodes reads ``r_t = 0``.
+
+    Returns:
+      ``[G, 2F]``.
+
+    Raises:
+      ValueError: ``steps`` below 1, or ``params`` not for ``F`` features.
+
+    References:
+      Vinyals, Bengio & Kudlur, *Order Matters: Sequence to sequence for
+      sets*, ICLR 2016. https://arxiv.org/abs/1511.06391
+    """
+    steps = _checks.check_static_int("steps", steps, minimum=1)
+    features = h.shape[-1]
+    if params["w_hh"].shape != (features, 4 * features):
+        raise ValueError(
+            f"set2set params are for {params['w_hh'].shape[0]} features, h has {features}"
+        )
+    zeros = jnp.zeros((num_graphs, features), h.dtype)
+    q_star = jnp.zeros((num_graphs, 2 * features), h.dtype)
+    state, cell = zeros, zeros
+    bias = (params["b_ih"] + params["b_hh"])[None, :]
+    for _ in range(steps):
+        gates = q_star @ params["w_ih"] + state @ params["w_hh"] + bias
+        i, f, g, o = jnp.split(gates, 4, axis=1)
+        cell = jax.nn.sigmoid(f) * cell + jax.nn.sigmoid(i) * jnp.tanh(g)
+        state = jax.nn.sigmoid(o) * jnp.tanh(cell)
+        scores = jnp.sum(h * state[node_graph], axis=1)
+        alpha = segment_softmax(scores, node_graph, num_graphs, mask=node_mask)
+        read = segment_sum(alpha[:, None] * h, node_graph, num_graphs)
+        q_star = jnp.concatenate([state, read], axis=1)
+    return q_star
+
+
+__all__ = [
+    "READOUTS",
+    "attention_pool",
+    "attention_pool_params",
+    "readout",
+    "set2set",
+    "set2set_params",
+]

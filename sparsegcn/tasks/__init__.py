@@ -44,16 +44,21 @@ def resolve(target: str) -> Callable:
 
 
 def _graph_loss(logits, batch):
+    """Cross-entropy over a batch's real graphs (int labels), or binary
+    cross-entropy over its labelled entries (``[G, T]`` labels, NaN missing)."""
     from sparsegcn.train.graphs import graph_loss
 
     return graph_loss(logits, batch)
 
 
-def _graph_accuracy(logits, batch):
-    from sparsegcn.train.graphs import graph_loss
+def _graph_metric(name: str) -> Callable:
+    def metric(scores, labels, mask):
+        from sparsegcn.train.graphs import METRICS
 
-    _, correct, mask = graph_loss(logits, batch)
-    return correct.sum() / max(float(mask.sum()), 1.0)
+        return METRICS[name](scores, labels, mask)
+
+    metric.__name__ = metric.__qualname__ = f"graph_{name}"
+    return metric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,9 +67,14 @@ class Task:
 
     Attributes:
       description: one line for documentation.
-      loss: ``loss(logits, ...) -> scalar`` (or per-item losses), the
-        training objective.
-      metrics: ``{name: metric(logits, ...)}``, what the report holds.
+      loss: the training objective, what the trainer minimises: the node
+        task's ``loss(logits [N, C], labels [N], mask [N]) -> []``; the graph
+        task's ``loss(logits [G_b, C], batch) -> []``, which chooses by the
+        labels' kind (softmax cross-entropy for int ``[G_b]`` classes, binary
+        cross-entropy over labelled entries for ``[G_b, T]`` tasks).
+      metrics: ``{name: metric(scores, labels, mask) -> []}``, what the
+        report holds (higher is better); a graph dataset reports and selects
+        on the one it names (``GraphDataset.metric``).
       datasets: dataset name prefixes this task owns; ``()`` for the
         default task, which owns every other name.
       prepare: ``"module:function"`` that turns a loaded dataset into what
@@ -80,8 +90,14 @@ class Task:
       check: ``"module:function"``, ``check(experiment)`` refusing settings
         the task does not support, before any data is read (or ``None``).
       sweeps: whether ``--sweep`` runs on it.
+      folder: ``"module:function"``, ``folder(path) -> bool``: whether a
+        dataset folder (a path given as the dataset) holds this task's data
+        (``None``: none does).
       info: ``"module:function"``, ``info(dataset, root, *, progress) ->
         (stats, text)`` for ``sparsegcn info``; ``None``: the node statistics.
+      predict: ``"module:function"``, ``predict(checkpoint, *, dataset,
+        root, params, progress) -> dict`` for ``sparsegcn predict``;
+        ``None``: the node task's.
       objective: for tasks the node trainers run (``fit``,
         ``fit_minibatch``), their :class:`~sparsegcn.train.losses.NodeObjective`
         (the per-node form of ``loss`` and the first of ``metrics``);
@@ -100,11 +116,20 @@ class Task:
     check: str | None = None
     sweeps: bool = True
     info: str | None = None
+    predict: str | None = None
+    folder: str | None = None
     objective: Any = None
 
     def owns(self, dataset: str) -> bool:
-        """Whether ``dataset`` names one of this task's datasets."""
-        return any(dataset.startswith(prefix) for prefix in self.datasets)
+        """Whether ``dataset`` names one of this task's datasets: by its name's
+        prefix, or a folder that :attr:`folder` recognises."""
+        if any(dataset.startswith(prefix) for prefix in self.datasets):
+            return True
+        if self.folder is None:
+            return False
+        from sparsegcn.datasets import is_path
+
+        return is_path(dataset) and bool(resolve(self.folder)(dataset))
 
     def model_defaults(self, model: str, registered: Mapping[str, Any]) -> Mapping[str, Any]:
         """``model``'s default settings under this task: its own, else the registry's."""
@@ -141,18 +166,24 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             objective=CLASSIFICATION,
         ),
         "graph": Task(
-            description="a class per graph of many small graphs (padded batches, k folds)",
+            description=(
+                "a class, or binary tasks, per graph of many small graphs (padded batches, "
+                "k folds or an official split)"
+            ),
             loss=_graph_loss,
-            metrics={"acc": _graph_accuracy},
+            # Each dataset names its own (GraphDataset.metric); selection maximises it.
+            metrics={name: _graph_metric(name) for name in ("acc", "rocauc", "ap")},
             prepare="sparsegcn.tasks.graph:prepare_graphs",
             pipeline="sparsegcn.tasks.graph:run_graph_experiment",
-            datasets=("tu:",),
+            datasets=("tu:", "ogbg-", "synthetic:mol"),
             models=("gin",),
             defaults={"gin": _XU},
             fields={"folds": 0, "readout": "sum", "learn_eps": False, "virtual_node": False},
             check="sparsegcn.tasks.graph:check_graph_experiment",
             sweeps=False,
             info="sparsegcn.tasks.graph:describe_graphs",
+            predict="sparsegcn.tasks.graph:predict_graph_checkpoint",
+            folder="sparsegcn.datasets.ondisk_graphs:is_graph_ondisk",
         ),
         "node-multilabel": Task(
             description=(

@@ -1,17 +1,24 @@
-"""The graph task's pipeline: a ``tu:NAME`` dataset, k folds, GIN, the report.
+"""The graph task's pipeline: a graph dataset, its splits, GIN, the report.
 
-:func:`run_graph_experiment` loads the graphs, builds the folds
-(:func:`~sparsegcn.train.graphs.fold_splits`; without ``--folds``, one
-stratified holdout, fold 0 of 10), trains every fold and seed as one
-program (:func:`~sparsegcn.train.graphs.fit_graphs`) and reports.
+:func:`run_graph_experiment` loads the graphs, builds the splits (the
+dataset's official one, :func:`~sparsegcn.train.graphs.official_splits`;
+else :func:`~sparsegcn.train.graphs.fold_splits`, and without ``--folds``
+one stratified holdout, fold 0 of 10), trains every fold and seed as one
+program (:func:`~sparsegcn.train.graphs.fit_graphs`), over ``--devices``,
+with ``--checkpoint``/``--resume`` (:class:`GraphLifecycle`), and reports.
+:func:`predict_graph_checkpoint` is ``sparsegcn predict`` on a graph
+checkpoint.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
+from typing import Any, cast
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from sparsegcn.batch import choose_budget
@@ -22,8 +29,6 @@ HOLDOUT_FOLDS = 10
 # Experiment settings the graph trainer does not read, with the value that means "unset".
 _UNSUPPORTED = {
     "fanouts": (None, "none"),
-    "checkpoint": (None,),
-    "resume": (None,),
     "plot": (None,),
     "reorder": ("none",),
     "residual": (False,),
@@ -33,7 +38,6 @@ _UNSUPPORTED = {
     "max_batches": (0,),
     "shard_features": (False,),
     "coordinator": (None,),
-    "devices": (1,),
     "num_processes": (1,),
     "patience": (0,),
     "monitor": ("val_acc",),
@@ -46,51 +50,99 @@ def check_graph_experiment(exp) -> None:
     """Refuses the settings graph training does not support, naming the first.
 
     Raises:
-      ValueError: a node-task setting (sampling, several devices,
-        checkpoints, plots, ...), ``--folds 1``, or a readout it lacks.
+      ValueError: a node-task setting (sampling, several processes, plots,
+        ...), ``--folds 1``, ``--folds`` on a dataset with an official split
+        (``ogbg-*``), or a readout it lacks.
     """
     for name, unset in _UNSUPPORTED.items():
         value = getattr(exp, name)
         if value not in unset:
             raise ValueError(
-                f"{exp.dataset}: graph classification trains every fold on one device without "
-                f"checkpoints or early stopping; {name}={value!r} is not supported with it"
+                f"{exp.dataset}: graph-level training runs in one process without sampling, "
+                f"plots or early stopping; {name}={value!r} is not supported with it"
             )
     from sparsegcn import _checks
     from sparsegcn.nn.graph_gin import GRAPH_READOUTS
 
     if _checks.check_static_int("folds", exp.folds) == 1:
         raise ValueError(f"--folds must be 0 (one holdout split) or at least 2, got {exp.folds}")
+    if exp.folds and exp.dataset.startswith(OFFICIAL_SPLIT_PREFIXES):
+        raise ValueError(_official_folds_error(exp.dataset, exp.folds))
     if exp.readout not in GRAPH_READOUTS:
         raise ValueError(f"--readout must be one of {list(GRAPH_READOUTS)}, got {exp.readout!r}")
+
+
+OFFICIAL_SPLIT_PREFIXES = ("ogbg-", "synthetic:mol")
+"""Dataset names whose datasets come with an official split (refused with
+``--folds`` before anything is read; any other dataset with a ``split`` is
+refused once loaded)."""
+
+
+def _official_folds_error(name: str, folds: int) -> str:
+    return (
+        f"{name} has an official train/valid/test split, which its runs use; folds={folds} "
+        "(--folds) does not apply to it, drop --folds"
+    )
 
 
 def prepare_graphs(exp, *, progress: bool = False):
     """The dataset, its splits and the trainer's settings for ``exp``.
 
+    A dataset with an official split (``dataset.split``) trains on its train
+    graphs, selects on its valid graphs and reports its test graphs;
+    ``--folds`` is refused on it.
+
     Returns:
       ``(dataset, splits, config)``: a
-      :class:`~sparsegcn.datasets.graphs.GraphDataset`,
+      :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`,
       :class:`~sparsegcn.train.graphs.Splits` and
       :class:`~sparsegcn.train.graphs.GraphTrainConfig`.
     """
     from sparsegcn.datasets.base import default_root
     from sparsegcn.datasets.graphs import load_graphs
-    from sparsegcn.train.graphs import GraphTrainConfig, fold_splits
 
     root = default_root() if exp.root is None else exp.root
     dataset = load_graphs(exp.dataset, root, progress=progress)
+    return dataset, graph_splits(exp, dataset), graph_config(exp)
+
+
+def graph_splits(exp, dataset):
+    """``exp``'s :class:`~sparsegcn.train.graphs.Splits` of ``dataset``.
+
+    Raises:
+      ValueError: ``--folds`` on a dataset with an official split.
+    """
+    from sparsegcn.train.graphs import fold_splits, official_splits
+
+    if dataset.split is not None:
+        if exp.folds:
+            raise ValueError(_official_folds_error(dataset.name, exp.folds))
+        return official_splits(dataset)
     folds = exp.folds or HOLDOUT_FOLDS
     splits = fold_splits(dataset.labels, folds, exp.seed)
     if not exp.folds:
         splits = type(splits)(*(m[:1] for m in splits))
+    return splits
+
+
+def graph_config(exp):
+    """The :class:`~sparsegcn.train.graphs.GraphTrainConfig` of ``exp``; with
+    ``--checkpoint`` every multiple of ``--checkpoint-every`` ends a compiled call."""
+    import math
+
+    from sparsegcn.train.graphs import GraphTrainConfig
+
     config = GraphTrainConfig(
         epochs=exp.epochs,
         learning_rate=exp.lr,
         weight_decay=exp.weight_decay,
         batch_size=exp.batch_size,
     )
-    return dataset, splits, config
+    if exp.checkpoint and exp.checkpoint_every:
+        config = dataclasses.replace(
+            config, epochs_per_call=math.gcd(config.chunk, exp.checkpoint_every)
+        )
+    return config
 
 
 def _distribution(counts: np.ndarray) -> dict:
@@ -102,6 +154,29 @@ def _distribution(counts: np.ndarray) -> dict:
         "p90": float(q[2]),
         "max": float(q[3]),
     }
+
+
+def _label_counts(dataset) -> dict:
+    if dataset.kind == "class":
+        counts = np.bincount(dataset.labels, minlength=dataset.num_classes)
+        return {"class_counts": counts.tolist()}
+    labels = np.asarray(dataset.labels)
+    labelled = ~np.isnan(labels)
+    return {
+        "labelled_fraction": float(labelled.mean()),
+        "positive_fraction": float(np.nansum(labels) / max(int(labelled.sum()), 1)),
+    }
+
+
+def _label_row(dataset, stats: dict) -> tuple[str, str]:
+    if dataset.kind == "class":
+        pairs = zip(dataset.classes, stats["class_counts"], strict=True)
+        return "classes", ", ".join(f"{c}: {n}" for c, n in pairs)
+    return (
+        "binary tasks",
+        f"{dataset.num_classes}; {100 * stats['labelled_fraction']:.1f} % labelled, "
+        f"{100 * stats['positive_fraction']:.1f} % of labels positive",
+    )
 
 
 def describe_graphs(name: str, root, *, progress: bool = False) -> tuple[dict, str]:
@@ -127,7 +202,9 @@ def describe_graphs(name: str, root, *, progress: bool = False) -> tuple[dict, s
         "num_features": int(dataset.features.shape[1]),
         "num_edge_features": int(edge_width),
         "num_classes": dataset.num_classes,
-        "class_counts": np.bincount(dataset.labels, minlength=dataset.num_classes).tolist(),
+        "kind": dataset.kind,
+        "metric": dataset.metric,
+        **_label_counts(dataset),
         "nodes_per_graph": _distribution(nodes),
         "edges_per_graph": _distribution(edges),
         "batch_budget_32": {"nodes": budget.nodes, "edges": budget.edges, "graphs": budget.graphs},
@@ -147,12 +224,7 @@ def describe_graphs(name: str, root, *, progress: bool = False) -> tuple[dict, s
         ("stored directed edges", f"{dataset.num_edges:,}"),
         ("node features", str(stats["num_features"])),
         ("edge features", str(edge_width)),
-        (
-            "classes",
-            ", ".join(
-                f"{c}: {n}" for c, n in zip(dataset.classes, stats["class_counts"], strict=True)
-            ),
-        ),
+        _label_row(dataset, stats),
         ("nodes per graph", line(stats["nodes_per_graph"])),
         ("edges per graph", line(stats["edges_per_graph"])),
         (
@@ -165,69 +237,14 @@ def describe_graphs(name: str, root, *, progress: bool = False) -> tuple[dict, s
     return stats, "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
-def summarize_graphs(exp, dataset, result, wall_s: float) -> dict:
-    """The report of a graph run; see ``docs/graph-tasks.md`` for every key."""
-    folds, seeds = result.folds, len(result.seeds)
-    test = result.test_acc.reshape(folds, seeds)
-    val = result.val_acc.reshape(folds, seeds)
-    per_fold = test.mean(axis=1)
-    curve = result.curves.test_accuracy.mean(axis=1)  # [epochs], over folds and seeds
-    best = int(np.argmax(curve))
-    epochs = result.curves.test_accuracy.shape[0]
-    budget = result.budget
-    nodes = dataset.nodes_per_graph()
-    return {
-        "dataset": dataset.name,
-        "model": exp.model,
-        "backend": "segment",
-        "layout": "graph-batches",
-        "num_graphs": dataset.num_graphs,
-        "num_nodes": dataset.num_nodes,
-        "num_edges": dataset.num_edges,
-        "folds": folds if exp.folds else 0,
-        "seeds": seeds,
-        "seed_list": list(result.seeds),
-        "test_acc_mean": float(per_fold.mean()),
-        "test_acc_std": float(per_fold.std()),
-        "val_acc_mean": float(val.mean()),
-        "val_acc_std": float(val.mean(axis=1).std()),
-        "test_acc": per_fold.tolist(),
-        "test_acc_per_member": result.test_acc.tolist(),
-        "best_epoch": (result.best_epoch + 1).tolist(),
-        "cv_curve_best_acc": float(curve[best]),
-        "cv_curve_best_epoch": best + 1,
-        "cv_curve": curve.tolist(),
-        "train_graphs_per_s": result.train_graphs_per_s,
-        "batch_budget": {"nodes": budget.nodes, "edges": budget.edges, "graphs": budget.graphs},
-        "batches_per_epoch": result.batches_per_epoch,
-        "packings": result.packings,
-        "node_fill": float(nodes.mean() * (budget.graphs - 1) / budget.nodes),
-        "train_step_ms_median": 1e3 * result.train_s / (epochs * result.batches_per_epoch),
-        "epoch_ms_median": 1e3 * result.train_s / epochs,
-        "compile_s": result.compile_s,
-        "train_s": result.train_s,
-        "wall_s": wall_s,
-        "device": jax.devices()[0].device_kind,
-        "devices": 1,
-        "processes": jax.process_count(),
-        "parallelism": "none",
-        "checkpoint": None,
-        "resumed_from": None,
-        "plot": None,
-        "config": dataclasses.asdict(exp),
-    }
+def _model(exp, dataset):
+    """The graph model ``exp`` trains on ``dataset`` (the one place it is built):
+    :func:`~sparsegcn.nn.graph_gin.build_graph_model`, Xu et al.'s GIN for
+    float features, OGB's baseline for categorical ones."""
+    from sparsegcn.nn.graph_gin import build_graph_model
 
-
-def run_graph_experiment(exp, *, progress: bool = False) -> dict:
-    """Loads, trains every fold and seed as one program, reports (see :func:`summarize_graphs`)."""
-    from sparsegcn.nn.graph_gin import graph_gin
-    from sparsegcn.train.graphs import fit_graphs
-
-    start = time.perf_counter()
-    dataset, splits, config = prepare_graphs(exp, progress=progress)
-    model = graph_gin(
-        dataset.features.shape[1],
-        dataset.num_classes,
+    return build_graph_model(
+        dataset,
         hidden=exp.hidden,
         num_layers=exp.layers,
         dropout_rate=exp.dropout,
@@ -235,16 +252,359 @@ def run_graph_experiment(exp, *, progress: bool = False) -> dict:
         readout_reduce=exp.readout,
         virtual_node=exp.virtual_node,
     )
-    budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), config.batch_size)
-    result = fit_graphs(
-        model, dataset, config, splits, seeds=exp.seed_list(), budget=budget, progress=progress
+
+
+def graph_fingerprint(dataset) -> dict:
+    """What identifies a graph dataset for a checkpoint: its sizes and digests of
+    its labels and split, node features and edges (all hashed whole)."""
+
+    def digest(*arrays) -> str:
+        h = hashlib.sha256()
+        for a in arrays:
+            a = np.ascontiguousarray(a)
+            h.update(f"{a.dtype} {list(a.shape)}\n".encode())
+            h.update(a.tobytes())
+        return h.hexdigest()
+
+    split = dataset.split or {}
+    return {
+        "name": dataset.name,
+        "num_graphs": int(dataset.num_graphs),
+        "num_nodes": int(dataset.num_nodes),
+        "num_edges": int(dataset.num_edges),
+        "num_classes": int(dataset.num_classes),
+        "labels_split_sha256": digest(
+            dataset.labels, *(np.asarray(split[k], np.int64) for k in sorted(split))
+        ),
+        "features_sha256": digest(dataset.features),
+        "graph_sha256": digest(
+            dataset.senders,
+            dataset.receivers,
+            dataset.node_ptr,
+            dataset.edge_ptr,
+            *(() if dataset.edge_features is None else (dataset.edge_features,)),
+        ),
+    }
+
+
+def _member_seeds(exp, splits) -> list[int]:
+    return exp.seed_list() * int(splits.train.shape[0])
+
+
+@dataclasses.dataclass
+class GraphLifecycle:
+    """``--resume`` and ``--checkpoint`` around :func:`~sparsegcn.train.graphs.fit_graphs`.
+
+    A graph checkpoint holds a
+    :class:`~sparsegcn.train.graphs.GraphCheckpointState` (every member's
+    state, best params included, and its epoch) and the curves so far, in the
+    format of :mod:`sparsegcn.train.checkpoint`; its folder is locked and
+    owned by one run as a node run's is. Members are fold-major; the
+    checkpoint's ``seeds`` are the members' seeds.
+
+    Attributes:
+      resumed: the :class:`~sparsegcn.train.checkpoint.Checkpoint` resumed, or ``None``.
+      hook: the checkpoint writer (``on_chunk``), or ``None``.
+    """
+
+    resumed: Any = None
+    hook: Any = None
+
+    @classmethod
+    def start(cls, exp, dataset, model, splits, config) -> GraphLifecycle:
+        """Restores ``exp.resume`` (refusing another dataset, seeds or settings)
+        and claims ``exp.checkpoint``."""
+        from sparsegcn.experiment.config import APPLIES
+        from sparsegcn.experiment.lifecycle import RESUME_MAY_CHANGE
+        from sparsegcn.train.checkpoint import NEW_RUN, CheckpointHook, load_checkpoint
+        from sparsegcn.train.graphs import checkpoint_template
+
+        seeds = _member_seeds(exp, splits)
+        metadata = {"config": dataclasses.asdict(exp), "dataset": graph_fingerprint(dataset)}
+        resumed = None
+        if exp.resume:
+            members = len(seeds)
+            template = checkpoint_template(model, config, members)
+            settings = {k: v for k, v in metadata["config"].items() if k not in RESUME_MAY_CHANGE}
+            settings = {
+                k: v for k, v in settings.items() if k not in APPLIES or APPLIES[k].when(exp)
+            }
+            resumed = load_checkpoint(
+                exp.resume,
+                template,
+                seeds=seeds,
+                expect={"dataset": metadata["dataset"], "config": settings},
+            )
+        hook = None
+        if exp.checkpoint:
+            hook = CheckpointHook(
+                exp.checkpoint,
+                seeds=seeds,
+                every=exp.checkpoint_every,
+                keep=exp.keep or None,
+                metadata=metadata,
+                start_epoch=resumed.epoch if resumed else 0,
+                run_id=resumed.run_id if resumed else NEW_RUN,
+                overwrite=exp.overwrite,
+            )
+        return cls(resumed=resumed, hook=hook)
+
+    def fit_kwargs(self) -> dict:
+        """``state``, ``history`` and ``on_chunk`` for :func:`~sparsegcn.train.graphs.fit_graphs`."""
+        kwargs: dict[str, Any] = {"on_chunk": self.hook}
+        if self.resumed is not None:
+            kwargs.update(state=self.resumed.state.members, history=self.resumed.history)
+        return kwargs
+
+    def finish(self, result) -> dict:
+        """Saves the final checkpoint if none was written, releases the folder; report entries."""
+        from sparsegcn.train.graphs import Curves, GraphCheckpointState
+
+        if self.hook is not None:
+            if not self.hook.saved:
+                members = result.best_epoch.shape[0]
+                epochs = jnp.full((members,), result.curves.train_loss.shape[0], jnp.int32)
+                history = {name: getattr(result.curves, name) for name in Curves._fields}
+                self.hook.save(GraphCheckpointState(result.state, epochs, epochs > 0), history)
+            self.hook.close()
+        return {
+            "checkpoint": str(self.hook.saved[-1]) if self.hook else None,
+            "resumed_from": str(self.resumed.path) if self.resumed else None,
+            "resumed_epoch": self.resumed.epoch if self.resumed else None,
+        }
+
+
+def _official(dataset, probabilities: np.ndarray, test: np.ndarray) -> dict | None:
+    """``{"metric", "test": [K], "test_mean"}`` through ogb's Evaluator, or ``None``."""
+    if not dataset.name.startswith("ogbg-"):
+        return None
+    from sparsegcn.datasets.ogbg import evaluate_graphs
+
+    labels = np.asarray(dataset.labels)
+    values = []
+    for member in range(probabilities.shape[0]):
+        rows = np.flatnonzero(test[member])
+        pred = probabilities[member, rows]
+        if dataset.kind == "class":
+            pred = np.argmax(pred, axis=-1)
+        value = evaluate_graphs(dataset.name, labels[rows], pred)
+        if value is None:
+            return None
+        values.append(value)
+    return {"metric": dataset.metric, "test": values, "test_mean": float(np.mean(values))}
+
+
+def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = False) -> dict:
+    """The report of a graph run; see ``docs/graph-tasks.md`` for every key.
+
+    With k folds, means and deviations are over the folds (each fold's seeds
+    averaged); with an official split (one fold), over the seeds.
+    """
+    m = result.metric
+    folds, seeds = result.folds, len(result.seeds)
+    test = result.test_metric.reshape(folds, seeds)
+    val = result.val_metric.reshape(folds, seeds)
+    spread = test.reshape(-1) if official else test.mean(axis=1)
+    val_spread = val.reshape(-1) if official else val.mean(axis=1)
+    curve = result.curves.test_metric.mean(axis=1)  # [epochs], over folds and seeds
+    best = int(np.nanargmax(curve)) if np.isfinite(curve).any() else 0
+    epochs = result.curves.test_metric.shape[0]
+    budget = result.budget
+    nodes = dataset.nodes_per_graph()
+    trained = max(epochs - result.start_epoch, 1)
+    return {
+        "dataset": dataset.name,
+        "model": exp.model,
+        "backend": "segment",
+        "layout": "graph-batches",
+        "metric": m,
+        "kind": dataset.kind,
+        "split": "official" if official else ("folds" if exp.folds else "holdout"),
+        "num_graphs": dataset.num_graphs,
+        "num_nodes": dataset.num_nodes,
+        "num_edges": dataset.num_edges,
+        "folds": folds if exp.folds else 0,
+        "seeds": seeds,
+        "seed_list": list(result.seeds),
+        f"test_{m}_mean": float(spread.mean()),
+        f"test_{m}_std": float(spread.std()),
+        f"val_{m}_mean": float(val_spread.mean()),
+        f"val_{m}_std": float(val_spread.std()),
+        f"test_{m}": test.mean(axis=1).tolist(),
+        f"test_{m}_per_member": result.test_metric.tolist(),
+        "best_epoch": (result.best_epoch + 1).tolist(),
+        f"cv_curve_best_{m}": float(curve[best]),
+        "cv_curve_best_epoch": best + 1,
+        "cv_curve": curve.tolist(),
+        "train_graphs_per_s": result.train_graphs_per_s,
+        "batch_budget": {"nodes": budget.nodes, "edges": budget.edges, "graphs": budget.graphs},
+        "batches_per_epoch": result.batches_per_epoch,
+        "packings": result.packings,
+        "node_fill": float(nodes.mean() * (budget.graphs - 1) / budget.nodes),
+        "train_step_ms_median": 1e3 * result.train_s / (trained * result.batches_per_epoch),
+        "epoch_ms_median": 1e3 * result.train_s / trained,
+        "compile_s": result.compile_s,
+        "train_s": result.train_s,
+        "wall_s": wall_s,
+        "device": jax.devices()[0].device_kind,
+        "devices": result.devices,
+        "processes": jax.process_count(),
+        "parallelism": "graph-batches" if result.devices > 1 else "none",
+        "checkpoint": None,
+        "resumed_from": None,
+        "resumed_epoch": None,
+        "plot": None,
+        "config": dataclasses.asdict(exp),
+    }
+
+
+def run_graph_experiment(exp, *, progress: bool = False) -> dict:
+    """Loads, trains every fold and seed as one program, reports (see :func:`summarize_graphs`)."""
+    from sparsegcn.train.graphs import device_batch_size, fit_graphs, predict_graphs
+
+    start = time.perf_counter()
+    mesh = None
+    if exp.devices > 1:
+        from sparsegcn.parallel import make_mesh
+
+        mesh = make_mesh(exp.devices)  # refuses a count this process lacks, before any data
+    dataset, splits, config = prepare_graphs(exp, progress=progress)
+    model = _model(exp, dataset)
+    per_device = device_batch_size(config.batch_size, exp.devices)
+    budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), per_device)
+    lifecycle = GraphLifecycle.start(exp, dataset, model, splits, config)
+    try:
+        result = fit_graphs(
+            model,
+            dataset,
+            config,
+            splits,
+            seeds=exp.seed_list(),
+            budget=budget,
+            devices=mesh if mesh is not None else 1,
+            progress=progress,
+            **lifecycle.fit_kwargs(),
+        )
+    except BaseException:
+        if lifecycle.hook is not None:  # release the folder: this run writes no more
+            lifecycle.hook.close()
+        raise
+    official = dataset.split is not None
+    report = summarize_graphs(exp, dataset, result, 0.0, official=official)
+    report.update(lifecycle.finish(result))
+    if dataset.name.startswith("ogbg-"):
+        member_test = splits.test[np.repeat(np.arange(splits.test.shape[0]), len(result.seeds))]
+        state = result.state
+        probabilities, _ = predict_graphs(
+            model,
+            state.best_params,
+            state.best_stats,
+            dataset,
+            batch_size=config.batch_size,
+            embeddings=False,
+        )
+        evaluated = _official(dataset, probabilities, member_test)
+        if evaluated is not None:
+            report["ogb_evaluator"] = evaluated
+    report["wall_s"] = time.perf_counter() - start
+    return report
+
+
+def predict_graph_checkpoint(
+    checkpoint: str,
+    *,
+    dataset: str | None = None,
+    root: str | None = None,
+    params: str = "best",
+    progress: bool = False,
+) -> dict:
+    """Per-graph probabilities and embeddings of every member of a graph checkpoint.
+
+    Args:
+      checkpoint: checkpoint folder (its newest checkpoint) or manifest file.
+      dataset: dataset name (default: the one trained on); its
+        :func:`graph_fingerprint` must match the checkpoint's.
+      root: data root (default: the training run's).
+      params: ``"best"`` (each member's params at its best validation epoch,
+        whose test metric ``sparsegcn train`` reports) or ``"last"``.
+      progress: show loading progress.
+
+    Returns:
+      ``{"predictions": float32 [K, G, C] class probabilities (softmax) or
+      [K, G, T] task probabilities (sigmoid), "embeddings": float32 [K, G, H]
+      (the readout, :func:`~sparsegcn.train.graphs.readout_params`),
+      "metric", "test": [K] the dataset's metric of the predictions on each
+      member's test graphs, "reported_test": [K] as recorded in training
+      (``best`` only), "seeds", "epoch", "checkpoint", "dataset", "kind"}``,
+      and ``"ogb_evaluator"`` for ``ogbg-*`` datasets when ``ogb`` is installed.
+    """
+    from sparsegcn.datasets.base import default_root
+    from sparsegcn.datasets.graphs import load_graphs
+    from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
+    from sparsegcn.train.checkpoint import check_metadata, load_checkpoint, read_manifest
+    from sparsegcn.train.graphs import (
+        METRICS,
+        GraphCheckpointState,
+        checkpoint_template,
+        predict_graphs,
     )
-    return summarize_graphs(exp, dataset, result, time.perf_counter() - start)
+
+    if params not in ("best", "last"):
+        raise ValueError(f"params must be 'best' or 'last', got {params!r}")
+    manifest = read_manifest(checkpoint)
+    exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
+    data = load_graphs(
+        exp.dataset, default_root() if exp.root is None else exp.root, progress=progress
+    )
+    expect = {"dataset": graph_fingerprint(data)}
+    check_metadata(manifest, expect)  # before the model is built or anything compiled
+    splits, config = graph_splits(exp, data), graph_config(exp)
+    model = _model(exp, data)
+    members = len(manifest["seeds"])
+    ckpt = load_checkpoint(
+        manifest["path"], checkpoint_template(model, config, members), expect=expect
+    )
+    state = cast(GraphCheckpointState, ckpt.state).members
+    chosen = (
+        (state.best_params, state.best_stats) if params == "best" else (state.params, state.stats)
+    )
+    probabilities, embeddings = predict_graphs(model, *chosen, data, batch_size=config.batch_size)
+    member_test = splits.test[np.repeat(np.arange(splits.test.shape[0]), len(exp.seed_list()))]
+    labels = jnp.asarray(data.labels)
+    metric = METRICS[data.metric]
+    test = [
+        float(metric(jnp.asarray(probabilities[k]), labels, jnp.asarray(member_test[k])))
+        for k in range(members)
+    ]
+    reported = None
+    if params == "best":
+        best = np.asarray(state.best_epoch)
+        reported = ckpt.history["test_metric"][best, np.arange(members)].tolist()
+    official = _official(data, probabilities, member_test)
+    return {
+        "predictions": probabilities,
+        "embeddings": embeddings,
+        "metric": data.metric,
+        "kind": data.kind,
+        "test": test,
+        "reported_test": reported,
+        "seeds": list(ckpt.seeds),
+        "epoch": ckpt.epoch,
+        "checkpoint": str(ckpt.path),
+        "dataset": data.name,
+        **({} if official is None else {"ogb_evaluator": official}),
+    }
 
 
 __all__ = [
+    "OFFICIAL_SPLIT_PREFIXES",
+    "GraphLifecycle",
     "check_graph_experiment",
     "describe_graphs",
+    "graph_config",
+    "graph_fingerprint",
+    "graph_splits",
+    "predict_graph_checkpoint",
     "prepare_graphs",
     "run_graph_experiment",
     "summarize_graphs",

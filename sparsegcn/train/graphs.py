@@ -1,21 +1,47 @@
-"""Graph classification: k folds and several seeds trained as one compiled program.
+"""Graph-level learning: k folds (or an official split) and several seeds as one program.
 
 Every member of the run (one fold, one seed) gets its training graphs
 packed once into padded batches (:func:`~sparsegcn.batch.pack_graphs`);
-the members' batches stack into ``[M, B, ...]`` arrays (members with fewer
-batches get empty ones, whose steps change nothing). One compiled call
-runs several epochs for all members at once: ``vmap`` over members, a
-``lax.scan`` over epochs, inside it a permutation of the batches drawn on
-the device and a ``lax.scan`` over them, then an evaluation of every graph
-of the dataset (packed once, shared by all members), read through each
-member's validation and test masks. Nothing returns to the host between
-epochs but the per-epoch metrics.
+the members' batches stack into ``[M, P, S, D, ...]`` arrays (``P``
+packings, ``S`` steps per epoch, ``D`` devices; members with fewer steps get
+empty ones, whose steps change nothing). One compiled call runs several
+epochs for all members at once: ``vmap`` over members, a ``lax.scan`` over
+epochs, inside it a permutation of the steps drawn on the device and a
+``lax.scan`` over them, then an evaluation of every graph of the dataset
+(packed once, shared by all members): the scan collects every graph's
+scores into ``[G, C]`` by ``graph_ids``, and the dataset's metric
+(:data:`METRICS`: accuracy, ROC-AUC or average precision, from
+:mod:`sparsegcn.metrics`) is taken over each member's validation and test
+graphs on the device. Nothing returns to the host between epochs but the
+per-epoch metrics.
 
-Model selection follows Errica et al. (ICLR 2020): each fold's model is
-the epoch with the best accuracy on its inner validation split (ties: the
-lower validation loss, then the earlier epoch). Xu et al.'s figure, the
-epoch whose test accuracy averaged over the folds is highest, is reported
-beside it (``cv_curve``); it is optimistic, as it selects on test data.
+Two kinds of label (:attr:`~sparsegcn.datasets.graph_dataset.GraphDataset.kind`):
+
+- ``"class"``: softmax cross-entropy per graph, averaged over the real
+  graphs of a step;
+- ``"binary"``: ``T`` tasks, binary cross-entropy with logits over the
+  labelled entries only (NaN labels are missing and masked from the loss and
+  the metrics), averaged over the labelled entries of a step, as OGB's mol
+  baseline (``BCEWithLogitsLoss`` on ``y[is_labeled]``).
+
+Model selection is on the dataset's own metric (higher is better; ties: the
+lower validation loss, then the earlier epoch), as Errica et al. (ICLR 2020)
+propose for k folds; the program keeps each member's best params and
+batch-norm statistics. Xu et al.'s figure, the epoch whose test accuracy
+averaged over the folds is highest, is reported beside it (``cv_curve``); it
+is optimistic, as it selects on test data.
+
+Data parallelism (``devices=D``): a step's batch of up to ``batch_size``
+graphs is ``D`` padded sub-batches of ``ceil(batch_size / D)`` graphs each,
+packed greedily in the same order as one device would pack them, stacked on
+a device axis placed with a :class:`~jax.sharding.NamedSharding` over the
+mesh's :data:`~sparsegcn.parallel.AXIS` (each device holds its own
+sub-batch). Inside the compiled step the ``D`` sub-batches are one
+block-diagonal batch (:func:`merge_shards`), so XLA's partitioner
+all-reduces the gradients and batch norm's sums: batch statistics are over
+the whole global batch, as in Xu et al.'s and OGB's code, and a run on
+``D`` devices equals a run on one (tested) whenever no sub-batch overflows
+its budget (then both step on the same graphs).
 
 References:
   Xu, Hu, Leskovec & Jegelka, *How Powerful are Graph Neural Networks?*,
@@ -23,6 +49,9 @@ References:
 
   Errica, Podda, Bacciu & Micheli, *A Fair Comparison of Graph Neural
   Networks for Graph Classification*, ICLR 2020. https://arxiv.org/abs/1912.09893
+
+  Hu et al., *Open Graph Benchmark*, NeurIPS 2020 (``examples/graphproppred/mol``).
+  https://arxiv.org/abs/2005.00687
 """
 
 from __future__ import annotations
@@ -30,17 +59,20 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from sparsegcn import _checks
 from sparsegcn.batch import Budget, GraphBatch, batch_count, choose_budget, pack_graphs
-from sparsegcn.nn.graph_gin import GraphModel
+from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
+from sparsegcn.nn.graph_model import GraphModel
 
 MAX_PACKINGS = 8
 """The most packings of each member's training graphs (see :func:`member_batches`)."""
@@ -61,7 +93,7 @@ class GraphTrainConfig:
       learning_rate: Adam's initial rate (0.01).
       weight_decay: coupled L2 on every parameter (0).
       halve_every: the rate halves every this many epochs (50; 0: never).
-      batch_size: graphs per batch (32).
+      batch_size: graphs per step, over all devices (32).
       epochs_per_call: epochs per compiled call (default: about 10 calls).
       packings: how many packings of each member's graphs the epochs cycle
         through (default: :func:`packings_for`).
@@ -101,10 +133,15 @@ class GraphTrainConfig:
         return max(d for d in range(1, target + 1) if self.epochs % d == 0)
 
 
+# -- splits -------------------------------------------------------------------
+
+
 def stratified_folds(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
     """int ``[G]`` fold of each graph: each class shuffled, then dealt round-robin.
 
     Every fold gets ``⌊n_c / k⌋`` or ``⌈n_c / k⌉`` graphs of each class ``c``.
+    Binary multi-task labels (``[G, T]``) are not stratified: the graphs are
+    shuffled and dealt as one class.
 
     Raises:
       ValueError: fewer graphs than folds, or ``folds < 2``.
@@ -112,6 +149,8 @@ def stratified_folds(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
     labels = np.asarray(labels)
     if folds < 2 or folds > labels.shape[0]:
         raise ValueError(f"folds must be in [2, {labels.shape[0]}] (the graphs), got {folds}")
+    if labels.ndim != 1:
+        labels = np.zeros(labels.shape[0], np.int64)
     rng = np.random.default_rng(seed)
     fold = np.empty(labels.shape[0], np.int64)
     offset = 0
@@ -155,22 +194,185 @@ def fold_splits(labels: np.ndarray, folds: int, seed: int) -> Splits:
     return Splits(train, valid, test, np.arange(folds))
 
 
+def official_splits(dataset) -> Splits:
+    """The dataset's own split (``dataset.split``, e.g. OGB's scaffold split) as one fold.
+
+    Raises:
+      ValueError: the dataset has no split, or an index out of range.
+    """
+    if dataset.split is None:
+        raise ValueError(f"{dataset.name} has no official split; use fold_splits")
+    masks: list[np.ndarray] = []
+    for name in ("train", "valid", "test"):
+        index = np.asarray(dataset.split[name], np.int64)
+        if index.size and (index.min() < 0 or index.max() >= dataset.num_graphs):
+            raise ValueError(
+                f"{dataset.name}: split {name!r} holds graph ids outside [0, {dataset.num_graphs})"
+            )
+        mask = np.zeros((1, dataset.num_graphs), bool)
+        mask[0, index] = True
+        masks.append(mask)
+    return Splits(train=masks[0], valid=masks[1], test=masks[2], fold=np.zeros(1, np.int64))
+
+
+# -- losses and metrics -------------------------------------------------------
+
+
+def class_loss(
+    logits: jax.Array, labels: jax.Array, mask: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Softmax cross-entropy summed over the graphs in ``mask``, and their count.
+
+    Args:
+      logits: ``[G, C]``.
+      labels: int ``[G]``.
+      mask: bool ``[G]``.
+
+    Returns:
+      ``(sum, count)``, float32 scalars.
+    """
+    safe = jnp.where(mask, labels, 0)
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits, safe)
+    weight = mask.astype(logits.dtype)
+    return jnp.sum(losses * weight), jnp.sum(weight)
+
+
+def binary_loss(
+    logits: jax.Array, labels: jax.Array, mask: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Binary cross-entropy with logits summed over the labelled entries of the
+    graphs in ``mask``, and their count (OGB's mol baseline divides the one by
+    the other).
+
+    .. math::
+
+        \\ell_{gt} = -y_{gt} \\log \\sigma(z_{gt}) - (1 - y_{gt}) \\log(1 - \\sigma(z_{gt})),
+        \\qquad (g, t): m_g \\wedge y_{gt} \\ne \\mathrm{NaN}
+
+    Args:
+      logits: ``[G, T]``.
+      labels: float ``[G, T]``, 0/1, NaN where missing.
+      mask: bool ``[G]``.
+
+    Returns:
+      ``(sum, count)``, float32 scalars.
+    """
+    labelled = ~jnp.isnan(labels) & mask[:, None]
+    safe = jnp.where(labelled, labels, 0.0).astype(logits.dtype)
+    losses = optax.sigmoid_binary_cross_entropy(logits, safe)
+    weight = labelled.astype(logits.dtype)
+    return jnp.sum(jnp.where(labelled, losses, 0.0)), jnp.sum(weight)
+
+
+def loss_sums(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """:func:`class_loss` for int ``[G]`` labels, :func:`binary_loss` for ``[G, T]``."""
+    return (binary_loss if labels.ndim == 2 else class_loss)(logits, labels, mask)
+
+
+def graph_loss(logits: jax.Array, batch: GraphBatch) -> jax.Array:
+    """The training loss of one padded batch: :func:`loss_sums` over its real
+    graphs, divided by the count (0 for an empty batch).
+
+    Args:
+      logits: ``[G_b, C]`` (classes or tasks).
+      batch: the :class:`~sparsegcn.batch.GraphBatch`.
+    """
+    total, count = loss_sums(logits, jnp.asarray(batch.labels), jnp.asarray(batch.graph_mask))
+    return total / jnp.maximum(count, 1.0)
+
+
+def accuracy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
+    """Fraction of the graphs in ``mask`` whose arg-max score is the label.
+
+    Args:
+      scores: ``[G, C]``; labels: int ``[G]``; mask: bool ``[G]``.
+    """
+    correct = (jnp.argmax(scores, axis=-1) == labels) & mask
+    return jnp.sum(correct.astype(jnp.float32)) / jnp.maximum(
+        jnp.sum(mask.astype(jnp.float32)), 1.0
+    )
+
+
+def _task_metric(fn: Callable) -> Callable:
+    def metric(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
+        labelled = ~jnp.isnan(labels) & mask[:, None]
+        return mean_over_tasks(fn(scores, jnp.where(labelled, labels, 0.0), labelled))
+
+    return metric
+
+
+rocauc = _task_metric(roc_auc)
+rocauc.__doc__ = """ROC-AUC of each task over the labelled entries of the graphs in ``mask``,
+averaged over the tasks where it is defined (ogb's ``rocauc``).
+
+Args:
+  scores: ``[G, T]`` (logits or probabilities); labels: float ``[G, T]``, NaN
+  missing; mask: bool ``[G]``."""
+rocauc.__name__ = rocauc.__qualname__ = "rocauc"
+
+ap = _task_metric(average_precision)
+ap.__doc__ = """Average precision, as :func:`rocauc` averages ROC-AUC (ogb's ``ap``)."""
+ap.__name__ = ap.__qualname__ = "ap"
+
+METRICS: Mapping[str, Callable[[jax.Array, jax.Array, jax.Array], jax.Array]] = {
+    "acc": accuracy,
+    "rocauc": rocauc,
+    "ap": ap,
+}
+"""``metric(scores [G, C], labels, mask [G]) -> []`` by the name a dataset gives
+(:attr:`~sparsegcn.datasets.graph_dataset.GraphDataset.metric`); higher is better."""
+
+
+# -- state and results --------------------------------------------------------
+
+
 class MemberState(NamedTuple):
-    """One member's training state (a leading ``[M]`` axis when stacked)."""
+    """One member's training state (a leading ``[M]`` axis when stacked).
+
+    Attributes:
+      params, stats, opt_state: the model's params, its batch-norm running
+        statistics and Adam's state.
+      key: the member's PRNG key (split every epoch).
+      best_params, best_stats: at ``best_epoch``.
+      best_metric: float32 ``[]`` validation metric at ``best_epoch`` (NaN
+        counts as ``-inf``); ``-inf`` before the first epoch.
+      best_loss: float32 ``[]`` validation loss there; ``+inf`` before.
+      best_epoch: int32 ``[]`` 0-based; ``-1`` before the first epoch.
+    """
 
     params: Any
     stats: Any
     opt_state: Any
     key: jax.Array
+    best_params: Any
+    best_stats: Any
+    best_metric: jax.Array
+    best_loss: jax.Array
+    best_epoch: jax.Array
 
 
 class Curves(NamedTuple):
-    """Per-epoch metrics, ``[epochs, M]`` each."""
+    """Per-epoch metrics, ``[epochs, M]`` each; ``*_metric`` is the dataset's own
+    (:data:`METRICS`: accuracy for class labels)."""
 
     train_loss: np.ndarray
     val_loss: np.ndarray
-    val_accuracy: np.ndarray
-    test_accuracy: np.ndarray
+    val_metric: np.ndarray
+    test_metric: np.ndarray
+
+
+class GraphCheckpointState(NamedTuple):
+    """What a graph run's checkpoint holds (see :mod:`sparsegcn.train.checkpoint`).
+
+    Attributes:
+      members: the :class:`MemberState` of every member, ``[M]`` leading.
+      epoch: int32 ``[M]`` epochs trained.
+      done: bool ``[M]``, every member reached the run's last epoch.
+    """
+
+    members: MemberState
+    epoch: jax.Array
+    done: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,24 +381,29 @@ class GraphFitResult:
 
     Attributes:
       folds: ``K``; seeds: the seeds; members are fold-major (``m = f S + s``).
+      metric: the metric's name (:data:`METRICS`).
       curves: :class:`Curves`.
       best_epoch: int ``[M]`` (0-based) chosen on validation.
-      test_acc: ``[M]`` at ``best_epoch``; val_acc likewise.
-      budget: the batch :class:`~sparsegcn.batch.Budget`.
-      batches_per_epoch: padded batches per member and epoch.
+      test_metric: ``[M]`` at ``best_epoch``; val_metric likewise.
+      budget: the :class:`~sparsegcn.batch.Budget` of one device's sub-batch.
+      batches_per_epoch: steps per member and epoch.
       packings: packings of each member's graphs, used in turn by the epochs.
       train_graphs: ``[M]`` training graphs per member.
       train_s: seconds of the compiled calls after compilation.
       compile_s: seconds compiling.
       compiles: how many times the epoch program was traced (1).
+      devices: devices each step's batch is split over.
+      state: the final :class:`MemberState` (``[M]`` leading).
+      start_epoch: the epoch training resumed from (0: a fresh run).
     """
 
     folds: int
     seeds: tuple[int, ...]
+    metric: str
     curves: Curves
     best_epoch: np.ndarray
-    test_acc: np.ndarray
-    val_acc: np.ndarray
+    test_metric: np.ndarray
+    val_metric: np.ndarray
     budget: Budget
     batches_per_epoch: int
     packings: int
@@ -204,11 +411,20 @@ class GraphFitResult:
     train_s: float
     compile_s: float
     compiles: int
+    devices: int = 1
+    state: Any = None
+    start_epoch: int = 0
+
+    @property
+    def member_seeds(self) -> list[int]:
+        """The seed of every member, fold-major."""
+        return list(self.seeds) * self.folds
 
     @property
     def train_graphs_per_s(self) -> float:
         """Training graphs processed per second, all members and epochs, after compiling."""
-        total = float(self.train_graphs.sum()) * self.curves.train_loss.shape[0]
+        epochs = self.curves.train_loss.shape[0] - self.start_epoch
+        total = float(self.train_graphs.sum()) * epochs
         return total / self.train_s if self.train_s > 0 else float("nan")
 
 
@@ -220,105 +436,233 @@ def _optimizer(config: GraphTrainConfig) -> optax.GradientTransformation:
     return optax.chain(*parts)
 
 
-def graph_loss(logits: jax.Array, batch: GraphBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Cross-entropy and correctness per graph slot, and the real-graph mask.
+def init_member(model: GraphModel, config: GraphTrainConfig, key: jax.Array) -> MemberState:
+    """A member's state before its first epoch, from its seed's key."""
+    init_key, run_key = jax.random.split(key)
+    params, stats = model.init(init_key)
+    return MemberState(
+        params,
+        stats,
+        _optimizer(config).init(params),
+        run_key,
+        params,
+        stats,
+        jnp.float32(-jnp.inf),
+        jnp.float32(jnp.inf),
+        jnp.int32(-1),
+    )
+
+
+def member_template(model: GraphModel, config: GraphTrainConfig, members: int) -> MemberState:
+    """The shapes and dtypes of ``members`` stacked states (no arrays built)."""
+    keys = jax.ShapeDtypeStruct((members,), jax.random.key(0).dtype)
+    return jax.eval_shape(jax.vmap(lambda k: init_member(model, config, k)), keys)
+
+
+def checkpoint_template(model: GraphModel, config: GraphTrainConfig, members: int) -> Any:
+    """The :class:`GraphCheckpointState` a checkpoint of ``members`` members
+    holds, as ``jax.ShapeDtypeStruct`` leaves (for
+    :func:`~sparsegcn.train.checkpoint.load_checkpoint`)."""
+    return GraphCheckpointState(
+        member_template(model, config, members),
+        jax.ShapeDtypeStruct((members,), jnp.int32),  # type: ignore[arg-type]
+        jax.ShapeDtypeStruct((members,), jnp.bool_),  # type: ignore[arg-type]
+    )
+
+
+# -- batches over devices -----------------------------------------------------
+
+
+def device_batch_size(batch_size: int, devices: int) -> int:
+    """Graphs per device and step, ``ceil(batch_size / devices)``."""
+    return -(-int(batch_size) // int(devices))
+
+
+def merge_shards(batch: GraphBatch) -> GraphBatch:
+    """``D`` padded sub-batches (every leaf ``[D, ...]``) as one block-diagonal batch.
+
+    Node rows, edge slots and graph slots are concatenated in device order;
+    senders, receivers and ``node_graph`` are offset by ``d N_b`` and
+    ``d G_b``. Each sub-batch keeps its own padding graph and padding node, so
+    the merged batch has ``D`` padding graph slots (``graph_mask`` false) and
+    padding edges of sub-batch ``d`` loop on its last node: nothing reaches
+    a real graph from padding.
 
     Returns:
-      ``(loss [G_b], correct [G_b] float, mask [G_b] float)``; padding
-      slots carry 0 loss.
+      A :class:`~sparsegcn.batch.GraphBatch` of ``D N_b`` nodes, ``D E_b``
+      edges and ``D G_b`` graph slots.
     """
-    mask = batch.graph_mask.astype(logits.dtype)
-    losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels) * mask
-    correct = (jnp.argmax(logits, axis=-1) == batch.labels).astype(logits.dtype) * mask
-    return losses, correct, mask
+    d, n = batch.x.shape[0], batch.x.shape[1]
+    g = batch.graph_mask.shape[1]
+    node_offset = (jnp.arange(d, dtype=jnp.int32) * n)[:, None]
+    graph_offset = (jnp.arange(d, dtype=jnp.int32) * g)[:, None]
+
+    def flat(a):
+        return None if a is None else jnp.reshape(a, (a.shape[0] * a.shape[1], *a.shape[2:]))
+
+    merged = {name: flat(getattr(batch, name)) for name in GraphBatch._fields}
+    merged["senders"] = flat(batch.senders + node_offset)
+    merged["receivers"] = flat(batch.receivers + node_offset)
+    merged["node_graph"] = flat(batch.node_graph + graph_offset)
+    return GraphBatch(**merged)
 
 
-def make_epochs_fn(model: GraphModel, config: GraphTrainConfig, num_epochs: int):
-    """``run(state, train, eval_batches, valid, test, first_epoch) -> (state, metrics)``
-    for one member: ``num_epochs`` epochs of training and evaluation.
+def pack_steps(
+    dataset,
+    order: np.ndarray,
+    budget: Budget,
+    batch_size: int,
+    devices: int = 1,
+    *,
+    num_steps: int | None = None,
+) -> GraphBatch:
+    """The graphs ``order`` packed as steps of ``devices`` sub-batches: leaves ``[S, D, ...]``.
 
-    ``train`` is the member's ``[B, ...]`` batches, ``eval_batches`` every
-    graph's ``[B_e, ...]``, ``valid``/``test`` bool ``[G]`` masks over the
-    dataset's graphs, ``first_epoch`` the index of the first epoch (for the
-    learning-rate schedule). ``vmap`` it over members.
+    Sub-batches of ``device_batch_size(batch_size, devices)`` graphs are
+    packed greedily in order (:func:`~sparsegcn.batch.pack_graphs`) and dealt
+    ``D`` to a step, so one device's step ``s`` holds the graphs
+    ``[s B, (s + 1) B)`` exactly as ``D`` devices' step ``s`` does when no
+    sub-batch overflows its budget.
     """
+    per_device = device_batch_size(batch_size, devices)
+    count = batch_count(dataset, order, budget, per_device)
+    steps = -(-count // devices) if num_steps is None else num_steps
+    packed = pack_graphs(dataset, order, budget, per_device, num_batches=steps * devices)
+    return jax.tree.map(lambda a: a.reshape((steps, devices, *a.shape[1:])), packed)
+
+
+def step_count(dataset, order: np.ndarray, budget: Budget, batch_size: int, devices: int) -> int:
+    """How many steps :func:`pack_steps` makes of ``order``."""
+    per_device = device_batch_size(batch_size, devices)
+    return -(-batch_count(dataset, order, budget, per_device) // devices)
+
+
+def _constrain(tree, mesh: Mesh | None):
+    """Pins the device axis (axis 0) of every leaf to the mesh's devices."""
+    if mesh is None:
+        return tree
+    from sparsegcn.parallel.mesh import AXIS
+
+    sharding = NamedSharding(mesh, P(AXIS))
+    return jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, sharding), tree)
+
+
+# -- the compiled epochs ------------------------------------------------------
+
+
+def _better(metric, loss, best_metric, best_loss):
+    score = jnp.where(jnp.isnan(metric), -jnp.inf, metric)
+    return (score > best_metric) | ((score == best_metric) & (loss < best_loss))
+
+
+def make_epochs_fn(
+    model: GraphModel,
+    config: GraphTrainConfig,
+    num_epochs: int,
+    *,
+    metric: str = "acc",
+    num_graphs: int,
+    mesh: Mesh | None = None,
+):
+    """``run(state, train, eval_batches, labels, valid, test, first_epoch) -> (state,
+    metrics [num_epochs, 4])`` for one member: ``num_epochs`` epochs of training
+    and evaluation.
+
+    ``train`` is the member's ``[P, S, D, ...]`` batches (:func:`member_batches`),
+    ``eval_batches`` every graph's ``[S_e, D, ...]``, ``labels`` the dataset's
+    (int ``[G]`` or float ``[G, T]``), ``valid``/``test`` bool ``[G]`` masks
+    over the dataset's graphs, ``first_epoch`` the index of the first epoch
+    (for the learning-rate schedule and the best epoch). The metrics are
+    train loss, validation loss, validation and test ``metric``. ``vmap`` it
+    over members. ``mesh``: the devices the ``D`` axis is split over.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    metric_fn = METRICS[metric]
     tx = _optimizer(config)
 
-    def step(carry, inputs):
-        params, stats, opt_state = carry
-        batch, key = inputs
-
-        def loss_fn(p):
-            logits, new_stats = model.apply(p, stats, batch, key=key, training=True)
-            losses, _, mask = graph_loss(logits, batch)
-            return jnp.sum(losses) / jnp.maximum(jnp.sum(mask), 1.0), (new_stats, jnp.sum(mask))
-
-        (loss, (new_stats, count)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-        with jax.numpy_dtype_promotion("standard"):
-            updates, new_opt = tx.update(grads, opt_state, params)
-        return (params, new_stats, new_opt, updates, loss, count)
+    def step_batch(train: GraphBatch, packing, b) -> GraphBatch:
+        return merge_shards(_constrain(jax.tree.map(lambda a: a[packing, b], train), mesh))
 
     def train_epoch(state: MemberState, train: GraphBatch, epoch: jax.Array):
         key, perm_key, drop_key = jax.random.split(state.key, 3)
-        packings, num_batches = train.graph_mask.shape[:2]
+        packings, num_steps = train.graph_mask.shape[:2]
         packing = epoch % packings
-        order = jax.random.permutation(perm_key, num_batches)
+        order = jax.random.permutation(perm_key, num_steps)
         halvings = epoch // config.halve_every if config.halve_every else jnp.zeros((), jnp.int32)
         lr = config.learning_rate * jnp.power(jnp.float32(0.5), halvings.astype(jnp.float32))
 
         def body(carry, inputs):
+            params, stats, opt_state = carry
             b, k = inputs
-            batch = jax.tree.map(lambda a: a[packing, b], train)
-            params, stats, opt_state, updates, loss, count = step(carry, (batch, k))
+            batch = step_batch(train, packing, b)
+
+            def loss_fn(p):
+                logits, new_stats = model.apply(p, stats, batch, key=k, training=True)
+                total, count = loss_sums(logits, batch.labels, batch.graph_mask)
+                return total / jnp.maximum(count, 1.0), (new_stats, count)
+
+            (loss, (new_stats, count)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+            with jax.numpy_dtype_promotion("standard"):
+                updates, new_opt = tx.update(grads, opt_state, params)
             new_params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
-            real = count > 0
-            keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(real, n, o), new, old)  # noqa: E731
-            carry = (
-                keep(new_params, params),
-                keep(stats, carry[1]),
-                keep(opt_state, carry[2]),
-            )
+            real = count > 0  # an empty step (padding only) changes nothing
+
+            def keep(new, old):
+                return jax.tree.map(lambda n, o: jnp.where(real, n, o), new, old)
+
+            carry = (keep(new_params, params), keep(new_stats, stats), keep(new_opt, opt_state))
             return carry, (loss * count, count)
 
-        keys = jax.random.split(drop_key, num_batches)
-        carry, (losses, counts) = jax.lax.scan(
+        keys = jax.random.split(drop_key, num_steps)
+        (params, stats, opt_state), (losses, counts) = jax.lax.scan(
             body, (state.params, state.stats, state.opt_state), (order, keys)
         )
         mean_loss = jnp.sum(losses) / jnp.maximum(jnp.sum(counts), 1.0)
-        return MemberState(*carry, key), mean_loss
+        return state._replace(params=params, stats=stats, opt_state=opt_state, key=key), mean_loss
 
-    def evaluate(params, stats, eval_batches: GraphBatch, valid, test):
-        def body(_, batch):
+    def scores_of(params, stats, eval_batches: GraphBatch) -> jax.Array:
+        def body(_, sub):
+            batch = merge_shards(_constrain(sub, mesh))
             logits, _ = model.apply(params, stats, batch, training=False)
-            losses, correct, mask = graph_loss(logits, batch)
-            ids = jnp.maximum(batch.graph_ids, 0)
-            in_valid = valid[ids].astype(losses.dtype) * mask
-            in_test = test[ids].astype(losses.dtype) * mask
-            sums = jnp.stack(
-                [
-                    jnp.sum(losses * in_valid),
-                    jnp.sum(correct * in_valid),
-                    jnp.sum(in_valid),
-                    jnp.sum(correct * in_test),
-                    jnp.sum(in_test),
-                ]
-            )
-            return None, sums
+            return None, (logits, batch.graph_ids)
 
-        _, sums = jax.lax.scan(body, None, eval_batches)
-        total = jnp.sum(sums, axis=0)
-        val_loss = total[0] / jnp.maximum(total[2], 1.0)
-        val_acc = total[1] / jnp.maximum(total[2], 1.0)
-        test_acc = total[3] / jnp.maximum(total[4], 1.0)
-        return val_loss, val_acc, test_acc
+        _, (logits, ids) = jax.lax.scan(body, None, eval_batches)
+        logits = logits.reshape(-1, logits.shape[-1])
+        ids = ids.reshape(-1)
+        ids = jnp.where(ids >= 0, ids, num_graphs)  # padding slots: dropped below
+        empty = jnp.zeros((num_graphs, logits.shape[-1]), logits.dtype)
+        return empty.at[ids].set(logits, mode="drop")
 
-    def run(state: MemberState, train, eval_batches, valid, test, first_epoch):
-        def one(state, epoch):
+    def evaluate(params, stats, eval_batches, labels, valid, test):
+        scores = scores_of(params, stats, eval_batches)
+        total, count = loss_sums(scores, labels, valid)
+        val_loss = total / jnp.maximum(count, 1.0)
+        return val_loss, metric_fn(scores, labels, valid), metric_fn(scores, labels, test)
+
+    def run(state: MemberState, train, eval_batches, labels, valid, test, first_epoch):
+        def one(state: MemberState, epoch):
             state, train_loss = train_epoch(state, train, epoch)
-            val_loss, val_acc, test_acc = evaluate(
-                state.params, state.stats, eval_batches, valid, test
+            val_loss, val_metric, test_metric = evaluate(
+                state.params, state.stats, eval_batches, labels, valid, test
             )
-            return state, jnp.stack([train_loss, val_loss, val_acc, test_acc])
+            better = _better(val_metric, val_loss, state.best_metric, state.best_loss)
+
+            def pick(new, old):
+                return jax.tree.map(lambda n, o: jnp.where(better, n, o), new, old)
+
+            state = state._replace(
+                best_params=pick(state.params, state.best_params),
+                best_stats=pick(state.stats, state.best_stats),
+                best_metric=jnp.where(
+                    better,
+                    jnp.where(jnp.isnan(val_metric), -jnp.inf, val_metric),
+                    state.best_metric,
+                ),
+                best_loss=jnp.where(better, val_loss, state.best_loss),
+                best_epoch=jnp.where(better, epoch, state.best_epoch),
+            )
+            return state, jnp.stack([train_loss, val_loss, val_metric, test_metric])
 
         epochs = first_epoch + jnp.arange(num_epochs, dtype=jnp.int32)
         return jax.lax.scan(one, state, epochs)
@@ -332,7 +676,8 @@ def packings_for(dataset, budget: Budget, train_graphs: int, batch_size: int) ->
     batches = -(-train_graphs // batch_size)
     width = dataset.features.shape[1] + 1
     edge_width = 8 + 4 * (0 if dataset.edge_features is None else dataset.edge_features.shape[1])
-    one = batches * (4 * width * budget.nodes + edge_width * budget.edges + 13 * budget.graphs)
+    labels = 4 * (1 if np.ndim(dataset.labels) == 1 else np.shape(dataset.labels)[1]) + 9
+    one = batches * (4 * width * budget.nodes + edge_width * budget.edges + labels * budget.graphs)
     return int(max(1, min(MAX_PACKINGS, PACKING_BYTES // max(one, 1))))
 
 
@@ -343,14 +688,17 @@ def member_batches(
     budget: Budget,
     batch_size: int,
     packings: int = 1,
+    devices: int = 1,
 ) -> tuple[GraphBatch, np.ndarray]:
     """Every member's training graphs packed ``packings`` times, stacked
-    ``[M, P, B, ...]``; and ``[M]`` counts.
+    ``[M, P, S, D, ...]``; and ``[M]`` counts.
 
     Members are fold-major; each packs its graphs in orders drawn from its
     seed and fold, so a member packs the same whatever else trains beside
-    it. Epoch ``e`` steps on packing ``e mod P``, its batches in an order
-    the device draws, so batches change composition as well as order.
+    it. Epoch ``e`` steps on packing ``e mod P``, its steps in an order
+    the device draws, so batches change composition as well as order. A
+    step is ``D`` sub-batches (:func:`pack_steps`) of a global batch of
+    ``batch_size`` graphs.
     """
     orders = []
     for f in range(splits.train.shape[0]):
@@ -358,29 +706,36 @@ def member_batches(
         for s in seeds:
             rng = np.random.default_rng([s, int(splits.fold[f])])
             orders.append([rng.permutation(graphs) for _ in range(packings)])
-    most = max(batch_count(dataset, o, budget, batch_size) for member in orders for o in member)
+    most = max(
+        step_count(dataset, o, budget, batch_size, devices) for member in orders for o in member
+    )
     members = []
     for member in orders:
-        packed = [pack_graphs(dataset, o, budget, batch_size, num_batches=most) for o in member]
+        packed = [
+            pack_steps(dataset, o, budget, batch_size, devices, num_steps=most) for o in member
+        ]
         members.append(jax.tree.map(lambda *a: np.stack(a), *packed))
     stacked = jax.tree.map(lambda *a: np.stack(a), *members)
     return stacked, np.array([member[0].shape[0] for member in orders], np.int64)
 
 
 def select_best(curves: Curves) -> np.ndarray:
-    """int ``[M]``: each member's epoch of best validation accuracy (ties: lower
-    validation loss, then earlier)."""
+    """int ``[M]``: each member's epoch of best validation metric (NaN counts as
+    ``-inf``; ties: lower validation loss, then earlier), as the program tracks it."""
     best = []
-    for m in range(curves.val_accuracy.shape[1]):
-        order = np.lexsort(
-            (
-                np.arange(curves.val_accuracy.shape[0]),
-                curves.val_loss[:, m],
-                -curves.val_accuracy[:, m],
-            )
-        )
+    metric = np.where(np.isnan(curves.val_metric), -np.inf, curves.val_metric)
+    for m in range(metric.shape[1]):
+        order = np.lexsort((np.arange(metric.shape[0]), curves.val_loss[:, m], -metric[:, m]))
         best.append(int(order[0]))
     return np.asarray(best, np.int64)
+
+
+def _place(tree, mesh: Mesh | None, spec=None):
+    if mesh is None:
+        return jax.device_put(tree)
+    from sparsegcn.parallel.mesh import put
+
+    return put(tree, mesh, spec)
 
 
 def fit_graphs(
@@ -391,17 +746,34 @@ def fit_graphs(
     *,
     seeds: Sequence[int] = (0,),
     budget: Budget | None = None,
+    devices: int | Mesh = 1,
+    state: MemberState | None = None,
+    history: Mapping[str, np.ndarray] | None = None,
+    on_chunk: Callable[[GraphCheckpointState, dict], None] | None = None,
     progress: bool = False,
 ) -> GraphFitResult:
     """Trains every (fold, seed) member of ``splits`` x ``seeds`` as one program.
 
     Args:
-      model: a :class:`~sparsegcn.nn.graph_gin.GraphModel`.
-      dataset: a :class:`~sparsegcn.datasets.graphs.GraphDataset`.
+      model: a :class:`~sparsegcn.nn.graph_model.GraphModel`; its output width
+        is the dataset's ``num_classes`` (classes, or binary tasks).
+      dataset: a :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`; its
+        ``metric`` selects the model and is reported.
       config: :class:`GraphTrainConfig`.
-      splits: :class:`Splits` (``[K, G]`` masks), e.g. :func:`fold_splits`.
+      splits: :class:`Splits` (``[K, G]`` masks): :func:`fold_splits` or
+        :func:`official_splits`.
       seeds: parameter, dropout and shuffling seeds of every fold.
-      budget: batch budget; default :func:`~sparsegcn.batch.choose_budget`.
+      budget: one device's sub-batch budget; default
+        :func:`~sparsegcn.batch.choose_budget` for
+        ``device_batch_size(config.batch_size, D)`` graphs.
+      devices: ``D`` (local devices) or a mesh from
+        :func:`~sparsegcn.parallel.make_mesh`: each step's batch is split
+        over them (see the module's docstring).
+      state: resume from this :class:`MemberState` (``[M]`` leading), after
+        ``history``'s epochs.
+      history: the resumed run's curves so far, ``{Curves field: [epochs, M]}``.
+      on_chunk: called after every compiled call with the
+        :class:`GraphCheckpointState` and the curves so far (checkpoints).
       progress: print a line per compiled call.
 
     Returns:
@@ -410,74 +782,110 @@ def fit_graphs(
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds must name at least one seed")
+    metric = dataset.metric
+    if metric not in METRICS:
+        raise ValueError(f"{dataset.name}: metric must be one of {list(METRICS)}, got {metric!r}")
+    if isinstance(devices, Mesh):
+        mesh: Mesh | None = devices
+    else:
+        from sparsegcn.parallel.mesh import make_mesh
+
+        mesh = make_mesh(devices) if devices > 1 else None
+    num_devices = 1 if mesh is None else mesh.size
+    mesh = None if num_devices == 1 else mesh
+    per_device = device_batch_size(config.batch_size, num_devices)
     if budget is None:
-        budget = choose_budget(
-            dataset.nodes_per_graph(), dataset.edges_per_graph(), config.batch_size
-        )
+        budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), per_device)
     # From the whole dataset's size, so that a fold packs alike alone or among others.
-    packings = config.packings or packings_for(
-        dataset, budget, dataset.num_graphs, config.batch_size
-    )
+    packings = config.packings or packings_for(dataset, budget, dataset.num_graphs, per_device)
     train, train_graphs = member_batches(
-        dataset, splits, seeds, budget, config.batch_size, packings
+        dataset, splits, seeds, budget, config.batch_size, packings, num_devices
     )
-    everything = np.arange(dataset.num_graphs)
-    eval_batches = pack_graphs(dataset, everything, budget, config.batch_size)
+    eval_batches = pack_steps(
+        dataset, np.arange(dataset.num_graphs), budget, config.batch_size, num_devices
+    )
     folds = splits.train.shape[0]
+    members = folds * len(seeds)
     member_fold = np.repeat(np.arange(folds), len(seeds))
-    valid = jnp.asarray(splits.valid[member_fold])
-    test = jnp.asarray(splits.test[member_fold])
-    tx = _optimizer(config)
+    from sparsegcn.parallel.mesh import AXIS
 
-    def init(key):
-        init_key, run_key = jax.random.split(key)
-        params, stats = model.init(init_key)
-        return MemberState(params, stats, tx.init(params), run_key)
+    replicated = P()
+    valid = _place(jnp.asarray(splits.valid[member_fold]), mesh, replicated)
+    test = _place(jnp.asarray(splits.test[member_fold]), mesh, replicated)
+    labels = _place(jnp.asarray(dataset.labels), mesh, replicated)
+    train_dev = _place(train, mesh, P(None, None, None, AXIS))
+    eval_dev = _place(eval_batches, mesh, P(None, AXIS))
 
-    keys = jnp.stack([jax.random.key(s) for s in seeds] * folds)
-    state = jax.jit(jax.vmap(init))(keys)
+    done = 0
+    curves_so_far: list[np.ndarray] = []
+    if history:
+        stored = [np.asarray(history[name]) for name in Curves._fields]
+        done = int(stored[0].shape[0])
+        if any(s.shape != (done, members) for s in stored):
+            raise ValueError(
+                f"history must hold [epochs, {members}] curves {list(Curves._fields)}, got "
+                f"{ {n: np.shape(history[n]) for n in Curves._fields} }"
+            )
+        curves_so_far.append(np.stack(stored, axis=-1).transpose(1, 0, 2))  # [M, epochs, 4]
+    if state is None:
+        if done:
+            raise ValueError("history without the state it belongs to")
+        keys = jnp.stack([jax.random.key(s) for s in seeds] * folds)
+        state = jax.jit(jax.vmap(lambda k: init_member(model, config, k)))(keys)
+    state = _place(state, mesh, replicated)
+    if done > config.epochs:
+        raise ValueError(f"the resumed run trained {done} epochs, more than epochs={config.epochs}")
     chunk = config.chunk
+    if (config.epochs - done) % chunk:
+        chunk = math.gcd(chunk, config.epochs - done)
     traces = []
 
-    def program(state, train, eval_batches, valid, test, first_epoch):
+    def program(state, train, eval_batches, labels, valid, test, first_epoch):
         traces.append(1)
-        run = make_epochs_fn(model, config, chunk)
-        return jax.vmap(run, in_axes=(0, 0, None, 0, 0, None))(
-            state, train, eval_batches, valid, test, first_epoch
+        run = make_epochs_fn(
+            model, config, chunk, metric=metric, num_graphs=dataset.num_graphs, mesh=mesh
+        )
+        return jax.vmap(run, in_axes=(0, 0, None, None, 0, 0, None))(
+            state, train, eval_batches, labels, valid, test, first_epoch
         )
 
-    train_dev = jax.device_put(train)
-    eval_dev = jax.device_put(eval_batches)
+    args = (train_dev, eval_dev, labels, valid, test)
     start = time.perf_counter()
-    compiled = (
-        jax.jit(program, donate_argnums=0)
-        .lower(state, train_dev, eval_dev, valid, test, jnp.int32(0))
-        .compile()
-    )
+    compiled = jax.jit(program, donate_argnums=0).lower(state, *args, jnp.int32(done)).compile()
     compile_s = time.perf_counter() - start
-    metrics = []
+    start_epoch = done
     train_s = 0.0
-    done = 0
     while done < config.epochs:
         tick = time.perf_counter()
-        state, out = compiled(state, train_dev, eval_dev, valid, test, jnp.int32(done))
+        state, out = compiled(state, *args, jnp.int32(done))
         out = np.asarray(jax.block_until_ready(out))  # [M, chunk, 4]
         train_s += time.perf_counter() - tick
-        metrics.append(out)
+        curves_so_far.append(out)
         done += chunk
+        if on_chunk is not None:
+            stacked = np.concatenate(curves_so_far, axis=1)
+            epochs = jnp.full((members,), done, jnp.int32)
+            on_chunk(
+                GraphCheckpointState(state, epochs, epochs >= config.epochs),
+                {name: stacked[:, :, i].T for i, name in enumerate(Curves._fields)},
+            )
         if progress:
-            print(f"epoch {done}/{config.epochs}: val acc {out[:, -1, 2].mean():.4f}", flush=True)
-    stacked = np.concatenate(metrics, axis=1)  # [M, epochs, 4]
+            print(
+                f"epoch {done}/{config.epochs}: val {metric} {np.nanmean(out[:, -1, 2]):.4f}",
+                flush=True,
+            )
+    stacked = np.concatenate(curves_so_far, axis=1)  # [M, epochs, 4]
     curves = Curves(*(np.ascontiguousarray(stacked[:, :, i].T) for i in range(4)))
-    best = select_best(curves)
-    members = np.arange(best.shape[0])
+    best = np.asarray(state.best_epoch).astype(np.int64)
+    index = np.arange(members)
     return GraphFitResult(
         folds=folds,
         seeds=seeds,
+        metric=metric,
         curves=curves,
         best_epoch=best,
-        test_acc=curves.test_accuracy[best, members],
-        val_acc=curves.val_accuracy[best, members],
+        test_metric=curves.test_metric[best, index],
+        val_metric=curves.val_metric[best, index],
         budget=budget,
         batches_per_epoch=int(train.graph_mask.shape[2]),
         packings=packings,
@@ -485,20 +893,129 @@ def fit_graphs(
         train_s=train_s,
         compile_s=compile_s,
         compiles=len(traces),
+        devices=num_devices,
+        state=state,
+        start_epoch=start_epoch,
     )
+
+
+# -- predictions --------------------------------------------------------------
+
+
+def readout_params(params: Mapping) -> dict:
+    """``params`` with every linear head replaced by the identity on its readout,
+    so that ``apply`` returns the graph embeddings instead of the scores.
+
+    Xu et al.'s GIN (``"heads"``, one per layer, whose scores add up) then
+    returns the concatenation of every layer's readout; a model with one
+    ``"head"`` (OGB's) returns its pooled rows. Dropout acts only in training.
+
+    Raises:
+      ValueError: the params have neither ``"heads"`` nor ``"head"``.
+    """
+    if "heads" in params:
+        widths = [int(head["w"].shape[0]) for head in params["heads"]]
+        total, offset, heads = sum(widths), 0, []
+        for width in widths:
+            w = jnp.zeros((width, total), jnp.float32)
+            w = w.at[:, offset : offset + width].set(jnp.eye(width, dtype=jnp.float32))
+            heads.append({"w": w, "b": jnp.zeros((total,), jnp.float32)})
+            offset += width
+        return {**params, "heads": heads}
+    if "head" in params:
+        width = int(params["head"]["w"].shape[0])
+        eye = {"w": jnp.eye(width, dtype=jnp.float32), "b": jnp.zeros((width,), jnp.float32)}
+        return {**params, "head": eye}
+    raise ValueError(
+        f"the model's params have no linear head ('heads' or 'head'), only {sorted(params)}; "
+        "its graph embeddings cannot be read"
+    )
+
+
+def predict_graphs(
+    model: GraphModel,
+    params,
+    stats,
+    dataset,
+    *,
+    batch_size: int = 32,
+    budget: Budget | None = None,
+    embeddings: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Every graph's probabilities and embeddings under stacked params.
+
+    Args:
+      model: the :class:`~sparsegcn.nn.graph_model.GraphModel` trained.
+      params, stats: ``[K]``-stacked (e.g. :attr:`MemberState.best_params`).
+      dataset: the :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`.
+      batch_size, budget: how the graphs are packed (no effect on the values).
+      embeddings: also compute the embeddings (:func:`readout_params`).
+
+    Returns:
+      ``(probabilities, embeddings)``: float32 ``[K, G, C]`` (softmax over
+      classes; a sigmoid per binary task) and float32 ``[K, G, H]`` (or ``None``).
+    """
+    if budget is None:
+        budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), batch_size)
+    batches = pack_graphs(dataset, np.arange(dataset.num_graphs), budget, batch_size)
+    binary = np.ndim(dataset.labels) == 2
+    ids = np.asarray(batches.graph_ids).reshape(-1)
+    slots = np.flatnonzero(ids >= 0)
+    rows = np.empty(dataset.num_graphs, np.int64)
+    rows[ids[slots]] = slots  # each graph's slot in the flattened batches
+
+    def gather(p, s, batches, rows):
+        def body(_, batch):
+            out, _ = model.apply(p, s, batch, training=False)
+            return None, out
+
+        _, out = jax.lax.scan(body, None, batches)
+        return out.reshape(-1, out.shape[-1])[rows]
+
+    @jax.jit
+    def forward(params, stats, batches, rows):
+        logits = jax.vmap(lambda p, s: gather(p, s, batches, rows))(params, stats)
+        probs = jax.nn.sigmoid(logits) if binary else jax.nn.softmax(logits, axis=-1)
+        if not embeddings:
+            return probs, None
+        embedded = jax.vmap(lambda p, s: gather(readout_params(p), s, batches, rows))(params, stats)
+        return probs, embedded
+
+    probs, embedded = forward(params, stats, batches, rows)
+    return np.asarray(probs), None if embedded is None else np.asarray(embedded)
 
 
 __all__ = [
     "INNER_VALIDATION",
+    "METRICS",
     "Curves",
+    "GraphCheckpointState",
     "GraphFitResult",
     "GraphTrainConfig",
+    "MemberState",
     "Splits",
+    "accuracy",
+    "ap",
+    "binary_loss",
+    "checkpoint_template",
+    "class_loss",
+    "device_batch_size",
     "fit_graphs",
     "fold_splits",
+    "graph_loss",
+    "init_member",
+    "loss_sums",
     "make_epochs_fn",
     "member_batches",
+    "member_template",
+    "merge_shards",
+    "official_splits",
+    "pack_steps",
     "packings_for",
+    "predict_graphs",
+    "readout_params",
+    "rocauc",
     "select_best",
+    "step_count",
     "stratified_folds",
 ]

@@ -21,7 +21,11 @@ def one_error(capsys) -> str:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--folds", "3"], r"folds=3 \(--folds\) applies only to graph-level datasets \(tu:NAME\)"),
+        (
+            ["--folds", "3"],
+            r"folds=3 \(--folds\) applies only to graph-level datasets \(tu:NAME, ogbg-NAME, "
+            r"synthetic:molNAME\)",
+        ),
         (["--learn-eps"], r"learn_eps=True \(--learn-eps\) applies only to graph-level datasets"),
         (["--virtual-node"], r"virtual_node=True \(--virtual-node\) applies only to graph-level"),
         (["--dataset", "tu:MUTAG"], r"model 'gcn' does not train on it, choose one of \['gin'\]"),
@@ -91,3 +95,51 @@ def test_mutag_cross_validation_report(data_root, tmp_path, capsys):
         assert isinstance(report[key], float)
     assert 1 <= report["cv_curve_best_epoch"] <= 4
     assert report["cv_curve_best_acc"] == max(report["cv_curve"])
+
+
+def _train(data_root, tmp_path, name, *extra) -> dict:
+    out = tmp_path / f"{name}.json"
+    argv = ["train", "--dataset", "tu:MUTAG", "--root", str(data_root), "--model", "gin"]
+    argv += ["--hidden", "8", "--layers", "3", "--no-progress", "--json", str(out), *extra]
+    assert main(argv) == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_checkpoint_resume_and_predict_on_graphs(data_root, tmp_path, capsys):
+    import numpy as np
+
+    full = _train(data_root, tmp_path, "full", "--epochs", "4", "--seeds", "2")
+    first = tmp_path / "first"
+    _train(data_root, tmp_path, "half", "--epochs", "2", "--seeds", "2", "--checkpoint", str(first))
+    resumed = _train(
+        data_root,
+        tmp_path,
+        "resumed",
+        "--epochs",
+        "4",
+        "--seeds",
+        "2",
+        "--resume",
+        str(first),
+        "--checkpoint",
+        str(tmp_path / "second"),
+    )
+    assert resumed["resumed_epoch"] == 2
+    for key in ("cv_curve", "test_acc_per_member", "best_epoch", "val_acc_mean"):
+        assert resumed[key] == full[key]
+    out, emb = tmp_path / "p.npy", tmp_path / "e.npy"
+    predict = ["predict", "--checkpoint", str(tmp_path / "second"), "--out", str(out)]
+    code = main([*predict, "--embeddings", str(emb), "--json", str(tmp_path / "p.json")])
+    assert code == 0
+    probs, embeddings = np.load(out), np.load(emb)
+    assert probs.shape == (2, 188, 2) and embeddings.shape == (2, 188, 7 + 8 + 8)
+    np.testing.assert_allclose(probs.sum(axis=-1), 1.0, rtol=1e-5)
+    summary = json.loads((tmp_path / "p.json").read_text())
+    np.testing.assert_allclose(summary["test_acc"], full["test_acc_per_member"], rtol=1e-6)
+    assert summary["reported_test_acc"] == full["test_acc_per_member"]
+    # A second run may not write into the folder this run's checkpoints own.
+    capsys.readouterr()
+    train = ["train", "--dataset", "tu:MUTAG", "--root", str(data_root), "--model", "gin"]
+    code = main([*train, "--epochs", "2", "--no-progress", "--checkpoint", str(first)])
+    assert code == 2 and "another run" in one_error(capsys)

@@ -55,14 +55,14 @@ def test_member_batches_pack_every_training_graph_once_per_packing():
     splits = fold_splits(DATA.labels, 3, seed=0)
     batches, counts = member_batches(DATA, splits, (0, 5), BUDGET, 6, packings=3)
     mask, ids = np.asarray(batches.graph_mask), np.asarray(batches.graph_ids)
-    assert mask.shape[:2] == (6, 3)
+    assert mask.shape[:2] == (6, 3) and mask.shape[3] == 1  # [M, P, S, D, G_b]
     for m in range(6):
         expected = np.flatnonzero(splits.train[m // 2])
         assert counts[m] == expected.shape[0]
         firsts = []
         for p in range(3):
             np.testing.assert_array_equal(np.sort(ids[m, p][mask[m, p]]), expected)
-            firsts.append(tuple(ids[m, p, 0]))
+            firsts.append(tuple(ids[m, p, 0, 0]))
         assert len(set(firsts)) > 1  # the packings differ in composition
     assert packings_for(DATA, BUDGET, DATA.num_graphs, 6) == 8
 
@@ -79,7 +79,9 @@ def test_the_whole_run_compiles_once(tiny_model):
     result = fit_graphs(tiny_model, DATA, config, splits, seeds=(0, 1), budget=BUDGET)
     assert result.compiles == 1  # three calls, one trace
     assert result.packings == 8
-    assert result.curves.test_accuracy.shape == (3, 6)
+    assert result.curves.test_metric.shape == (3, 6)
+    # The program's own choice of best epoch is the host's rule on the curves.
+    np.testing.assert_array_equal(result.best_epoch, select_best(result.curves))
     assert result.train_graphs.tolist() == [int(splits.train[f].sum()) for f in (0, 0, 1, 1, 2, 2)]
     assert np.isfinite(result.curves.train_loss).all() and result.train_graphs_per_s > 0
 

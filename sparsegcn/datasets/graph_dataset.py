@@ -1,0 +1,128 @@
+"""The graph-level dataset type: many small graphs as one block-diagonal edge list.
+
+:class:`GraphDataset` is what every graph-level loader returns (``tu:NAME``,
+``ogbg-*``, the synthetic molecule twins, the on-disk format) and what
+:func:`~sparsegcn.batch.pack_graphs` packs;
+:func:`~sparsegcn.datasets.graphs.load_graphs` picks the loader by the
+dataset's name. Loaders import this module, never the dispatcher.
+
+Two kinds of label:
+
+- ``"class"``: int32 ``[G]``, one class index per graph (TU datasets);
+  ``num_classes`` is the number of classes ``C``.
+- ``"binary"``: float32 ``[G, T]``, one 0/1 label per graph and task, NaN
+  where a label is missing (ogbg-molhiv, ogbg-molpcba); ``num_classes`` is
+  the number of tasks ``T``, the model's output width.
+
+Node (and edge) features are float32 ``[n, F]``, or, when
+``feature_dims`` (``edge_feature_dims``) is set, int32 ``[n, F]``
+categorical columns, column ``j`` taking values in ``[0, feature_dims[j])``
+(OGB's atom and bond features), which a model embeds (OGB's
+``AtomEncoder``: a sum of one embedding per column).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+METRICS = ("acc", "rocauc", "ap")
+"""The metrics a graph dataset may name as its own."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GraphDataset:
+    """Many small graphs with labels, as one block-diagonal edge list.
+
+    Nodes are numbered globally and graph by graph: the nodes of graph ``g``
+    are ``node_ptr[g] .. node_ptr[g + 1] - 1`` and its edges
+    ``edge_ptr[g] .. edge_ptr[g + 1] - 1`` (edges are sorted by graph).
+
+    Attributes:
+      name: e.g. ``"tu:MUTAG"``, ``"ogbg-molhiv"``.
+      senders, receivers: int32 ``[E]`` global node ids, 0-based.
+      node_ptr: int64 ``[G + 1]`` node offsets per graph.
+      edge_ptr: int64 ``[G + 1]`` edge offsets per graph.
+      features: ``[n, F]``: float32, or int32 categorical columns when
+        ``feature_dims`` is set.
+      labels: int32 ``[G]`` class index in ``[0, num_classes)`` (kind
+        ``"class"``), or float32 ``[G, T]`` 0/1 with NaN for a missing
+        label (kind ``"binary"``).
+      num_classes: the model's output width: ``C`` classes or ``T`` tasks.
+      classes: ``[C]`` the label value each class index stands for (``[T]``
+        task indices for binary labels).
+      edge_features: ``[E, D]`` float32 (int32 categorical when
+        ``edge_feature_dims`` is set) or ``None``.
+      targets: float32 ``[G, T]`` graph attributes (regression targets) or ``None``.
+      info: provenance.
+      metric: the dataset's own metric, one of :data:`METRICS` (``"acc"``
+        for classes; OGB's ``eval metric`` for ``ogbg-*``).
+      split: the official split, ``{"train", "valid", "test"}`` int64 graph
+        indices, or ``None`` (then k-fold cross-validation or a holdout).
+      feature_dims: vocabulary size of each categorical node-feature column,
+        or ``None`` for float features.
+      edge_feature_dims: likewise for edge features.
+    """
+
+    name: str
+    senders: np.ndarray
+    receivers: np.ndarray
+    node_ptr: np.ndarray
+    edge_ptr: np.ndarray
+    features: np.ndarray
+    labels: np.ndarray
+    num_classes: int
+    classes: np.ndarray
+    edge_features: np.ndarray | None = None
+    targets: np.ndarray | None = None
+    info: dict = dataclasses.field(default_factory=dict)
+    metric: str = "acc"
+    split: Mapping[str, np.ndarray] | None = None
+    feature_dims: tuple[int, ...] | None = None
+    edge_feature_dims: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        if self.metric not in METRICS:
+            raise ValueError(f"{self.name}: metric must be one of {METRICS}, got {self.metric!r}")
+        labels = np.asarray(self.labels)
+        if labels.ndim not in (1, 2):
+            raise ValueError(f"{self.name}: labels must be [G] or [G, T], got {labels.shape}")
+        if labels.ndim == 2 and labels.shape[1] != self.num_classes:
+            raise ValueError(
+                f"{self.name}: binary labels {labels.shape} must have num_classes="
+                f"{self.num_classes} columns"
+            )
+        if self.split is not None:
+            missing = {"train", "valid", "test"} - set(self.split)
+            if missing:
+                raise ValueError(f"{self.name}: split lacks {sorted(missing)}")
+
+    @property
+    def kind(self) -> str:
+        """``"class"`` (int ``[G]`` labels) or ``"binary"`` (float ``[G, T]``, NaN missing)."""
+        return "class" if np.ndim(self.labels) == 1 else "binary"
+
+    @property
+    def num_graphs(self) -> int:
+        return int(np.shape(self.labels)[0])
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.features.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.senders.shape[0])
+
+    def nodes_per_graph(self) -> np.ndarray:
+        """int64 ``[G]``."""
+        return np.diff(self.node_ptr)
+
+    def edges_per_graph(self) -> np.ndarray:
+        """int64 ``[G]``."""
+        return np.diff(self.edge_ptr)
+
+
+__all__ = ["METRICS", "GraphDataset"]

@@ -1,0 +1,380 @@
+"""Reads ``torch.save`` files as NumPy, without torch and without running their pickles.
+
+OGB ships the splits of its link datasets as ``split/<type>/{train,valid,test}.pt``:
+``torch.save`` files of dicts holding tensors or NumPy arrays (ogbl-collab's
+hold NumPy arrays). Two reasons not to read them with ``torch.load``:
+
+- **Safety.** ``torch.load(weights_only=False)`` runs whatever the pickle
+  names. ``weights_only=True`` is safe, but refuses NumPy arrays (their
+  ``numpy.core.multiarray._reconstruct`` global is not on its list) and, on
+  torch 2.6+, protocol-4 pickles (``FRAME``, opcode 149): it cannot read
+  ogbl-collab's split at all.
+- **Dependencies.** torch is not a dependency of sparsegcn.
+
+:func:`read_torch_file` reads both containers ``torch.save`` has written:
+
+- the **zip** archive (torch >= 1.6): ``<name>/data.pkl`` plus one member
+  ``<name>/data/<key>`` of raw little-endian bytes per storage;
+- the **legacy** stream (``_use_new_zipfile_serialization=False``): the
+  pickles of the magic number, the protocol version (1001) and the system
+  info, then the object's pickle, then the pickled list of storage keys, then
+  each storage as an int64 element count followed by its bytes.
+
+The object's pickle is read by a restricted unpickler that admits exactly
+:data:`TORCH_GLOBALS`: NumPy's array reconstruction (for arrays pickled as
+such, and ``_codecs.encode``, which protocol 2 uses to spell their bytes),
+``collections.OrderedDict`` (the tensors' empty hook dict), and
+torch's tensor rebuild functions and typed storage classes, which are
+*not imported*: they are replaced by NumPy stand-ins, so a tensor becomes a
+NumPy array of the same dtype, shape and strides (copied to C order). A
+file naming any other global raises :class:`pickle.UnpicklingError` before
+anything is imported; so does a tensor of a dtype NumPy lacks (bfloat16),
+a sparse or quantized tensor, or a storage on a device other than the CPU
+whose bytes are missing.
+
+References:
+  PyTorch, ``torch/serialization.py`` (``_save``, ``_legacy_save``,
+  ``_load``, ``_legacy_load``), https://github.com/pytorch/pytorch
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import struct
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from sparsegcn.datasets.unpickle import _resolve
+from sparsegcn.files import (
+    CorruptFileError,
+    check_regular_file,
+    open_regular,
+    reading,
+    write_atomic,
+)
+
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+"""The first pickle of a legacy ``torch.save`` stream."""
+LEGACY_PROTOCOL = 1001
+"""The second pickle of a legacy stream: the format version torch writes."""
+
+#: Storage class -> element dtype (little-endian, as torch writes on every platform
+#: sparsegcn runs on; a ``byteorder`` member saying otherwise is refused).
+STORAGE_DTYPES = {
+    "DoubleStorage": np.dtype("<f8"),
+    "FloatStorage": np.dtype("<f4"),
+    "HalfStorage": np.dtype("<f2"),
+    "LongStorage": np.dtype("<i8"),
+    "IntStorage": np.dtype("<i4"),
+    "ShortStorage": np.dtype("<i2"),
+    "CharStorage": np.dtype("i1"),
+    "ByteStorage": np.dtype("u1"),
+    "BoolStorage": np.dtype("?"),
+}
+
+_NUMPY_GLOBALS = frozenset(
+    {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "scalar"),
+        # Protocol 2 (torch.save's default) spells bytes as _codecs.encode(text, "latin1").
+        ("_codecs", "encode"),
+    }
+)
+_TORCH_GLOBALS = frozenset(
+    {
+        ("torch._utils", "_rebuild_tensor"),
+        ("torch._utils", "_rebuild_tensor_v2"),
+        ("collections", "OrderedDict"),
+        *(("torch", name) for name in STORAGE_DTYPES),
+    }
+)
+TORCH_GLOBALS = _NUMPY_GLOBALS | _TORCH_GLOBALS
+"""Every global a file may name: ``(module, name)`` as the pickle spells it."""
+
+
+class _Storage:
+    """A storage's dtype and bytes (filled in after the pickle for legacy files)."""
+
+    def __init__(self, dtype: np.dtype, numel: int):
+        self.dtype, self.numel = dtype, numel
+        self.data: np.ndarray | None = None
+
+
+class _StorageType:
+    """Stands in for ``torch.<X>Storage``: the pickle only uses it as a tag."""
+
+    def __init__(self, name: str):
+        self.name, self.dtype = name, STORAGE_DTYPES[name]
+
+
+class _Tensor:
+    """A tensor whose storage bytes may not be read yet (legacy files: after the pickle)."""
+
+    def __init__(self, storage: _Storage, offset: int, size: tuple, stride: tuple):
+        self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
+
+
+def _rebuild_tensor(storage, storage_offset, size, stride, *_rest):
+    if not isinstance(storage, _Storage):
+        raise pickle.UnpicklingError(
+            f"a tensor's storage must be a storage record, got {type(storage).__name__}"
+        )
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride) or min((*size, *stride, int(storage_offset)), default=0) < 0:
+        raise pickle.UnpicklingError(
+            f"a tensor has size {size}, stride {stride} and offset {storage_offset}: "
+            f"not a valid strided view"
+        )
+    return _Tensor(storage, int(storage_offset), size, stride)
+
+
+def _materialize(tensor: _Tensor, source: str) -> np.ndarray:
+    storage = tensor.storage
+    if storage.data is None:
+        raise CorruptFileError(source, "a tensor's storage bytes are missing")
+    count = int(np.prod(tensor.size, dtype=np.int64))
+    if count == 0:
+        return np.zeros(tensor.size, storage.dtype)
+    last = tensor.offset + sum((n - 1) * s for n, s in zip(tensor.size, tensor.stride, strict=True))
+    if last >= storage.data.shape[0]:
+        raise CorruptFileError(
+            source,
+            f"a tensor of size {tensor.size} and stride {tensor.stride} at offset "
+            f"{tensor.offset} reaches element {last}, past its storage of "
+            f"{storage.data.shape[0]} elements",
+        )
+    item = storage.dtype.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        storage.data[tensor.offset :],
+        shape=tensor.size,
+        strides=tuple(s * item for s in tensor.stride),
+        writeable=False,
+    )
+    return np.ascontiguousarray(view)
+
+
+class _TorchUnpickler(pickle.Unpickler):
+    def __init__(self, file, *, source: str, storages: dict, legacy: bool):
+        super().__init__(file, encoding="latin1")
+        self._source, self._storages, self._legacy = source, storages, legacy
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in TORCH_GLOBALS:
+            raise pickle.UnpicklingError(
+                f"{self._source}: refusing to load global {module}.{name}: a torch.save file "
+                f"of tensors and NumPy arrays needs only {sorted(f'{m}.{n}' for m, n in TORCH_GLOBALS)}"
+            )
+        if module == "torch":
+            return _StorageType(name)
+        if module == "torch._utils":
+            return _rebuild_tensor
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        return _resolve(module, name)
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and pid and pid[0] == "storage"):
+            raise pickle.UnpicklingError(
+                f"{self._source}: unsupported persistent record {pid!r:.80} (only storages)"
+            )
+        expected = 6 if self._legacy else 5
+        if len(pid) != expected:
+            raise pickle.UnpicklingError(
+                f"{self._source}: a storage record has {len(pid) - 1} fields, expected "
+                f"{expected - 1}"
+            )
+        kind, key, _location, numel = pid[1], str(pid[2]), pid[3], pid[4]
+        if not isinstance(kind, _StorageType):
+            raise pickle.UnpicklingError(f"{self._source}: storage {key!r} has no storage type")
+        if self._legacy and pid[5] is not None:
+            raise pickle.UnpicklingError(
+                f"{self._source}: storage {key!r} is a view of another storage (legacy "
+                f"view metadata), which is not supported"
+            )
+        if key not in self._storages:
+            self._storages[key] = _Storage(kind.dtype, int(numel))
+        return self._storages[key]
+
+
+def _convert(value, source: str):
+    """``value`` with every :class:`_Tensor` replaced by its NumPy array (dicts, lists,
+    tuples walked)."""
+    if isinstance(value, _Tensor):
+        return _materialize(value, source)
+    if isinstance(value, dict):
+        return {k: _convert(v, source) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_convert(v, source) for v in value)
+    return value
+
+
+def _read_zip(path: Path, archive: zipfile.ZipFile) -> object:
+    names = archive.namelist()
+    pickles = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
+    if len(pickles) != 1:
+        raise CorruptFileError(
+            path, f"should hold one <name>/data.pkl (torch.save's layout), got {names[:8]}"
+        )
+    prefix = pickles[0][: -len("data.pkl")]
+    if f"{prefix}byteorder" in names:
+        order = archive.read(f"{prefix}byteorder").decode("ascii", "replace").strip()
+        if order != "little":
+            raise CorruptFileError(path, f"stores {order!r}-endian tensors; only 'little' is read")
+    storages: dict[str, _Storage] = {}
+    with archive.open(pickles[0]) as f:
+        loaded = _TorchUnpickler(f, source=str(path), storages=storages, legacy=False).load()
+    for key, storage in storages.items():
+        member = f"{prefix}data/{key}"
+        if member not in names:
+            raise CorruptFileError(path, f"storage {key!r} has no member {member!r}")
+        data = archive.read(member)
+        need = storage.numel * storage.dtype.itemsize
+        if len(data) < need:
+            raise CorruptFileError(
+                path, f"member {member!r} holds {len(data)} bytes, its storage needs {need}"
+            )
+        storage.data = np.frombuffer(data, storage.dtype, count=storage.numel)
+    return _convert(loaded, str(path))
+
+
+def _read_legacy(path: Path, f) -> object:
+    def plain(what: str):
+        try:
+            return _TorchUnpickler(f, source=str(path), storages={}, legacy=True).load()
+        except (EOFError, pickle.UnpicklingError) as err:
+            raise CorruptFileError(path, f"the {what} cannot be read ({err})") from err
+
+    magic = plain("header (magic number)")
+    if magic != LEGACY_MAGIC:
+        raise CorruptFileError(
+            path, "not a torch.save file: neither a zip archive nor a legacy stream (magic number)"
+        )
+    protocol = plain("header (protocol version)")
+    if protocol != LEGACY_PROTOCOL:
+        raise CorruptFileError(path, f"legacy format version {protocol!r}, expected 1001")
+    info = plain("header (system info)")
+    if isinstance(info, dict) and info.get("little_endian") is False:
+        raise CorruptFileError(path, "stores big-endian tensors; only little-endian is read")
+    storages: dict[str, _Storage] = {}
+    loaded = _TorchUnpickler(f, source=str(path), storages=storages, legacy=True).load()
+    keys = plain("storage key list")
+    if not isinstance(keys, list) or set(map(str, keys)) != set(storages):
+        raise CorruptFileError(
+            path, f"the storage key list {keys!r:.80} does not match the object's storages"
+        )
+    for key in map(str, keys):
+        storage = storages[key]
+        head = f.read(8)
+        if len(head) != 8:
+            raise CorruptFileError(path, f"truncated before storage {key!r}")
+        (numel,) = struct.unpack("<q", head)
+        if numel != storage.numel:
+            raise CorruptFileError(
+                path, f"storage {key!r} holds {numel} elements, its record says {storage.numel}"
+            )
+        need = numel * storage.dtype.itemsize
+        data = f.read(need)
+        if len(data) != need:
+            raise CorruptFileError(
+                path, f"truncated in storage {key!r} ({len(data)} of {need} bytes)"
+            )
+        storage.data = np.frombuffer(data, storage.dtype)
+    return _convert(loaded, str(path))
+
+
+def read_torch_file(path: str | os.PathLike) -> object:
+    """The object a ``torch.save`` file holds, tensors as NumPy arrays.
+
+    Args:
+      path: a ``.pt`` file written by ``torch.save`` (zip or legacy format).
+
+    Returns:
+      The saved object (dicts, lists, tuples, numbers, strings), each tensor
+      replaced by a C-ordered NumPy array of its dtype and shape, NumPy
+      arrays as they were saved.
+
+    Raises:
+      FileNotFoundError: ``path`` does not exist.
+      pickle.UnpicklingError: the pickle names a global outside
+        :data:`TORCH_GLOBALS` (nothing of it is imported), or holds a record
+        this reader does not support; the message names the file.
+      CorruptFileError: not a ``torch.save`` file, truncated, or inconsistent
+        (a tensor reaching past its storage); the message names the file.
+    """
+    path = check_regular_file(path)
+    with reading(path):
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                return _read_zip(path, archive)
+        with open_regular(path) as f:
+            return _read_legacy(path, f)
+
+
+def _numpy_only(value, where: str = "obj") -> None:
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise TypeError(f"{where} is an object array; only numeric arrays are written")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{where} has a key {k!r} that is not a string")
+            _numpy_only(v, f"{where}[{k!r}]")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _numpy_only(v, f"{where}[{i}]")
+        return
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return
+    raise TypeError(
+        f"{where} is a {type(value).__name__}; only NumPy arrays, dicts, lists, numbers"
+    )
+
+
+def write_torch_file(obj, path: str | os.PathLike) -> Path:
+    """Writes ``obj`` (dicts, lists, numbers, NumPy arrays) as a legacy ``torch.save`` stream.
+
+    The format OGB's ogbl-collab split files use: the header pickles
+    (magic number, version 1001, system info), the object pickled with
+    protocol 2 (NumPy arrays as NumPy pickles them, so no tensor storages),
+    and an empty storage list. ``torch.load(path, weights_only=False)`` and
+    :func:`read_torch_file` read it back; torch is not needed to write it.
+    Written atomically (:func:`~sparsegcn.files.write_atomic`).
+
+    Raises:
+      TypeError: ``obj`` holds something other than the types above.
+    """
+    _numpy_only(obj)
+    info = {
+        "protocol_version": LEGACY_PROTOCOL,
+        "little_endian": True,
+        "type_sizes": {"short": 2, "int": 4, "long": 4},
+    }
+
+    no_storages: list[str] = []
+    items: tuple[object, ...] = (LEGACY_MAGIC, LEGACY_PROTOCOL, info, obj, no_storages)
+
+    def write(f) -> None:
+        for item in items:
+            pickle.dump(item, f, protocol=2)
+
+    return write_atomic(path, write)
+
+
+__all__ = [
+    "LEGACY_MAGIC",
+    "LEGACY_PROTOCOL",
+    "STORAGE_DTYPES",
+    "TORCH_GLOBALS",
+    "read_torch_file",
+    "write_torch_file",
+]

@@ -1,0 +1,156 @@
+"""The on-disk graph format: round trips with equal, memory-mapped arrays; truncated,
+corrupt and inconsistent files refused naming them; nothing overwritten but its own folders."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from graph_sets import random_graphs
+
+from sparsegcn.datasets.graphs import load_graphs
+from sparsegcn.datasets.ondisk import FormatError
+from sparsegcn.datasets.ondisk_graphs import (
+    MANIFEST,
+    is_graph_ondisk,
+    load_graphs_ondisk,
+    save_graphs,
+)
+from sparsegcn.datasets.synthetic_graphs import generate_molecules
+
+FIELDS = ("senders", "receivers", "node_ptr", "edge_ptr", "features", "labels", "classes")
+
+
+@pytest.fixture(scope="module")
+def molecules():
+    return generate_molecules("molpcba", num_graphs=200, seed=0)
+
+
+def _same(a, b):
+    for key in (*FIELDS, "edge_features", "targets"):
+        x, y = getattr(a, key), getattr(b, key)
+        assert (x is None) == (y is None), key
+        if x is not None:
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=key)
+            assert np.asarray(x).dtype == np.asarray(y).dtype, key
+    assert (a.name, a.num_classes, a.metric, a.kind) == (b.name, b.num_classes, b.metric, b.kind)
+    assert (a.feature_dims, a.edge_feature_dims) == (b.feature_dims, b.edge_feature_dims)
+    assert (a.split is None) == (b.split is None)
+    if a.split is not None:
+        for key in ("train", "valid", "test"):
+            np.testing.assert_array_equal(a.split[key], b.split[key])
+
+
+def test_round_trip_is_equal_and_memory_mapped(tmp_path, molecules):
+    folder = save_graphs(molecules, tmp_path / "pcba")
+    assert is_graph_ondisk(folder)
+    loaded = load_graphs(f"{folder}", None, verify=True)  # a path: the on-disk reader
+    _same(molecules, loaded)
+    for key in FIELDS:
+        assert isinstance(getattr(loaded, key), np.memmap), key
+    assert isinstance(loaded.edge_features, np.memmap)
+    assert np.isnan(np.asarray(loaded.labels)).any()  # NaN (missing) kept
+    assert loaded.info["folder"] == str(folder) and loaded.info["preset"] == "molpcba"
+
+
+def test_round_trip_of_class_labels_float_features_and_targets(tmp_path):
+    data = random_graphs(9, seed=2)
+    assert data.split is None and data.feature_dims is None
+    _same(data, load_graphs_ondisk(save_graphs(data, tmp_path / "r")))
+
+
+def test_truncated_file_is_refused_naming_it(tmp_path, molecules):
+    folder = save_graphs(molecules, tmp_path / "pcba")
+    path = folder / "features.npy"
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(FormatError, match=r"features.npy: bytes: holds \d+ bytes but the manifest"):
+        load_graphs_ondisk(folder)
+
+
+def test_corrupt_bytes_are_caught_by_checks_or_checksum(tmp_path, molecules):
+    folder = save_graphs(molecules, tmp_path / "pcba")
+    path = folder / "receivers.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x7F  # the last receiver's high byte: far outside its graph
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        FormatError, match=r"receivers.npy: receivers\[\d+\]: node .* outside its graph"
+    ):
+        load_graphs_ondisk(folder)
+    folder = save_graphs(molecules, tmp_path / "again")
+    path = folder / "labels.npy"
+    labels = np.load(path)
+    labels[0, 0] = 1.0 - np.nan_to_num(labels[0, 0])  # still a valid label: only sha256 sees it
+    np.save(path, labels)
+    load_graphs_ondisk(folder)
+    with pytest.raises(FormatError, match=r"labels.npy: sha256: checksum mismatch"):
+        load_graphs_ondisk(folder, verify=True)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m.update(format="sparsegcn-graph"), r"manifest.json: format: must be"),
+        (lambda m: m.update(num_nodes=-1), r"manifest.json: num_nodes: must be a non-negative"),
+        (lambda m: m["files"].pop("labels"), r"manifest.json: files.labels: missing"),
+        (lambda m: m["files"].pop("test"), r"files: lists the split files \['train', 'valid'\]"),
+        (lambda m: m["files"]["labels"].update(file="../x.npy"), r"files.labels: must be"),
+        (lambda m: m.update(num_edges=m["num_edges"] + 2), r"senders.npy: shape: senders must be"),
+        (
+            lambda m: m.update(feature_dims=[2] * 9),
+            r"features.npy: features\[\d+, 0\]: \d+ is outside",
+        ),
+    ],
+)
+def test_inconsistent_manifest_is_refused(tmp_path, molecules, edit, message):
+    folder = save_graphs(molecules, tmp_path / "pcba")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    edit(manifest)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(FormatError, match=message):
+        load_graphs_ondisk(folder)
+
+
+def test_bad_contents_are_refused_before_anything_is_written(tmp_path, molecules):
+    import dataclasses
+
+    edge_ptr = np.asarray(molecules.edge_ptr).copy()
+    edge_ptr[5] = edge_ptr[4] - 1
+    bad = dataclasses.replace(molecules, edge_ptr=edge_ptr)
+    with pytest.raises(FormatError, match=r"edge_ptr.npy: edge_ptr\[5\]: offsets decrease"):
+        save_graphs(bad, tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+    assert [p.name for p in tmp_path.iterdir()] == []  # no temporary folder left
+
+
+def test_overwrites_only_its_own_folders(tmp_path, molecules):
+    folder = save_graphs(molecules, tmp_path / "pcba")
+    with pytest.raises(ValueError, match="exists and is not empty; pass overwrite=True"):
+        save_graphs(molecules, folder)
+    small = generate_molecules("molhiv", num_graphs=20, seed=1)
+    save_graphs(small, folder, overwrite=True)
+    assert load_graphs_ondisk(folder).num_graphs == 20
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(
+        ValueError, match=r"not a sparsegcn-graphs dataset folder \(it holds notes.txt"
+    ):
+        save_graphs(small, folder, overwrite=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "data.csv").write_text("1,2\n")
+    with pytest.raises(ValueError, match="not a sparsegcn-graphs dataset folder"):
+        save_graphs(small, other, overwrite=True)
+    assert (other / "data.csv").read_text() == "1,2\n"
+    with pytest.raises(FormatError, match=r"manifest.json: file: missing"):
+        load_graphs_ondisk(other)
+
+
+def test_never_writes_over_the_folder_it_was_read_from(tmp_path, molecules):
+    folder = save_graphs(molecules, tmp_path / "pcba")
+    loaded = load_graphs_ondisk(folder)  # memory maps of the files in folder
+    for target in (folder, folder / "inner"):
+        with pytest.raises(ValueError, match="would overwrite the dataset's own folder"):
+            save_graphs(loaded, target, overwrite=True)
+    _same(molecules, load_graphs_ondisk(folder))
+    _same(molecules, load_graphs_ondisk(save_graphs(loaded, tmp_path / "copy")))
