@@ -15,6 +15,7 @@ from sparsegcn.backends import (
 from sparsegcn.batch import Budget, GraphBatch, choose_budget, pack_graphs
 from sparsegcn.features import SparseFeatures, as_features, row_normalize
 from sparsegcn.graph import CSR, Graph
+from sparsegcn.hetero import HeteroGraph
 from sparsegcn.message_passing import edge_scores, edge_softmax, message_passing
 from sparsegcn.nn import (
     MODELS,
@@ -31,6 +32,7 @@ from sparsegcn.nn import (
 )
 from sparsegcn.nn.graph_gin import GraphModel, graph_gin
 from sparsegcn.nn.readout import attention_pool, readout
+from sparsegcn.nn.rgcn import HeteroModel, rgcn
 from sparsegcn.ops import (
     segment_max,
     segment_mean,
@@ -41,6 +43,7 @@ from sparsegcn.ops import (
 from sparsegcn.parallel import fit_data_parallel, fit_edge_sharded, make_mesh
 from sparsegcn.plots import plot_curves
 from sparsegcn.sampling import ChunkedGraph, NeighborSample, sample_blocks
+from sparsegcn.sampling.typed import HeteroCSR, TypedSample, sample_typed
 from sparsegcn.train import (
     CheckpointError,
     DivergenceError,
@@ -97,6 +100,9 @@ __all__ = [
     "GraphBatch",
     "GraphModel",
     "GraphTrainConfig",
+    "HeteroCSR",
+    "HeteroGraph",
+    "HeteroModel",
     "MinibatchConfig",
     "Model",
     "ModelSpec",
@@ -104,6 +110,7 @@ __all__ = [
     "NodeData",
     "SparseFeatures",
     "TrainConfig",
+    "TypedSample",
     "__version__",
     "add_remaining_self_loops",
     "add_self_loops",
@@ -146,10 +153,12 @@ __all__ = [
     "propagate",
     "readout",
     "remove_self_loops",
+    "rgcn",
     "row_normalize",
     "run_layers",
     "sage",
     "sample_blocks",
+    "sample_typed",
     "save_checkpoint",
     "segment_max",
     "segment_mean",

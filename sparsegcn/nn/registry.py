@@ -32,6 +32,7 @@ from sparsegcn.nn.gin import gin
 from sparsegcn.nn.jk import jk
 from sparsegcn.nn.mlp import mlp
 from sparsegcn.nn.model import Model
+from sparsegcn.nn.rgcn import rgcn_homogeneous
 from sparsegcn.nn.sage import sage
 from sparsegcn.nn.sgc import sgc
 
@@ -299,6 +300,26 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             defaults=_KIPF,
             uses_graph=False,
             reference="the graph-free baseline",
+        ),
+        # On a homogeneous graph one relation (GraphSAGE-mean); on ogbn-mag and
+        # synthetic:mag the hetero task builds the typed model (sparsegcn.nn.rgcn.rgcn).
+        "rgcn": ModelSpec(
+            rgcn_homogeneous,
+            "unweighted",
+            sampled=True,
+            # OGB's ogbn-mag baseline (examples/nodeproppred/mag/sampler.py).
+            defaults=dict(
+                hidden=64, layers=2, dropout=0.5, lr=0.01, weight_decay=0.0, decay_layers="none"
+            ),
+            options={
+                "num_bases": Option(
+                    0,
+                    "R-GCN basis decomposition: relation weights combine this many shared "
+                    "bases (0: a full weight per relation)",
+                    bound=Bound(int, low=0),
+                )
+            },
+            reference="Schlichtkrull et al., ESWC 2018",
         ),
     }
 )

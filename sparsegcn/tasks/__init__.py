@@ -155,6 +155,22 @@ _XU = dict(
     batch_size=32,
 )
 
+# OGB's ogbn-mag R-GCN baseline (examples/nodeproppred/mag/sampler.py): 2 layers, hidden 64,
+# dropout 0.5, Adam 0.01 without decay, fanouts 25,20, batches of 1024 papers, 3 epochs.
+_OGB_MAG_RGCN = dict(
+    hidden=64,
+    layers=2,
+    dropout=0.5,
+    lr=0.01,
+    weight_decay=0.0,
+    decay_layers="none",
+    fanouts="25,20",
+    epochs=3,
+    patience=0,
+    monitor="val_acc",
+    batch_size=1024,
+)
+
 TASKS: Mapping[str, Task] = MappingProxyType(
     {
         "node": Task(
@@ -184,6 +200,20 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             info="sparsegcn.tasks.graph:describe_graphs",
             predict="sparsegcn.tasks.graph:predict_graph_checkpoint",
             folder="sparsegcn.datasets.ondisk_graphs:is_graph_ondisk",
+        ),
+        "hetero": Task(
+            description="a class per node of one type of a heterogeneous graph (R-GCN on "
+            "typed sampled mini-batches)",
+            loss=masked_cross_entropy,
+            metrics={"acc": masked_accuracy},
+            prepare="sparsegcn.tasks.hetero:prepare_hetero",
+            pipeline="sparsegcn.tasks.hetero:run_hetero_experiment",
+            datasets=("ogbn-mag", "synthetic:mag"),
+            models=("rgcn",),
+            defaults={"rgcn": _OGB_MAG_RGCN},
+            check="sparsegcn.tasks.hetero:check_hetero_experiment",
+            sweeps=False,
+            info="sparsegcn.tasks.hetero:describe_hetero",
         ),
         "node-multilabel": Task(
             description=(

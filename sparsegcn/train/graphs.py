@@ -801,9 +801,9 @@ def fit_graphs(
     train, train_graphs = member_batches(
         dataset, splits, seeds, budget, config.batch_size, packings, num_devices
     )
-    eval_batches = pack_steps(
-        dataset, np.arange(dataset.num_graphs), budget, config.batch_size, num_devices
-    )
+    # Only graphs some member validates or tests on (an official split's train graphs are skipped).
+    evaluated = np.flatnonzero((splits.valid | splits.test).any(axis=0))
+    eval_batches = pack_steps(dataset, evaluated, budget, config.batch_size, num_devices)
     folds = splits.train.shape[0]
     members = folds * len(seeds)
     member_fold = np.repeat(np.arange(folds), len(seeds))

@@ -1,0 +1,157 @@
+"""ogbn-mag's raw layout and the synthetic twin (sparsegcn/datasets/mag.py)."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+
+import numpy as np
+import pytest
+
+from sparsegcn.datasets.mag import (
+    MAG_NUM_EDGES,
+    MAG_NUM_NODES,
+    MagSpec,
+    generate_mag,
+    load_mag,
+    load_mag_raw,
+    write_mag_raw,
+)
+
+CITES = ("paper", "cites", "paper")
+WRITES = ("author", "writes", "paper")
+
+
+def tiny_spec(**changes) -> MagSpec:
+    spec = MagSpec(
+        num_nodes={"paper": 400, "author": 300, "institution": 10, "field_of_study": 30},
+        num_edges={
+            ("author", "affiliated_with", "institution"): 300,
+            WRITES: 1200,
+            CITES: 800,
+            ("paper", "has_topic", "field_of_study"): 800,
+        },
+        num_classes=4,
+        num_features=8,
+        homophily=0.9,
+        feature_signal=0.0,
+        split_sizes={"train": 200, "valid": 100, "test": 100},
+    )
+    return MagSpec(**{**spec.__dict__, **changes})
+
+
+def test_full_size_counts_are_ogbs():
+    spec = MagSpec()
+    assert dict(spec.num_nodes) == MAG_NUM_NODES and sum(MAG_NUM_NODES.values()) == 1_939_743
+    assert dict(spec.num_edges) == MAG_NUM_EDGES and sum(MAG_NUM_EDGES.values()) == 21_111_007
+    assert (spec.num_classes, spec.num_features) == (349, 128)
+    assert sum(spec.split_sizes.values()) == MAG_NUM_NODES["paper"]
+
+
+def test_synthetic_counts_split_and_typed_homophily():
+    spec = tiny_spec()
+    data = generate_mag(spec, seed=0)
+    assert data.graph.num_nodes == dict(spec.num_nodes)
+    assert data.graph.num_edges == dict(spec.num_edges)
+    assert data.features["paper"].shape == (400, 8) and data.features["paper"].dtype == np.float32
+    assert {k: len(v) for k, v in data.split.items()} == {"train": 200, "valid": 100, "test": 100}
+    assert len(np.unique(np.concatenate(list(data.split.values())))) == 400
+    assert data.labels.min() == 0 and data.labels.max() == 3
+    venue = data.labels
+    cites = data.graph.relation(CITES)
+    same = (venue[np.asarray(cites.senders)] == venue[np.asarray(cites.receivers)]).mean()
+    assert same > 0.85  # homophily 0.9 plus chance agreements
+    # Two papers of one author mostly share its venue: the typed graph carries the label.
+    w = data.graph.relation(WRITES)
+    a, p = np.asarray(w.senders), np.asarray(w.receivers)
+    order = np.argsort(a, kind="stable")
+    a, p = a[order], p[order]
+    pair = a[1:] == a[:-1]
+    assert (venue[p[1:]][pair] == venue[p[:-1]][pair]).mean() > 0.7
+    # Same seed, same data; the features carry no venue signal at feature_signal=0.
+    again = generate_mag(spec, seed=0)
+    np.testing.assert_array_equal(again.features["paper"], data.features["paper"])
+    means = np.stack([data.features["paper"][venue == c].mean(0) for c in range(4)])
+    assert np.abs(means).max() < 0.6
+
+
+def test_scaled_spec_and_load_mag_synthetic():
+    spec = MagSpec().scaled(0.001)
+    assert spec.num_nodes["author"] == 1135 and spec.num_edges[WRITES] == 7146
+    assert spec.num_nodes["paper"] == 349 * 3  # at least three papers per venue
+    with pytest.raises(ValueError, match="scale must be in"):
+        MagSpec().scaled(0.0)
+    with pytest.raises(ValueError, match="unknown heterogeneous dataset"):
+        load_mag("ogbn-arxiv")
+
+
+def test_raw_layout_round_trip(tmp_path):
+    data = generate_mag(tiny_spec(feature_signal=1.0), seed=1)
+    folder = write_mag_raw(data, tmp_path / "ogbn_mag")
+    back = load_mag_raw(folder)
+    assert back.target == "paper" and back.graph.num_nodes == data.graph.num_nodes
+    assert set(back.graph.edge_types) == set(data.graph.edge_types)
+    for key in data.graph.edge_types:
+        np.testing.assert_array_equal(
+            back.graph.relation(key).senders, data.graph.relation(key).senders
+        )
+        np.testing.assert_array_equal(
+            back.graph.relation(key).receivers, data.graph.relation(key).receivers
+        )
+    np.testing.assert_allclose(back.features["paper"], data.features["paper"], rtol=1e-6)
+    np.testing.assert_array_equal(back.labels, data.labels)
+    for part in ("train", "valid", "test"):
+        np.testing.assert_array_equal(back.split[part], data.split[part])
+    with pytest.raises(FileExistsError):
+        write_mag_raw(data, folder)
+    loaded = load_mag("ogbn-mag", tmp_path)
+    assert loaded.num_classes == 349 and loaded.stats()["num_edges"] == 3100
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ogb") is None, reason="ogb is not installed")
+def test_reader_agrees_with_ogbs_own(tmp_path):
+    from sparsegcn.datasets.ogb import import_ogb
+
+    import_ogb()  # ogb without its online version check
+    from ogb.io.read_graph_raw import (
+        read_csv_heterograph_raw,
+        read_node_label_hetero,
+        read_nodesplitidx_split_hetero,
+    )
+
+    data = generate_mag(tiny_spec(), seed=2)
+    folder = write_mag_raw(data, tmp_path / "ogbn_mag")
+    ours = load_mag_raw(folder)
+    theirs = read_csv_heterograph_raw(str(folder / "raw"))[0]
+    assert theirs["num_nodes_dict"] == ours.graph.num_nodes
+    for key, edge_index in theirs["edge_index_dict"].items():
+        view = ours.graph.relation(key)
+        np.testing.assert_array_equal(edge_index, np.stack([view.senders, view.receivers]))
+    np.testing.assert_allclose(theirs["node_feat_dict"]["paper"], ours.features["paper"])
+    np.testing.assert_array_equal(
+        read_node_label_hetero(str(folder / "raw"))["paper"][:, 0], ours.labels
+    )
+    train, _valid, test = read_nodesplitidx_split_hetero(str(folder / "split" / "time"))
+    np.testing.assert_array_equal(train["paper"], ours.split["train"])
+    np.testing.assert_array_equal(test["paper"], ours.split["test"])
+
+
+def test_bad_raw_files_fail_naming_them(tmp_path):
+    data = generate_mag(tiny_spec(), seed=3)
+    folder = write_mag_raw(data, tmp_path / "ogbn_mag")
+    edge_file = folder / "raw" / "relations" / "paper___cites___paper" / "edge.csv.gz"
+    with gzip.open(edge_file, "rt") as f:
+        rows = np.loadtxt(f, delimiter=",", dtype=np.int64)
+    rows[5, 1] = 400
+    with gzip.open(edge_file, "wt") as f:
+        np.savetxt(f, rows, fmt="%d", delimiter=",")
+    with pytest.raises(
+        ValueError, match=r"receivers of relation \('paper', 'cites', 'paper'\)\[5\] = 400"
+    ):
+        load_mag_raw(folder)
+    (folder / "split" / "time" / "paper" / "valid.csv.gz").unlink()
+    edge_file.unlink()
+    with pytest.raises(FileNotFoundError, match=r"edge\.csv\.gz is missing"):
+        load_mag_raw(folder)
+    with pytest.raises(FileNotFoundError, match=r"mag\.zip"):
+        load_mag("ogbn-mag", tmp_path / "elsewhere")

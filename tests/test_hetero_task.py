@@ -1,0 +1,126 @@
+"""The hetero task: sampled R-GCN training on look-alikes of ogbn-mag, the CLI and the report."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import jax
+import numpy as np
+import optax
+import pytest
+
+from sparsegcn.cli import main
+from sparsegcn.datasets.mag import generate_mag, write_mag_raw
+from sparsegcn.experiment import Experiment
+from sparsegcn.nn.rgcn import rgcn
+from sparsegcn.sampling.typed import HeteroCSR
+from sparsegcn.tasks import task_name
+from sparsegcn.tasks.hetero import HeteroData, fit_hetero
+from tests.datasets.test_mag import tiny_spec
+from tests.helpers import compiled_programs
+
+
+def hetero_data(spec) -> HeteroData:
+    data = generate_mag(spec, seed=0)
+    graph = data.graph.add_reverse_relations(merge_same_type=True)
+    features = {t: jax.numpy.asarray(x) for t, x in data.features.items()}
+    return HeteroData(
+        data,
+        graph,
+        HeteroCSR.from_graph(graph),
+        features,
+        jax.numpy.asarray(data.labels, jax.numpy.int32),
+    )
+
+
+def test_learns_the_venue_from_the_typed_graph_alone_and_compiles_an_epoch_once():
+    """Features carry no signal (feature_signal=0): only authors, topics and
+    citations reveal the venue; 4 venues, chance is about 1/4 to 1/2 (Zipf sizes)."""
+    data = hetero_data(tiny_spec())
+    model = rgcn(
+        data.graph.num_nodes,
+        data.graph.edge_types,
+        {"paper": 8},
+        4,
+        target="paper",
+        hidden=16,
+        dropout_rate=0.0,
+    )
+    result = {}
+
+    def train():
+        result["fit"] = fit_hetero(
+            model, data, optax.adam(0.02), fanouts=(10, 5), batch_size=64, epochs=8
+        )
+
+    names = compiled_programs(train)
+    fit = result["fit"]
+    assert names.count("jit(epoch)") == 1 and names.count("jit(predict)") == 1, names
+    majority = np.bincount(data.dataset.labels).max() / len(data.dataset.labels)
+    assert fit.test_acc > majority + 0.2, (fit.test_acc, majority)
+    assert fit.losses[-1] < fit.losses[0]
+    assert fit.batches == 4 and len(fit.test_classes) == 100 and len(fit.epoch_s) == 8
+
+
+def test_cli_trains_ogbn_mag_from_the_raw_layout_with_ogbs_evaluator(tmp_path, capsys):
+    data = generate_mag(tiny_spec(feature_signal=0.5), seed=4)
+    write_mag_raw(data, tmp_path / "ogbn_mag")
+    out = tmp_path / "report.json"
+    argv = ["train", "--dataset", "ogbn-mag", "--root", str(tmp_path), "--model", "rgcn"]
+    argv += ["--fanouts", "4,3", "--batch-size", "128", "--epochs", "2", "--hidden", "8"]
+    argv += ["--num-bases", "2", "--no-progress", "--json", str(out)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["task"] == "hetero" and report["layout"] == "sampled-typed-tree"
+    assert report["num_nodes"] == 740 and report["num_edges"] == 3100
+    assert report["num_nodes_per_type"]["author"] == 300
+    assert report["num_edges_per_relation"]["author___writes___paper"] == 1200
+    assert "paper___rev_has_topic___field_of_study" not in report["relations"]
+    assert "field_of_study___rev_has_topic___paper" in report["relations"]
+    assert report["batches_per_epoch"] == 2 and report["config"]["model_options"] == [
+        ["num_bases", 2]
+    ]
+    if importlib.util.find_spec("ogb") is not None:
+        assert report["ogb_evaluator"]["test_mean"] == pytest.approx(report["test_acc_mean"])
+    assert "ogbn-mag" in capsys.readouterr().out
+
+
+def test_task_owns_mag_and_refuses_what_it_does_not_train(capsys):
+    assert task_name("ogbn-mag") == task_name("synthetic:mag") == "hetero"
+    exp = Experiment(dataset="synthetic:mag", model="rgcn")
+    assert (exp.fanouts, exp.batch_size, exp.hidden, exp.layers, exp.epochs) == (
+        "25,20",
+        1024,
+        64,
+        2,
+        3,
+    )
+    with pytest.raises(ValueError, match="model 'gcn' does not train on it"):
+        Experiment(dataset="synthetic:mag", model="gcn")
+    with pytest.raises(ValueError, match="sampled mini-batches of papers"):
+        Experiment(dataset="synthetic:mag", model="rgcn", fanouts="none")
+    with pytest.raises(ValueError, match="sampler='dedup' is not supported"):
+        Experiment(dataset="synthetic:mag", model="rgcn", sampler="dedup")
+    assert main(["train", "--dataset", "synthetic:mag", "--model", "rgcn", "--devices", "2"]) == 2
+    assert "devices=2 is not supported" in capsys.readouterr().err
+    # On a homogeneous graph rgcn is one relation and trains as a node model.
+    assert Experiment(model="rgcn").sampled is False
+
+
+def test_info_reports_totals_and_counts_per_type_and_relation(tmp_path, capsys):
+    write_mag_raw(generate_mag(tiny_spec(), seed=5), tmp_path / "ogbn_mag")
+    out = tmp_path / "info.json"
+    assert main(["info", "--dataset", "ogbn-mag", "--root", str(tmp_path), "--json", str(out)]) == 0
+    stats = json.loads(out.read_text())
+    assert (stats["num_nodes"], stats["num_edges"]) == (740, 3100)
+    assert stats["num_nodes_per_type"] == {
+        "author": 300,
+        "field_of_study": 30,
+        "institution": 10,
+        "paper": 400,
+    }
+    assert stats["num_edges_per_relation"]["paper___cites___paper"] == 800
+    assert (stats["num_classes"], stats["num_train"]) == (349, 200)
+    text = capsys.readouterr().out
+    assert "edges: author___writes___paper" in text and "1,200" in text
