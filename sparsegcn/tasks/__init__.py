@@ -27,7 +27,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy
+from sparsegcn.train.losses import (
+    CLASSIFICATION,
+    MULTILABEL,
+    masked_accuracy,
+    masked_binary_cross_entropy,
+    masked_cross_entropy,
+    masked_roc_auc,
+)
 
 
 def resolve(target: str) -> Callable:
@@ -91,6 +98,10 @@ class Task:
       predict: ``"module:function"``, ``predict(checkpoint, *, dataset,
         root, params, progress) -> dict`` for ``sparsegcn predict``;
         ``None``: the node task's.
+      objective: for tasks the node trainers run (``fit``,
+        ``fit_minibatch``), their :class:`~sparsegcn.train.losses.NodeObjective`
+        (the per-node form of ``loss`` and the first of ``metrics``);
+        ``None`` for tasks with a trainer of their own.
     """
 
     description: str
@@ -107,6 +118,7 @@ class Task:
     info: str | None = None
     predict: str | None = None
     folder: str | None = None
+    objective: Any = None
 
     def owns(self, dataset: str) -> bool:
         """Whether ``dataset`` names one of this task's datasets: by its name's
@@ -167,6 +179,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             metrics={"acc": masked_accuracy},
             prepare="sparsegcn.experiment.build:node_data",
             pipeline="sparsegcn.experiment.run:run_node_experiment",
+            objective=CLASSIFICATION,
         ),
         "graph": Task(
             description=(
@@ -201,6 +214,20 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             check="sparsegcn.tasks.hetero:check_hetero_experiment",
             sweeps=False,
             info="sparsegcn.tasks.hetero:describe_hetero",
+        ),
+        "node-multilabel": Task(
+            description=(
+                "several binary labels per node of one graph, some possibly missing "
+                "(ROC-AUC averaged over tasks; full batch or sampled mini-batches)"
+            ),
+            loss=masked_binary_cross_entropy,
+            metrics={"rocauc": masked_roc_auc},
+            prepare="sparsegcn.experiment.build:node_data",
+            pipeline="sparsegcn.experiment.run:run_node_experiment",
+            datasets=("ogbn-proteins", "synthetic:proteins"),
+            check="sparsegcn.tasks.multilabel:check_multilabel_experiment",
+            sweeps=False,
+            objective=MULTILABEL,
         ),
     }
 )
