@@ -340,7 +340,7 @@ def gin_epoch(spec: dict):
     )
     model = _gin(spec, data)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
-    stats: dict = {}
+    stats: dict = {"torch_threads": torch.get_num_threads()}
 
     def run():
         return train_epoch(model, optimizer, loader, lambda b: (b[0], b[0].ndata["x"], b[1]), stats)

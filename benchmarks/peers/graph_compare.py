@@ -266,7 +266,20 @@ def graph_rows(
 
 
 def finish_rows(rows: list[dict], counts: dict, shape: dict, info: dict, members: int):
-    """Adds graphs/s and ours' speed-up to each row; the vmapped row gets its own case."""
+    """Adds graphs/s, and ours' speed-up over each peer, to the rows of one dataset.
+
+    Args:
+      rows: ``interleaved_rows``' rows: ours (one model) first, then, when
+        ``members > 1``, our vmapped row, then the peers'.
+      counts: training graphs an epoch of each of our rows, by ``impl``.
+      shape: the dataset's :func:`graph_data.size_stats`.
+      info: :func:`ours_epoch`'s info of the one-model row.
+      members: models in the vmapped row (1: none).
+
+    Returns:
+      The rows, the vmapped one last in a case of its own (``case | N
+      models``) with its graphs/s over one model's, not a speed-up.
+    """
     graphs = counts[rows[0]["impl"]]
     for row in rows:
         row["dataset"] = shape
@@ -277,26 +290,30 @@ def finish_rows(rows: list[dict], counts: dict, shape: dict, info: dict, members
         row["graphs_per_epoch"] = seen
         if seen is not None and seen != graphs and row["impl"] not in counts:
             row["note"] += f"; WARNING: {seen} graphs an epoch, ours {graphs}"
-        if stats.get("batches") is not None:
-            row["batches_per_epoch"] = stats["batches"]
+        row["batches_per_epoch"] = stats.get("batches", info["batches"])
+        if stats.get("torch_threads") is not None:
+            row["torch_threads"] = stats["torch_threads"]
+            row["note"] += f"; {stats['torch_threads']} torch threads"
         row["graphs_per_s"] = (seen or graphs) / (row["median_ms"] / 1e3)
     ours = rows[0]
-    ours["batches_per_epoch"] = info["batches"]
     ours["budget"], ours["packings"] = info["budget"], info["packings"]
     ours["note"] += f"; {info['batches']} batches, node fill {info['node_fill']:.2f}"
+    many = rows[1] if members > 1 and len(rows) > 1 else None
     for row in rows:
         if row.get("graphs_per_s"):
-            row["ours_speedup"] = ours["graphs_per_s"] / row["graphs_per_s"]
+            if row is not many:
+                row["ours_speedup"] = ours["graphs_per_s"] / row["graphs_per_s"]
             row["note"] += f"; {row['graphs_per_s']:.0f} graphs/s"
-    if members > 1 and len(rows) > 1 and rows[1].get("graphs_per_s"):
-        many = rows[1]
-        many["case"] = f"{many['case']} | {members} models"
+    if many is None:
+        return rows
+    many["case"] = f"{many['case']} | {members} models"
+    if many.get("graphs_per_s"):
+        many["vs_one_model"] = many["graphs_per_s"] / ours["graphs_per_s"]
         many["note"] += (
-            f"; {many['graphs_per_s'] / ours['graphs_per_s']:.1f}x one model's graphs/s"
+            f"; {many['vs_one_model']:.2f}x one model's graphs/s"
             " (timed in the same rounds as the rows above)"
         )
-        rows = [rows[0], *rows[2:], many]
-    return rows
+    return [rows[0], *rows[2:], many]
 
 
 __all__ = ["GRAPH_DATASETS", "as_dataset", "graph_rows", "mutag_arrays", "ours_epoch", "tu_root"]

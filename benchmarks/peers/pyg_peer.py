@@ -97,7 +97,7 @@ def gin_epoch(spec: dict):
     )
     model = _model(spec, data)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
-    stats: dict = {}
+    stats: dict = {"torch_threads": torch.get_num_threads()}
 
     def run():
         return train_epoch(model, optimizer, loader, lambda b: (b, b.x, b.y), stats)

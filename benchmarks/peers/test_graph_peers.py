@@ -136,11 +136,12 @@ def test_finish_rows_computes_graphs_per_s_and_speedups():
     assert by["ours"]["graphs_per_s"] == pytest.approx(500.0)
     assert by["peer"]["graphs_per_s"] == pytest.approx(50.0)
     assert by["peer"]["ours_speedup"] == pytest.approx(10.0)
-    assert by["peer"]["batches_per_epoch"] == 2
+    assert by["peer"]["batches_per_epoch"] == 2 and by["ours"]["batches_per_epoch"] == 2
     assert "WARNING: 49 graphs an epoch, ours 50" in by["short peer"]["note"]
     assert by["ours x4"]["graphs_per_s"] == pytest.approx(1000.0)
     assert by["ours x4"]["case"] == "c | 4 models"
-    assert "2.0x one model's graphs/s" in by["ours x4"]["note"]
+    assert by["ours x4"]["vs_one_model"] == pytest.approx(2.0)
+    assert "ours_speedup" not in by["ours x4"]
     assert "graphs_per_s" not in by["gone"]
 
 
@@ -204,13 +205,14 @@ def test_peer_gin_epoch_trains_every_training_graph(peer: PeerProcess, tmp_path)
         dropout=0.5,
         lr=0.01,
         batch_size=8,
+        torch_threads=1,  # torch's spinning threads are slow on a shared machine
         warmup=0,
     )
     cases = ["gin_epoch", "gin_epoch_prebatched"] if peer.name == "jraph" else ["gin_epoch"]
     for case in cases:
         peer.setup(case, **spec)
         first = float(peer.output(case))
-        answer = peer.time(case, 20)
+        answer = peer.time(case, 3)
         last = float(peer.output(case))
         assert answer["stats"]["graphs"] == 36, case
         assert answer["stats"]["batches"] >= math.ceil(36 / 8), case
