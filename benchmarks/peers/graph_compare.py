@@ -28,6 +28,9 @@ Datasets: ``synthetic`` (:func:`graph_data.synthetic_tu`, PROTEINS-like:
 train) when its files are found. Rows carry ``graphs_per_s`` (training
 graphs of an epoch over the median epoch time) and ``ours_speedup`` (ours'
 graphs/s over theirs, same rounds).
+
+The peers' graph cases run on the CPU only; where JAX sees a GPU, ours would
+run there, so compare on the CPU (``JAX_PLATFORMS=cpu``).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from compare import main as compare_main
 from graph_compare import as_dataset, finish_rows, ours_epoch
 from graph_data import gin_weight_names, gin_weights, graph_list, save_npz, synthetic_tu
 from peer_process import PeerProcess, start_peer
@@ -143,6 +144,22 @@ def test_finish_rows_computes_graphs_per_s_and_speedups():
     assert by["ours x4"]["vs_one_model"] == pytest.approx(2.0)
     assert "ours_speedup" not in by["ours x4"]
     assert "graphs_per_s" not in by["gone"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--graph-datasets", "synthetic,proteins"], "--graph-datasets[1] = 'proteins'"),
+        (["--graph-members", "0"], "--graph-members must be >= 1, got 0"),
+        (["--graph-graphs", "1"], "--graph-graphs must be >= 2, got 1"),
+        (["--graph-torch-threads", "0"], "--graph-torch-threads must be >= 1, got 0"),
+    ],
+)
+def test_compare_refuses_bad_graph_options_before_work(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        compare_main(["--only", "graph", *argv])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module", params=["pyg", "dgl", "jraph"])
