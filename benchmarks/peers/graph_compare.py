@@ -319,4 +319,13 @@ def finish_rows(rows: list[dict], counts: dict, shape: dict, info: dict, members
     return [rows[0], *rows[2:], many]
 
 
-__all__ = ["GRAPH_DATASETS", "as_dataset", "graph_rows", "mutag_arrays", "ours_epoch", "tu_root"]
+__all__ = [
+    "GRAPH_DATASETS",
+    "as_dataset",
+    "finish_rows",
+    "graph_rows",
+    "make_state",
+    "mutag_arrays",
+    "ours_epoch",
+    "tu_root",
+]
