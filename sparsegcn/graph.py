@@ -14,6 +14,7 @@ so the graph acts as the sparse matrix ``A[receiver, sender] = w`` and
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, NamedTuple
 
@@ -30,6 +31,9 @@ from sparsegcn.views import EdgeListView
 Array = Any  # np.ndarray on the host, jax.Array on device, a tracer under jit.
 
 _INT32_MAX = np.iinfo(np.int32).max
+
+GRAPH_CHILDREN = ("senders", "receivers", "weights", "edge_features")
+"""A :class:`Graph`'s pytree leaves, in order (subclasses append theirs after them)."""
 
 
 def _prepare_ids(name: str, ids, num_nodes: int):
@@ -54,6 +58,24 @@ def _prepare_weights(weights, num_edges: int):
     _checks.check_finite("weights", host)
     if isinstance(weights, jax.Array):
         return weights.astype(jnp.float32)
+    return host.astype(np.float32, copy=False)
+
+
+def _prepare_edge_features(features, num_edges: int):
+    if features is None or _checks.is_traced(features):
+        return features
+    host = features if isinstance(features, np.ndarray) else np.asarray(features)
+    if host.ndim != 2 or host.shape[0] != num_edges:
+        raise ValueError(
+            f"edge_features must have shape ({num_edges}, D), one row per edge, got {host.shape}"
+        )
+    if not (np.issubdtype(host.dtype, np.floating) or np.issubdtype(host.dtype, np.integer)):
+        raise ValueError(f"edge_features must be real numbers, got dtype {host.dtype}")
+    if isinstance(features, jax.Array):
+        return features.astype(jnp.float32)
+    if isinstance(features, np.memmap) and features.dtype == np.float32:
+        return features  # checked when the on-disk dataset was written; never read whole here
+    _checks.check_finite("edge_features", host)
     return host.astype(np.float32, copy=False)
 
 
@@ -93,6 +115,10 @@ class Graph(EdgeListView):
       edges_sorted: static flag, ``True`` when edges are sorted by
         ``(receiver, sender)`` (duplicates allowed). Backends use it to skip
         sorting; it is verified when the graph is built from concrete arrays.
+      edge_features: float32 ``[E, D]``, one row per edge (row ``e`` belongs
+        to edge ``senders[e] -> receivers[e]``), or ``None``. Every transform
+        of :mod:`sparsegcn.transforms`, :meth:`reorder` and the on-disk
+        format carry it along with the edges (see ``docs/edge-features.md``).
 
     Construction validates concrete inputs once, on the host: ids must be
     integers in ``[0, N)`` and weights finite, otherwise a ``ValueError``
@@ -113,6 +139,7 @@ class Graph(EdgeListView):
     weights: Array | None = None
     num_nodes: int = 0
     edges_sorted: bool = False
+    edge_features: Array | None = None
 
     def __post_init__(self):
         n = _checks.check_static_int("num_nodes", self.num_nodes)
@@ -126,6 +153,7 @@ class Graph(EdgeListView):
                 f"and {receivers.shape}"
             )
         weights = _prepare_weights(self.weights, senders.shape[0])
+        edge_features = _prepare_edge_features(self.edge_features, senders.shape[0])
         if self.edges_sorted and not _checks.is_traced(senders, receivers):
             _check_sorted(np.asarray(senders), np.asarray(receivers))
         object.__setattr__(self, "edges_sorted", bool(self.edges_sorted))
@@ -133,20 +161,21 @@ class Graph(EdgeListView):
         object.__setattr__(self, "senders", senders)
         object.__setattr__(self, "receivers", receivers)
         object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "edge_features", edge_features)
 
     # -- pytree protocol: unflattening bypasses validation (leaves may be tracers).
     def tree_flatten_with_keys(self):
-        children = (
-            (jax.tree_util.GetAttrKey("senders"), self.senders),
-            (jax.tree_util.GetAttrKey("receivers"), self.receivers),
-            (jax.tree_util.GetAttrKey("weights"), self.weights),
+        children = tuple(
+            (jax.tree_util.GetAttrKey(name), getattr(self, name)) for name in GRAPH_CHILDREN
         )
         return children, (self.num_nodes, self.edges_sorted)
 
     @classmethod
     def tree_unflatten(cls, static, children):
+        """Rebuilds a graph from its leaves; ``edge_features`` may be left out (``None``)."""
         graph = object.__new__(cls)
-        for name, value in zip(("senders", "receivers", "weights"), children, strict=True):
+        children = (*children, None) if len(children) == len(GRAPH_CHILDREN) - 1 else children
+        for name, value in zip(GRAPH_CHILDREN, children, strict=True):
             object.__setattr__(graph, name, value)
         object.__setattr__(graph, "num_nodes", static[0])
         object.__setattr__(graph, "edges_sorted", static[1])
@@ -214,6 +243,23 @@ class Graph(EdgeListView):
         """Returns a validated copy with the given fields replaced."""
         return dataclasses.replace(self, **changes)
 
+    @property
+    def num_edge_features(self) -> int:
+        """``D``, the width of :attr:`edge_features` (0 without them)."""
+        return 0 if self.edge_features is None else int(self.edge_features.shape[1])
+
+    def without_edge_features(self) -> Graph:
+        """The same graph with ``edge_features=None``.
+
+        The other fields are shared, not copied or checked again (a
+        memory-mapped graph is not read; lazily expanded receivers stay lazy).
+        """
+        if self.edge_features is None:
+            return self
+        clone = copy.copy(self)
+        object.__setattr__(clone, "edge_features", None)
+        return clone
+
     def edge_weights(self) -> Array:
         """The ``[E]`` weights, materialising ones when ``weights`` is None."""
         if self.weights is not None:
@@ -269,6 +315,7 @@ class Graph(EdgeListView):
         senders = _checks.as_host("senders", self.senders)
         receivers = _checks.as_host("receivers", self.receivers)
         weights = None if self.weights is None else _checks.as_host("weights", self.weights)
+        features = self.edge_features
         n = self.num_nodes
         permutation = node_order(senders, receivers, n, method=method, seed=seed, threads=threads)
         inverse = np.empty(n, np.int64)
@@ -282,12 +329,19 @@ class Graph(EdgeListView):
             None if weights is None else weights[order],
             n,
             edges_sorted=True,
+            edge_features=None if features is None else np.asarray(features)[order],
         )
         return Reordering(relabelled, permutation, inverse)
 
     def __repr__(self) -> str:
         weighted = "weighted" if self.weights is not None else "unweighted"
-        return f"Graph(num_nodes={self.num_nodes}, num_edges={self.senders.shape[0]}, {weighted})"
+        extra = (
+            f", {self.num_edge_features} edge features" if self.edge_features is not None else ""
+        )
+        return (
+            f"Graph(num_nodes={self.num_nodes}, num_edges={self.senders.shape[0]}, "
+            f"{weighted}{extra})"
+        )
 
 
 jax.tree_util.register_pytree_with_keys_class(Graph)

@@ -27,18 +27,30 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 
-def _column_roc_auc(scores: jax.Array, positive: jax.Array, valid: jax.Array) -> jax.Array:
-    # Invalid entries sort below every valid score and are then discounted from the ranks.
+def _sorted_groups(scores: jax.Array, positive: jax.Array, valid: jax.Array):
+    """One sort of a task's scores: each entry's tie group bounds, in sorted order.
+
+    Masked entries sort below every valid score (``-inf``). Returns the
+    sorted positive indicator ``[N]`` (masked: 0), each sorted entry's tie
+    group ``start`` and ``end`` (inclusive) positions, and the masked count.
+    """
     s = jnp.where(valid, scores, -jnp.inf)
-    ordered = jnp.sort(s)
-    below = jnp.searchsorted(ordered, s, side="left")
-    upto = jnp.searchsorted(ordered, s, side="right")
-    invalid = jnp.sum(~valid)
-    mid_rank = 0.5 * (below + upto + 1).astype(jnp.float32) - invalid.astype(jnp.float32)
-    pos = positive & valid
-    num_pos = jnp.sum(pos).astype(jnp.float32)
+    ordered, pos = jax.lax.sort((s, (positive & valid).astype(jnp.float32)), num_keys=1)
+    index = jnp.arange(s.shape[0])
+    first = jnp.concatenate([jnp.ones((1,), bool), ordered[1:] != ordered[:-1]])
+    last = jnp.concatenate([ordered[1:] != ordered[:-1], jnp.ones((1,), bool)])
+    start = jax.lax.cummax(jnp.where(first, index, 0))
+    end = jax.lax.cummin(jnp.where(last, index, s.shape[0] - 1), reverse=True)
+    return pos, start, end, jnp.sum(~valid)
+
+
+def _column_roc_auc(scores: jax.Array, positive: jax.Array, valid: jax.Array) -> jax.Array:
+    pos, start, end, invalid = _sorted_groups(scores, positive, valid)
+    # 1-based rank among the valid entries, ties sharing their mean rank.
+    mid_rank = 0.5 * (start + end).astype(jnp.float32) + 1.0 - invalid.astype(jnp.float32)
+    num_pos = jnp.sum(pos)
     num_neg = jnp.sum(~positive & valid).astype(jnp.float32)
-    rank_sum = jnp.sum(jnp.where(pos, mid_rank, 0.0))
+    rank_sum = jnp.sum(pos * mid_rank)
     auc = (rank_sum - 0.5 * num_pos * (num_pos + 1.0)) / (num_pos * num_neg)
     return jnp.where((num_pos > 0) & (num_neg > 0), auc, jnp.nan)
 
@@ -46,18 +58,14 @@ def _column_roc_auc(scores: jax.Array, positive: jax.Array, valid: jax.Array) ->
 def _column_average_precision(
     scores: jax.Array, positive: jax.Array, valid: jax.Array
 ) -> jax.Array:
-    s = jnp.where(valid, scores, -jnp.inf)
-    order = jnp.argsort(s)
-    ordered = s[order]
-    pos = (positive & valid).astype(jnp.float32)
+    pos, start, _, _ = _sorted_groups(scores, positive, valid)
     # positives_before[k]: positives among the k lowest entries.
-    positives_before = jnp.concatenate([jnp.zeros((1,), jnp.float32), jnp.cumsum(pos[order])])
-    below = jnp.searchsorted(ordered, s, side="left")
-    total = s.shape[0]
+    positives_before = jnp.concatenate([jnp.zeros((1,), jnp.float32), jnp.cumsum(pos)])
+    total = pos.shape[0]
     num_pos = jnp.sum(pos)
-    # Entries scoring at least s: the threshold s keeps them (a tie group enters together).
-    kept = (total - below).astype(jnp.float32)
-    true_kept = num_pos - positives_before[below]
+    # Entries scoring at least an entry's score: its threshold keeps its whole tie group.
+    kept = (total - start).astype(jnp.float32)
+    true_kept = num_pos - positives_before[start]
     precision = true_kept / jnp.maximum(kept, 1.0)
     ap = jnp.sum(pos * precision) / num_pos
     defined = (num_pos > 0) & (jnp.sum(~positive & valid) > 0)

@@ -35,6 +35,13 @@ batches on the ogbn-products-sized synthetic graph, ours against DGL's
 runs on one and torch sees it) the torch peers run on the same GPU, ours
 adds the BCOO backend with its cuSPARSE lowering, and the host-only scipy
 row is left out.
+
+The ``graph`` part (run only when named; :mod:`graph_compare`) times one
+epoch of GIN graph classification (Xu et al.'s model, hidden 64, batch 32)
+a call: ours (the graph trainer's compiled epoch program) against PyG
+(``pyg_peer.py``, in its own environment: ``--pyg-python`` or
+``$SPARSEGCN_PYG_PYTHON``), DGL and Jraph, on a PROTEINS-like synthetic
+dataset and on MUTAG, with graphs/s.
 """
 
 from __future__ import annotations
@@ -677,7 +684,8 @@ def format_rows(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-PARTS = ("propagation", "steps", "gat", "sage")
+PARTS = ("propagation", "steps", "gat", "sage", "graph")
+PEER_NAMES = ("dgl", "jraph", "pyg")
 
 
 def run_parts(parts, args, device, forms, external: External, parser) -> list[dict]:
@@ -722,6 +730,18 @@ def run_parts(parts, args, device, forms, external: External, parser) -> list[di
             samplers=args.sage_samplers,
             epoch=args.sage_epoch,
         )
+    if "graph" in parts:
+        from graph_compare import graph_rows
+
+        rows += graph_rows(
+            external,
+            rounds,
+            datasets=args.graph_datasets,
+            root=args.graph_root,
+            num_graphs=args.graph_graphs,
+            members=args.graph_members,
+            torch_threads=args.graph_torch_threads,
+        )
     return rows
 
 
@@ -730,7 +750,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only",
         metavar="A,B",
-        help=f"run these parts of {PARTS} (default: propagation,steps; sage only when named)",
+        help=f"run these parts of {PARTS} (default: propagation,steps; sage and graph only "
+        "when named)",
     )
     add_graph_arguments(parser)
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per measurement")
@@ -748,7 +769,7 @@ def main(argv=None) -> int:
         help=f"graph forms our GCN steps run on, side by side, from {STEP_GRAPHS} "
         "(default: auto, the library's choice for this platform)",
     )
-    for name in ("dgl", "jraph"):
+    for name in PEER_NAMES:
         parser.add_argument(
             f"--{name}-python",
             metavar="PATH",
@@ -777,6 +798,34 @@ def main(argv=None) -> int:
         help="sage part: after the rounds, time one whole epoch of ours (the first sampler) "
         "and of DGL, in the same run",
     )
+    parser.add_argument(
+        "--graph-datasets",
+        default="synthetic,mutag",
+        type=lambda v: tuple(p.strip() for p in v.split(",") if p.strip()),
+        help="graph part: datasets, from synthetic (PROTEINS-like) and mutag "
+        "(default: synthetic,mutag)",
+    )
+    parser.add_argument(
+        "--graph-root",
+        default=None,
+        help="graph part: the data root holding tu/MUTAG (default: $SPARSEGCN_TEST_DATA, "
+        "$SPARSEGCN_DATA, ../shared/data)",
+    )
+    parser.add_argument(
+        "--graph-graphs", type=int, default=1113, help="graph part: graphs of the synthetic set"
+    )
+    parser.add_argument(
+        "--graph-members",
+        type=int,
+        default=10,
+        help="graph part: models in our vmapped row (1: no such row) (default: 10)",
+    )
+    parser.add_argument(
+        "--graph-torch-threads",
+        type=int,
+        default=None,
+        help="graph part: torch threads of the PyG and DGL peers (default: every core)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     parser.add_argument(
         "--default-malloc",
@@ -799,9 +848,18 @@ def main(argv=None) -> int:
             parser.error(f"--sage-samplers[{position}] = {sampler!r} is not tree or dedup")
     if "sage" in parts and args.sage_root is None:
         parser.error("the sage part needs --sage-root (where the synthetic graph is cached)")
+    for position, name in enumerate(args.graph_datasets):
+        if name not in ("synthetic", "mutag"):
+            parser.error(f"--graph-datasets[{position}] = {name!r} is not synthetic or mutag")
+    if args.graph_graphs < 2:
+        parser.error(f"--graph-graphs must be >= 2, got {args.graph_graphs}")
+    if args.graph_torch_threads is not None and args.graph_torch_threads < 1:
+        parser.error(f"--graph-torch-threads must be >= 1, got {args.graph_torch_threads}")
+    if args.graph_members < 1:
+        parser.error(f"--graph-members must be >= 1, got {args.graph_members}")
     if not args.default_malloc:
         keep_freed_memory()
-    if not peers.have_pyg():
+    if not peers.have_pyg() and set(parts) & {"propagation", "steps"}:
         print("note: torch_geometric not installed; PyG rows skipped", file=sys.stderr)
     device = peers.torch_device(args.torch_device)
     forms = tuple(f.strip() for f in args.step_graphs.split(",") if f.strip())
@@ -809,8 +867,9 @@ def main(argv=None) -> int:
         if form not in STEP_GRAPHS:
             parser.error(f"--step-graphs[{position}] = {form!r} is not one of {STEP_GRAPHS}")
     with tempfile.TemporaryDirectory(prefix="sparsegcn-peers-") as folder:
+        wanted = PEER_NAMES if "graph" in parts else ("dgl", "jraph")  # only graph runs PyG apart
         external = External(
-            {name: start_peer(name, getattr(args, f"{name}_python")) for name in ("dgl", "jraph")},
+            {name: start_peer(name, getattr(args, f"{name}_python")) for name in wanted},
             folder,
         )
         try:

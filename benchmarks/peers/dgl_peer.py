@@ -21,6 +21,14 @@ see benchmarks/README.md), on the CPU with all cores. Cases:
   the distinct input rows and block edges of each batch.
 - ``sage_epoch``: the same model and loader, one whole epoch a call (the
   protocol's untimed first call trains one batch).
+- ``gin_epoch``: one epoch of graph classification a call (the data is a
+  ``graph_data`` ``.npz``): ``GraphDataLoader`` over ``(graph, label)``
+  pairs, shuffled (its collation, ``dgl.batch``, is timed: it is DGL's real
+  cost), :class:`gin_torch.GIN` with ``GINConv(apply_func=MLP, "sum")``
+  (GIN-0) and ``SumPooling``, cross-entropy, Adam. ``stats``: batches and
+  graphs of the last epoch.
+- ``gin_forward``: every graph's class scores as one ``dgl.batch``, in
+  training mode with no dropout and the weights of ``spec["weights"]``.
 
 Propagation runs under ``torch.no_grad()``; every training call zeroes the
 gradients first, so nothing accumulates from call to call.
@@ -276,6 +284,85 @@ def sage_epoch(spec: dict):
     return run, stats
 
 
+def _dgl_graphs(data) -> list:
+    """Each graph of a ``graph_data`` ``.npz`` as ``(DGLGraph with ndata["x"], label)``."""
+    import dgl
+    import torch
+    from graph_data import graph_list
+
+    out = []
+    for senders, receivers, x, label in graph_list(data):
+        g = dgl.graph(
+            (torch.from_numpy(senders), torch.from_numpy(receivers)), num_nodes=x.shape[0]
+        )
+        g.ndata["x"] = torch.from_numpy(x)
+        out.append((g, torch.tensor(label)))
+    return out
+
+
+def _gin(spec: dict, data):
+    import torch
+    from dgl.nn import GINConv, SumPooling
+    from gin_torch import GIN
+
+    torch.manual_seed(0)
+    pool = SumPooling()
+    return GIN(
+        lambda mlp: GINConv(mlp, "sum", init_eps=0, learn_eps=False),
+        lambda conv, g, h: conv(g, h),
+        pool,
+        int(data["features"].shape[1]),
+        spec["hidden"],
+        int(data["num_classes"]),
+        spec["num_layers"],
+        spec["dropout"],
+    )
+
+
+def _set_threads(spec: dict) -> None:
+    """``spec["torch_threads"]``, when given, sets torch's threads for the rest of the peer's life."""
+    import torch
+
+    if spec.get("torch_threads"):
+        torch.set_num_threads(int(spec["torch_threads"]))
+
+
+def gin_epoch(spec: dict):
+    import torch
+    from dgl.dataloading import GraphDataLoader
+    from gin_torch import train_epoch
+
+    _set_threads(spec)
+    data = np.load(spec["data"])
+    graphs = _dgl_graphs(data)
+    loader = GraphDataLoader(
+        [graphs[i] for i in data["train"]], batch_size=spec["batch_size"], shuffle=True
+    )
+    model = _gin(spec, data)
+    optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
+    stats: dict = {"torch_threads": torch.get_num_threads()}
+
+    def run():
+        return train_epoch(model, optimizer, loader, lambda b: (b[0], b[0].ndata["x"], b[1]), stats)
+
+    return run, stats
+
+
+def gin_forward(spec: dict):
+    import dgl
+
+    data = np.load(spec["data"])
+    batch = dgl.batch([g for g, _ in _dgl_graphs(data)])
+    model = _gin({**spec, "dropout": 0.0}, data)
+    model.load_flat(np.load(spec["weights"]))
+    model.train()
+
+    def run():
+        return model(batch, batch.ndata["x"]).detach().numpy()
+
+    return run, {}
+
+
 if __name__ == "__main__":
     raise SystemExit(
         serve(
@@ -286,6 +373,8 @@ if __name__ == "__main__":
                 "gat_step": gat_step,
                 "sage_batch": sage_batch,
                 "sage_epoch": sage_epoch,
+                "gin_epoch": gin_epoch,
+                "gin_forward": gin_forward,
             },
             versions,
         )

@@ -1,6 +1,6 @@
-"""Peers that live in their own virtual environments: DGL and Jraph.
+"""Peers that live in their own virtual environments: DGL, Jraph and PyG.
 
-Neither is a dependency of sparsegcn, and DGL pins a torch of its own, so
+None is a dependency of sparsegcn, and DGL pins a torch of its own, so
 each runs as a child process under its environment's Python, speaking
 :mod:`peer_protocol`. :func:`start_peer` finds that Python from an option or
 an environment variable and returns a :class:`PeerProcess`, or the reason
@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 PEERS = {
     "dgl": ("dgl_peer.py", "SPARSEGCN_DGL_PYTHON"),
     "jraph": ("jraph_peer.py", "SPARSEGCN_JRAPH_PYTHON"),
+    "pyg": ("pyg_peer.py", "SPARSEGCN_PYG_PYTHON"),
 }
 
 

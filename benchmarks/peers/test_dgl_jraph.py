@@ -52,8 +52,8 @@ def test_missing_peer_is_a_reason_not_an_error(monkeypatch):
     monkeypatch.delenv("SPARSEGCN_DGL_PYTHON", raising=False)
     assert start_peer("dgl") == "no Python given (--dgl-python or $SPARSEGCN_DGL_PYTHON)"
     assert start_peer("jraph", "/nonexistent/python") == "/nonexistent/python is not an executable"
-    with pytest.raises(ValueError, match="'pyg'"):
-        start_peer("pyg")
+    with pytest.raises(ValueError, match="'spektral'"):
+        start_peer("spektral")
 
 
 def test_interleaved_rows_report_missing_peers(tmp_path):

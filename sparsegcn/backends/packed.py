@@ -28,7 +28,7 @@ from sparsegcn import _checks
 from sparsegcn.backends.bcoo import enable_cusparse_if_gpu
 from sparsegcn.backends.csr import CsrLayout, build_csr, check_csr_kernel, csr_matmul
 from sparsegcn.backends.ell import DEFAULT_WIDTHS, EllLayout, build_ell, ell_matmul
-from sparsegcn.graph import Graph
+from sparsegcn.graph import GRAPH_CHILDREN, Graph
 from sparsegcn.transforms import gcn_norm, gcn_norm_factors
 
 
@@ -76,8 +76,11 @@ class PackedGraph(Graph):
 
     @classmethod
     def tree_unflatten(cls, static, children):
-        graph = super().tree_unflatten(static, children[:3])
-        for name, value in zip(("layout", "transpose_layout", "scale"), children[3:], strict=True):
+        base = len(GRAPH_CHILDREN)
+        graph = super().tree_unflatten(static, children[:base])
+        for name, value in zip(
+            ("layout", "transpose_layout", "scale"), children[base:], strict=True
+        ):
             object.__setattr__(graph, name, value)
         return graph
 

@@ -55,6 +55,11 @@ def format_stats(stats: dict) -> str:
         ("stored directed edges", f"{stats['num_stored_edges']:,}"),
         ("features", f"{stats['num_features']:,} ({stats['feature_format']})"),
         ("classes", f"{stats['num_classes']}"),
+        *(
+            [("edge features", str(stats["num_edge_features"]))]
+            if stats.get("num_edge_features")
+            else []
+        ),
         ("split", ", ".join(f"{k} {v:,}" for k, v in stats["split_sizes"].items())),
         (
             "in-degree",

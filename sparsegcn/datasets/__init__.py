@@ -6,9 +6,11 @@ name                                source
 ``cora``, ``citeseer``, ``pubmed``  Planetoid files (downloaded, sha256-checked)
 ``ogbn-arxiv``, ``ogbn-products``,  the ``ogb`` package (optional extra
 ``ogbn-papers100M``                 ``sparsegcn[ogb]``) with its official splits
+``ogbn-proteins``                   OGB's raw files read with pandas (:mod:`.proteins`)
 ``synthetic:<preset>``              degree-corrected SBM generated locally
 ``ogbl-*``, ``synthetic:collab``,   link prediction: :func:`.links.load_links`
 ``synthetic:citation2``             (a :class:`.links.LinkDataset`)
+``synthetic:proteins``              ogbn-proteins' twin (:mod:`.proteins`)
 a folder path                       the on-disk format (:mod:`.ondisk`),
                                     memory-mapped
 ==================================  =============================================
@@ -48,9 +50,16 @@ REGISTERED_PREFIXES = (SYNTHETIC_PREFIX, TU_PREFIX)
 
 def names() -> list[str]:
     """Every name :func:`load` accepts (synthetic ones as ``synthetic:<preset>``)."""
+    from sparsegcn.datasets.proteins import PROTEINS, SYNTHETIC_PROTEINS
     from sparsegcn.datasets.synthetic import PRESETS
 
-    return [*PLANETOID, *OGB, *(SYNTHETIC_PREFIX + p for p in PRESETS)]
+    return [
+        *PLANETOID,
+        *OGB,
+        *(SYNTHETIC_PREFIX + p for p in PRESETS),
+        PROTEINS,
+        SYNTHETIC_PROTEINS,
+    ]
 
 
 def is_path(name: str) -> bool:
@@ -132,6 +141,14 @@ def load(
         from sparsegcn.datasets.ogb import load_ogb
 
         return load_ogb(name, root, download=download, progress=progress)
+    if name == "ogbn-proteins":
+        from sparsegcn.datasets.proteins import load_proteins
+
+        return load_proteins(root, progress=progress)
+    if name == "synthetic:proteins":
+        from sparsegcn.datasets.proteins import load_synthetic_proteins
+
+        return load_synthetic_proteins(scale, seed=seed)
     if name.startswith(SYNTHETIC_PREFIX):
         from sparsegcn.datasets.synthetic import load_synthetic
 
@@ -182,7 +199,7 @@ def data_location(name: str, root: str | Path | None = None) -> Path | None:
     root = default_root() if root is None else Path(root)
     if name in PLANETOID:
         return root / "planetoid"
-    if name in OGB:
+    if name in OGB or name == "ogbn-proteins":
         return root / name.replace("-", "_")
     if name in OGBL:
         return root / name.replace("-", "_")

@@ -75,11 +75,15 @@ class Dataset:
         the models consume it: symmetric where the publisher's examples make
         it so, without added self-loops.
       features: ``[N, F]`` float32, dense NumPy or scipy sparse (CSR).
-      labels: int64 ``[N]`` in ``[0, num_classes)``, ``-1`` for unlabelled nodes.
+      labels: int64 ``[N]`` in ``[0, num_classes)``, ``-1`` for unlabelled nodes;
+        or, for a multi-label dataset (:attr:`multilabel`), int64
+        ``[N, num_classes]`` of binary tasks: 1, 0, or -1 for a missing label
+        (a node is unlabelled when all its tasks are missing).
       split: ``{"train", "valid", "test"}`` -> int64 node indices: labelled
         nodes, none repeated, no node in two splits.
-      num_classes: ``C``.
-      metric: the task's metric name (``"acc"``: accuracy).
+      num_classes: ``C`` (the number of tasks ``T`` when multi-label).
+      metric: the task's metric name (``"acc"``: accuracy; ``"rocauc"``:
+        ROC-AUC averaged over tasks).
       num_edges: edges as the publisher counts them (directed for
         ogbn-arxiv, undirected pairs for ogbn-products and Planetoid).
       info: free-form provenance (source URL, license, preset, ...).
@@ -112,17 +116,33 @@ class Dataset:
                 f"{tuple(self.features.shape)}"
             )
         labels = np.asarray(self.labels)
-        _checks.check_integer_array("labels", labels, ndim=1)
+        multilabel = labels.ndim == 2
+        _checks.check_integer_array("labels", labels, ndim=2 if multilabel else 1)
         _checks.check_num_rows("labels", labels.shape, n)
         if self.num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {self.num_classes}")
-        bad = (labels < -1) | (labels >= self.num_classes)
-        if bad.any():
-            pos = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"labels[{pos}] = {int(labels[pos])} is outside [0, {self.num_classes}) "
-                f"(use -1 only for unlabelled nodes)"
-            )
+        if multilabel:
+            if labels.shape[1] != self.num_classes:
+                raise ValueError(
+                    f"multi-label labels have {labels.shape[1]} tasks (shape {labels.shape}) but "
+                    f"num_classes={self.num_classes}"
+                )
+            bad = (labels < -1) | (labels > 1)
+            if bad.any():
+                row, col = np.argwhere(bad)[0]
+                raise ValueError(
+                    f"labels[{row}, {col}] = {int(labels[row, col])}: multi-label labels must "
+                    f"be 1, 0 or -1 (missing)"
+                )
+        else:
+            bad = (labels < -1) | (labels >= self.num_classes)
+            if bad.any():
+                pos = int(np.flatnonzero(bad)[0])
+                raise ValueError(
+                    f"labels[{pos}] = {int(labels[pos])} is outside [0, {self.num_classes}) "
+                    f"(use -1 only for unlabelled nodes)"
+                )
+        labelled = (labels >= 0).any(axis=1) if multilabel else labels >= 0
         if set(self.split) != set(SPLITS):
             raise ValueError(f"split must have keys {SPLITS}, got {sorted(self.split)}")
         split = {}
@@ -130,7 +150,7 @@ class Dataset:
             idx = np.asarray(self.split[key])
             _checks.check_integer_array(f"split[{key!r}]", idx, ndim=1)
             _checks.check_ids_in_range(f"split[{key!r}]", idx, n)
-            unlabelled = labels[idx] < 0
+            unlabelled = ~labelled[idx]
             if unlabelled.any():
                 pos = int(np.flatnonzero(unlabelled)[0])
                 raise ValueError(f"split[{key!r}][{pos}] = node {int(idx[pos])} has no label (-1)")
@@ -165,6 +185,11 @@ class Dataset:
         return self.graph.num_nodes
 
     @property
+    def multilabel(self) -> bool:
+        """Whether the labels are ``[N, T]`` binary tasks rather than a class per node."""
+        return self.labels.ndim == 2
+
+    @property
     def num_features(self) -> int:
         return int(self.features.shape[1])
 
@@ -178,6 +203,7 @@ class Dataset:
         g = self.graph
         total = g.senders.nbytes + g.receivers.nbytes
         total += 0 if g.weights is None else g.weights.nbytes
+        total += 0 if g.edge_features is None else g.edge_features.nbytes
         if sp.issparse(self.features):
             f = self.features
             total += f.data.nbytes + f.indices.nbytes + f.indptr.nbytes

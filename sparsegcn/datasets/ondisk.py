@@ -32,6 +32,14 @@ file                dtype, shape           content
 ``manifest.json``   JSON                   see below
 ==================  =====================  ==============================================
 
+One file is optional: ``edge_features.npy``, float32 ``[E, D]``, row ``e``
+holding the features of the ``e``-th stored edge (the edge into the row
+of ``indptr`` that contains position ``e``, from ``indices[e]``), i.e. in
+the same (receiver, sender) order as ``indices``. When present the
+manifest lists it in ``files`` like the others and gives
+``num_edge_features`` (``D``); the loaded graph's ``edge_features`` is
+then that file, memory-mapped.
+
 Writing one by hand takes NumPy alone (``sha256`` from :func:`sha256_file`
 or ``hashlib``), e.g. for a 3-node path graph ``0 - 1 - 2``::
 
@@ -126,6 +134,7 @@ EXPAND_FRACTION = 1 / 8
 (4 bytes per stored edge) eagerly; above it they stay :class:`ExpandedRows`."""
 
 _FILES = ("indptr", "indices", "features", "labels", *SPLITS)
+_OPTIONAL_FILES = ("edge_features",)
 _COUNTS = ("num_nodes", "num_stored_edges", "num_edges", "num_features", "num_classes")
 _HASH_BLOCK = 1 << 24
 
@@ -245,6 +254,8 @@ class DatasetWriter:
       num_nodes, num_stored_edges, num_features: ``N``, ``E``, ``F``.
       features_dtype: ``"float32"`` or ``"float16"``.
       overwrite: replace an existing dataset folder at ``path``.
+      num_edge_features: ``D``; above 0, ``writer.edge_features`` is a
+        float32 ``[E, D]`` map to fill in ``indices``' order.
     """
 
     def __init__(
@@ -256,8 +267,10 @@ class DatasetWriter:
         num_features: int,
         features_dtype: str = "float32",
         overwrite: bool = False,
+        num_edge_features: int = 0,
     ):
         self.path = Path(path)
+        self.num_edge_features = _count("num_edge_features", num_edge_features)
         self.num_nodes = _count("num_nodes", num_nodes, 1)
         self.num_stored_edges = _count("num_stored_edges", num_stored_edges)
         self.num_features = _count("num_features", num_features, 1)
@@ -277,6 +290,11 @@ class DatasetWriter:
             self.indices = self._open("indices", np.int32, (e,))
             self.features = self._open("features", np.dtype(features_dtype), (n, self.num_features))
             self.labels = self._open("labels", np.int64, (n,))
+            self.edge_features = None
+            if self.num_edge_features:
+                self.edge_features = self._open(
+                    "edge_features", np.float32, (e, self.num_edge_features)
+                )
         except BaseException:
             self.abort()
             raise
@@ -334,14 +352,17 @@ class DatasetWriter:
             raise ValueError(f"splits {missing} were not written (write_split)")
         arrays = {"indptr": self.indptr, "indices": self.indices}
         arrays.update(features=self.features, labels=self.labels)
+        if self.edge_features is not None:
+            arrays["edge_features"] = self.edge_features
         for array in arrays.values():
             array.flush()
         del arrays
-        self.indptr = self.indices = self.features = self.labels = None
+        self.indptr = self.indices = self.features = self.labels = self.edge_features = None
         files = {}
         from tqdm.auto import tqdm
 
-        for key in tqdm(_FILES, disable=not progress, desc="sha256", leave=False):
+        keys = _FILES + (("edge_features",) if self.num_edge_features else ())
+        for key in tqdm(keys, disable=not progress, desc="sha256", leave=False):
             file = self.tmp / f"{key}.npy"
             header = load_npy(file, mmap_mode="r")
             files[key] = {
@@ -364,11 +385,13 @@ class DatasetWriter:
             "info": info or {},
             "files": files,
         }
+        if self.num_edge_features:
+            manifest["num_edge_features"] = self.num_edge_features
         with open(self.tmp / MANIFEST, "w") as f:
             f.write(json_text(manifest, indent=1))
             f.flush()
             os.fsync(f.fileno())
-        for key in _FILES:
+        for key in keys:
             with open(self.tmp / f"{key}.npy", "rb+") as f:
                 os.fsync(f.fileno())
         _fsync_dir(self.tmp)
@@ -406,7 +429,7 @@ class DatasetWriter:
 
     def abort(self) -> None:
         """Removes the temporary folder (nothing is left behind)."""
-        self.indptr = self.indices = self.features = self.labels = None
+        self.indptr = self.indices = self.features = self.labels = self.edge_features = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
@@ -419,10 +442,13 @@ class DatasetWriter:
 
 
 def _host_csr(graph: Graph, chunk: int = CHECK_CHUNK):
-    """``(indptr int64 [N + 1], senders in (receiver, sender) order)`` of a host graph."""
+    """``(indptr int64 [N + 1], senders in (receiver, sender) order, order)`` of a
+    host graph; ``order`` (``None`` when already sorted) maps the stored
+    positions to the graph's edge ids."""
     n = graph.num_nodes
     receivers = np.asarray(graph.receivers)
     senders = np.asarray(graph.senders)
+    order = None
     if not graph.edges_sorted:
         order = np.lexsort((senders, receivers))
         senders, receivers = senders[order], receivers[order]
@@ -431,7 +457,7 @@ def _host_csr(graph: Graph, chunk: int = CHECK_CHUNK):
         counts += np.bincount(receivers[start : start + chunk], minlength=n)
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=indptr[1:])
-    return indptr, senders
+    return indptr, senders, order
 
 
 def save(
@@ -447,9 +473,10 @@ def save(
 
     Written into a temporary folder beside ``path`` and renamed into place
     once complete, so ``path`` never holds a partial dataset. Edges are
-    sorted by (receiver, sender) first unless the graph says they are.
-    Edge weights are not stored (the format has none): a weighted graph is
-    refused.
+    sorted by (receiver, sender) first unless the graph says they are; the
+    graph's ``edge_features``, if any, move with their edges into
+    ``edge_features.npy``. Edge weights are not stored (the format has
+    none): a weighted graph is refused.
 
     Args:
       dataset: any :class:`Dataset` (dense or scipy-sparse features).
@@ -467,7 +494,8 @@ def save(
     Raises:
       ValueError: ``path`` is a non-empty folder (without ``overwrite``, or
         not a sparsegcn dataset folder) or
-        a file, the graph has weights, or a bad ``features_dtype``.
+        a file, the graph has weights, the labels are multi-label, or a bad
+        ``features_dtype``.
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"dataset must be a Dataset, got {type(dataset).__name__}")
@@ -475,9 +503,15 @@ def save(
         raise ValueError(
             "the on-disk format stores no edge weights, but the dataset's graph has them"
         )
+    if dataset.multilabel:
+        raise ValueError(
+            f"the on-disk format stores one class per node (labels.npy [N]); {dataset.name} is "
+            f"multi-label (labels {tuple(dataset.labels.shape)}), which it does not store"
+        )
     if features_dtype is None:
         features_dtype = "float16" if dataset.features.dtype == np.float16 else "float32"
-    indptr, senders = _host_csr(dataset.graph)
+    indptr, senders, order = _host_csr(dataset.graph)
+    edge_features = dataset.graph.edge_features
     writer = DatasetWriter(
         path,
         num_nodes=dataset.num_nodes,
@@ -485,11 +519,16 @@ def save(
         num_features=dataset.num_features,
         features_dtype=features_dtype,
         overwrite=overwrite,
+        num_edge_features=dataset.graph.num_edge_features,
     )
     with writer:
         writer.indptr[:] = indptr
+        edge_rows = writer.edge_features  # None exactly when edge_features is
         for start in range(0, senders.shape[0], chunk):
             writer.indices[start : start + chunk] = senders[start : start + chunk]
+            if edge_rows is not None and edge_features is not None:
+                ids = slice(start, start + chunk) if order is None else order[start : start + chunk]
+                edge_rows[start : start + chunk] = edge_features[ids]
         features = dataset.features
         for start in range(0, dataset.num_nodes, chunk):
             rows = features[start : start + chunk]
@@ -542,6 +581,19 @@ def read_manifest(path) -> dict:
         value = manifest.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise FormatError(file, key, f"must be a non-negative integer, got {value!r}")
+    has_edge_features = "edge_features" in (manifest.get("files") or {})
+    value = manifest.get("num_edge_features", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise FormatError(
+            file, "num_edge_features", f"must be a non-negative integer, got {value!r}"
+        )
+    if has_edge_features != (value > 0):
+        raise FormatError(
+            file,
+            "num_edge_features",
+            f"is {value} but files {'lists' if has_edge_features else 'lacks'} edge_features; "
+            "give both or neither",
+        )
     for key in ("name", "metric"):
         if not isinstance(manifest.get(key), str):
             raise FormatError(file, key, f"must be a string, got {manifest.get(key)!r}")
@@ -550,7 +602,7 @@ def read_manifest(path) -> dict:
     files = manifest.get("files")
     if not isinstance(files, dict):
         raise FormatError(file, "files", f"must be an object, got {files!r}")
-    for key in _FILES:
+    for key in _FILES + (("edge_features",) if has_edge_features else ()):
         entry = files.get(key)
         if not (
             isinstance(entry, dict)
@@ -572,13 +624,16 @@ def read_manifest(path) -> dict:
 def _expected(manifest: dict) -> dict:
     """``{file key: (allowed dtypes, shape or None for any 1-D length)}`` from the counts."""
     n, e, f = manifest["num_nodes"], manifest["num_stored_edges"], manifest["num_features"]
-    return {
+    expected = {
         "indptr": (("int64",), (n + 1,)),
         "indices": (("int32",), (e,)),
         "features": (FEATURE_DTYPES, (n, f)),
         "labels": (("int64",), (n,)),
         **{key: (("int64",), None) for key in SPLITS},
     }
+    if manifest.get("num_edge_features", 0):
+        expected["edge_features"] = (("float32",), (e, manifest["num_edge_features"]))
+    return expected
 
 
 def _open_arrays(folder: Path, manifest: dict) -> dict:
@@ -613,6 +668,7 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
                 "shape",
                 f"must be {list(shape)} for num_nodes={manifest['num_nodes']}, num_stored_edges="
                 f"{manifest['num_stored_edges']}, num_features={manifest['num_features']}, "
+                f"num_edge_features={manifest.get('num_edge_features', 0)}, "
                 f"got {list(array.shape)}",
             )
         arrays[key] = array
@@ -717,7 +773,7 @@ def _check_split(file: Path, key: str, ids, labels, num_nodes: int) -> None:
         raise FormatError(file, f"{key}[{pos}]", f"node {int(ids[pos])} has no label (-1)")
 
 
-def _check_features(file: Path, features, chunk: int) -> None:
+def _check_features(file: Path, features, chunk: int, field: str = "features") -> None:
     rows = max(1, chunk // max(1, int(features.shape[1])))
     for start in range(0, features.shape[0], rows):
         part = np.asarray(features[start : start + rows])
@@ -726,7 +782,7 @@ def _check_features(file: Path, features, chunk: int) -> None:
             row, col = np.unravel_index(int(np.flatnonzero(~finite.ravel())[0]), part.shape)
             raise FormatError(
                 file,
-                f"features[{start + row}, {col}]",
+                f"{field}[{start + row}, {col}]",
                 f"{part[row, col]} is not finite (a missing value in the source?)",
             )
         release_pages(features)
@@ -755,6 +811,8 @@ def check_contents(
     """
     folder = Path(folder)
     files = {key: folder / manifest["files"][key]["file"] for key in _FILES}
+    if "edge_features" in arrays:
+        files["edge_features"] = folder / manifest["files"]["edge_features"]["file"]
     n, num_classes = manifest["num_nodes"], manifest["num_classes"]
     if n < 1:
         raise FormatError(folder / MANIFEST, "num_nodes", "must be >= 1: the dataset has no nodes")
@@ -784,6 +842,8 @@ def check_contents(
     )
     if features:
         _check_features(files["features"], arrays["features"], chunk)
+        if "edge_features" in arrays:
+            _check_features(files["edge_features"], arrays["edge_features"], chunk, "edge_features")
 
 
 def verify_checksums(path, *, progress: bool = False) -> None:
@@ -796,7 +856,8 @@ def verify_checksums(path, *, progress: bool = False) -> None:
 
     folder = Path(path)
     manifest = read_manifest(folder)
-    for key in tqdm(_FILES, disable=not progress, desc="sha256", leave=False):
+    keys = [*_FILES, *(k for k in _OPTIONAL_FILES if k in manifest["files"])]
+    for key in tqdm(keys, disable=not progress, desc="sha256", leave=False):
         entry = manifest["files"][key]
         file = folder / entry["file"]
         if not file.exists():
@@ -962,7 +1023,9 @@ def load_ondisk(
     # The chunked checks above are the Graph's (ids in range, edges sorted by
     # (receiver, sender)); its constructor would repeat them with full-length
     # temporaries (three bool arrays of E), so the checked leaves are unflattened.
-    graph = Graph.tree_unflatten((n, True), (arrays["indices"], receivers, None))
+    graph = Graph.tree_unflatten(
+        (n, True), (arrays["indices"], receivers, None, arrays.get("edge_features"))
+    )
     info = dict(manifest.get("info", {}), folder=str(folder))
     return Dataset(
         name=manifest["name"],

@@ -15,7 +15,9 @@ def edge_homophily(dataset: Dataset, *, chunk: int = 1 << 24) -> float:
 
     .. math:: h = \\frac{|\\{(s, r) \\in E : y_s = y_r\\}|}{|E|}
 
-    Edges touching an unlabelled node (label -1) are left out. Computed in
+    Edges touching an unlabelled node (label -1) are left out. For
+    multi-label ``[N, T]`` labels it is the fraction of (edge, task) pairs,
+    both labels present, whose two labels agree. Computed in
     chunks so a memory-mapped edge list is never copied whole. NaN when no
     edge joins two labelled nodes.
 
@@ -39,7 +41,7 @@ def describe(dataset: Dataset) -> dict:
 
     Keys: ``name``, ``num_nodes``, ``num_edges`` (as the publisher counts
     them), ``num_stored_edges`` (directed edges held), ``num_features``,
-    ``num_classes``, ``split_sizes``, ``degree`` (mean and in-degree
+    ``num_classes`` (tasks, when multi-label), ``num_edge_features``, ``split_sizes``, ``degree`` (mean and in-degree
     quantiles), ``homophily`` (edge homophily), ``bytes`` (host memory),
     ``feature_format`` and ``metric``.
     """
@@ -56,6 +58,7 @@ def describe(dataset: Dataset) -> dict:
         "num_stored_edges": graph.num_edges,
         "num_features": dataset.num_features,
         "num_classes": dataset.num_classes,
+        "num_edge_features": graph.num_edge_features,
         "split_sizes": dataset.split_sizes,
         "degree": {
             "mean": float(degrees.mean()) if degrees.size else 0.0,

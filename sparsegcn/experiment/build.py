@@ -158,11 +158,54 @@ def node_data(
     return NodeData(
         graph=prepare_graph(dataset, model, packed=packed, backend=backend),
         features=as_features(features, n),
-        labels=np.maximum(dataset.labels, 0).astype(np.int32),
+        labels=node_labels(dataset.labels),
         train_mask=index_mask(dataset.split["train"], n),
         val_mask=index_mask(dataset.split["valid"], n),
         test_mask=index_mask(dataset.split["test"], n),
     )
+
+
+def use_edge_features(dataset: Dataset, use: bool = True) -> Dataset:
+    """``dataset`` as node models read it, its edge features (if any) turned into node features.
+
+    No registered model reads per-edge features, so a graph's
+    ``edge_features`` become node features, as OGB's ogbn-proteins baselines
+    do: with ``use`` (``--edge-features``, the default), the mean of each
+    node's incoming edges' rows (:func:`~sparsegcn.transforms.edge_mean_features`;
+    on a symmetric graph, its incident edges) replaces the features of a
+    dataset whose ``info["featureless"]`` says it has none, and is appended
+    as further columns otherwise. Either way the graph is returned without
+    its edge features (``--no-edge-features`` just drops them).
+
+    Returns:
+      ``dataset`` itself when its graph has no edge features.
+    """
+    graph = dataset.graph
+    if graph.edge_features is None:
+        return dataset
+    changes: dict[str, Any] = {"graph": graph.without_edge_features()}
+    if use:
+        mean = transforms.edge_mean_features(graph)
+        if dataset.info.get("featureless"):
+            changes["features"] = mean
+        elif sp.issparse(dataset.features):
+            changes["features"] = sp.hstack([dataset.features, mean], format="csr")
+        else:
+            changes["features"] = np.hstack([np.asarray(dataset.features, np.float32), mean])
+        changes["info"] = {**dataset.info, "edge_features": "mean of incident edges"}
+    else:
+        changes["info"] = {**dataset.info, "edge_features": "ignored"}
+    return dataclasses.replace(dataset, **changes)
+
+
+def node_labels(labels) -> np.ndarray:
+    """The int32 labels a trainer reads: classes with unlabelled nodes (-1) as 0
+    (they are masked out), or multi-label ``[N, T]`` as stored (-1: missing,
+    which the loss and metric skip)."""
+    labels = np.asarray(labels)
+    if labels.ndim == 2:
+        return labels.astype(np.int32)
+    return np.maximum(labels, 0).astype(np.int32)
 
 
 def build_model(exp: Experiment, dataset: Dataset) -> Model:

@@ -377,6 +377,11 @@ class Experiment:
     virtual_node: bool = _field(
         False, "graph datasets: a virtual node joined to every node of its graph (GIN-virtual)"
     )
+    edge_features: bool = _field(
+        True,
+        "use the dataset's edge features where it has them (ogbn-proteins: node features = "
+        "mean of incident edges' features); --no-edge-features ignores them",
+    )
     task: str = _field(
         "auto",
         "what to learn: 'auto' (the dataset's own task), or 'link' to predict the edges of a "

@@ -257,6 +257,11 @@ def predict_checkpoint(
     manifest = read_manifest(checkpoint)
     exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
     data_set = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
+    if data_set.multilabel:
+        raise ValueError(
+            f"predict gives a class per node; {data_set.name} is multi-label "
+            f"({data_set.num_classes} binary tasks), which it does not support"
+        )
     expect = {"dataset": expected_fingerprint(manifest, data_set)}
     check_metadata(manifest, expect)  # before the model is built or anything compiled
     model = build_model(exp, data_set)

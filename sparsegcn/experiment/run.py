@@ -22,12 +22,14 @@ from sparsegcn.experiment.build import (
     resolve_features_on,
     resolve_graph_on,
     streamed_data,
+    use_edge_features,
 )
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import Lifecycle, check_dataset
 from sparsegcn.experiment.resources import fit_to_graph
 from sparsegcn.tasks import task_for, task_name
 from sparsegcn.train import FitResult, fit
+from sparsegcn.train.losses import CLASSIFICATION, NodeObjective
 from sparsegcn.train.minibatch import (
     MinibatchFitResult,
     epoch_overflow,
@@ -40,14 +42,24 @@ from sparsegcn.train.streamed import StreamedFitResult, fit_streamed
 
 def ogb_test_metric(dataset: Dataset, model, params, graph, features) -> dict | None:
     """:func:`~sparsegcn.datasets.ogb.official_test_metric` of every seed's
-    predictions, or ``None`` (see there).
+    predictions (for ogbn-proteins
+    :func:`~sparsegcn.datasets.proteins.official_test_metric` of its
+    scores), or ``None`` (see there).
 
     One inference pass per seed on ``graph`` (the layout training evaluated
     on), only when the metric applies.
     """
     from sparsegcn.datasets import OGB
+    from sparsegcn.datasets.proteins import PROTEINS
 
-    if dataset.name not in OGB or importlib.util.find_spec("ogb") is None:
+    if importlib.util.find_spec("ogb") is None:
+        return None
+    if dataset.name == PROTEINS:
+        from sparsegcn.datasets.proteins import official_test_metric as proteins_metric
+
+        scores = jax.jit(jax.vmap(model.apply, in_axes=(0, None, None)))(params, graph, features)
+        return proteins_metric(dataset, np.asarray(scores))
+    if dataset.name not in OGB:
         return None
 
     def classes(p, g, x):
@@ -66,11 +78,26 @@ def summarize(
     wall_s: float,
     result_layout: str,
     ogb_metric: dict | None = None,
+    metric_name: str = "acc",
 ) -> dict:
     """The report: the keys ``sparsegcn train --json`` promises, plus per-seed detail,
-    and ``ogb_evaluator`` (:func:`ogb_test_metric`) when given."""
+    and ``ogb_evaluator`` (:func:`ogb_test_metric`) when given.
+
+    With another ``metric_name`` than ``"acc"`` (a task's
+    :class:`~sparsegcn.train.losses.NodeObjective`, e.g. ``"rocauc"``) the
+    score keys are named after it (``test_rocauc_mean``, ``val_rocauc_std``,
+    ``test_rocauc``) and ``metric`` names it.
+    """
     test, val = result.test_acc, result.val_acc
     extra = {} if ogb_metric is None else {"ogb_evaluator": ogb_metric}
+    m = metric_name
+    scores = {
+        f"test_{m}_mean": float(test.mean()),
+        f"test_{m}_std": float(test.std()),
+        f"val_{m}_mean": float(val.mean()),
+        f"val_{m}_std": float(val.std()),
+        f"test_{m}": test.tolist(),
+    }
     return {
         "dataset": dataset.name,
         "model": exp.model,
@@ -81,11 +108,8 @@ def summarize(
         "num_stored_edges": dataset.graph.num_edges,
         "seeds": len(result.seeds),
         "seed_list": list(result.seeds),
-        "test_acc_mean": float(test.mean()),
-        "test_acc_std": float(test.std()),
-        "val_acc_mean": float(val.mean()),
-        "val_acc_std": float(val.std()),
-        "test_acc": test.tolist(),
+        **({} if m == "acc" else {"metric": m}),
+        **scores,
         "best_epoch": result.best_epoch.tolist(),
         "train_step_ms_median": result.train_step_ms_median,
         "train_step_ms_per_seed": result.train_step_ms_median / len(result.seeds),
@@ -129,10 +153,16 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     if exp.coordinator is not None:
         parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
     mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
+    objective: NodeObjective = task_for(exp.dataset).objective or CLASSIFICATION
     dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
     dataset.require_splits()
     if exp.resume:  # the data the checkpoint was trained on, before any preparation
         check_dataset(exp.resume, dataset)
+    dataset = use_edge_features(dataset, exp.edge_features)
+    if exp.normalize_features == "auto" and dataset.info.get("featureless"):
+        # Edge-feature means are scores in [0, 1], not counts to row-normalize (OGB's
+        # baselines normalize nothing): "auto" leaves them as they are.
+        exp = dataclasses.replace(exp, normalize_features="none")
     exp = fit_to_graph(exp, dataset)  # fanouts, tree size and memory, before any compile
     tick = time.perf_counter()
     relabelled, _ = reorder_dataset(dataset, exp.reorder)
@@ -207,6 +237,7 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             exp.minibatch_config(),
             seeds=exp.seed_list(),
             progress=progress,
+            objective=objective,
             **lifecycle.fit_kwargs(),
         )
     else:
@@ -216,6 +247,7 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             exp.train_config(),
             seeds=exp.seed_list(),
             progress=progress,
+            objective=objective,
             **lifecycle.fit_kwargs(),
         )
     layout = "edge_sharded" if mesh is not None else data.graph.layout_name
@@ -223,7 +255,9 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     metric = ogb_test_metric(
         relabelled, model, result.best_params, evaluated.graph, evaluated.features
     )
-    report = summarize(exp, dataset, result, time.perf_counter() - start, layout, metric)
+    report = summarize(
+        exp, dataset, result, time.perf_counter() - start, layout, metric, objective.metric_name
+    )
     report["devices"] = 1 if mesh is None else mesh.size
     report["processes"] = jax.process_count()
     report["reorder"] = exp.reorder

@@ -76,6 +76,9 @@ class EdgeShardedGraph(EdgeListView):
       num_shards: static ``D``.
       rows_per_shard: static ``R = max(ceil(N / D), 1)``.
       shard_edges: static ``S``, the largest shard's edge count (at least 1).
+      edge_features: float32 ``[D S, F_e]``, the source graph's
+        ``edge_features`` moved with their edges (zeros for padding), or
+        ``None`` when the graph has none.
 
     Within a shard, edges are sorted by (receiver, sender); duplicates and
     self-loops are kept, nothing is dropped.
@@ -89,6 +92,7 @@ class EdgeShardedGraph(EdgeListView):
     num_shards: int
     rows_per_shard: int
     shard_edges: int
+    edge_features: Array | None = None
 
     @classmethod
     def build(cls, graph: Graph, num_shards: int) -> EdgeShardedGraph:
@@ -128,7 +132,14 @@ class EdgeShardedGraph(EdgeListView):
         if weights is not None:
             out_weights = np.zeros(d * s, np.float32)
             out_weights[slots] = weights[order]
-        return cls(out_senders, out_receivers, out_weights, out_ids, n, d, r, s)
+        out_features = None
+        if graph.edge_features is not None:
+            features = np.asarray(graph.edge_features, np.float32)
+            out_features = np.zeros((d * s, features.shape[1]), np.float32)
+            out_features[slots] = features[order]
+        return cls(
+            out_senders, out_receivers, out_weights, out_ids, n, d, r, s, edge_features=out_features
+        )
 
     # -- the view protocol, for one shard inside shard_map (sparsegcn.views) --
     edges_sorted = True
@@ -202,13 +213,13 @@ class EdgeShardedGraph(EdgeListView):
         return out
 
     def tree_flatten_with_keys(self):
-        names = ("senders", "receivers", "weights", "edge_ids")
+        names = ("senders", "receivers", "weights", "edge_ids", "edge_features")
         children = tuple((jax.tree_util.GetAttrKey(k), getattr(self, k)) for k in names)
         return children, (self.num_nodes, self.num_shards, self.rows_per_shard, self.shard_edges)
 
     @classmethod
     def tree_unflatten(cls, static, children):
-        return cls(*children, *static)
+        return cls(*children[:4], *static, edge_features=children[4])
 
     def __repr__(self) -> str:
         return (

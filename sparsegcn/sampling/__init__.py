@@ -50,6 +50,7 @@ from sparsegcn.sampling.neighbor import (
     sample_blocks,
     sample_neighbors,
     sample_positions,
+    sampled_edge_features,
     tree_sizes,
     uniform_below,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "sample_neighbors",
     "sample_positions",
     "sample_tree_host",
+    "sampled_edge_features",
     "tree_sizes",
     "uniform_below",
 ]

@@ -103,6 +103,10 @@ class DedupSample(NamedTuple):
         edge whose source kept its row.
       overflow: int32 ``[L]``: distinct nodes hop ``d + 1`` reached but had
         no room for (0 without caps).
+      edges: ``None``, or (``sample_dedup(..., with_edges=True)``) ``L``
+        arrays ``[f_d, k_{d+1}]``: the CSR position of each sampled edge
+        (0 where masked); ``Graph.to_csr().edge_ids[position]`` is its id in
+        the edge list, whose ``edge_features`` row it keeps.
     """
 
     nodes: tuple
@@ -110,6 +114,7 @@ class DedupSample(NamedTuple):
     neighbors: tuple
     edge_masks: tuple
     overflow: jax.Array | np.ndarray  # NumPy from sample_dedup_host
+    edges: tuple | None = None
 
     @property
     def fanouts(self) -> tuple[int, ...]:
@@ -302,6 +307,7 @@ def sample_dedup(
     key: jax.Array,
     mask: jax.Array | None = None,
     caps: Sequence[int] | int | str | None = None,
+    with_edges: bool = False,
 ) -> DedupSample:
     """Samples a batch's ``L``-hop neighbourhood, each distinct node once.
 
@@ -314,6 +320,8 @@ def sample_dedup(
         node and no masked slot gets the tree sampler's edges.
       mask: optional bool ``[B]``, ``False`` for padded seed slots.
       caps: optional static per-hop frontier caps (:func:`dedup_sizes`).
+      with_edges: also record each sampled edge's CSR position
+        (:attr:`DedupSample.edges`).
 
     Returns:
       A :class:`DedupSample` with frontiers of static sizes
@@ -333,13 +341,16 @@ def sample_dedup(
     if seed_mask.shape != seeds.shape:
         raise ValueError(f"mask must have the seeds' shape {seeds.shape}, got {seed_mask.shape}")
     sizes = tuple(dedup_sizes(seeds.shape[0], fanouts, num_nodes=num_nodes, caps=caps))
-    return _dedup_jit(indptr, indices, seeds, seed_mask, key, fanouts, sizes)
+    return _dedup_jit(indptr, indices, seeds, seed_mask, key, fanouts, sizes, bool(with_edges))
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6))
-def _dedup_jit(indptr, indices, seeds, seed_mask, key, fanouts, sizes) -> DedupSample:
+@functools.partial(jax.jit, static_argnums=(5, 6, 7))
+def _dedup_jit(
+    indptr, indices, seeds, seed_mask, key, fanouts, sizes, with_edges: bool = False
+) -> DedupSample:
     seeds = jnp.where(seed_mask, seeds.astype(jnp.int32), 0)
     nodes, masks, neighbors, edge_masks, overflow = [seeds], [seed_mask], [], [], []
+    edges = []
     # The tree's words: frontier d's slot j reads tree level d's entry j.
     tree = tree_sizes(seeds.shape[0], fanouts)
     bits = hash_bits(key, (sum(tree[1:]),))
@@ -348,7 +359,9 @@ def _dedup_jit(indptr, indices, seeds, seed_mask, key, fanouts, sizes) -> DedupS
         f = sizes[d]
         start = int(level_start[d])
         level_bits = jax.lax.slice(bits, (start,), (start + f * k,)).reshape(f, k)
-        sampled, valid = _sample_level(indptr, indices, nodes[d], masks[d], k, level_bits)
+        sampled, valid, positions = _sample_level(
+            indptr, indices, nodes[d], masks[d], k, level_bits, with_positions=True
+        )
         rows, new_nodes, new_mask, edge_ok, dropped = _relabel(
             jnp.concatenate(nodes),
             jnp.concatenate(masks),
@@ -360,6 +373,7 @@ def _dedup_jit(indptr, indices, seeds, seed_mask, key, fanouts, sizes) -> DedupS
         masks.append(new_mask)
         neighbors.append(rows.reshape(f, k))
         edge_masks.append(edge_ok.reshape(f, k))
+        edges.append(jnp.where(edge_ok.reshape(f, k), positions, 0))
         overflow.append(dropped)
     return DedupSample(
         nodes=tuple(nodes),
@@ -367,6 +381,7 @@ def _dedup_jit(indptr, indices, seeds, seed_mask, key, fanouts, sizes) -> DedupS
         neighbors=tuple(neighbors),
         edge_masks=tuple(edge_masks),
         overflow=jnp.stack(overflow),
+        edges=tuple(edges) if with_edges else None,
     )
 
 

@@ -81,10 +81,17 @@ class NeighborSample(NamedTuple):
         seed or a real sampled neighbour of an unmasked parent; ``False`` for
         padding (a node with fewer than ``k`` neighbours, a padded seed, or
         any descendant of a masked entry).
+      edges: ``None``, or (with ``with_edges=True``) ``L`` arrays shaped
+        like ``nodes[1:]``: the CSR position of the edge each level-``d + 1``
+        entry was sampled along (``indptr``'s dtype; 0 where masked). The
+        graph's edge id is ``Graph.to_csr().edge_ids[position]``, and a
+        sampled edge's features are that edge's row of
+        ``graph.edge_features`` (:func:`sampled_edge_features`).
     """
 
     nodes: tuple
     masks: tuple
+    edges: tuple | None = None
 
     @property
     def fanouts(self) -> tuple[int, ...]:
@@ -300,7 +307,8 @@ def sample_neighbors(
     *,
     key: jax.Array,
     mask: jax.Array | None = None,
-) -> tuple[jax.Array, jax.Array]:
+    with_edges: bool = False,
+) -> tuple[jax.Array, ...]:
     """Samples up to ``fanout`` distinct in-neighbours of each node, uniformly.
 
     Args:
@@ -313,10 +321,14 @@ def sample_neighbors(
       key: PRNG key; the same key gives the same sample.
       mask: optional bool, shaped like ``nodes``: ``False`` entries get no
         neighbours.
+      with_edges: also return the sampled edges' CSR positions.
 
     Returns:
       ``(neighbors, neighbor_mask)``, both of shape ``nodes.shape + (k,)``:
-      int32 ids (0 where masked) and bool, ``True`` for a real neighbour.
+      int32 ids (0 where masked) and bool, ``True`` for a real neighbour;
+      with ``with_edges``, a third array of the same shape: each sampled
+      edge's CSR position (``indptr``'s dtype, 0 where masked), so
+      ``csr.edge_ids[position]`` is its id in the graph's edge list.
 
     Raises:
       ValueError: for a malformed concrete CSR, out-of-range concrete
@@ -330,14 +342,16 @@ def sample_neighbors(
         mask = jnp.asarray(mask, bool)
         if mask.shape != nodes.shape:
             raise ValueError(f"mask must have the nodes' shape {nodes.shape}, got {mask.shape}")
-    return _neighbors_jit(indptr, indices, nodes, mask, key, k)
+    out = _neighbors_jit(indptr, indices, nodes, mask, key, k)
+    return out if with_edges else out[:2]
 
 
 # The public functions validate on the host, then run one compiled program
 # (inlined when called under an outer jit); op-by-op dispatch would be slow.
 @functools.partial(jax.jit, static_argnums=5)
 def _neighbors_jit(indptr, indices, nodes, mask, key, k: int):
-    return _sample_level(indptr, indices, nodes, mask, k, hash_bits(key, (nodes.size, k)))
+    bits = hash_bits(key, (nodes.size, k))
+    return _sample_level(indptr, indices, nodes, mask, k, bits, with_positions=True)
 
 
 def _check_nodes(name: str, nodes, num_nodes: int) -> None:
@@ -348,12 +362,14 @@ def _check_nodes(name: str, nodes, num_nodes: int) -> None:
     _checks.check_ids_in_range(name, host, num_nodes)
 
 
-def _sample_level(indptr, indices, nodes, mask, k: int, bits):
-    """:func:`sample_neighbors` on checked device inputs, from random words ``bits [n, k]``."""
+def _sample_level(indptr, indices, nodes, mask, k: int, bits, *, with_positions: bool = False):
+    """:func:`sample_neighbors` on checked device inputs, from random words ``bits [n, k]``;
+    with ``with_positions`` also the sampled CSR positions."""
     flat = nodes.reshape(-1)
     shape = (*nodes.shape, k)
     if indices.shape[0] == 0:  # no edges: nothing to sample, and nothing to gather from
-        return jnp.zeros(shape, jnp.int32), jnp.zeros(shape, bool)
+        empty = (jnp.zeros(shape, jnp.int32), jnp.zeros(shape, bool))
+        return (*empty, jnp.zeros(shape, indptr.dtype)) if with_positions else empty
     start = indptr[flat]
     degrees = (indptr[flat + 1] - start).astype(jnp.int32)
     if mask is not None:
@@ -361,6 +377,8 @@ def _sample_level(indptr, indices, nodes, mask, k: int, bits):
     offsets, valid = _floyd(degrees, k, bits)
     positions = jnp.where(valid, start[:, None] + offsets.astype(indptr.dtype), 0)
     neighbors = jnp.where(valid, indices.at[positions].get(mode="promise_in_bounds"), 0)
+    if with_positions:
+        return neighbors.reshape(shape), valid.reshape(shape), positions.reshape(shape)
     return neighbors.reshape(shape), valid.reshape(shape)
 
 
@@ -372,6 +390,7 @@ def sample_blocks(
     *,
     key: jax.Array,
     mask: jax.Array | None = None,
+    with_edges: bool = False,
 ) -> NeighborSample:
     """Samples the ``L``-hop computation tree of a batch of seeds.
 
@@ -385,6 +404,9 @@ def sample_blocks(
       fanouts: static ``(k_1, ..., k_L)``.
       key: PRNG key; the same key gives the same tree.
       mask: optional bool ``[B]``, ``False`` for padded seed slots.
+      with_edges: also record each sampled edge's CSR position
+        (:attr:`NeighborSample.edges`); the nodes and masks are the same
+        either way.
 
     Returns:
       A :class:`NeighborSample` with levels of static shapes
@@ -402,23 +424,56 @@ def sample_blocks(
     seed_mask = jnp.ones(seeds.shape, bool) if mask is None else jnp.asarray(mask, bool)
     if seed_mask.shape != seeds.shape:
         raise ValueError(f"mask must have the seeds' shape {seeds.shape}, got {seed_mask.shape}")
-    return _blocks_jit(indptr, indices, seeds, seed_mask, key, fanouts)
+    return _blocks_jit(indptr, indices, seeds, seed_mask, key, fanouts, bool(with_edges))
 
 
-@functools.partial(jax.jit, static_argnums=5)
-def _blocks_jit(indptr, indices, seeds, seed_mask, key, fanouts: tuple[int, ...]) -> NeighborSample:
+@functools.partial(jax.jit, static_argnums=(5, 6))
+def _blocks_jit(
+    indptr, indices, seeds, seed_mask, key, fanouts: tuple[int, ...], with_edges: bool = False
+) -> NeighborSample:
     seeds = jnp.where(seed_mask, seeds.astype(jnp.int32), 0)
-    nodes, masks = [seeds], [seed_mask]
+    nodes, masks, edges = [seeds], [seed_mask], []
     # All levels' random words in one draw: they do not depend on the nodes,
     # and each threefry call site costs compile time.
     sizes = tree_sizes(seeds.shape[0], fanouts)
     bits = hash_bits(key, (sum(sizes[1:]),))
     for k, n, offset in zip(fanouts, sizes[:-1], np.cumsum([0, *sizes[1:-1]]), strict=True):
         level_bits = jax.lax.slice(bits, (int(offset),), (int(offset) + n * k,)).reshape(n, k)
-        neighbors, valid = _sample_level(indptr, indices, nodes[-1], masks[-1], k, level_bits)
+        neighbors, valid, positions = _sample_level(
+            indptr, indices, nodes[-1], masks[-1], k, level_bits, with_positions=True
+        )
         nodes.append(neighbors)
         masks.append(valid)
-    return NeighborSample(nodes=tuple(nodes), masks=tuple(masks))
+        edges.append(positions)
+    return NeighborSample(
+        nodes=tuple(nodes), masks=tuple(masks), edges=tuple(edges) if with_edges else None
+    )
+
+
+def sampled_edge_features(
+    edge_features: jax.Array, edge_ids: jax.Array, sample: NeighborSample
+) -> tuple[jax.Array, ...]:
+    """The features of every sampled edge of a tree drawn with ``with_edges=True``.
+
+    Args:
+      edge_features: float ``[E, D]``, the graph's rows in edge-list order.
+      edge_ids: ``[E]`` CSR position -> edge-list index (``Graph.to_csr().edge_ids``).
+      sample: a :class:`NeighborSample` with ``edges``.
+
+    Returns:
+      ``L`` arrays ``[B, k_1, ..., k_d, D]``: level ``d + 1``'s entry holds the
+      row of the edge it was sampled along; zeros where masked.
+
+    Raises:
+      ValueError: the sample was drawn without ``with_edges``.
+    """
+    if sample.edges is None:
+        raise ValueError("this NeighborSample has no edges; sample it with with_edges=True")
+    out = []
+    for positions, mask in zip(sample.edges, sample.masks[1:], strict=True):
+        rows = jnp.asarray(edge_features)[jnp.asarray(edge_ids)[positions]]
+        out.append(jnp.where(mask[..., None], rows, 0))
+    return tuple(out)
 
 
 def tree_sizes(batch_size: int, fanouts: Sequence[int]) -> list[int]:

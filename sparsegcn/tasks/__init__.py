@@ -27,7 +27,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy
+from sparsegcn.train.losses import (
+    CLASSIFICATION,
+    MULTILABEL,
+    masked_accuracy,
+    masked_binary_cross_entropy,
+    masked_cross_entropy,
+    masked_roc_auc,
+)
 
 
 def resolve(target: str) -> Callable:
@@ -117,6 +124,10 @@ class Task:
       predict: ``"module:function"``, ``predict(checkpoint, *, dataset,
         root, params, progress) -> dict`` for ``sparsegcn predict``;
         ``None``: the node task's.
+      objective: for tasks the node trainers run (``fit``,
+        ``fit_minibatch``), their :class:`~sparsegcn.train.losses.NodeObjective`
+        (the per-node form of ``loss`` and the first of ``metrics``);
+        ``None`` for tasks with a trainer of their own.
       borrows: the tasks whose datasets this one also learns from when
         asked by name (``--task link`` on a node dataset such as ``cora``).
       private_models: its ``models`` train under this task only; another
@@ -137,6 +148,7 @@ class Task:
     info: str | None = None
     predict: str | None = None
     folder: str | None = None
+    objective: Any = None
     borrows: tuple[str, ...] = ()
     private_models: bool = False
 
@@ -199,6 +211,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             metrics={"acc": masked_accuracy},
             prepare="sparsegcn.experiment.build:node_data",
             pipeline="sparsegcn.experiment.run:run_node_experiment",
+            objective=CLASSIFICATION,
         ),
         "graph": Task(
             description=(
@@ -233,6 +246,20 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             check="sparsegcn.tasks.hetero:check_hetero_experiment",
             sweeps=False,
             info="sparsegcn.tasks.hetero:describe_hetero",
+        ),
+        "node-multilabel": Task(
+            description=(
+                "several binary labels per node of one graph, some possibly missing "
+                "(ROC-AUC averaged over tasks; full batch or sampled mini-batches)"
+            ),
+            loss=masked_binary_cross_entropy,
+            metrics={"rocauc": masked_roc_auc},
+            prepare="sparsegcn.experiment.build:node_data",
+            pipeline="sparsegcn.experiment.run:run_node_experiment",
+            datasets=("ogbn-proteins", "synthetic:proteins"),
+            check="sparsegcn.tasks.multilabel:check_multilabel_experiment",
+            sweeps=False,
+            objective=MULTILABEL,
         ),
         "link": Task(
             description="whether a pair of nodes is an edge (GAE/VGAE, full batch)",

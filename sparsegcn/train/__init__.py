@@ -22,7 +22,16 @@ from sparsegcn.train.fullbatch import (
 )
 from sparsegcn.train.guard import DivergenceError
 from sparsegcn.train.loop import FitResult, Trainer, run_training
-from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy, masked_mean
+from sparsegcn.train.losses import (
+    CLASSIFICATION,
+    MULTILABEL,
+    NodeObjective,
+    masked_accuracy,
+    masked_binary_cross_entropy,
+    masked_cross_entropy,
+    masked_mean,
+    masked_roc_auc,
+)
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -58,6 +67,8 @@ from sparsegcn.train.streamed import (
 from sparsegcn.train.sweep import fit_sweep, set_hyperparams
 
 __all__ = [
+    "CLASSIFICATION",
+    "MULTILABEL",
     "Batch",
     "Best",
     "Checkpoint",
@@ -69,6 +80,7 @@ __all__ = [
     "MinibatchData",
     "MinibatchFitResult",
     "NodeData",
+    "NodeObjective",
     "StreamedFitResult",
     "TrainConfig",
     "TrainState",
@@ -92,8 +104,10 @@ __all__ = [
     "make_step_fn",
     "make_streamed_fns",
     "masked_accuracy",
+    "masked_binary_cross_entropy",
     "masked_cross_entropy",
     "masked_mean",
+    "masked_roc_auc",
     "minibatch_data",
     "predict",
     "resume_state",

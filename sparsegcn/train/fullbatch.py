@@ -27,7 +27,7 @@ import optax
 from sparsegcn.nn.model import Model
 from sparsegcn.train import loop
 from sparsegcn.train.loop import FitResult
-from sparsegcn.train.losses import masked_accuracy, masked_cross_entropy
+from sparsegcn.train.losses import CLASSIFICATION, NodeObjective
 from sparsegcn.train.optim import apply_optimizer
 from sparsegcn.train.state import (
     Best,
@@ -39,27 +39,38 @@ from sparsegcn.train.state import (
 )
 
 
-def train_step(model: Model, tx, state: TrainState, data: NodeData):
-    """One optimizer step. Returns ``(params, opt_state, key, loss, grad_norm)``."""
+def train_step(
+    model: Model, tx, state: TrainState, data: NodeData, objective: NodeObjective = CLASSIFICATION
+):
+    """One optimizer step on ``objective``'s loss (default: softmax cross-entropy).
+
+    Returns ``(params, opt_state, key, loss, grad_norm)``."""
     key, dropout_key = jax.random.split(state.key)
 
     def loss_fn(params):
         logits = model.apply(params, data.graph, data.features, key=dropout_key, training=True)
-        return masked_cross_entropy(logits, data.labels, data.train_mask)
+        return objective.loss(logits, data.labels, data.train_mask)
 
     loss, grads = jax.value_and_grad(loss_fn)(state.params)
     params, opt_state = apply_optimizer(tx, grads, state.opt_state, state.params)
     return params, opt_state, key, loss, optax.tree.norm(grads)
 
 
-def evaluate(model: Model, params, data: LabelledNodes) -> dict:
-    """Inference-mode accuracies and validation loss (scalars)."""
+def evaluate(
+    model: Model, params, data: LabelledNodes, objective: NodeObjective = CLASSIFICATION
+) -> dict:
+    """Inference-mode scores and validation loss (scalars).
+
+    ``*_acc`` hold ``objective``'s metric (accuracy by default, ROC-AUC for
+    :data:`~sparsegcn.train.losses.MULTILABEL`), ``val_loss`` its loss.
+    """
     logits = model.apply(params, data.graph, data.features)
+    metric = objective.metric
     return {
-        "train_acc": masked_accuracy(logits, data.labels, data.train_mask),
-        "val_acc": masked_accuracy(logits, data.labels, data.val_mask),
-        "test_acc": masked_accuracy(logits, data.labels, data.test_mask),
-        "val_loss": masked_cross_entropy(logits, data.labels, data.val_mask),
+        "train_acc": metric(logits, data.labels, data.train_mask),
+        "val_acc": metric(logits, data.labels, data.val_mask),
+        "test_acc": metric(logits, data.labels, data.test_mask),
+        "val_loss": objective.loss(logits, data.labels, data.val_mask),
     }
 
 
@@ -88,8 +99,16 @@ def _select(pred: jax.Array, on_true, on_false):
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
-def run_epoch(model: Model, tx, config: TrainConfig, state: TrainState, data: NodeData):
-    """A training step, evaluation, and early-stopping bookkeeping for one seed.
+def run_epoch(
+    model: Model,
+    tx,
+    config: TrainConfig,
+    state: TrainState,
+    data: NodeData,
+    objective: NodeObjective = CLASSIFICATION,
+):
+    """A training step, evaluation, and early-stopping bookkeeping for one seed
+    (loss and metric: ``objective``'s).
 
     Once ``state.done`` is set the state is frozen: later epochs of the same
     compiled scan leave it unchanged, so seeds that stop early (or runs whose
@@ -107,7 +126,7 @@ def run_epoch(model: Model, tx, config: TrainConfig, state: TrainState, data: No
       (the seed was still training), ``diverged`` and ``epoch`` (the
       1-based epoch this step would complete).
     """
-    params, opt_state, key, loss, grad_norm = train_step(model, tx, state, data)
+    params, opt_state, key, loss, grad_norm = train_step(model, tx, state, data, objective)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
     return end_epoch(
         config,
@@ -115,7 +134,7 @@ def run_epoch(model: Model, tx, config: TrainConfig, state: TrainState, data: No
         params,
         opt_state,
         key,
-        evaluate(model, params, data),
+        evaluate(model, params, data, objective),
         loss=loss,
         grad_norm=grad_norm,
         finite=finite,
@@ -191,25 +210,27 @@ def end_epoch(
     return _select(state.done | ~finite, held, new_state), metrics
 
 
-def make_chunk_fn(model: Model, tx, config: TrainConfig) -> Callable:
+def make_chunk_fn(
+    model: Model, tx, config: TrainConfig, objective: NodeObjective = CLASSIFICATION
+) -> Callable:
     """``(states [K], data) -> (states, metrics [K, chunk])``: ``config.chunk``
     epochs of every seed, as ``vmap`` over seeds of a ``lax.scan`` over epochs.
     """
 
     def one_seed(state, data):
         def body(carry, _):
-            return run_epoch(model, tx, config, carry, data)
+            return run_epoch(model, tx, config, carry, data, objective)
 
         return jax.lax.scan(body, state, None, length=config.chunk)
 
     return jax.vmap(one_seed, in_axes=(0, None))
 
 
-def make_step_fn(model: Model, tx) -> Callable:
+def make_step_fn(model: Model, tx, objective: NodeObjective = CLASSIFICATION) -> Callable:
     """``(states [K], data) -> states``: one optimizer step of every seed."""
 
     def one_seed(state, data):
-        params, opt_state, key, _, _ = train_step(model, tx, state, data)
+        params, opt_state, key, _, _ = train_step(model, tx, state, data, objective)
         return state._replace(params=params, opt_state=opt_state, key=key)
 
     return jax.vmap(one_seed, in_axes=(0, None))
@@ -225,6 +246,7 @@ def fit(
     state: TrainState | None = None,
     history: dict | None = None,
     on_chunk: Callable[[TrainState, dict], None] | None = None,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> FitResult:
     """Trains one model per seed, all in one compiled program.
 
@@ -245,6 +267,10 @@ def fit(
       on_chunk: called with ``(state, history)`` after every compiled call,
         ``history`` as ``{name: [epochs so far, K]}`` NumPy arrays (the hook
         for checkpoints and logging).
+      objective: the loss and metric (:class:`~sparsegcn.train.losses.NodeObjective`):
+        :data:`~sparsegcn.train.losses.CLASSIFICATION` (the default) for a
+        class per node, :data:`~sparsegcn.train.losses.MULTILABEL` for
+        ``[N, T]`` binary labels; the result's accuracies are its metric.
 
     Returns:
       A :class:`~sparsegcn.train.FitResult`; its ``train_step_ms_median``
@@ -260,8 +286,8 @@ def fit(
     """
     trainer = loop.Trainer(
         name="fit",
-        make_chunk=lambda tx, config: make_chunk_fn(model, tx, config),
-        make_step=lambda tx: make_step_fn(model, tx),
+        make_chunk=lambda tx, config: make_chunk_fn(model, tx, config, objective),
+        make_step=lambda tx: make_step_fn(model, tx, objective),
     )
     return loop.run_training(
         trainer,

@@ -1,6 +1,10 @@
-"""Masked node-classification losses and metrics."""
+"""Masked node losses and metrics: classification and multi-label, and the
+:class:`NodeObjective` a node trainer takes them from."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,3 +44,99 @@ def masked_accuracy(
     """Fraction of masked nodes whose arg-max logit is the label."""
     correct = (jnp.argmax(logits, axis=-1) == labels).astype(jnp.float32)
     return masked_mean(correct, mask)
+
+
+def cross_entropy_per_node(logits: jax.Array, labels: jax.Array | np.ndarray) -> jax.Array:
+    """Softmax cross-entropy of each node, ``[N]``, from ``logits [N, C]`` and int ``labels [N]``
+    (every entry a class in ``[0, C)``; unlabelled nodes hold any class and are masked later)."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+def binary_cross_entropy_per_node(logits: jax.Array, labels: jax.Array | np.ndarray) -> jax.Array:
+    """Per-task binary cross-entropy averaged over each node's present labels, ``[N]``.
+
+    .. math::
+
+        l_i = \\frac{1}{|T_i|} \\sum_{t \\in T_i}
+            -\\left[y_{it} \\log \\sigma(z_{it}) + (1 - y_{it}) \\log (1 - \\sigma(z_{it}))\\right]
+
+    with :math:`T_i = \\{t : y_{it} \\ge 0\\}` the tasks node ``i`` has a
+    label for; a node without any gets 0. With every label present this is
+    the mean over tasks that PyTorch's ``BCEWithLogitsLoss`` computes (OGB's
+    ogbn-proteins baselines), averaged over nodes afterwards.
+
+    Args:
+      logits: ``[N, T]``.
+      labels: int ``[N, T]``: 1 positive, 0 negative, -1 missing.
+
+    Returns:
+      float32 ``[N]``.
+    """
+    present = labels >= 0
+    losses = optax.sigmoid_binary_cross_entropy(logits, (labels > 0).astype(logits.dtype))
+    losses = jnp.where(present, losses, 0.0)
+    count = jnp.sum(present, axis=-1).astype(logits.dtype)
+    return jnp.sum(losses, axis=-1) / jnp.maximum(count, 1.0)
+
+
+def masked_binary_cross_entropy(
+    logits: jax.Array, labels: jax.Array | np.ndarray, mask: jax.Array | np.ndarray
+) -> jax.Array:
+    """Mean over the masked nodes of :func:`binary_cross_entropy_per_node` (scalar)."""
+    return masked_mean(binary_cross_entropy_per_node(logits, labels), mask)
+
+
+def masked_roc_auc(
+    logits: jax.Array, labels: jax.Array | np.ndarray, mask: jax.Array | np.ndarray
+) -> jax.Array:
+    """ROC-AUC of each task over the masked nodes' present labels, averaged over tasks.
+
+    :func:`sparsegcn.metrics.roc_auc` per column of ``logits [N, T]``
+    (scores on any monotone scale) against ``labels [N, T]`` (1, 0, or -1
+    missing), counting node ``i`` in task ``t`` when ``mask[i]`` and
+    ``labels[i, t] >= 0``; then :func:`sparsegcn.metrics.mean_over_tasks`
+    (tasks with both classes present). This is ``ogb``'s
+    ``Evaluator("ogbn-proteins")`` ``rocauc`` on the masked nodes.
+
+    Returns:
+      float32 scalar; NaN when no task has both a positive and a negative.
+    """
+    from sparsegcn.metrics import mean_over_tasks, roc_auc
+
+    labels = jnp.asarray(labels)
+    valid = jnp.asarray(mask, bool)[:, None] & (labels >= 0)
+    return mean_over_tasks(roc_auc(logits, (labels > 0).astype(jnp.float32), valid))
+
+
+class NodeObjective(NamedTuple):
+    """What a node trainer minimizes and scores: a task's loss and metric.
+
+    The full-batch and sampled trainers read them from here (default
+    :data:`CLASSIFICATION`); the task registry (:mod:`sparsegcn.tasks`)
+    gives each node task its objective.
+
+    Attributes:
+      metric_name: the metric's name in reports (``"acc"``, ``"rocauc"``);
+        the trainers' ``*_acc`` fields and the ``val_acc`` monitor hold
+        this metric.
+      node_losses: ``(logits [N, C], labels) -> [N]`` the loss of each
+        node; the full-batch loss is its mean over the train mask, the
+        sampled loss its seed-weighted sum.
+      metric: ``(logits, labels, mask [N]) -> []``, higher is better.
+    """
+
+    metric_name: str
+    node_losses: Callable
+    metric: Callable
+
+    def loss(self, logits: jax.Array, labels, mask) -> jax.Array:
+        """Mean of :attr:`node_losses` over ``mask`` (scalar)."""
+        return masked_mean(self.node_losses(logits, labels), mask)
+
+
+CLASSIFICATION = NodeObjective("acc", cross_entropy_per_node, masked_accuracy)
+"""One class per node: softmax cross-entropy, accuracy."""
+
+MULTILABEL = NodeObjective("rocauc", binary_cross_entropy_per_node, masked_roc_auc)
+"""Several binary tasks per node, labels possibly missing: per-task binary
+cross-entropy, ROC-AUC averaged over tasks (OGB's ogbn-proteins metric)."""

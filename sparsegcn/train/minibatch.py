@@ -54,6 +54,7 @@ from sparsegcn.sampling.neighbor import check_fanouts
 from sparsegcn.train import loop
 from sparsegcn.train.fullbatch import end_epoch, evaluate
 from sparsegcn.train.loop import FitResult
+from sparsegcn.train.losses import CLASSIFICATION, NodeObjective
 from sparsegcn.train.optim import apply_optimizer
 from sparsegcn.train.state import NodeData, TrainConfig, TrainState
 
@@ -217,7 +218,12 @@ def first_batch(key: jax.Array, train_nodes: jax.Array, batch_size: int) -> Batc
 
 
 def make_grad_fn(
-    model: Model, fanouts: Sequence[int], *, sampler: str = "tree", caps=None
+    model: Model,
+    fanouts: Sequence[int],
+    *,
+    sampler: str = "tree",
+    caps=None,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> Callable:
     """``grad_fn(params, data, batch, key) -> (loss, grads)`` for one mini-batch.
 
@@ -225,7 +231,8 @@ def make_grad_fn(
     sampled by ``sampler`` (with ``caps``; see :class:`MinibatchConfig`);
     the result is a pure function of its arguments. The loss is
     ``sum_i w_i l_i`` over the seed slots (see the module docstring), with
-    ``l_i`` the softmax cross-entropy of seed ``i``.
+    ``l_i`` seed ``i``'s ``objective.node_losses`` (by default its softmax
+    cross-entropy).
     """
     fanouts = check_fanouts(fanouts)
 
@@ -242,7 +249,7 @@ def make_grad_fn(
             caps=caps,
         )
         logits = model.apply(params, sample, data.features, key=dropout_key, training=True)
-        losses = optax.softmax_cross_entropy_with_integer_labels(logits, data.labels[batch.nodes])
+        losses = objective.node_losses(logits, data.labels[batch.nodes])
         return jnp.sum(losses * batch.weights)
 
     return jax.value_and_grad(loss_fn)
@@ -286,6 +293,7 @@ def run_epoch(
     data: MinibatchData,
     *,
     grad_fn: Callable | None = None,
+    objective: NodeObjective = CLASSIFICATION,
 ):
     """A training epoch, layer-wise evaluation and early-stopping bookkeeping (one seed).
 
@@ -298,7 +306,8 @@ def run_epoch(
 
     ``grad_fn`` replaces ``make_grad_fn(model, minibatch.fanouts)``, with
     the same signature (data parallelism passes one that splits the batch
-    over devices and sums their gradients).
+    over devices and sums their gradients). ``objective`` gives the loss
+    (when ``grad_fn`` is built here) and the evaluation's metric.
 
     Returns:
       ``(new_state, metrics)`` with scalar metrics ``loss`` and ``grad_norm``
@@ -307,7 +316,7 @@ def run_epoch(
     """
     batch_size = effective_batch_size(data.train_nodes.shape[0], minibatch.batch_size)
     if grad_fn is None:
-        grad_fn = make_grad_fn(model, minibatch.fanouts, **minibatch.sampling)
+        grad_fn = make_grad_fn(model, minibatch.fanouts, **minibatch.sampling, objective=objective)
     key, epoch_key = jax.random.split(state.key)
     params, opt_state, losses, norms = train_epoch(
         grad_fn, tx, batch_size, state.params, state.opt_state, data, epoch_key
@@ -319,7 +328,7 @@ def run_epoch(
         params,
         opt_state,
         key,
-        evaluate(model, params, data),
+        evaluate(model, params, data, objective),
         loss=jnp.mean(losses),
         grad_norm=jnp.mean(norms),
         finite=finite,
@@ -333,6 +342,7 @@ def make_chunk_fn(
     minibatch: MinibatchConfig,
     *,
     grad_fn: Callable | None = None,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> Callable:
     """``(states [K], data) -> (states, metrics [K, chunk])``: ``config.chunk`` epochs
     of every seed, ``vmap`` over seeds of a ``lax.scan`` over epochs (``grad_fn``:
@@ -341,7 +351,9 @@ def make_chunk_fn(
 
     def epochs_of_one_seed(state, data):
         def body(carry, _):
-            return run_epoch(model, tx, config, minibatch, carry, data, grad_fn=grad_fn)
+            return run_epoch(
+                model, tx, config, minibatch, carry, data, grad_fn=grad_fn, objective=objective
+            )
 
         return jax.lax.scan(body, state, None, length=config.chunk)
 
@@ -356,11 +368,13 @@ def make_step_fn(
     grad_fn: Callable | None = None,
     sampler: str = "tree",
     caps=None,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> Callable:
     """``(states [K], data, batch) -> states``: one optimizer step of every seed on ``batch``
-    (``grad_fn``: see :func:`run_epoch`; ``sampler``, ``caps``: :func:`make_grad_fn`)."""
+    (``grad_fn``: see :func:`run_epoch`; ``sampler``, ``caps``, ``objective``:
+    :func:`make_grad_fn`)."""
     if grad_fn is None:
-        grad_fn = make_grad_fn(model, fanouts, sampler=sampler, caps=caps)
+        grad_fn = make_grad_fn(model, fanouts, sampler=sampler, caps=caps, objective=objective)
 
     def step_of_one_seed(state, data, batch):
         key, step_key = jax.random.split(state.key)
@@ -512,6 +526,7 @@ def fit_minibatch(
     state: TrainState | None = None,
     history: dict | None = None,
     on_chunk: Callable[[TrainState, dict], None] | None = None,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> MinibatchFitResult:
     """Trains one model per seed with sampled mini-batches, all in one compiled program.
 
@@ -536,6 +551,7 @@ def fit_minibatch(
         flags are recomputed for ``config``.
       history: metrics of the epochs already run (``{name: [E0, K]}``).
       on_chunk: called with ``(state, history)`` after every compiled call.
+      objective: loss and metric (see :func:`~sparsegcn.train.fit`).
 
     Returns:
       A :class:`MinibatchFitResult`; ``train_step_ms_median`` is one
@@ -572,8 +588,12 @@ def fit_minibatch(
 
     trainer = loop.Trainer(
         name="fit_minibatch",
-        make_chunk=lambda tx, config: make_chunk_fn(model, tx, config, minibatch),
-        make_step=lambda tx: make_step_fn(model, tx, minibatch.fanouts, **minibatch.sampling),
+        make_chunk=lambda tx, config: make_chunk_fn(
+            model, tx, config, minibatch, objective=objective
+        ),
+        make_step=lambda tx: make_step_fn(
+            model, tx, minibatch.fanouts, **minibatch.sampling, objective=objective
+        ),
         step_args=step_args,
         measure=sampler_throughput,
         result=functools.partial(

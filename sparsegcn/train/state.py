@@ -117,7 +117,8 @@ class NodeData(NamedTuple):
     Attributes:
       graph: the propagation graph, already normalized for the model.
       features: ``[N, F]`` dense array or :class:`~sparsegcn.SparseFeatures`.
-      labels: int32 ``[N]``, in ``[0, C)`` (unlabelled nodes hold 0 and are masked out).
+      labels: int32 ``[N]``, in ``[0, C)`` (unlabelled nodes hold 0 and are masked out);
+        or, for multi-label tasks, int32 ``[N, T]`` of 1, 0 and -1 (missing).
       train_mask, val_mask, test_mask: bool ``[N]``.
     """
 
@@ -196,18 +197,26 @@ def check_node_data(caller: str, model, data) -> None:
     if isinstance(labels, jax.core.Tracer):
         return
     labels = np.asarray(labels)
-    labelled = np.zeros(labels.shape, bool)
+    labelled = np.zeros(labels.shape[:1], bool)
     for name in ("train_mask", "val_mask", "test_mask"):
         mask = getattr(data, name)
         if isinstance(mask, jax.core.Tracer) or not getattr(mask, "is_fully_addressable", True):
             return
         mask = np.asarray(mask)
-        if mask.shape != labels.shape:
+        if mask.shape != labels.shape[:1]:
             raise ValueError(
                 f"{caller}: data.{name} has shape {mask.shape} but data.labels has "
                 f"{labels.shape}; give one entry per node"
             )
         labelled |= mask.astype(bool)
+    if labels.ndim == 2:  # multi-label: one output per task, labels 1, 0 or -1 (missing)
+        if labels.shape[1] != num_classes:
+            raise ValueError(
+                f"{caller}: data.labels has {labels.shape[1]} tasks (shape {labels.shape}) but "
+                f"model {model.name!r} has num_classes={num_classes} outputs; build it with one "
+                f"output per task"
+            )
+        return
     bad = labelled & ((labels < 0) | (labels >= num_classes))
     if bad.any():
         node = int(np.flatnonzero(bad)[0])

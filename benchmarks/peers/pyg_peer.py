@@ -1,0 +1,124 @@
+"""PyG's graph-classification side of ``compare.py``: run under a Python with torch_geometric.
+
+    $PYG_PYTHON benchmarks/peers/pyg_peer.py   # speaks peer_protocol
+
+Made for ``torch_geometric==2.8.1`` with ``torch==2.13.0`` (CPU), in an
+environment of its own (see benchmarks/README.md): no ``pyg-lib`` or
+``torch-sparse``, so PyG takes its pure-torch paths. On the CPU with all
+cores. Cases (the data is a ``graph_data`` ``.npz``):
+
+- ``gin_epoch``: one training epoch a call, as PyG's own GIN examples run
+  one: ``DataLoader(list of Data, batch_size, shuffle=True)`` (its
+  collation, ``Batch.from_data_list``, is timed: it is PyG's real cost),
+  :class:`gin_torch.GIN` with ``GINConv`` (GIN-0) and ``global_add_pool``,
+  cross-entropy, Adam. ``stats``: batches and graphs of the last epoch.
+- ``gin_forward``: the class scores of every graph as one batch, in
+  training mode (batch statistics) with the weights of ``spec["weights"]``
+  and no dropout: the tests compare it with ours.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peer_protocol import serve
+
+
+def versions() -> dict:
+    import torch
+    import torch_geometric
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    return {
+        "torch_geometric": torch_geometric.__version__,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "python": sys.version.split()[0],
+    }
+
+
+def _data_list(data):
+    import torch
+    from graph_data import graph_list
+    from torch_geometric.data import Data
+
+    return [
+        Data(
+            x=torch.from_numpy(x),
+            edge_index=torch.from_numpy(np.stack([senders, receivers])),
+            y=torch.tensor([label]),
+        )
+        for senders, receivers, x, label in graph_list(data)
+    ]
+
+
+def _model(spec: dict, data):
+    import torch
+    from gin_torch import GIN
+    from torch_geometric.nn import GINConv, global_add_pool
+
+    torch.manual_seed(0)
+    return GIN(
+        lambda mlp: GINConv(mlp, eps=0.0, train_eps=False),
+        lambda conv, batch, h: conv(h, batch.edge_index),
+        lambda batch, h: global_add_pool(h, batch.batch),
+        int(data["features"].shape[1]),
+        spec["hidden"],
+        int(data["num_classes"]),
+        spec["num_layers"],
+        spec["dropout"],
+    )
+
+
+def _set_threads(spec: dict) -> None:
+    """``spec["torch_threads"]``, when given, sets torch's threads for the rest of the peer's life."""
+    import torch
+
+    if spec.get("torch_threads"):
+        torch.set_num_threads(int(spec["torch_threads"]))
+
+
+def gin_epoch(spec: dict):
+    import torch
+    from gin_torch import train_epoch
+    from torch_geometric.loader import DataLoader
+
+    _set_threads(spec)
+    data = np.load(spec["data"])
+    graphs = _data_list(data)
+    loader = DataLoader(
+        [graphs[i] for i in data["train"]], batch_size=spec["batch_size"], shuffle=True
+    )
+    model = _model(spec, data)
+    optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
+    stats: dict = {"torch_threads": torch.get_num_threads()}
+
+    def run():
+        return train_epoch(model, optimizer, loader, lambda b: (b, b.x, b.y), stats)
+
+    return run, stats
+
+
+def gin_forward(spec: dict):
+    from torch_geometric.data import Batch
+
+    data = np.load(spec["data"])
+    batch = Batch.from_data_list(_data_list(data))
+    model = _model({**spec, "dropout": 0.0}, data)
+    model.load_flat(np.load(spec["weights"]))
+    model.train()
+
+    def run():
+        return model(batch, batch.x).detach().numpy()
+
+    return run, {}
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve({"gin_epoch": gin_epoch, "gin_forward": gin_forward}, versions))
