@@ -116,13 +116,14 @@ def ours_epoch(
       metrics)``; ``info`` has ``budget``, ``batches``, ``packings``,
       ``graphs`` (training graphs per epoch, all members) and ``node_fill``.
     """
-    from sparsegcn.batch import choose_budget, pack_graphs
+    from sparsegcn.batch import choose_budget
     from sparsegcn.nn.graph_gin import graph_gin
     from sparsegcn.train.graphs import (
         GraphTrainConfig,
         Splits,
         make_epochs_fn,
         member_batches,
+        pack_steps,
         packings_for,
     )
 
@@ -137,7 +138,8 @@ def ours_epoch(
     packings = packings_for(dataset, budget, count, batch_size)
     seeds = tuple(range(members))
     train, train_graphs = member_batches(dataset, splits, seeds, budget, batch_size, packings)
-    no_eval = jax.tree.map(lambda a: a[:0], pack_graphs(dataset, np.arange(1), budget, batch_size))
+    no_eval = jax.tree.map(lambda a: a[:0], pack_steps(dataset, np.arange(1), budget, batch_size))
+    labels = jnp.asarray(dataset.labels)
     model = graph_gin(
         dataset.features.shape[1],
         dataset.num_classes,
@@ -145,7 +147,7 @@ def ours_epoch(
         num_layers=num_layers,
         dropout_rate=dropout,
     )
-    run = make_epochs_fn(model, config, 1)
+    run = make_epochs_fn(model, config, 1, num_graphs=count)
     state = make_state(model, config, seeds)
     valid = jnp.zeros((members, count), bool)
     if members == 1:
@@ -153,40 +155,33 @@ def ours_epoch(
         train = jax.tree.map(lambda a: a[0], train)
         valid = valid[0]
 
-        def fn(state, train, no_eval, valid):
-            return run(state, train, no_eval, valid, valid, jnp.int32(0))
+        def fn(state, train, no_eval, labels, valid):
+            return run(state, train, no_eval, labels, valid, valid, jnp.int32(0))
 
     else:
-        program = jax.vmap(run, in_axes=(0, 0, None, 0, 0, None))
+        program = jax.vmap(run, in_axes=(0, 0, None, None, 0, 0, None))
 
-        def fn(state, train, no_eval, valid):
-            return program(state, train, no_eval, valid, valid, jnp.int32(0))
+        def fn(state, train, no_eval, labels, valid):
+            return program(state, train, no_eval, labels, valid, valid, jnp.int32(0))
 
-    args = tuple(jax.device_put(a) for a in (state, train, no_eval, valid))
+    args = tuple(jax.device_put(a) for a in (state, train, no_eval, labels, valid))
     nodes = dataset.nodes_per_graph()[np.asarray(arrays["train"])]
     info = {
         "budget": {"nodes": budget.nodes, "edges": budget.edges, "graphs": budget.graphs},
-        "batches": int(np.shape(train.graph_mask)[-2]),
+        "batches": int(np.shape(train.graph_mask)[-3]),
         "packings": packings,
         "graphs": int(train_graphs.sum()),
-        "node_fill": float(nodes.sum() / (np.shape(train.graph_mask)[-2] * budget.nodes)),
+        "node_fill": float(nodes.sum() / (np.shape(train.graph_mask)[-3] * budget.nodes)),
     }
     return fn, args, info
 
 
 def make_state(model, config, seeds):
-    """Stacked ``(params, stats, opt_state, key)`` of each seed, as ``fit_graphs`` makes them."""
-    # The trainer's own optimizer, so that the state matches make_epochs_fn's.
-    from sparsegcn.train.graphs import MemberState, _optimizer
+    """Stacked member states of each seed, as ``fit_graphs`` makes them."""
+    from sparsegcn.train.graphs import init_member
 
-    tx = _optimizer(config)
-
-    def init(key):
-        init_key, run_key = jax.random.split(key)
-        params, stats = model.init(init_key)
-        return MemberState(params, stats, tx.init(params), run_key)
-
-    return jax.jit(jax.vmap(init))(jnp.stack([jax.random.key(s) for s in seeds]))
+    keys = jnp.stack([jax.random.key(s) for s in seeds])
+    return jax.jit(jax.vmap(lambda k: init_member(model, config, k)))(keys)
 
 
 def graph_rows(
