@@ -528,20 +528,31 @@ def _write_cache_files(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed
             for name, array in arrays.items():
                 _save_array(tmp / f"{name}.npy", np.asarray(array))
         manifest = json_text(_manifest(dataset, spec, seed, arrays), indent=1)
-        with naming_errors(folder / MANIFEST), open(tmp / MANIFEST, "w") as f:
-            f.write(manifest)
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(tmp)
-        try:
-            os.rename(tmp, folder)
-        except OSError:
-            if not (folder / MANIFEST).exists():
-                raise
-            shutil.rmtree(tmp)  # a concurrent call finished the same cache first
+        with naming_errors(folder / MANIFEST):
+            publish_cache(tmp, folder, manifest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def publish_cache(tmp: Path, folder: Path, manifest: str) -> None:
+    """Writes ``manifest`` (the last file) into the finished temporary cache
+    folder ``tmp`` and renames it to ``folder``, both made durable.
+
+    A concurrent call that finished the same cache first wins: ``tmp`` is
+    then removed. The caller removes ``tmp`` on any error.
+    """
+    with open(tmp / MANIFEST, "w") as f:
+        f.write(manifest)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(tmp)
+    try:
+        os.rename(tmp, folder)
+    except OSError:
+        if not (folder / MANIFEST).exists():
+            raise
+        shutil.rmtree(tmp)  # a concurrent call finished the same cache first
     _fsync_dir(folder.parent)
 
 

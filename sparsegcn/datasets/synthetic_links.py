@@ -75,7 +75,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.link_base import LINK_SPLITS, LinkDataset
-from sparsegcn.datasets.synthetic import _check_range, _check_scale, _fsync_dir, _save_array
+from sparsegcn.datasets.synthetic import _check_range, _check_scale, _save_array, publish_cache
 from sparsegcn.files import json_text, load_npy, naming_errors, read_json, temp_folder
 from sparsegcn.graph import Graph
 
@@ -525,21 +525,10 @@ def _write_cache(folder: Path, dataset: LinkDataset, spec: LinkSpec, seed: int) 
                     for k, v in arrays.items()
                 },
             }
-            with open(tmp / MANIFEST, "w") as f:
-                f.write(json_text(manifest, indent=1))
-                f.flush()
-                os.fsync(f.fileno())
-        _fsync_dir(tmp)
-        try:
-            os.rename(tmp, folder)
-        except OSError:
-            if not (folder / MANIFEST).exists():
-                raise
-            shutil.rmtree(tmp)  # a concurrent call finished the same cache first
+            publish_cache(tmp, folder, json_text(manifest, indent=1))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _fsync_dir(folder.parent)
 
 
 def _read_cache(folder: Path, spec: LinkSpec, seed: int) -> LinkDataset:
