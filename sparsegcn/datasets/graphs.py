@@ -40,7 +40,7 @@ def load_graphs(
         :func:`~sparsegcn.datasets.synthetic_graphs.generate_molecules`);
         or the path of an on-disk graph dataset folder
         (:func:`~sparsegcn.datasets.ondisk_graphs.load_graphs_ondisk`),
-        written as a path (:func:`~sparsegcn.datasets.is_path`: ``./molpcba``).
+        written as a path (``sparsegcn.datasets.is_path``: ``./molpcba``).
       root: the data root (``None``: ``$SPARSEGCN_DATA`` or ``./datasets``;
         unused for a generated dataset or a folder).
       download: fetch a missing dataset where its loader can.

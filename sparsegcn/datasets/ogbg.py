@@ -5,23 +5,23 @@ the same folder with NumPy and gzip alone (``ogb`` itself imports torch and
 loops over graphs in Python). A dataset ``ogbg-molhiv`` lives in
 ``<root>/ogbg_molhiv/``:
 
-==========================================  ===============================================
-file                                        lines: content
-==========================================  ===============================================
-``RELEASE_v1.txt``                          the release marker (``ogb`` checks it too)
-``raw/num-node-list.csv.gz``                ``G``: nodes of graph ``g``
-``raw/num-edge-list.csv.gz``                ``G``: edges of graph ``g`` (each bond once)
-``raw/edge.csv.gz``                         ``sum(num-edge-list)``: ``src,dst``, node ids
-                                            *local to the graph*, graph after graph
-``raw/node-feat.csv.gz``                    ``sum(num-node-list)``: 9 integer atom features
-                                            (absent where ``has_node_attr`` is False)
-``raw/edge-feat.csv.gz``                    one row per edge line: 3 integer bond features
-                                            (ppa: 7 reals)
-``raw/graph-label.csv.gz``                  ``G``: ``T`` binary labels (empty or ``nan``:
-                                            missing), or one class id (ppa)
-``split/<split>/{train,valid,test}.csv.gz`` graph ids, one a line (``<split>`` is
-                                            ``scaffold`` or ``species``)
-==========================================  ===============================================
+============================================  ===============================================
+file                                          lines: content
+============================================  ===============================================
+``RELEASE_v1.txt``                            the release marker (``ogb`` checks it too)
+``raw/num-node-list.csv.gz``                  ``G``: nodes of graph ``g``
+``raw/num-edge-list.csv.gz``                  ``G``: edges of graph ``g`` (each bond once)
+``raw/edge.csv.gz``                           ``sum(num-edge-list)``: ``src,dst``, node ids
+                                              *local to the graph*, graph after graph
+``raw/node-feat.csv.gz``                      ``sum(num-node-list)``: 9 integer atom features
+                                              (absent where ``has_node_attr`` is False)
+``raw/edge-feat.csv.gz``                      one row per edge line: 3 integer bond features
+                                              (ppa: 7 reals)
+``raw/graph-label.csv.gz``                    ``G``: ``T`` binary labels (empty or ``nan``:
+                                              missing), or one class id (ppa)
+``split/<split>/{train,valid,test}.csv.gz``   graph ids, one a line (``<split>`` is
+                                              ``scaffold`` or ``species``)
+============================================  ===============================================
 
 Where master.csv says ``add_inverse_edge`` (every supported dataset), each
 stored edge becomes two, the edge then its reverse, and its features are

@@ -6,31 +6,31 @@ once (ogbg-molpcba's 437,929 molecules, or their synthetic twin); later runs
 object per graph is ever made, and only the pages a run touches are read.
 ``load_graphs(PATH)`` (so ``sparsegcn info --dataset ./folder``) reads one.
 
-Format (version 1)
-------------------
+Graph folder format (version 1)
+-------------------------------
 
 A folder holding (``G`` graphs, ``n`` nodes, ``E`` directed edges):
 
-=======================  ==========================  ==========================================
-file                     dtype, shape                content
-=======================  ==========================  ==========================================
-``senders.npy``          int32 ``[E]``               global node ids, edges graph by graph
+=======================  ============================  ==========================================
+file                     dtype, shape                  content
+=======================  ============================  ==========================================
+``senders.npy``          int32 ``[E]``                 global node ids, edges graph by graph
 ``receivers.npy``        int32 ``[E]``
-``node_ptr.npy``         int64 ``[G + 1]``           node offsets: graph ``g`` owns nodes
-                                                     ``node_ptr[g] .. node_ptr[g+1] - 1``
-``edge_ptr.npy``         int64 ``[G + 1]``           edge offsets, likewise
-``features.npy``         float32 or int32 ``[n, F]`` node features (int32: categorical
-                                                     columns, vocabularies in the manifest)
-``labels.npy``           int32 ``[G]`` or float32    class ids, or 0/1 per task with NaN
-                         ``[G, T]``                  where missing
-``classes.npy``          ``[C]``                     what each class index stands for
-``edge_features.npy``    float32 or int32 ``[E, D]`` optional
-``targets.npy``          float32 ``[G, T]``          optional regression targets
-``train.npy``,           int64 ``[k]``               optional official split (graph ids)
+``node_ptr.npy``         int64 ``[G + 1]``             node offsets: graph ``g`` owns nodes
+                                                       ``node_ptr[g] .. node_ptr[g+1] - 1``
+``edge_ptr.npy``         int64 ``[G + 1]``             edge offsets, likewise
+``features.npy``         float32 or int32 ``[n, F]``   node features (int32: categorical
+                                                       columns, vocabularies in the manifest)
+``labels.npy``           int32 ``[G]`` or float32      class ids, or 0/1 per task with NaN
+                         ``[G, T]``                    where missing
+``classes.npy``          ``[C]``                       what each class index stands for
+``edge_features.npy``    float32 or int32 ``[E, D]``   optional
+``targets.npy``          float32 ``[G, T]``            optional regression targets
+``train.npy``,           int64 ``[k]``                 optional official split (graph ids)
 ``valid.npy``,
 ``test.npy``
-``manifest.json``        JSON                        see below
-=======================  ==========================  ==========================================
+``manifest.json``        JSON                          see below
+=======================  ============================  ==========================================
 
 The manifest is an object with ``format`` (``"sparsegcn-graphs"``),
 ``version`` (1), ``name`` (``ogbg-*`` names keep OGB's evaluator),
@@ -39,8 +39,8 @@ The manifest is an object with ``format`` (``"sparsegcn-graphs"``),
 and ``files``: for each array above that is present,
 ``{"file", "dtype", "shape", "bytes", "sha256"}``.
 
-Checks
-------
+Checks on loading
+-----------------
 
 Loading checks, in chunks of :data:`CHECK_CHUNK` entries (bounded memory):
 the manifest's keys; each file's size in bytes, dtype and shape against the

@@ -43,7 +43,7 @@ from sparsegcn.train.streamed import StreamedFitResult, fit_streamed
 def ogb_test_metric(dataset: Dataset, model, params, graph, features) -> dict | None:
     """:func:`~sparsegcn.datasets.ogb.official_test_metric` of every seed's
     predictions (for ogbn-proteins
-    :func:`~sparsegcn.datasets.proteins.official_test_metric` of its
+    ``sparsegcn.datasets.proteins.official_test_metric`` of its
     scores), or ``None`` (see there).
 
     One inference pass per seed on ``graph`` (the layout training evaluated

@@ -35,7 +35,7 @@ Data parallelism (``devices=D``): a step's batch of up to ``batch_size``
 graphs is ``D`` padded sub-batches of ``ceil(batch_size / D)`` graphs each,
 packed greedily in the same order as one device would pack them, stacked on
 a device axis placed with a :class:`~jax.sharding.NamedSharding` over the
-mesh's :data:`~sparsegcn.parallel.AXIS` (each device holds its own
+mesh's ``sparsegcn.parallel.mesh.AXIS`` (each device holds its own
 sub-batch). Inside the compiled step the ``D`` sub-batches are one
 block-diagonal batch (:func:`merge_shards`), so XLA's partitioner
 all-reduces the gradients and batch norm's sums: batch statistics are over
@@ -320,7 +320,7 @@ METRICS: Mapping[str, Callable[[jax.Array, jax.Array, jax.Array], jax.Array]] = 
     "ap": ap,
 }
 """``metric(scores [G, C], labels, mask [G]) -> []`` by the name a dataset gives
-(:attr:`~sparsegcn.datasets.graph_dataset.GraphDataset.metric`); higher is better."""
+(``GraphDataset.metric``); higher is better."""
 
 
 # -- state and results --------------------------------------------------------
