@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import sparsegcn as sg
+from sparsegcn.datasets.mag import MagSpec
 from sparsegcn.hetero import HeteroGraph
 
 NUM_NODES = {"paper": 7, "author": 5, "topic": 3, "venue": 2}
@@ -35,3 +36,22 @@ def paper_features(seed: int = 0, width: int = 4) -> np.ndarray:
 
 
 __all__ = ["CITES", "EMPTY", "NUM_NODES", "TOPIC", "WRITES", "paper_features", "sg", "small_hetero"]
+
+
+def tiny_spec(**changes) -> MagSpec:
+    """A ``synthetic:mag`` spec small enough for a test (400 papers, 4 venues)."""
+    spec = MagSpec(
+        num_nodes={"paper": 400, "author": 300, "institution": 10, "field_of_study": 30},
+        num_edges={
+            ("author", "affiliated_with", "institution"): 300,
+            ("author", "writes", "paper"): 1200,
+            ("paper", "cites", "paper"): 800,
+            ("paper", "has_topic", "field_of_study"): 800,
+        },
+        num_classes=4,
+        num_features=8,
+        homophily=0.9,
+        feature_signal=0.0,
+        split_sizes={"train": 200, "valid": 100, "test": 100},
+    )
+    return MagSpec(**{**spec.__dict__, **changes})

@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hetero_graphs import CITES, EMPTY, NUM_NODES, TOPIC, WRITES, small_hetero
 
 from sparsegcn.hetero import HeteroGraph
 from sparsegcn.message_passing import message_passing
-from tests.hetero_graphs import CITES, EMPTY, NUM_NODES, TOPIC, WRITES, small_hetero
 
 
 def test_relations_are_bipartite_views_and_message_passing_runs_per_relation():

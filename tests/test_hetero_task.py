@@ -9,6 +9,8 @@ import jax
 import numpy as np
 import optax
 import pytest
+from helpers import compiled_programs
+from hetero_graphs import tiny_spec
 
 from sparsegcn.cli import main
 from sparsegcn.datasets.mag import generate_mag, write_mag_raw
@@ -17,8 +19,6 @@ from sparsegcn.nn.rgcn import rgcn
 from sparsegcn.sampling.typed import HeteroCSR
 from sparsegcn.tasks import task_name
 from sparsegcn.tasks.hetero import HeteroData, fit_hetero
-from tests.datasets.test_mag import tiny_spec
-from tests.helpers import compiled_programs
 
 
 def hetero_data(spec) -> HeteroData:

@@ -7,6 +7,7 @@ import importlib.util
 
 import numpy as np
 import pytest
+from hetero_graphs import tiny_spec
 
 from sparsegcn.datasets.mag import (
     MAG_NUM_EDGES,
@@ -20,24 +21,6 @@ from sparsegcn.datasets.mag import (
 
 CITES = ("paper", "cites", "paper")
 WRITES = ("author", "writes", "paper")
-
-
-def tiny_spec(**changes) -> MagSpec:
-    spec = MagSpec(
-        num_nodes={"paper": 400, "author": 300, "institution": 10, "field_of_study": 30},
-        num_edges={
-            ("author", "affiliated_with", "institution"): 300,
-            WRITES: 1200,
-            CITES: 800,
-            ("paper", "has_topic", "field_of_study"): 800,
-        },
-        num_classes=4,
-        num_features=8,
-        homophily=0.9,
-        feature_signal=0.0,
-        split_sizes={"train": 200, "valid": 100, "test": 100},
-    )
-    return MagSpec(**{**spec.__dict__, **changes})
 
 
 def test_full_size_counts_are_ogbs():

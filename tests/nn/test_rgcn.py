@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hetero_graphs import NUM_NODES, paper_features, small_hetero
 
 from sparsegcn.nn.rgcn import relation_weights, rgcn, rgcn_conv, rgcn_homogeneous
-from tests.hetero_graphs import NUM_NODES, paper_features, small_hetero
 
 
 def dense_rgcn(params, graph, x, target):

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hetero_graphs import CITES, EMPTY, WRITES, paper_features, small_hetero
 
 from sparsegcn.nn.rgcn import rgcn
 from sparsegcn.sampling.typed import (
@@ -17,7 +18,6 @@ from sparsegcn.sampling.typed import (
     sample_typed,
     typed_paths,
 )
-from tests.hetero_graphs import CITES, EMPTY, WRITES, paper_features, small_hetero
 
 
 def test_paths_follow_relation_types():
