@@ -10,8 +10,11 @@ link``: its edges are split at random (85/5/10,
 
 :func:`run_link_experiment` loads, splits, prepares the encoder's graph
 (its registry entry's preparation of the train edges), trains every seed as
-one program (:func:`~sparsegcn.train.links.fit_links`) and reports
-(:func:`summarize_links`; ``docs/link-prediction.md`` lists every key).
+one program (:func:`~sparsegcn.train.links.fit_links`; with ``--fanouts`` on
+sampled mini-batches of train edges,
+:func:`~sparsegcn.train.links.fit_links_sampled`, checked by
+:func:`check_sampled_links`) and reports (:func:`summarize_links`;
+``docs/link-prediction.md`` lists every key).
 """
 
 from __future__ import annotations
