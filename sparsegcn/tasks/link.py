@@ -444,7 +444,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
             per_seed_data=not _owns(exp.dataset),
             progress=progress,
         )
-        batching = {"sampled": False}
+        batching: dict = {"sampled": False}
     else:
         if not _owns(exp.dataset):  # one seed's split, stacked [1, ...]: its own leaves
             data = LinkData._make(
