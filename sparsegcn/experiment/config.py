@@ -82,6 +82,11 @@ def _sampled(exp) -> bool:
     return exp.fanouts is not None and exp.fanouts != "none"
 
 
+def _link_run(exp) -> bool:
+    """Whether ``exp`` predicts links (its sampled runs: batches of train edges)."""
+    return task_name(exp.dataset, getattr(exp, "task", "auto")) == "link"
+
+
 def _full_batch(exp: Experiment) -> str:
     return f"{exp.model} trains full batch here, with fanouts={exp.fanouts or 'none'!r}"
 
@@ -120,8 +125,9 @@ def _task_rows() -> dict[str, Applies]:
 
 APPLIES: dict[str, Applies] = {
     "fanouts": Applies(
-        lambda e: get_model_spec(e.model).sampled,
-        f"a model that runs on sampled blocks ({_names(lambda s: s.sampled)})",
+        lambda e: get_model_spec(e.model).sampled or _link_run(e),
+        f"a model that runs on sampled blocks ({_names(lambda s: s.sampled)}) or link "
+        "prediction (gae, vgae: sampled batches of train edges)",
         lambda e: f"{e.model} trains full batch only",
         idle=("none",),
     ),
@@ -398,7 +404,8 @@ class Experiment:
         if not isinstance(self.model, str) or self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {list(MODELS)}")
         spec = get_model_spec(self.model)
-        if self.layers is None and spec.sampled and self.fanouts not in (None, "none"):
+        samples = spec.sampled or _link_run(self)
+        if self.layers is None and samples and self.fanouts not in (None, "none"):
             # A sampled model takes one layer per hop: --fanouts 15,10,5 alone means 3 layers.
             object.__setattr__(self, "layers", len(check_fanouts(self.fanouts)))
         defaults = task_for(self.dataset, self.task).model_defaults(self.model, spec.defaults)
@@ -408,6 +415,11 @@ class Experiment:
             if getattr(self, name) is None and name in FALLBACK_DEFAULTS:
                 object.__setattr__(self, name, FALLBACK_DEFAULTS[name])
         given = dict(self.model_options or ())
+        if _link_run(self) and self.sampled and "recon" not in given and "recon" in spec.options:
+            # Sampled link batches score sampled negatives on sampled trees: recon
+            # "sampled" and a sampled encoder (sage) unless asked.
+            given["recon"] = "sampled"
+            given.setdefault("encoder", "sage")
         resolved = spec.resolve_options(self.model, given)
         object.__setattr__(self, "model_options", tuple(sorted(resolved.items())))
         if self.residual and resolved.get("jk", "none") != "none":

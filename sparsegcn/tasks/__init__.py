@@ -262,7 +262,8 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             objective=MULTILABEL,
         ),
         "link": Task(
-            description="whether a pair of nodes is an edge (GAE/VGAE, full batch)",
+            description="whether a pair of nodes is an edge (GAE/VGAE, full batch or sampled "
+            "mini-batches)",
             loss=_link_loss,
             metrics={"auc": _link_auc, "ap": _link_ap},
             prepare="sparsegcn.tasks.link:prepare_links",

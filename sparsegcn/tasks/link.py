@@ -10,8 +10,11 @@ link``: its edges are split at random (85/5/10,
 
 :func:`run_link_experiment` loads, splits, prepares the encoder's graph
 (its registry entry's preparation of the train edges), trains every seed as
-one program (:func:`~sparsegcn.train.links.fit_links`) and reports
-(:func:`summarize_links`; ``docs/link-prediction.md`` lists every key).
+one program (:func:`~sparsegcn.train.links.fit_links`; with ``--fanouts`` on
+sampled mini-batches of train edges,
+:func:`~sparsegcn.train.links.fit_links_sampled`, checked by
+:func:`check_sampled_links`) and reports (:func:`summarize_links`;
+``docs/link-prediction.md`` lists every key).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from sparsegcn.features import as_features, normalize
 
 # Experiment settings the link trainer does not read, with the values that mean "unset".
 _UNSUPPORTED = {
-    "fanouts": (None, "none"),
     "resume": (None,),
     "plot": (None,),
     "reorder": ("none",),
@@ -66,9 +68,11 @@ def check_link_experiment(exp) -> None:
         value = getattr(exp, name)
         if value not in unset:
             raise ValueError(
-                f"{exp.dataset}: link prediction trains full batch on one device for a fixed "
+                f"{exp.dataset}: link prediction trains on one device for a fixed "
                 f"number of epochs, without resuming; {name}={value!r} is not supported with it"
             )
+    if exp.sampled:
+        check_sampled_links(exp)
     from sparsegcn.nn.gae import FULL_DECODERS
 
     options = exp.options()
@@ -87,6 +91,38 @@ def check_link_experiment(exp) -> None:
         raise ValueError(
             f"--use-valid-edges adds the official validation edges to the message-passing graph; "
             f"{exp.dataset!r} has no official link split (it is split at random)"
+        )
+
+
+def check_sampled_links(exp) -> None:
+    """Refuses what sampled link training (:func:`~sparsegcn.train.links.fit_links_sampled`)
+    does not do: the full reconstruction, another sampler than ``tree``, an
+    encoder without a sampled form, several seeds of a dataset split at random
+    (one split per seed; the sampled epoch shares one split).
+
+    Raises:
+      ValueError: naming the first such setting.
+    """
+    from sparsegcn.nn.gae import ENCODERS
+    from sparsegcn.nn.registry import get_model_spec
+
+    options = exp.options()
+    why = "--fanouts trains on sampled batches of train edges against sampled negatives"
+    if options["recon"] != "sampled":
+        raise ValueError(f"{why}; recon={options['recon']!r} is not supported with it")
+    if exp.sampler != "tree":
+        raise ValueError(
+            f"{why}, on the tree sampler; sampler={exp.sampler!r} is not supported with it"
+        )
+    if not get_model_spec(options["encoder"]).sampled:
+        raise ValueError(
+            f"{why}; encoder={options['encoder']!r} runs full batch only, choose one of "
+            f"{[e for e in ENCODERS if get_model_spec(e).sampled]}"
+        )
+    if exp.seeds > 1 and not _owns(exp.dataset):
+        raise ValueError(
+            f"{why} of one split; {exp.dataset!r} is split at random per seed, so "
+            f"seeds={exp.seeds} is not supported with it (pass --seeds 1)"
         )
 
 
@@ -124,6 +160,13 @@ def prepare_links(exp, *, progress: bool = False):
       :class:`~sparsegcn.nn.gae.LinkModel`; ``config`` the
       :class:`~sparsegcn.train.links.LinkTrainConfig`.
     """
+    return _prepare_links(exp, progress=progress)[:4]
+
+
+def _prepare_links(exp, *, progress: bool = False):
+    """:func:`prepare_links`'s four, and the sampled epoch's
+    :class:`~sparsegcn.train.links.SampledLinkData` of the first split (its
+    message graph unprepared, as the neighbour sampler reads it)."""
     from sparsegcn.datasets.base import default_root
     from sparsegcn.nn.registry import create_model, get_model_spec
     from sparsegcn.train.links import LinkTrainConfig, eval_set, link_data, stack_link_data
@@ -201,7 +244,13 @@ def prepare_links(exp, *, progress: bool = False):
         "split": "official" if _owns(exp.dataset) else "random per seed (85/5/10, seeded by it)",
         "split_sizes": {k: int(np.asarray(v).shape[0]) for k, v in split.items()},
     }
-    return info, data, model, config
+    sampled = None
+    if exp.sampled:
+        from sparsegcn.train.links import sampled_link_data
+
+        first = train if _owns(exp.dataset) else splits[0].split["train"]
+        sampled = sampled_link_data(graph, x, first, undirected=undirected)
+    return info, data, model, config, sampled
 
 
 def ogb_link_metric(name: str, metric: str, result) -> dict | None:
@@ -382,20 +431,51 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
 
 def run_link_experiment(exp, *, progress: bool = False) -> dict:
     """Loads, splits, trains every seed as one program, reports (:func:`summarize_links`)."""
-    from sparsegcn.train.links import fit_links
+    from sparsegcn.train.links import LinkData, fit_links, fit_links_sampled
 
     start = time.perf_counter()
-    info, data, model, config = prepare_links(exp, progress=progress)
-    result = fit_links(
-        model,
-        data,
-        config,
-        seeds=exp.seed_list(),
-        per_seed_data=not _owns(exp.dataset),
-        progress=progress,
-    )
+    info, data, model, config, sampled = _prepare_links(exp, progress=progress)
+    if sampled is None:
+        result = fit_links(
+            model,
+            data,
+            config,
+            seeds=exp.seed_list(),
+            per_seed_data=not _owns(exp.dataset),
+            progress=progress,
+        )
+        batching: dict = {"sampled": False}
+    else:
+        if not _owns(exp.dataset):  # one seed's split, stacked [1, ...]: its own leaves
+            data = LinkData._make(
+                field if name == "features" else jax.tree.map(lambda a: a[0], field)
+                for name, field in zip(LinkData._fields, data, strict=True)
+            )
+        batch = exp.minibatch_config()
+        result = fit_links_sampled(
+            model,
+            sampled,
+            data,
+            config,
+            fanouts=batch.fanouts,
+            batch_size=batch.batch_size,
+            seeds=exp.seed_list(),
+        )
+        batches = -(-int(sampled.train.shape[0]) // batch.batch_size)
+        batching = {
+            "sampled": True,
+            "fanouts": list(batch.fanouts),
+            "batch_size": batch.batch_size,
+            "batches_per_epoch": batches,
+            "sampler": "tree",
+        }
     official = ogb_link_metric(info["dataset"], info["metric"], result)
     report = summarize_links(exp, info, result, time.perf_counter() - start, official)
+    report.update(batching)
+    if sampled is not None:
+        # step_ms holds one sampled step (all seeds) each: an epoch is all its batches.
+        report["epoch_ms_median"] = result.train_step_ms_median * batching["batches_per_epoch"]
+        report["train_s"] = float(np.sum(result.step_ms) * batching["batches_per_epoch"] / 1e3)
     if exp.checkpoint:
         report["checkpoint"] = save_link_model(exp.checkpoint, exp, result)
     return report
@@ -404,6 +484,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
 __all__ = [
     "LINK_MODEL_FILES",
     "check_link_experiment",
+    "check_sampled_links",
     "describe_link_dataset",
     "is_link_model",
     "link_feature_normalization",

@@ -18,8 +18,8 @@
   → their neighbour trees from the existing sampler
   (:func:`~sparsegcn.sampling.sample_blocks`) → the encoder on the trees →
   scores (:func:`sampled_link_loss`); with fanouts covering every neighbour
-  it equals the full-batch step (tested). Library only: the CLI trains full
-  batch.
+  it equals the full-batch step (tested). The CLI trains with it when a
+  link run gets ``--fanouts`` (:mod:`sparsegcn.tasks.link`).
 """
 
 from __future__ import annotations

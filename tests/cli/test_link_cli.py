@@ -20,6 +20,10 @@ def one_error(capsys) -> str:
     return err[0]
 
 
+SAMPLED_GAE = ["--dataset", "cora", "--task", "link", "--model", "gae", "--fanouts", "10,5"]
+SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -49,12 +53,28 @@ def one_error(capsys) -> str:
             r"use_valid_edges=True \(--use-valid-edges\) applies only to link-level datasets",
         ),
         (
-            ["--dataset", "cora", "--task", "link", "--model", "vgae", "--fanouts", "10,5"],
-            r"link prediction trains full batch .* fanouts='10,5' is not supported with it",
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--devices", "2"],
+            r"link prediction trains on one device .* devices=2 is not supported",
         ),
         (
-            ["--dataset", "cora", "--task", "link", "--model", "gae", "--devices", "2"],
-            r"link prediction trains full batch on one device .* devices=2 is not supported",
+            [*SAMPLED_VGAE, "--recon", "full"],
+            r"--fanouts trains on sampled batches .* recon='full' is not supported with it",
+        ),
+        (
+            [*SAMPLED_GAE, "--encoder", "gcn"],
+            r"encoder='gcn' runs full batch only, choose one of \['sage', 'gat', 'gatv2', 'gin'\]",
+        ),
+        (
+            [*SAMPLED_GAE, "--seeds", "2"],
+            r"'cora' is split at random per seed, so seeds=2 is not supported .* --seeds 1",
+        ),
+        (
+            [*SAMPLED_GAE, "--sampler", "dedup"],
+            r"on the tree sampler; sampler='dedup' is not supported with it",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--batch-size", "64"],
+            r"batch_size=64 \(--batch-size\) applies only to sampled mini-batch training",
         ),
     ],
 )
@@ -104,6 +124,7 @@ def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path
     assert "test auc" in capsys.readouterr().out
     report = json.loads(out.read_text())
     assert report["task"] == "link" and report["model"] == "gae" and report["seeds"] == 2
+    assert report["sampled"] is False
     for key in ("test_auc_mean", "test_ap_mean", "test_auc_std", "val_auc_mean"):
         assert 0.0 <= report[key] <= 1.0
     assert len(report["test_auc"]) == 2 and report["train_step_ms_median"] > 0
@@ -182,3 +203,60 @@ def test_an_ogbl_collab_folder_trains_and_reports_hits_at_50(tmp_path):
     out = tmp_path / "collab-valid.json"
     assert main([*base, "--use-valid-edges", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["num_message_edges"] == 2 * (train + valid)
+
+
+def test_sampled_link_run_equals_fit_links_sampled_and_learns(tmp_path):
+    """``--fanouts`` on a link run: the report equals ``fit_links_sampled`` called on
+    the same split, model and settings (recon sampled and a sage encoder by
+    default), and the model ranks test edges of a homophilous graph above chance."""
+    import sparsegcn as sg
+    from sparsegcn import transforms
+    from sparsegcn.nn.registry import create_model, get_model_spec
+    from sparsegcn.sampling.links import random_link_split
+    from sparsegcn.train.links import (
+        LinkTrainConfig,
+        eval_set,
+        fit_links_sampled,
+        link_data,
+        sampled_link_data,
+    )
+
+    out = tmp_path / "sampled.json"
+    argv = ["train", "--dataset", "synthetic:tiny", "--scale", "0.05", "--root", str(tmp_path)]
+    argv += ["--task", "link", "--model", "gae", "--fanouts", "5,5", "--batch-size", "64"]
+    assert main([*argv, "--epochs", "20", "--no-progress", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["sampled"] is True and report["fanouts"] == [5, 5]
+    assert report["encoder"] == "sage" and report["recon"] == "sampled"
+    train = report["split_sizes"]["train"]
+    assert report["batch_size"] == 64 and report["batches_per_epoch"] == -(-train // 64)
+    assert report["train_step_ms_median"] > 0 and len(report["loss_curve"]) == 20
+    assert report["test_auc_mean"] > 0.6  # chance: 0.5
+
+    dataset = sg.datasets.load("synthetic:tiny", tmp_path, scale=0.05)
+    split = random_link_split(dataset.graph, seed=0)
+    x = np.asarray(dataset.features, np.float32)
+    n, s = dataset.graph.num_nodes, split.split
+    prepared = transforms.sort_edges(get_model_spec("sage").prepare_graph(split.graph))
+    eval_data = link_data(
+        prepared,
+        x,
+        n,
+        s["train"],
+        eval_set(s["valid"], s["valid_neg"]),
+        eval_set(s["test"], s["test_neg"]),
+    )
+    model = create_model(
+        "gae", x.shape[1], 16, hidden=32, layers=2, dropout=0.0, encoder="sage", recon="sampled"
+    )
+    result = fit_links_sampled(
+        model,
+        sampled_link_data(split.graph, x, s["train"]),
+        eval_data,
+        LinkTrainConfig(epochs=20),
+        fanouts=(5, 5),
+        batch_size=64,
+        seeds=(0,),
+    )
+    np.testing.assert_allclose(report["test_auc"], result.test["auc"], rtol=1e-5)
+    np.testing.assert_allclose(report["loss_curve"], result.losses[:, 0], rtol=1e-5)
