@@ -551,6 +551,40 @@ def _jsonable(info: dict) -> dict:
     return json.loads(json.dumps(info, default=str))
 
 
+def read_format_manifest(file: Path, format: str, version: int, counts, *, what: str) -> dict:
+    """The JSON object in manifest ``file``, checked for ``format``, ``version``
+    and non-negative integer ``counts`` keys (the checks every on-disk format
+    shares).
+
+    Raises:
+      FormatError: missing (not ``what``), not a regular file, unreadable, not
+        an object, another format or version, or a bad count (naming it).
+    """
+    try:
+        manifest = read_json(file)
+    except FileNotFoundError as err:
+        raise FormatError(file, "file", f"missing: not {what}") from err
+    except NotRegularFileError as err:
+        raise FormatError(file, "file", f"not a regular file: it is {err.kind}") from None
+    except (OSError, ValueError) as err:
+        raise FormatError(file, "json", f"unreadable ({err})") from err
+    if not isinstance(manifest, dict):
+        raise FormatError(file, "json", f"must hold an object, got {type(manifest).__name__}")
+    if manifest.get("format") != format:
+        raise FormatError(file, "format", f"must be {format!r}, got {manifest.get('format')!r}")
+    if manifest.get("version") != version:
+        raise FormatError(
+            file,
+            "version",
+            f"this sparsegcn reads version {version}, got {manifest.get('version')!r}",
+        )
+    for key in counts:
+        value = manifest.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise FormatError(file, key, f"must be a non-negative integer, got {value!r}")
+    return manifest
+
+
 def read_manifest(path) -> dict:
     """The validated manifest of the on-disk dataset in folder ``path``.
 
@@ -559,28 +593,9 @@ def read_manifest(path) -> dict:
         version, or a missing or ill-typed key (naming it).
     """
     file = Path(path) / MANIFEST
-    try:
-        manifest = read_json(file)
-    except FileNotFoundError as err:
-        raise FormatError(file, "file", "missing: not an on-disk dataset folder") from err
-    except NotRegularFileError as err:
-        raise FormatError(file, "file", f"not a regular file: it is {err.kind}") from None
-    except (OSError, ValueError) as err:
-        raise FormatError(file, "json", f"unreadable ({err})") from err
-    if not isinstance(manifest, dict):
-        raise FormatError(file, "json", f"must hold an object, got {type(manifest).__name__}")
-    if manifest.get("format") != FORMAT:
-        raise FormatError(file, "format", f"must be {FORMAT!r}, got {manifest.get('format')!r}")
-    if manifest.get("version") != VERSION:
-        raise FormatError(
-            file,
-            "version",
-            f"this sparsegcn reads version {VERSION}, got {manifest.get('version')!r}",
-        )
-    for key in _COUNTS:
-        value = manifest.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise FormatError(file, key, f"must be a non-negative integer, got {value!r}")
+    manifest = read_format_manifest(
+        file, FORMAT, VERSION, _COUNTS, what="an on-disk dataset folder"
+    )
     has_edge_features = "edge_features" in (manifest.get("files") or {})
     value = manifest.get("num_edge_features", 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -1057,6 +1072,7 @@ __all__ = [
     "load_csr",
     "load_ondisk",
     "physical_memory_bytes",
+    "read_format_manifest",
     "read_manifest",
     "save",
     "sha256_file",

@@ -68,7 +68,7 @@ import numpy as np
 
 from sparsegcn.datasets.base import check_disjoint_splits
 from sparsegcn.datasets.graph_dataset import GraphDataset
-from sparsegcn.datasets.ondisk import FormatError
+from sparsegcn.datasets.ondisk import FormatError, read_format_manifest
 from sparsegcn.files import (
     CorruptFileError,
     NotRegularFileError,
@@ -247,28 +247,9 @@ def read_graph_manifest(path) -> dict:
         missing or ill-typed key (naming it).
     """
     file = Path(path) / MANIFEST
-    try:
-        manifest = read_json(file)
-    except FileNotFoundError as err:
-        raise FormatError(file, "file", "missing: not an on-disk graph dataset folder") from err
-    except NotRegularFileError as err:
-        raise FormatError(file, "file", f"not a regular file: it is {err.kind}") from None
-    except (OSError, ValueError) as err:
-        raise FormatError(file, "json", f"unreadable ({err})") from err
-    if not isinstance(manifest, dict):
-        raise FormatError(file, "json", f"must hold an object, got {type(manifest).__name__}")
-    if manifest.get("format") != FORMAT:
-        raise FormatError(file, "format", f"must be {FORMAT!r}, got {manifest.get('format')!r}")
-    if manifest.get("version") != VERSION:
-        raise FormatError(
-            file,
-            "version",
-            f"this sparsegcn reads version {VERSION}, got {manifest.get('version')!r}",
-        )
-    for key in _COUNTS:
-        value = manifest.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise FormatError(file, key, f"must be a non-negative integer, got {value!r}")
+    manifest = read_format_manifest(
+        file, FORMAT, VERSION, _COUNTS, what="an on-disk graph dataset folder"
+    )
     for key in ("name", "metric"):
         if not isinstance(manifest.get(key), str):
             raise FormatError(file, key, f"must be a string, got {manifest.get(key)!r}")

@@ -556,18 +556,33 @@ def publish_cache(tmp: Path, folder: Path, manifest: str) -> None:
     _fsync_dir(folder.parent)
 
 
-def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
+def read_cache_arrays(
+    folder: Path, generator: str, spec, seed: int, names=None
+) -> tuple[dict, dict[str, np.ndarray]]:
+    """The manifest and memory-mapped arrays of the synthetic cache ``folder``.
+
+    The manifest must name ``generator``, ``spec`` (a dataclass) and
+    ``seed``, and each array the shape and dtype the manifest records.
+
+    Args:
+      names: the arrays to read (default: every one the manifest lists).
+
+    Raises:
+      ValueError: a missing, corrupt or stale manifest or array, naming the
+        file and saying to delete the folder.
+    """
     path = folder / MANIFEST
     hint = f"delete {folder} to regenerate it"
     try:
         manifest = read_json(path)
-        shapes = {k: manifest["arrays"][k] for k in _ARRAYS}
+        listed = manifest["arrays"]
+        shapes = {k: listed[k] for k in (listed if names is None else names)}
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(
             f"synthetic cache manifest {path} is missing or corrupt ({err}); {hint}"
         ) from err
     if (manifest.get("generator"), manifest.get("spec"), manifest.get("seed")) != (
-        GENERATOR,
+        generator,
         dataclasses.asdict(spec),
         seed,
     ):
@@ -576,7 +591,7 @@ def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
             f"seed (manifest {path}); {hint}"
         )
     arrays = {}
-    for name in _ARRAYS:
+    for name, recorded in shapes.items():
         file = folder / f"{name}.npy"
         try:
             array = load_npy(file, mmap_mode="r")
@@ -584,13 +599,18 @@ def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
             raise ValueError(
                 f"synthetic cache file {file} is missing, truncated or corrupt ({err}); {hint}"
             ) from err
-        expected = (tuple(shapes[name]["shape"]), shapes[name]["dtype"])
+        expected = (tuple(recorded["shape"]), recorded["dtype"])
         if (array.shape, str(array.dtype)) != expected:
             raise ValueError(
                 f"synthetic cache file {file} holds {array.dtype} {array.shape} but the manifest "
                 f"says {expected[1]} {expected[0]}; {hint}"
             )
         arrays[name] = array
+    return manifest, arrays
+
+
+def _read_cache(folder: Path, spec: SyntheticSpec, seed: int) -> Dataset:
+    manifest, arrays = read_cache_arrays(folder, GENERATOR, spec, seed, _ARRAYS)
     graph = Graph(arrays["senders"], arrays["receivers"], None, spec.num_nodes, edges_sorted=True)
     return Dataset(
         name=f"synthetic:{spec.name}",

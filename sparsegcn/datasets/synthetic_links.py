@@ -75,8 +75,14 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.link_base import LINK_SPLITS, LinkDataset
-from sparsegcn.datasets.synthetic import _check_range, _check_scale, _save_array, publish_cache
-from sparsegcn.files import json_text, load_npy, naming_errors, read_json, temp_folder
+from sparsegcn.datasets.synthetic import (
+    _check_range,
+    _check_scale,
+    _save_array,
+    publish_cache,
+    read_cache_arrays,
+)
+from sparsegcn.files import json_text, naming_errors, temp_folder
 from sparsegcn.graph import Graph
 
 GENERATOR = "links-dcsbm-1"  # bump when a seed's output changes: older caches are refused
@@ -532,39 +538,7 @@ def _write_cache(folder: Path, dataset: LinkDataset, spec: LinkSpec, seed: int) 
 
 
 def _read_cache(folder: Path, spec: LinkSpec, seed: int) -> LinkDataset:
-    path = folder / MANIFEST
-    hint = f"delete {folder} to regenerate it"
-    try:
-        manifest = read_json(path)
-        shapes = dict(manifest["arrays"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ValueError(
-            f"synthetic cache manifest {path} is missing or corrupt ({err}); {hint}"
-        ) from err
-    if (manifest.get("generator"), manifest.get("spec"), manifest.get("seed")) != (
-        GENERATOR,
-        dataclasses.asdict(spec),
-        seed,
-    ):
-        raise ValueError(
-            f"synthetic cache {folder} was written for another generator version, spec or "
-            f"seed (manifest {path}); {hint}"
-        )
-    arrays = {}
-    for name, expected in shapes.items():
-        file = folder / f"{name}.npy"
-        try:
-            array = load_npy(file, mmap_mode="r")
-        except (OSError, ValueError, EOFError) as err:
-            raise ValueError(
-                f"synthetic cache file {file} is missing or corrupt ({err}); {hint}"
-            ) from err
-        if (list(array.shape), str(array.dtype)) != (expected["shape"], expected["dtype"]):
-            raise ValueError(
-                f"synthetic cache file {file} holds {array.dtype} {array.shape} but the "
-                f"manifest says {expected['dtype']} {expected['shape']}; {hint}"
-            )
-        arrays[name] = array
+    manifest, arrays = read_cache_arrays(folder, GENERATOR, spec, seed)
     graph = Graph(arrays["senders"], arrays["receivers"], None, spec.num_nodes, edges_sorted=True)
     return LinkDataset(
         name=f"synthetic:{spec.name}",
