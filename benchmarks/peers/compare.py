@@ -42,6 +42,13 @@ a call: ours (the graph trainer's compiled epoch program) against PyG
 (``pyg_peer.py``, in its own environment: ``--pyg-python`` or
 ``$SPARSEGCN_PYG_PYTHON``), DGL and Jraph, on a PROTEINS-like synthetic
 dataset and on MUTAG, with graphs/s.
+
+The ``gae`` part (run only when named; :mod:`gae_compare`) times one Cora
+GAE training step (GCN 1433 → 32 → 16, inner product, Adam): ours with one
+fresh device-drawn negative a positive (``recon="sampled"``) and over all
+``N²`` pairs (``recon="full"``) against PyG's ``GAE.recon_loss``, whose
+``negative_sampling`` runs inside its step (``pyg_peer.py``), interleaved,
+with ``ours_speedup``.
 """
 
 from __future__ import annotations
@@ -684,7 +691,7 @@ def format_rows(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-PARTS = ("propagation", "steps", "gat", "sage", "graph")
+PARTS = ("propagation", "steps", "gat", "sage", "graph", "gae")
 PEER_NAMES = ("dgl", "jraph", "pyg")
 
 
@@ -742,6 +749,13 @@ def run_parts(parts, args, device, forms, external: External, parser) -> list[di
             members=args.graph_members,
             torch_threads=args.graph_torch_threads,
         )
+    if "gae" in parts:
+        from gae_compare import gae_rows
+
+        root = args.gae_root or shared_data_root()
+        if root is None:
+            parser.error("the gae part needs Cora: --gae-root or $SPARSEGCN_TEST_DATA")
+        rows += gae_rows(root, external, rounds, full=not args.gae_sampled_only)
     return rows
 
 
@@ -750,8 +764,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only",
         metavar="A,B",
-        help=f"run these parts of {PARTS} (default: propagation,steps; sage and graph only "
-        "when named)",
+        help=f"run these parts of {PARTS} (default: propagation,steps; sage, graph and gae "
+        "only when named)",
     )
     add_graph_arguments(parser)
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per measurement")
@@ -826,6 +840,17 @@ def main(argv=None) -> int:
         default=None,
         help="graph part: torch threads of the PyG and DGL peers (default: every core)",
     )
+    parser.add_argument(
+        "--gae-root",
+        default=None,
+        help="gae part: the data root holding planetoid/ind.cora.* (default: "
+        "$SPARSEGCN_TEST_DATA, $SPARSEGCN_DATA, ../shared/data)",
+    )
+    parser.add_argument(
+        "--gae-sampled-only",
+        action="store_true",
+        help="gae part: leave out our recon=full row",
+    )
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     parser.add_argument(
         "--default-malloc",
@@ -867,7 +892,13 @@ def main(argv=None) -> int:
         if form not in STEP_GRAPHS:
             parser.error(f"--step-graphs[{position}] = {form!r} is not one of {STEP_GRAPHS}")
     with tempfile.TemporaryDirectory(prefix="sparsegcn-peers-") as folder:
-        wanted = PEER_NAMES if "graph" in parts else ("dgl", "jraph")  # only graph runs PyG apart
+        # only graph and gae run PyG apart; gae needs no other peer
+        wanted = tuple(
+            name
+            for name in PEER_NAMES
+            if (name == "pyg" and set(parts) & {"graph", "gae"})
+            or (name != "pyg" and set(parts) != {"gae"})
+        )
         external = External(
             {name: start_peer(name, getattr(args, f"{name}_python")) for name in wanted},
             folder,

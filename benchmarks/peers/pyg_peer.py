@@ -15,6 +15,14 @@ cores. Cases (the data is a ``graph_data`` ``.npz``):
 - ``gin_forward``: the class scores of every graph as one batch, in
   training mode (batch statistics) with the weights of ``spec["weights"]``
   and no dropout: the tests compare it with ours.
+- ``gae_step``: one GAE training step, as PyG's ``examples/autoencoder.py``
+  runs one: ``GCNConv(F, 32, cached=True)`` → ReLU → ``GCNConv(32, 16,
+  cached=True)`` in :class:`~torch_geometric.nn.GAE`, ``recon_loss(z,
+  pos)`` (which draws ``negative_sampling(pos, N)``, one negative a
+  positive, inside the call), backward, Adam. The ``.npz`` holds
+  ``features [N, F]``, ``edge_index [2, E]`` (the message edges, both
+  directions) and ``pos [2, P]`` (the train positives, one direction);
+  ``stats["loss"]`` is the last call's loss.
 """
 
 from __future__ import annotations
@@ -120,5 +128,45 @@ def gin_forward(spec: dict):
     return run, {}
 
 
+def gae_step(spec: dict):
+    import torch
+    from torch_geometric.nn import GAE, GCNConv
+
+    _set_threads(spec)
+    data = np.load(spec["data"])
+    x = torch.from_numpy(data["features"])
+    edge_index = torch.from_numpy(data["edge_index"].astype(np.int64))
+    pos = torch.from_numpy(data["pos"].astype(np.int64))
+    hidden, out = int(spec["hidden"]), int(spec["embedding_dim"])
+
+    class GCNEncoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = GCNConv(x.shape[1], hidden, cached=True)
+            self.conv2 = GCNConv(hidden, out, cached=True)
+
+        def forward(self, x, edge_index):
+            return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+
+    torch.manual_seed(0)
+    model = GAE(GCNEncoder())
+    optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
+    stats: dict = {"torch_threads": torch.get_num_threads()}
+
+    def run():
+        model.train()
+        optimizer.zero_grad()
+        z = model.encode(x, edge_index)
+        loss = model.recon_loss(z, pos)
+        loss.backward()
+        optimizer.step()
+        stats["loss"] = float(loss)
+        return loss.detach().numpy()
+
+    return run, stats
+
+
 if __name__ == "__main__":
-    raise SystemExit(serve({"gin_epoch": gin_epoch, "gin_forward": gin_forward}, versions))
+    raise SystemExit(
+        serve({"gin_epoch": gin_epoch, "gin_forward": gin_forward, "gae_step": gae_step}, versions)
+    )
