@@ -880,6 +880,11 @@ def main(argv=None) -> int:
         parser.error(f"--graph-graphs must be >= 2, got {args.graph_graphs}")
     if args.graph_torch_threads is not None and args.graph_torch_threads < 1:
         parser.error(f"--graph-torch-threads must be >= 1, got {args.graph_torch_threads}")
+    if (
+        args.gae_root is not None
+        and not (Path(args.gae_root) / "planetoid" / "ind.cora.x").exists()
+    ):
+        parser.error(f"--gae-root {args.gae_root!r} holds no planetoid/ind.cora.x")
     if args.graph_members < 1:
         parser.error(f"--graph-members must be >= 1, got {args.graph_members}")
     if not args.default_malloc:

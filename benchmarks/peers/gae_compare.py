@@ -5,7 +5,9 @@ sets it up: a GCN encoder ``F → 32 → 16`` (ReLU between, no dropout), the
 inner-product decoder, Adam (lr 0.01), on the message edges and train
 positives of one 85/5/10 random split of Cora (ours:
 :func:`sparsegcn.tasks.link.prepare_links`, seed 0; PyG reads the same
-arrays from an ``.npz``).
+arrays from an ``.npz``). Ours keeps Cora's bag-of-words features sparse,
+as ``prepare_links`` makes them (:class:`~sparsegcn.SparseFeatures`); PyG
+gets them dense, as its ``Planetoid`` loads them.
 
 - PyG (``pyg_peer.py`` case ``gae_step``): ``GAE(GCNEncoder)``,
   ``recon_loss(z, pos)``, which calls ``negative_sampling`` inside, one
@@ -74,11 +76,13 @@ def gae_rows(root, external, rounds, *, full: bool = True) -> list[dict]:
         full_step, full_args, _ = gae_setup(root, "full")
         ours.append(("sparsegcn GAE, recon=full (all N² pairs)", full_step, full_args))
     train = np.asarray(data.train, np.int64)
+    x = data.features
+    dense = np.asarray(x.todense() if hasattr(x, "todense") else x, np.float32)
     spec = {
         "data": write_npz(
             external.folder,
             "gae-cora",
-            features=np.asarray(data.features, np.float32),
+            features=dense,
             edge_index=np.concatenate([train.T, train[:, ::-1].T], axis=1),
             pos=train.T.copy(),
         ),
