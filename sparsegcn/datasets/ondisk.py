@@ -185,11 +185,11 @@ def _count(name: str, value, minimum: int = 0) -> int:
     return int(value)
 
 
-def _foreign_entries(path: Path) -> list[str] | None:
-    """What in folder ``path`` is not part of the sparsegcn dataset its manifest describes.
+def _foreign_entries(path: Path, fmt: str = FORMAT) -> list[str]:
+    """What in folder ``path`` is not part of the ``fmt`` dataset its manifest describes.
 
     Returns:
-      ``None`` when ``path`` holds a readable manifest of this format and
+      ``[]`` when ``path`` holds a readable manifest of format ``fmt`` and
       nothing but the regular files it lists (a folder :func:`save` or
       :class:`DatasetWriter` made); otherwise the names that are not such
       files (all entries when there is no valid manifest).
@@ -198,7 +198,7 @@ def _foreign_entries(path: Path) -> list[str] | None:
     try:
         manifest = read_json(path / MANIFEST)
         listed = {entry["file"] for entry in manifest["files"].values()}
-        ours = manifest.get("format") == FORMAT and all(isinstance(f, str) for f in listed)
+        ours = manifest.get("format") == fmt and all(isinstance(f, str) for f in listed)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return names
     if not ours:
@@ -211,9 +211,10 @@ def _foreign_entries(path: Path) -> list[str] | None:
     ]
 
 
-def _check_target(path: Path, overwrite: bool) -> None:
+def _check_target(path: Path, overwrite: bool, fmt: str = FORMAT) -> None:
     """Refuses an output folder that is a file, holds data without ``overwrite``, or holds
-    anything but a sparsegcn dataset (what ``overwrite`` may replace)."""
+    anything but a dataset of format ``fmt`` (what ``overwrite`` may replace); shared by
+    the on-disk formats."""
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a folder")
     if not path.is_dir() or not any(path.iterdir()):
@@ -222,14 +223,14 @@ def _check_target(path: Path, overwrite: bool) -> None:
         raise ValueError(
             f"{path} exists and is not empty; pass overwrite=True (--overwrite) to replace it"
         )
-    foreign = _foreign_entries(path)
+    foreign = _foreign_entries(path, fmt)
     if foreign:
         shown = ", ".join(foreign[:3]) + (
             f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
         )
         raise ValueError(
             f"{path} is not a sparsegcn dataset folder (it holds {shown}, which no "
-            f"{FORMAT} manifest there lists); overwrite replaces only such a folder or an "
+            f"{fmt} manifest there lists); overwrite replaces only such a folder or an "
             f"empty one: choose another folder, or empty this one yourself"
         )
 

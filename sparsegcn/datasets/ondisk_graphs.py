@@ -69,6 +69,7 @@ import numpy as np
 from sparsegcn.datasets.base import check_disjoint_splits
 from sparsegcn.datasets.graph_dataset import GraphDataset
 from sparsegcn.datasets.ondisk import FormatError, read_format_manifest
+from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
     CorruptFileError,
     NotRegularFileError,
@@ -124,42 +125,8 @@ def _arrays(dataset: GraphDataset) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _foreign(path: Path) -> list[str]:
-    """The entries of folder ``path`` that are not files of a dataset of this format its
-    manifest lists (every entry when there is no such manifest)."""
-    names = sorted(entry.name for entry in os.scandir(path))
-    try:
-        manifest = read_json(path / MANIFEST)
-        listed = {entry["file"] for entry in manifest["files"].values()}
-        ours = manifest.get("format") == FORMAT and all(isinstance(f, str) for f in listed)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return names
-    if not ours:
-        return names
-    listed.add(MANIFEST)
-    return [
-        name
-        for name in names
-        if name not in listed or (path / name).is_symlink() or not (path / name).is_file()
-    ]
-
-
 def _check_target(path: Path, overwrite: bool) -> None:
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} exists and is not a folder")
-    if not path.is_dir() or not any(path.iterdir()):
-        return
-    if not overwrite:
-        raise ValueError(f"{path} exists and is not empty; pass overwrite=True to replace it")
-    foreign = _foreign(path)
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (
-            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
-        )
-        raise ValueError(
-            f"{path} is not a {FORMAT} dataset folder (it holds {shown}, which no {FORMAT} "
-            f"manifest there lists); overwrite replaces only such a folder or an empty one"
-        )
+    check_target(path, overwrite, FORMAT)
 
 
 def save_graphs(dataset: GraphDataset, path, *, overwrite: bool = False) -> Path:

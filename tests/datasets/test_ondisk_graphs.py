@@ -133,13 +133,16 @@ def test_overwrites_only_its_own_folders(tmp_path, molecules):
     assert load_graphs_ondisk(folder).num_graphs == 20
     (folder / "notes.txt").write_text("mine")
     with pytest.raises(
-        ValueError, match=r"not a sparsegcn-graphs dataset folder \(it holds notes.txt"
+        ValueError,
+        match=r"not a sparsegcn dataset folder \(it holds notes.txt, which no sparsegcn-graphs manifest",
     ):
         save_graphs(small, folder, overwrite=True)
     other = tmp_path / "other"
     other.mkdir()
     (other / "data.csv").write_text("1,2\n")
-    with pytest.raises(ValueError, match="not a sparsegcn-graphs dataset folder"):
+    with pytest.raises(
+        ValueError, match="not a sparsegcn dataset folder .*which no sparsegcn-graphs manifest"
+    ):
         save_graphs(small, other, overwrite=True)
     assert (other / "data.csv").read_text() == "1,2\n"
     with pytest.raises(FormatError, match=r"manifest.json: file: missing"):
