@@ -141,7 +141,7 @@ def test_overwrites_only_its_own_folders(tmp_path, molecules):
     other.mkdir()
     (other / "data.csv").write_text("1,2\n")
     with pytest.raises(
-        ValueError, match="not a sparsegcn dataset folder .*which no sparsegcn-graphs manifest"
+        ValueError, match=r"not a sparsegcn dataset folder .*which no sparsegcn-graphs manifest"
     ):
         save_graphs(small, other, overwrite=True)
     assert (other / "data.csv").read_text() == "1,2\n"
