@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 
 import sparsegcn as sg
-from sparsegcn.datasets.mag import MagSpec
+from sparsegcn.datasets.mag import MagSpec, generate_mag
 from sparsegcn.hetero import HeteroGraph
+from sparsegcn.sampling.typed import HeteroCSR
+from sparsegcn.tasks.hetero import HeteroData
 
 NUM_NODES = {"paper": 7, "author": 5, "topic": 3, "venue": 2}
 
@@ -35,7 +38,18 @@ def paper_features(seed: int = 0, width: int = 4) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(NUM_NODES["paper"], width)).astype(np.float32)
 
 
-__all__ = ["CITES", "EMPTY", "NUM_NODES", "TOPIC", "WRITES", "paper_features", "sg", "small_hetero"]
+__all__ = [
+    "CITES",
+    "EMPTY",
+    "NUM_NODES",
+    "TOPIC",
+    "WRITES",
+    "hetero_data",
+    "paper_features",
+    "sg",
+    "small_hetero",
+    "tiny_spec",
+]
 
 
 def tiny_spec(**changes) -> MagSpec:
@@ -55,3 +69,13 @@ def tiny_spec(**changes) -> MagSpec:
         split_sizes={"train": 200, "valid": 100, "test": 100},
     )
     return MagSpec(**{**spec.__dict__, **changes})
+
+
+def hetero_data(spec: MagSpec, seed: int = 0) -> HeteroData:
+    """``generate_mag(spec)`` prepared as the hetero task prepares a dataset."""
+    data = generate_mag(spec, seed=seed)
+    graph = data.graph.add_reverse_relations(merge_same_type=True)
+    features = {t: jnp.asarray(x) for t, x in data.features.items()}
+    return HeteroData(
+        data, graph, HeteroCSR.from_graph(graph), features, jnp.asarray(data.labels, jnp.int32)
+    )

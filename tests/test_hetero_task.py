@@ -5,33 +5,18 @@ from __future__ import annotations
 import importlib.util
 import json
 
-import jax
 import numpy as np
 import optax
 import pytest
 from helpers import compiled_programs
-from hetero_graphs import tiny_spec
+from hetero_graphs import hetero_data, tiny_spec
 
 from sparsegcn.cli import main
 from sparsegcn.datasets.mag import generate_mag, write_mag_raw
 from sparsegcn.experiment import Experiment
 from sparsegcn.nn.rgcn import rgcn
-from sparsegcn.sampling.typed import HeteroCSR
 from sparsegcn.tasks import task_name
-from sparsegcn.tasks.hetero import HeteroData, fit_hetero
-
-
-def hetero_data(spec) -> HeteroData:
-    data = generate_mag(spec, seed=0)
-    graph = data.graph.add_reverse_relations(merge_same_type=True)
-    features = {t: jax.numpy.asarray(x) for t, x in data.features.items()}
-    return HeteroData(
-        data,
-        graph,
-        HeteroCSR.from_graph(graph),
-        features,
-        jax.numpy.asarray(data.labels, jax.numpy.int32),
-    )
+from sparsegcn.tasks.hetero import fit_hetero
 
 
 def test_learns_the_venue_from_the_typed_graph_alone_and_compiles_an_epoch_once():
@@ -102,8 +87,8 @@ def test_task_owns_mag_and_refuses_what_it_does_not_train(capsys):
         Experiment(dataset="synthetic:mag", model="rgcn", fanouts="none")
     with pytest.raises(ValueError, match="sampler='dedup' is not supported"):
         Experiment(dataset="synthetic:mag", model="rgcn", sampler="dedup")
-    assert main(["train", "--dataset", "synthetic:mag", "--model", "rgcn", "--devices", "2"]) == 2
-    assert "devices=2 is not supported" in capsys.readouterr().err
+    assert main(["train", "--dataset", "synthetic:mag", "--model", "rgcn", "--reorder", "rcm"]) == 2
+    assert "reorder='rcm' is not supported" in capsys.readouterr().err
     # On a homogeneous graph rgcn is one relation and trains as a node model.
     assert Experiment(model="rgcn").sampled is False
 

@@ -246,6 +246,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             check="sparsegcn.tasks.hetero:check_hetero_experiment",
             sweeps=False,
             info="sparsegcn.tasks.hetero:describe_hetero",
+            predict="sparsegcn.tasks.hetero:predict_hetero_checkpoint",
         ),
         "node-multilabel": Task(
             description=(
