@@ -222,7 +222,7 @@ def test_sampled_link_run_equals_fit_links_sampled_and_learns(tmp_path):
     )
 
     out = tmp_path / "sampled.json"
-    argv = ["train", "--dataset", "synthetic:tiny", "--scale", "0.05", "--root", str(tmp_path)]
+    argv = ["train", "--dataset", "synthetic:tiny", "--scale", "0.2", "--root", str(tmp_path)]
     argv += ["--task", "link", "--model", "gae", "--fanouts", "5,5", "--batch-size", "64"]
     assert main([*argv, "--epochs", "20", "--no-progress", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
@@ -231,9 +231,9 @@ def test_sampled_link_run_equals_fit_links_sampled_and_learns(tmp_path):
     train = report["split_sizes"]["train"]
     assert report["batch_size"] == 64 and report["batches_per_epoch"] == -(-train // 64)
     assert report["train_step_ms_median"] > 0 and len(report["loss_curve"]) == 20
-    assert report["test_auc_mean"] > 0.6  # chance: 0.5
+    assert report["test_auc_mean"] > 0.6  # chance: 0.5 (240 test pairs: its standard error is 0.026)
 
-    dataset = sg.datasets.load("synthetic:tiny", tmp_path, scale=0.05)
+    dataset = sg.datasets.load("synthetic:tiny", tmp_path, scale=0.2)
     split = random_link_split(dataset.graph, seed=0)
     x = np.asarray(dataset.features, np.float32)
     n, s = dataset.graph.num_nodes, split.split
