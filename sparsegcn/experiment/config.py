@@ -342,8 +342,8 @@ class Experiment:
     devices: int = _field(
         1,
         "local devices per process; gcn/mlp: edges and features sharded over them (full "
-        "batch), sage: each mini-batch split over them (data parallel); every seed trains on "
-        "every device",
+        "batch), sage: each mini-batch split over them (data parallel), --task link: each "
+        "step's node pairs split over them; every seed trains on every device",
     )
     shard_features: bool = _field(
         False,

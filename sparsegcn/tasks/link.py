@@ -14,7 +14,9 @@ one program (:func:`~sparsegcn.train.links.fit_links`; with ``--fanouts`` on
 sampled mini-batches of train edges,
 :func:`~sparsegcn.train.links.fit_links_sampled`, checked by
 :func:`check_sampled_links`) and reports (:func:`summarize_links`;
-``docs/link-prediction.md`` lists every key).
+``docs/link-prediction.md`` lists every key). ``--devices D`` splits each
+step's pairs over ``D`` devices (both trainers' ``devices``); a count this
+process lacks is refused before any data is read.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ _UNSUPPORTED = {
     "max_batches": (0,),
     "shard_features": (False,),
     "coordinator": (None,),
-    "devices": (1,),
     "num_processes": (1,),
     "patience": (0,),
     "epochs_per_call": (0,),
@@ -60,15 +61,14 @@ def check_link_experiment(exp) -> None:
     """Refuses the settings link training does not support, naming the first.
 
     Raises:
-      ValueError: sampled mini-batches, several devices, checkpoints, plots,
-        early stopping, ..., or ``--use-valid-edges`` on a dataset without
+      ValueError: several processes, resuming, plots, early stopping, ..., or ``--use-valid-edges`` on a dataset without
         an official split.
     """
     for name, unset in _UNSUPPORTED.items():
         value = getattr(exp, name)
         if value not in unset:
             raise ValueError(
-                f"{exp.dataset}: link prediction trains on one device for a fixed "
+                f"{exp.dataset}: link prediction trains in one process for a fixed "
                 f"number of epochs, without resuming; {name}={value!r} is not supported with it"
             )
     if exp.sampled:
@@ -308,9 +308,9 @@ def summarize_links(exp, info: dict, result, wall_s: float, ogb_metric: dict | N
             "train_s": float(np.sum(result.step_ms) / 1e3),
             "wall_s": wall_s,
             "device": jax.devices()[0].device_kind,
-            "devices": 1,
+            "devices": result.devices,
             "processes": jax.process_count(),
-            "parallelism": "none",
+            "parallelism": "link-pairs" if result.devices > 1 else "none",
             "checkpoint": None,
             "resumed_from": None,
             "plot": None,
@@ -430,10 +430,15 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
 
 
 def run_link_experiment(exp, *, progress: bool = False) -> dict:
-    """Loads, splits, trains every seed as one program, reports (:func:`summarize_links`)."""
-    from sparsegcn.train.links import LinkData, fit_links, fit_links_sampled
+    """Loads, splits, trains every seed as one program, reports (:func:`summarize_links`).
+
+    A device count (``exp.devices``) this process lacks is refused first, before
+    any data is read."""
+    from sparsegcn.train.links import LinkData, fit_links, fit_links_sampled, link_mesh
 
     start = time.perf_counter()
+    mesh = link_mesh(exp.devices)
+    devices = 1 if mesh is None else mesh
     info, data, model, config, sampled = _prepare_links(exp, progress=progress)
     if sampled is None:
         result = fit_links(
@@ -442,6 +447,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
             config,
             seeds=exp.seed_list(),
             per_seed_data=not _owns(exp.dataset),
+            devices=devices,
             progress=progress,
         )
         batching: dict = {"sampled": False}
@@ -460,6 +466,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
             fanouts=batch.fanouts,
             batch_size=batch.batch_size,
             seeds=exp.seed_list(),
+            devices=devices,
         )
         batches = -(-int(sampled.train.shape[0]) // batch.batch_size)
         batching = {

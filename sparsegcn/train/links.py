@@ -20,6 +20,34 @@
   scores (:func:`sampled_link_loss`); with fanouts covering every neighbour
   it equals the full-batch step (tested). The CLI trains with it when a
   link run gets ``--fanouts`` (:mod:`sparsegcn.tasks.link`).
+
+Data parallelism (``devices=D``, both trainers): params, optimizer state,
+graph, features and evaluation pairs are replicated on a 1-D mesh
+(:func:`~sparsegcn.parallel.make_mesh`); inside the one ``jit`` program the
+pairs a step scores are split over the devices by a
+:class:`~jax.sharding.NamedSharding` on the mesh axis
+(``with_sharding_constraint``), and XLA's partitioner sums the loss and the
+gradients over the devices (all-reduce). Negatives are drawn once for the
+global batch, from the same key as on one device, and then split, so the
+devices' shares together are exactly the one-device draw.
+
+- Full batch: the encoder runs replicated over the whole graph on every
+  device (its cost does not shrink with ``D``; the graph is not sharded);
+  the decoder and the loss are split: the train positives and their
+  negatives by rows (``recon="sampled"``), or the rows of the ``[N, N]``
+  logits (``recon="full"``). The step is the one-device step's arithmetic,
+  summed in another order.
+- Sampled: each step's global batch of ``B`` seed edges, padded with
+  weight-0 slots to ``D b`` (``b = ceil(B / D)``), becomes ``[D, b]``
+  sub-batches, one per device; each device finds its sub-batch's endpoints,
+  samples their trees with ``fold_in(key, d)`` and runs the encoder on them.
+  The loss is a weighted sum over slots, so the sum of the devices' losses
+  and gradients is the global batch's; with fanouts covering every
+  neighbour and no dropout (deterministic trees) ``D`` devices equal one
+  (tested). VGAE's KL term is then averaged over each sub-batch's rows.
+
+Evaluation runs replicated on every device. With ``D = 1`` no mesh is made
+and the program is the single-device one.
 """
 
 from __future__ import annotations
@@ -33,6 +61,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from sparsegcn.metrics import average_precision, hits_at_k, mrr, roc_auc
 from sparsegcn.nn.gae import (
@@ -122,6 +152,7 @@ class LinkFitResult:
       compile_s: seconds compiling the step and the evaluation.
       step_ms: ``[epochs]`` wall time of each step (all seeds), after compile.
       wall_s: seconds of the whole fit.
+      devices: the devices each step was split over.
     """
 
     seeds: tuple
@@ -133,6 +164,7 @@ class LinkFitResult:
     compile_s: float
     step_ms: np.ndarray
     wall_s: float
+    devices: int = 1
 
     @property
     def train_step_ms_median(self) -> float:
@@ -257,12 +289,68 @@ def make_optimizer(config: LinkTrainConfig) -> optax.GradientTransformation:
     return optax.chain(*parts)
 
 
-def link_loss(model: LinkModel, params, data: LinkData, key: jax.Array, rounds: int):
+# -- devices --------------------------------------------------------------------
+
+
+def link_mesh(devices: int | Mesh) -> Mesh | None:
+    """The mesh a link trainer splits its steps over: ``None`` for one device
+    (the single-device program), else :func:`~sparsegcn.parallel.as_mesh` of
+    ``devices`` (a count of local devices, checked, or a mesh).
+
+    Raises:
+      ValueError: more devices than this process has; the message says how
+        to simulate devices on CPU.
+    """
+    from sparsegcn.parallel.mesh import as_mesh
+
+    mesh = as_mesh(devices)
+    return None if mesh.size == 1 else mesh
+
+
+def split_rows(x: jax.Array, mesh: Mesh | None) -> jax.Array:
+    """``x`` with its leading axis split over ``mesh``'s devices
+    (``with_sharding_constraint``; a length that does not divide is padded
+    by XLA); ``x`` itself without a mesh."""
+    if mesh is None:
+        return x
+    from sparsegcn.parallel.mesh import AXIS
+
+    spec = P(AXIS, *([None] * (x.ndim - 1)))
+    return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
+
+
+def _replicated(tree, mesh: Mesh | None):
+    if mesh is None:
+        return tree
+    from sparsegcn.parallel.mesh import put
+
+    return put(tree, mesh)
+
+
+def _jit_options(mesh: Mesh | None) -> dict:
+    """Every output replicated on the mesh, as the next call's inputs are."""
+    return {} if mesh is None else {"out_shardings": NamedSharding(mesh, P())}
+
+
+# -- full batch -----------------------------------------------------------------
+
+
+def link_loss(
+    model: LinkModel,
+    params,
+    data: LinkData,
+    key: jax.Array,
+    rounds: int,
+    *,
+    mesh: Mesh | None = None,
+):
     """The training objective of one seed: reconstruction plus ``kl / N`` (VGAE).
 
     ``recon="full"`` (``model.config``): :func:`~sparsegcn.nn.gae.full_reconstruction_loss`
     over every pair; ``"sampled"``: the train positives against as many
-    uniform negatives, drawn here on the device.
+    uniform negatives, drawn here on the device. With ``mesh``, the rows of
+    the ``[N, N]`` logits, or the positives and the negatives (drawn for all
+    of them, then split), are split over its devices (:func:`split_rows`).
     """
     encode_key, negative_key = jax.random.split(key)
     n = data.edges.indptr.shape[0] - 1
@@ -270,22 +358,34 @@ def link_loss(model: LinkModel, params, data: LinkData, key: jax.Array, rounds: 
     if model.config["recon"] == "full":
         if model.decode_all is None:
             raise ValueError(f"recon='full' needs a dense decoder, not {model.config['decoder']!r}")
-        logits = model.decode_all(params, z)
+        logits = split_rows(model.decode_all(params, z), mesh)
         loss = full_reconstruction_loss(logits, data.labels, data.pos_weight, data.norm)
     else:
         count = data.train.shape[0]
         negatives = uniform_negatives(negative_key, count, n, data.edges, rounds=rounds)
+        positives, negatives = split_rows(data.train, mesh), split_rows(negatives, mesh)
         loss = sampled_reconstruction_loss(
-            model.decode(params, z, data.train), model.decode(params, z, negatives)
+            model.decode(params, z, positives), model.decode(params, z, negatives)
         )
     return loss + kl / n
 
 
-def train_step(model: LinkModel, tx, config: LinkTrainConfig, params, opt_state, key, data):
-    """One optimizer step of one seed. Returns ``(params, opt_state, key, loss)``."""
+def train_step(
+    model: LinkModel,
+    tx,
+    config: LinkTrainConfig,
+    params,
+    opt_state,
+    key,
+    data,
+    *,
+    mesh: Mesh | None = None,
+):
+    """One optimizer step of one seed (its pairs split over ``mesh``, :func:`link_loss`).
+    Returns ``(params, opt_state, key, loss)``."""
     key, step_key = jax.random.split(key)
     loss, grads = jax.value_and_grad(
-        lambda p: link_loss(model, p, data, step_key, config.negative_rounds)
+        lambda p: link_loss(model, p, data, step_key, config.negative_rounds, mesh=mesh)
     )(params)
     params, opt_state = apply_optimizer(tx, grads, opt_state, params)
     return params, opt_state, key, loss
@@ -361,6 +461,7 @@ def fit_links(
     *,
     seeds: Sequence[int] = (0,),
     per_seed_data: bool = False,
+    devices: int | Mesh = 1,
     progress: bool = False,
 ) -> LinkFitResult:
     """Trains ``len(seeds)`` link models as one compiled program and evaluates them.
@@ -372,10 +473,19 @@ def fit_links(
     compiled once, ahead of time, and called once per epoch; each call is
     timed after ``block_until_ready`` (``step_ms``), compile time apart.
 
+    ``devices`` (a count of local devices or a mesh): every step's loss is
+    split over them, the encoder replicated (see the module docstring); the
+    device count is checked before anything else.
+
     Returns:
       :class:`LinkFitResult`.
+
+    Raises:
+      ValueError: bad settings (:func:`check_link_config`), or more devices
+        than this process has.
     """
     check_link_config(config, model)
+    mesh = link_mesh(devices)
     start = time.perf_counter()
     seeds = tuple(int(s) for s in seeds)
     keys = seed_keys(seeds)
@@ -383,12 +493,14 @@ def fit_links(
     params = jax.vmap(model.init)(init_keys)
     tx = make_optimizer(config)
     opt_state = jax.vmap(tx.init)(params)
+    params, opt_state, train_keys, data = _replicated((params, opt_state, train_keys, data), mesh)
 
     axis = per_seed_axes() if per_seed_data else None
 
     def step(params, opt_state, keys, data):
         return jax.vmap(
-            lambda p, o, k, d: train_step(model, tx, config, p, o, k, d), in_axes=(0, 0, 0, axis)
+            lambda p, o, k, d: train_step(model, tx, config, p, o, k, d, mesh=mesh),
+            in_axes=(0, 0, 0, axis),
         )(params, opt_state, keys, data)
 
     def assess(params, data):
@@ -397,7 +509,9 @@ def fit_links(
         )
 
     compile_start = time.perf_counter()
-    lowered = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, train_keys, data)
+    lowered = jax.jit(step, donate_argnums=(0, 1), **_jit_options(mesh)).lower(
+        params, opt_state, train_keys, data
+    )
     step_fn = lowered.compile()
     assess_fn = jax.jit(assess).lower(params, data).compile()
     compile_s = time.perf_counter() - compile_start
@@ -428,6 +542,7 @@ def fit_links(
         compile_s=compile_s,
         step_ms=np.asarray(step_ms),
         wall_s=time.perf_counter() - start,
+        devices=1 if mesh is None else mesh.size,
     )
 
 
@@ -497,6 +612,8 @@ def sampled_link_loss(
     key: jax.Array,
     fanouts: tuple[int, ...],
     rounds: int = NEGATIVE_ROUNDS,
+    *,
+    mesh: Mesh | None = None,
 ):
     """One batch's loss: ``B`` positives, ``B`` fresh uniform negatives, their
     distinct endpoints' neighbour trees (:func:`~sparsegcn.sampling.sample_blocks`),
@@ -510,12 +627,44 @@ def sampled_link_loss(
     with ``weights`` ``w`` summing to 1 over an epoch's real pairs (0 on
     padding), so an epoch's mean equals :func:`sampled_reconstruction_loss`
     over all train pairs. VGAE's KL averages over the batch's rows.
-    """
-    from sparsegcn.sampling.neighbor import sample_blocks
 
+    With ``mesh`` (``D`` devices) the ``B`` positives, the ``B`` negatives
+    (drawn for all of them, as on one device) and the weights are padded
+    (weight 0) to ``D b``, ``b = ceil(B / D)``, and split into ``[D, b]``
+    sub-batches, one per device (:func:`split_rows`); sub-batch ``d``
+    samples its trees with ``fold_in(key, d)``; the loss is the sum of the
+    sub-batches'.
+    """
     negative_key, tree_key, encode_key = jax.random.split(key, 3)
     n = data.edges.indptr.shape[0] - 1
     negatives = uniform_negatives(negative_key, pairs.shape[0], n, data.edges, rounds=rounds)
+    if mesh is None:
+        return _tree_loss(
+            model, params, data, pairs, negatives, weights, (tree_key, encode_key), fanouts
+        )
+    d = mesh.size
+    per = -(-pairs.shape[0] // d)
+
+    def shares(a):
+        padded = jnp.pad(a, [(0, d * per - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
+        return split_rows(padded.reshape(d, per, *a.shape[1:]), mesh)
+
+    def share_loss(pairs, negatives, weights, index):
+        keys = (jax.random.fold_in(tree_key, index), jax.random.fold_in(encode_key, index))
+        return _tree_loss(model, params, data, pairs, negatives, weights, keys, fanouts)
+
+    losses = jax.vmap(share_loss)(
+        shares(pairs), shares(negatives), shares(weights), jnp.arange(d, dtype=jnp.int32)
+    )
+    return jnp.sum(losses)
+
+
+def _tree_loss(model, params, data, pairs, negatives, weights, keys, fanouts):
+    """:func:`sampled_link_loss` of given negatives; ``keys``: ``(tree, encode)``."""
+    from sparsegcn.sampling.neighbor import sample_blocks
+
+    tree_key, encode_key = keys
+    n = data.edges.indptr.shape[0] - 1
     nodes, mask, local_pos, local_neg = batch_endpoints(pairs, negatives)
     sample = sample_blocks(data.indptr, data.indices, nodes, fanouts, key=tree_key, mask=mask)
     z, kl = model.encode(params, sample, data.features, key=encode_key, training=True)
@@ -534,6 +683,7 @@ def fit_links_sampled(
     fanouts: Sequence[int],
     batch_size: int,
     seeds: Sequence[int] = (0,),
+    devices: int | Mesh = 1,
 ) -> LinkFitResult:
     """Trains on sampled mini-batches of train edges: one compiled epoch, seeds vmapped.
 
@@ -544,8 +694,16 @@ def fit_links_sampled(
     last epoch every seed is evaluated full batch on ``eval_data``
     (:func:`evaluate`), whose graph is prepared for the encoder.
 
+    ``devices`` (a count of local devices or a mesh): each batch is split
+    over them (:func:`sampled_link_loss`, the module docstring); the global
+    batch is ``batch_size`` whatever their count, and the batches are those
+    of a one-device run of the same seeds.
+
     Returns:
       :class:`LinkFitResult` (``losses``: each epoch's mean batch loss).
+
+    Raises:
+      ValueError: bad settings, or more devices than this process has.
     """
     from sparsegcn.sampling.neighbor import check_fanouts
 
@@ -554,6 +712,7 @@ def fit_links_sampled(
     from sparsegcn._checks import check_static_int
 
     batch_size = check_static_int("batch_size", batch_size, minimum=1)
+    mesh = link_mesh(devices)
     start = time.perf_counter()
     seeds = tuple(int(s) for s in seeds)
     keys = seed_keys(seeds)
@@ -561,6 +720,9 @@ def fit_links_sampled(
     params = jax.vmap(model.init)(init_keys)
     tx = make_optimizer(config)
     opt_state = jax.vmap(tx.init)(params)
+    params, opt_state, train_keys, data, eval_data = _replicated(
+        (params, opt_state, train_keys, data, eval_data), mesh
+    )
     p = int(data.train.shape[0])
     batches = -(-p // batch_size)
     padded = batches * batch_size
@@ -580,7 +742,7 @@ def fit_links_sampled(
             batch, w, k = inputs
             loss, grads = jax.value_and_grad(
                 lambda q: sampled_link_loss(
-                    model, q, data, batch, w, k, fanouts, config.negative_rounds
+                    model, q, data, batch, w, k, fanouts, config.negative_rounds, mesh=mesh
                 )
             )(params)
             params, opt_state = apply_optimizer(tx, grads, opt_state, params)
@@ -598,7 +760,9 @@ def fit_links_sampled(
         return jax.vmap(lambda q: evaluate(model, q, data, config.metric))(params)
 
     compile_start = time.perf_counter()
-    lowered = jax.jit(run_epoch, donate_argnums=(0, 1)).lower(params, opt_state, train_keys, data)
+    lowered = jax.jit(run_epoch, donate_argnums=(0, 1), **_jit_options(mesh)).lower(
+        params, opt_state, train_keys, data
+    )
     epoch_fn = lowered.compile()
     assess_fn = jax.jit(assess).lower(params, eval_data).compile()
     compile_s = time.perf_counter() - compile_start
@@ -620,6 +784,7 @@ def fit_links_sampled(
         compile_s=compile_s,
         step_ms=np.asarray(step_ms),
         wall_s=time.perf_counter() - start,
+        devices=1 if mesh is None else mesh.size,
     )
 
 
@@ -637,12 +802,14 @@ __all__ = [
     "fit_links_sampled",
     "link_data",
     "link_loss",
+    "link_mesh",
     "make_optimizer",
     "per_seed_axes",
     "sampled_link_data",
     "sampled_link_loss",
     "score_set",
     "split_metrics",
+    "split_rows",
     "stack_link_data",
     "train_step",
 ]

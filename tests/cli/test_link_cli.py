@@ -53,8 +53,9 @@ SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
             r"use_valid_edges=True \(--use-valid-edges\) applies only to link-level datasets",
         ),
         (
-            ["--dataset", "cora", "--task", "link", "--model", "gae", "--devices", "2"],
-            r"link prediction trains on one device .* devices=2 is not supported",
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--patience", "5"],
+            r"link prediction trains in one process for a fixed number of epochs, without "
+            r"resuming; patience=5 is not supported",
         ),
         (
             [*SAMPLED_VGAE, "--recon", "full"],
@@ -260,3 +261,58 @@ def test_sampled_link_run_equals_fit_links_sampled_and_learns(tmp_path):
     )
     np.testing.assert_allclose(report["test_auc"], result.test["auc"], rtol=1e-5)
     np.testing.assert_allclose(report["loss_curve"], result.losses[:, 0], rtol=1e-5)
+
+
+def test_too_many_devices_are_refused_before_reading_data(tmp_path):
+    """``--devices 3`` where JAX sees 2 devices: one line naming both counts and how to
+    simulate more, exit 2, nothing read (a fresh interpreter: the count is fixed
+    when JAX starts)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env["PYTHONPATH"] = os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])
+    argv = ["train", "--dataset", "cora", "--root", str(tmp_path), "--task", "link"]
+    done = subprocess.run(
+        [sys.executable, "-m", "sparsegcn", *argv, "--model", "gae", "--devices", "3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert "devices=3 (--devices) asks for 3 local devices but this process sees 2" in err[0]
+    assert "XLA_FLAGS=--xla_force_host_platform_device_count=3 sparsegcn train" in err[0]
+    assert list(tmp_path.iterdir()) == []  # nothing downloaded or read
+
+
+def test_link_runs_on_two_devices_report_them_and_equal_one(tmp_path):
+    base = ["train", "--dataset", "synthetic:tiny", "--scale", "0.05", "--root", str(tmp_path)]
+    base += ["--task", "link", "--model", "gae", "--epochs", "3", "--no-progress"]
+    reports = {}
+    for devices in (1, 2):
+        out = tmp_path / f"full-{devices}.json"
+        assert main([*base, "--devices", str(devices), "--json", str(out)]) == 0
+        reports[devices] = json.loads(out.read_text())
+    assert (reports[1]["devices"], reports[1]["parallelism"]) == (1, "none")
+    assert (reports[2]["devices"], reports[2]["parallelism"]) == (2, "link-pairs")
+    np.testing.assert_allclose(reports[2]["loss_curve"], reports[1]["loss_curve"], rtol=1e-5)
+    np.testing.assert_allclose(reports[2]["test_auc"], reports[1]["test_auc"], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_sampled_link_run_on_two_devices_reports_them(tmp_path):
+    out = tmp_path / "sampled-2.json"
+    argv = ["train", "--dataset", "synthetic:tiny", "--scale", "0.05", "--root", str(tmp_path)]
+    argv += ["--task", "link", "--model", "gae", "--epochs", "3", "--no-progress"]
+    argv += ["--fanouts", "5,5", "--batch-size", "64", "--devices", "2", "--json", str(out)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["sampled"] is True and report["config"]["devices"] == 2
+    assert (report["devices"], report["parallelism"]) == (2, "link-pairs")
+    assert np.isfinite(report["loss_curve"]).all()

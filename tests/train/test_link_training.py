@@ -209,3 +209,128 @@ def test_sampled_link_epochs_run_as_one_program_for_every_seed():
     )
     assert result.losses.shape == (3, 2) and np.isfinite(result.losses).all()
     assert result.test["auc"].shape == (2,)
+
+
+# -- several devices (tests/conftest.py simulates 8 CPU devices) ----------------
+
+
+def assert_same_run(got, want):
+    np.testing.assert_allclose(got.losses, want.losses, rtol=1e-5, atol=1e-6)
+    for a, b in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def counting_encoder(model):
+    """``model`` whose ``encode`` counts its traces in the returned dict."""
+    traces = {"n": 0}
+    encode = model.encode
+
+    def counting(*args, **kwargs):
+        traces["n"] += 1
+        return encode(*args, **kwargs)
+
+    return model._replace(encode=counting), traces
+
+
+def test_full_batch_on_two_devices_equals_one_and_compiles_once():
+    graph, x = communities(seed=1)
+    data = stack_link_data([data_of(graph, x, s) for s in (3, 4)])
+    # VGAE's noise and the negatives are drawn from the same keys on one device and two.
+    model = create_model("vgae", 4, 4, hidden=8, layers=2, dropout=0.0, recon="sampled")
+    config = LinkTrainConfig(epochs=4)
+    one = fit_links(model, data, config, seeds=(3, 4), per_seed_data=True)
+    counted, traces = counting_encoder(model)
+    two = fit_links(counted, data, config, seeds=(3, 4), per_seed_data=True, devices=2)
+    assert traces["n"] == 1  # one trace of the step for every epoch
+    assert (one.devices, two.devices) == (1, 2)
+    assert all(len(leaf.sharding.device_set) == 2 for leaf in jax.tree.leaves(two.params))
+    assert_same_run(two, one)
+    np.testing.assert_allclose(two.test["auc"], one.test["auc"], atol=1e-5)
+
+
+@pytest.mark.parametrize("recon", ["full", "sampled"])
+def test_a_full_batch_step_on_two_devices_sums_their_shares(recon):
+    from sparsegcn.train.links import link_loss, link_mesh
+
+    graph, x = communities(seed=1)
+    data = data_of(graph, x, 0)
+    model = create_model("gae", 4, 4, hidden=8, layers=2, dropout=0.0, recon=recon)
+    params = model.init(jax.random.key(0))
+    mesh = link_mesh(2)
+    assert link_mesh(1) is None
+
+    def grad(mesh):
+        return jax.jit(
+            jax.grad(lambda p: link_loss(model, p, data, jax.random.key(1), 3, mesh=mesh))
+        )
+
+    two = grad(mesh).lower(params).compile()
+    assert "all-reduce(" in two.as_text()  # the devices' partial sums
+    for a, b in zip(jax.tree.leaves(two(params)), jax.tree.leaves(grad(None)(params)), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def sampled_setup(n=24):
+    from sparsegcn.train.links import sampled_link_data
+
+    graph, x = communities(n=n, seed=2)
+    split = random_link_split(graph, val=0.1, test=0.2, seed=0)
+    sampled = sampled_link_data(split.graph, x, split.split["train"])
+    degree = int(np.bincount(np.asarray(split.graph.receivers), minlength=n).max())
+    model = create_model(
+        "gae", 4, 4, hidden=8, layers=2, dropout=0.0, encoder="sage", recon="sampled"
+    )
+    return split, sampled, model, (degree, degree)
+
+
+def test_sampled_epochs_on_two_devices_equal_one_and_compile_once():
+    from sparsegcn.train.links import fit_links_sampled
+
+    split, sampled, model, every = sampled_setup()
+    full_graph = transforms.sort_edges(sg.nn.get_model_spec("sage").prepare_graph(split.graph))
+    graph, x = communities(n=24, seed=2)
+    eval_data = data_of(graph, x, 0)._replace(graph=full_graph)
+    # Every neighbour and no dropout: the trees, hence the steps, do not depend on the keys.
+    # 13 edges a batch: 2 devices take 7 slots each, one of them padding.
+    kwargs = {"fanouts": every, "batch_size": 13, "seeds": (0, 1)}
+    config = LinkTrainConfig(epochs=2)
+    one = fit_links_sampled(model, sampled, eval_data, config, **kwargs)
+    counted, traces = counting_encoder(model)
+    two = fit_links_sampled(counted, sampled, eval_data, config, devices=2, **kwargs)
+    assert traces["n"] == 1  # the epoch program traced once for both epochs
+    assert two.devices == 2 and one.losses.shape == (2, 2)
+    assert_same_run(two, one)
+
+
+def test_a_sampled_batch_on_two_devices_is_two_halves_and_their_gradient_sum():
+    from sparsegcn.train.links import link_mesh, sampled_link_loss
+
+    split, sampled, model, every = sampled_setup()
+    params = model.init(jax.random.key(0))
+    pairs = jax.numpy.asarray(split.split["train"][:13].astype(np.int32))
+    weights = jax.numpy.full((13,), 1 / 13, jax.numpy.float32)
+    key = jax.random.key(5)
+
+    def grad(mesh):
+        return jax.jit(
+            jax.value_and_grad(
+                lambda p: sampled_link_loss(
+                    model, p, sampled, pairs, weights, key, every, mesh=mesh
+                )
+            )
+        )
+
+    two = grad(link_mesh(2)).lower(params).compile()
+    # Each device samples and encodes its own half: only the gradients are summed.
+    assert "all-reduce(" in two.as_text() and "all-gather(" not in two.as_text()
+    (loss2, g2), (loss1, g1) = two(params), grad(None)(params)
+    np.testing.assert_allclose(loss2, loss1, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(g2), jax.tree.leaves(g1), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_more_devices_than_there_are_are_refused_before_training():
+    graph, x = communities()
+    model = create_model("gae", 4, 4, hidden=8, layers=2, dropout=0.0)
+    with pytest.raises(ValueError, match=r"devices=64 \(--devices\) asks for 64 local devices"):
+        fit_links(model, data_of(graph, x, 0), LinkTrainConfig(epochs=1), devices=64)
