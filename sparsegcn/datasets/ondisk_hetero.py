@@ -12,24 +12,23 @@ Hetero folder format (version 1)
 --------------------------------
 
 A folder holding (``N_t`` nodes of type ``t``, ``E_r`` edges of relation
-``r = (src, rel, dst)``, written ``src___rel___dst`` in file names):
+``r = (src, rel, dst)``, written ``<r>`` = ``src___rel___dst`` in file names):
 
-==================================  ==================  ==========================================
-file                                dtype, shape        content
-==================================  ==================  ==========================================
-``senders.<src>___<rel>___<dst>``   int32 ``[E_r]``     source ids in ``[0, N_src)``, edges in
-``.npy``                                                their stored order (duplicates kept)
-``receivers.<src>___<rel>___<dst>`` int32 ``[E_r]``     target ids in ``[0, N_dst)``
-``.npy``
-``features.<type>.npy``             float32 or          features of a featured type (ogbn-mag:
-                                    float16             ``paper`` only)
-                                    ``[N_t, F_t]``
-``labels.npy``                      int64               the target type's class ids in
-                                    ``[N_target]``      ``[0, C)``, ``-1`` for unlabelled
-``train.npy``, ``valid.npy``,       int64 ``[k]``       target-node ids of each split (ogbn-mag:
-``test.npy``                                            by year)
-``manifest.json``                   JSON                see below
-==================================  ==================  ==========================================
+=========================  ===============================  =======================================
+file                       dtype, shape                     content
+=========================  ===============================  =======================================
+``senders.<r>.npy``        int32 ``[E_r]``                  source ids in ``[0, N_src)``, edges in
+                                                            their stored order (duplicates kept)
+``receivers.<r>.npy``      int32 ``[E_r]``                  target ids in ``[0, N_dst)``
+``features.<type>.npy``    float32 or float16 ``[N_t, F]``  a featured type's features (ogbn-mag:
+                                                            ``paper`` only)
+``labels.npy``             int64 ``[N_target]``             the target type's class ids in
+                                                            ``[0, C)``, ``-1`` for unlabelled
+``train.npy``              int64 ``[k]``                    target-node ids of the training split
+``valid.npy``              int64 ``[k]``                    ... of the validation split
+``test.npy``               int64 ``[k]``                    ... of the test split (ogbn-mag: by year)
+``manifest.json``          JSON                             see below
+=========================  ===============================  =======================================
 
 The relations are stored as raw edge lists, as the dataset holds them
 (no reverse relations: training adds them), so a saved dataset loads

@@ -133,6 +133,17 @@ def test_to_disk_writes_synthetic_proteins_and_refuses_an_existing_folder(tmp_pa
     assert to_disk([*argv, "--no-progress"]) == 0
     data = generate_proteins(0.002, seed=1)
     np.testing.assert_array_equal(load(str(out)).labels, data.labels)
+    # info reads the folder as the dataset it was written from.
+    stats = {}
+    generated = ["--scale", "0.002", "--seed", "1"]
+    for dataset, extra in ((str(out), []), ("synthetic:proteins", generated)):
+        path = tmp_path / f"{len(stats)}.json"
+        argv_info = ["info", "--dataset", dataset, *extra, "--json", str(path), "--no-progress"]
+        assert main(argv_info) == 0
+        stats[dataset] = {k: v for k, v in json.loads(path.read_text()).items() if k != "load_s"}
+        path.unlink()
+    assert stats[str(out)] == stats["synthetic:proteins"]
+    assert stats[str(out)]["num_edge_features"] == 8 and stats[str(out)]["num_classes"] == 112
     capsys.readouterr()
     assert to_disk([*argv, "--no-progress"]) == 2
     assert "not empty; pass overwrite=True (--overwrite)" in capsys.readouterr().err
