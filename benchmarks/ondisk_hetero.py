@@ -45,13 +45,19 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
 
 
-def rss_gb() -> float:
-    """This process's resident set size now, in GB."""
+def rss_gb(field: str = "VmRSS") -> float:
+    """This process's resident set size now, in GB: all of it (``VmRSS``), its anonymous
+    memory (``RssAnon``: arrays, the heap) or its file pages (``RssFile``: the memory
+    maps' pages read so far, which the kernel may drop at any time)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024 / 1e9
     return float("nan")
+
+
+def rss_parts() -> dict:
+    return {"anon_gb": rss_gb("RssAnon"), "file_gb": rss_gb("RssFile")}
 
 
 def folder_bytes(folder: Path) -> int:
@@ -96,6 +102,7 @@ def save_phase(dataset: str, folder: Path, scale: float) -> dict:
         "generate_s": generate_s,
         "save_s": save_s,
         "rss_after_generate_gb": rss_generated,
+        "rss_after_save_parts": rss_parts(),
         "peak_rss_gb": peak_rss_gb(),
         "folder_bytes": folder_bytes(folder),
         "files": sorted(p.name for p in folder.iterdir()),
@@ -167,7 +174,7 @@ def load_phase(dataset: str, folder: Path) -> dict:
 
         data = load(str(folder))
     load_s = time.perf_counter() - start
-    rss_loaded, peak_loaded = rss_gb(), peak_rss_gb()
+    rss_loaded, peak_loaded, parts_loaded = rss_gb(), peak_rss_gb(), rss_parts()
     tick = time.perf_counter()
     touched = touch_mag(data) if dataset == "mag" else touch_proteins(data)
     touch_s = time.perf_counter() - tick
@@ -175,9 +182,11 @@ def load_phase(dataset: str, folder: Path) -> dict:
         **baseline,
         "load_s": load_s,
         "rss_after_load_gb": rss_loaded,
+        "rss_after_load_parts": parts_loaded,
         "peak_rss_after_load_gb": peak_loaded,
         "touch_s": touch_s,
         "rss_after_touch_gb": rss_gb(),
+        "rss_after_touch_parts": rss_parts(),
         "peak_rss_gb": peak_rss_gb(),
         "touch": touched,
     }
@@ -232,7 +241,10 @@ def main(argv=None) -> int:
         "dataset": NAMES[args.dataset],
         "scale": args.scale,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": "python benchmarks/ondisk_hetero.py " + " ".join(sys.argv[1:]),
+        "command": f"python benchmarks/ondisk_hetero.py --dataset {args.dataset} --folder DIR"
+        + (f" --scale {args.scale}" if args.scale != 1.0 else "")
+        + (f" --json {args.json}" if args.json else ""),
+        "page_cache": "warm: the load phase reads the files the save phase has just written",
         **versions(),
         "loadavg_before": loadavg(),
     }
