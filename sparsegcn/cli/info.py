@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from sparsegcn.datasets import data_location, load
+from sparsegcn.datasets import data_location, is_path, load
 from sparsegcn.datasets.stats import describe
 from sparsegcn.experiment import DEFAULT_DATASET
 from sparsegcn.files import check_not_inputs, check_writable, write_json_atomic
@@ -82,7 +82,12 @@ def run(args: argparse.Namespace) -> int:
         )
     task = task_for(args.dataset)
     if task.info is not None:
-        stats, text = resolve(task.info)(args.dataset, args.root, progress=args.progress)
+        if args.verify and not is_path(args.dataset):
+            raise ValueError(
+                f"--verify applies only to on-disk dataset folders, not {args.dataset!r}"
+            )
+        verify = {"verify": True} if args.verify else {}  # the hooks of folder tasks take it
+        stats, text = resolve(task.info)(args.dataset, args.root, progress=args.progress, **verify)
         print(text)
         if args.json:
             write_json_atomic(args.json, stats)

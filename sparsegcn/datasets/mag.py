@@ -79,6 +79,8 @@ class HeteroDataset:
       num_classes: ``C``.
       split: ``{"train", "valid", "test"}: int64 ids of target nodes``.
       metric: what the report scores (``"acc"``).
+      info: free-form provenance (the generator and its scale and seed; the
+        folder it was read from, which writers refuse to write into).
     """
 
     name: str
@@ -89,6 +91,7 @@ class HeteroDataset:
     num_classes: int
     split: Mapping[str, np.ndarray]
     metric: str = "acc"
+    info: Mapping = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         n = self.graph.num_nodes.get(self.target)
@@ -347,7 +350,9 @@ def load_mag_raw(
         num_classes = max(num_classes, MAG_CLASSES)
     if progress:
         print(f"read {name} from {folder} in {time.perf_counter() - start:.1f} s")
-    return HeteroDataset(name, graph, features, target, labels, num_classes, split)
+    return HeteroDataset(
+        name, graph, features, target, labels, num_classes, split, info={"folder": str(folder)}
+    )
 
 
 def _write_csv(path: Path, rows: np.ndarray, header: str | None = None, fmt: str = "%d") -> None:
@@ -407,21 +412,45 @@ def mag_folder(name: str, root: str | Path) -> Path:
 
 
 def load_mag(
-    name: str, root=None, *, scale: float = 1.0, seed: int = 0, progress: bool = False
+    name: str,
+    root=None,
+    *,
+    scale: float = 1.0,
+    seed: int = 0,
+    progress: bool = False,
+    verify: bool = False,
 ) -> HeteroDataset:
-    """``ogbn-mag`` from ``<root>/ogbn_mag`` (raw layout, no download), or ``synthetic:mag``.
+    """``ogbn-mag`` from ``<root>/ogbn_mag`` (raw layout, no download), ``synthetic:mag``,
+    or an on-disk hetero folder named by a path (``./mag``, ``DIR/mag``:
+    :func:`~sparsegcn.datasets.ondisk_hetero.load_hetero_ondisk`, memory-mapped).
+
+    Args:
+      verify: for a folder, also check every file's sha256.
 
     Raises:
-      ValueError: another name, or ``scale``/``seed`` for ``ogbn-mag``.
+      ValueError: another name, ``scale`` for ``ogbn-mag`` or a folder,
+        ``verify`` for a name; :class:`~sparsegcn.datasets.ondisk.FormatError`
+        for a bad folder.
       FileNotFoundError: ``ogbn-mag``'s files are missing (the message says
         where to put ``mag.zip``'s contents).
     """
+    from sparsegcn.datasets import is_path
     from sparsegcn.datasets.base import default_root
 
+    if is_path(name):
+        if scale != 1.0:
+            raise ValueError(f"scale={scale!r} applies only to generated datasets, not {name!r}")
+        from sparsegcn.datasets.ondisk_hetero import load_hetero_ondisk
+
+        return load_hetero_ondisk(name, verify=verify)
+    if verify:
+        raise ValueError(f"verify=True applies only to on-disk dataset folders, not {name!r}")
     if name == "synthetic:mag":
         start = time.perf_counter()
         spec = MagSpec() if scale == 1.0 else MagSpec().scaled(scale)
         data = generate_mag(spec, seed=seed)
+        info = {"generator": "sparsegcn.datasets.mag.generate_mag", "scale": scale, "seed": seed}
+        data = dataclasses.replace(data, info=info)
         if progress:
             print(f"generated synthetic:mag (scale {scale}) in {time.perf_counter() - start:.1f} s")
         return data

@@ -40,6 +40,15 @@ manifest lists it in ``files`` like the others and gives
 ``num_edge_features`` (``D``); the loaded graph's ``edge_features`` is
 then that file, memory-mapped.
 
+A multi-label dataset (ogbn-proteins: 112 binary tasks per node) sets the
+manifest's optional ``multilabel`` to ``true``; ``labels.npy`` is then
+int64 ``[N, T]`` (``T = num_classes`` tasks), each entry ``1``, ``0`` or
+``-1`` for a missing label (:class:`~sparsegcn.datasets.Dataset`'s
+convention), and a split node needs at least one present label. Such a
+folder trains under the ``node-multilabel`` task (per-task binary
+cross-entropy, ROC-AUC; :func:`is_multilabel_ondisk`), whatever its name.
+Without the key (or ``false``) the labels are one class per node.
+
 Writing one by hand takes NumPy alone (``sha256`` from :func:`sha256_file`
 or ``hashlib``), e.g. for a 3-node path graph ``0 - 1 - 2``::
 
@@ -56,7 +65,7 @@ The manifest is a JSON object with keys ``format`` (``"sparsegcn-graph"``),
 ``ogbn-*`` names get ``ogb``'s official metric in reports), ``num_nodes``,
 ``num_stored_edges`` (``E``), ``num_edges`` (as the publisher counts them),
 ``num_features``, ``num_classes``, ``metric``, ``info`` (free-form
-provenance) and ``files``: for each of the seven arrays above,
+provenance), optionally ``multilabel`` (see above) and ``files``: for each of the seven arrays above,
 ``{"file": "indptr.npy", "dtype": "int64", "shape": [N + 1], "sha256": "..."}``.
 The graph is stored as models consume it (the publisher's undirected
 graphs with both directions of every edge), without added self-loops.
@@ -69,7 +78,7 @@ Checks
 the manifest's keys and counts, every file's dtype and shape against the
 manifest, ``indptr`` (starts at 0, non-decreasing, ends at ``E``), every
 ``indices`` entry in range and ascending within its row, labels in
-``[-1, C)``, at least one node and one feature, split ids in range,
+``[-1, C)`` (multi-label: ``-1``, ``0`` or ``1``), at least one node and one feature, split ids in range,
 labelled, never repeated and in one split only (:func:`check_contents`).
 The first problem raises one :class:`FormatError` naming the file and the
 field. :class:`DatasetWriter` (so :func:`save`, the converter and the
@@ -160,6 +169,20 @@ def is_ondisk(path) -> bool:
         return (Path(path) / MANIFEST).is_file()
     except (OSError, ValueError):
         return False
+
+
+def is_multilabel_ondisk(path) -> bool:
+    """Whether ``path`` holds an on-disk node dataset whose manifest says ``multilabel``
+    (labels ``[N, T]`` of binary tasks): the ``node-multilabel`` task's folders."""
+    try:
+        manifest = read_json(Path(path) / MANIFEST)
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(manifest, dict)
+        and manifest.get("format") == FORMAT
+        and manifest.get("multilabel") is True
+    )
 
 
 def sha256_file(path, *, block: int = _HASH_BLOCK) -> str:
@@ -257,6 +280,9 @@ class DatasetWriter:
       overwrite: replace an existing dataset folder at ``path``.
       num_edge_features: ``D``; above 0, ``writer.edge_features`` is a
         float32 ``[E, D]`` map to fill in ``indices``' order.
+      num_tasks: ``T``; above 0, the dataset is multi-label: ``writer.labels``
+        is int64 ``[N, T]`` (1, 0 or -1 for missing) and :meth:`finish`
+        needs ``num_classes == T``.
     """
 
     def __init__(
@@ -269,9 +295,11 @@ class DatasetWriter:
         features_dtype: str = "float32",
         overwrite: bool = False,
         num_edge_features: int = 0,
+        num_tasks: int = 0,
     ):
         self.path = Path(path)
         self.num_edge_features = _count("num_edge_features", num_edge_features)
+        self.num_tasks = _count("num_tasks", num_tasks)
         self.num_nodes = _count("num_nodes", num_nodes, 1)
         self.num_stored_edges = _count("num_stored_edges", num_stored_edges)
         self.num_features = _count("num_features", num_features, 1)
@@ -290,7 +318,8 @@ class DatasetWriter:
             self.indptr = self._open("indptr", np.int64, (n + 1,))
             self.indices = self._open("indices", np.int32, (e,))
             self.features = self._open("features", np.dtype(features_dtype), (n, self.num_features))
-            self.labels = self._open("labels", np.int64, (n,))
+            label_shape = (n, self.num_tasks) if self.num_tasks else (n,)
+            self.labels = self._open("labels", np.int64, label_shape)
             self.edge_features = None
             if self.num_edge_features:
                 self.edge_features = self._open(
@@ -388,6 +417,13 @@ class DatasetWriter:
         }
         if self.num_edge_features:
             manifest["num_edge_features"] = self.num_edge_features
+        if self.num_tasks:
+            if manifest["num_classes"] != self.num_tasks:
+                raise ValueError(
+                    f"num_classes={num_classes} but the labels hold {self.num_tasks} tasks "
+                    "(multi-label: num_classes is the number of tasks)"
+                )
+            manifest["multilabel"] = True
         with open(self.tmp / MANIFEST, "w") as f:
             f.write(json_text(manifest, indent=1))
             f.flush()
@@ -495,19 +531,16 @@ def save(
     Raises:
       ValueError: ``path`` is a non-empty folder (without ``overwrite``, or
         not a sparsegcn dataset folder) or
-        a file, the graph has weights, the labels are multi-label, or a bad
-        ``features_dtype``.
+        a file, the graph has weights, or a bad ``features_dtype``.
+
+    A multi-label dataset (labels ``[N, T]``) is written with ``multilabel``
+    in its manifest (module docstring).
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"dataset must be a Dataset, got {type(dataset).__name__}")
     if dataset.graph.weights is not None:
         raise ValueError(
             "the on-disk format stores no edge weights, but the dataset's graph has them"
-        )
-    if dataset.multilabel:
-        raise ValueError(
-            f"the on-disk format stores one class per node (labels.npy [N]); {dataset.name} is "
-            f"multi-label (labels {tuple(dataset.labels.shape)}), which it does not store"
         )
     if features_dtype is None:
         features_dtype = "float16" if dataset.features.dtype == np.float16 else "float32"
@@ -521,6 +554,7 @@ def save(
         features_dtype=features_dtype,
         overwrite=overwrite,
         num_edge_features=dataset.graph.num_edge_features,
+        num_tasks=dataset.num_classes if dataset.multilabel else 0,
     )
     with writer:
         writer.indptr[:] = indptr
@@ -613,6 +647,10 @@ def read_manifest(path) -> dict:
     for key in ("name", "metric"):
         if not isinstance(manifest.get(key), str):
             raise FormatError(file, key, f"must be a string, got {manifest.get(key)!r}")
+    if not isinstance(manifest.get("multilabel", False), bool):
+        raise FormatError(
+            file, "multilabel", f"must be true or false, got {manifest.get('multilabel')!r}"
+        )
     if not isinstance(manifest.get("info", {}), dict):
         raise FormatError(file, "info", "must be an object")
     files = manifest.get("files")
@@ -640,11 +678,12 @@ def read_manifest(path) -> dict:
 def _expected(manifest: dict) -> dict:
     """``{file key: (allowed dtypes, shape or None for any 1-D length)}`` from the counts."""
     n, e, f = manifest["num_nodes"], manifest["num_stored_edges"], manifest["num_features"]
+    labels = (n, manifest["num_classes"]) if manifest.get("multilabel") else (n,)
     expected = {
         "indptr": (("int64",), (n + 1,)),
         "indices": (("int32",), (e,)),
         "features": (FEATURE_DTYPES, (n, f)),
-        "labels": (("int64",), (n,)),
+        "labels": (("int64",), labels),
         **{key: (("int64",), None) for key in SPLITS},
     }
     if manifest.get("num_edge_features", 0):
@@ -684,8 +723,13 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
                 "shape",
                 f"must be {list(shape)} for num_nodes={manifest['num_nodes']}, num_stored_edges="
                 f"{manifest['num_stored_edges']}, num_features={manifest['num_features']}, "
-                f"num_edge_features={manifest.get('num_edge_features', 0)}, "
-                f"got {list(array.shape)}",
+                f"num_edge_features={manifest.get('num_edge_features', 0)}"
+                + (
+                    f", num_classes={manifest['num_classes']} (multilabel)"
+                    if key == "labels" and manifest.get("multilabel")
+                    else ""
+                )
+                + f", got {list(array.shape)}",
             )
         arrays[key] = array
     return arrays
@@ -762,6 +806,21 @@ def check_csr_chunked(
 
 
 def _check_labels(file: Path, labels, num_classes: int, chunk: int) -> None:
+    if labels.ndim == 2:  # multi-label: binary tasks, -1 missing
+        rows = max(1, chunk // max(1, int(labels.shape[1])))
+        for start in range(0, labels.shape[0], rows):
+            part = np.asarray(labels[start : start + rows])
+            bad = (part < -1) | (part > 1)
+            if bad.any():
+                row, col = (int(k[0]) for k in np.nonzero(bad))
+                raise FormatError(
+                    file,
+                    f"labels[{start + row}, {col}]",
+                    f"{int(part[row, col])} is not 1, 0 or -1 (missing): the labels are "
+                    "binary tasks (multilabel)",
+                )
+            release_pages(labels)
+        return
     for start in range(0, labels.shape[0], chunk):
         part = np.asarray(labels[start : start + chunk])
         bad = (part < -1) | (part >= num_classes)
@@ -783,10 +842,12 @@ def _check_split(file: Path, key: str, ids, labels, num_nodes: int) -> None:
         raise FormatError(
             file, f"{key}[{pos}]", f"node id {int(ids[pos])} is out of range [0, {num_nodes})"
         )
-    unlabelled = np.asarray(labels[ids]) < 0
+    given = np.asarray(labels[ids]) >= 0
+    unlabelled = ~given.any(axis=1) if given.ndim == 2 else ~given
     if unlabelled.any():
         pos = int(np.flatnonzero(unlabelled)[0])
-        raise FormatError(file, f"{key}[{pos}]", f"node {int(ids[pos])} has no label (-1)")
+        what = "no label (-1)" if given.ndim == 1 else "no task labelled (all -1)"
+        raise FormatError(file, f"{key}[{pos}]", f"node {int(ids[pos])} has {what}")
 
 
 def _check_features(file: Path, features, chunk: int, field: str = "features") -> None:
@@ -1069,6 +1130,7 @@ __all__ = [
     "check_contents",
     "check_csr_chunked",
     "expand_rows",
+    "is_multilabel_ondisk",
     "is_ondisk",
     "load_csr",
     "load_ondisk",

@@ -247,6 +247,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             sweeps=False,
             info="sparsegcn.tasks.hetero:describe_hetero",
             predict="sparsegcn.tasks.hetero:predict_hetero_checkpoint",
+            folder="sparsegcn.datasets.ondisk_hetero:is_hetero_ondisk",
         ),
         "node-multilabel": Task(
             description=(
@@ -260,6 +261,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             datasets=("ogbn-proteins", "synthetic:proteins"),
             check="sparsegcn.tasks.multilabel:check_multilabel_experiment",
             sweeps=False,
+            folder="sparsegcn.datasets.ondisk:is_multilabel_ondisk",
             objective=MULTILABEL,
         ),
         "link": Task(

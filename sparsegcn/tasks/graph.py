@@ -179,7 +179,9 @@ def _label_row(dataset, stats: dict) -> tuple[str, str]:
     )
 
 
-def describe_graphs(name: str, root, *, progress: bool = False) -> tuple[dict, str]:
+def describe_graphs(
+    name: str, root, *, progress: bool = False, verify: bool = False
+) -> tuple[dict, str]:
     """``sparsegcn info`` of a graph dataset: counts, classes, and the
     distributions of nodes and edges per graph, with the batch budget.
 
@@ -190,7 +192,8 @@ def describe_graphs(name: str, root, *, progress: bool = False) -> tuple[dict, s
     from sparsegcn.datasets.graphs import load_graphs
 
     start = time.perf_counter()
-    dataset = load_graphs(name, default_root() if root is None else root, progress=progress)
+    root = default_root() if root is None else root
+    dataset = load_graphs(name, root, progress=progress, verify=verify)
     nodes, edges = dataset.nodes_per_graph(), dataset.edges_per_graph()
     budget = choose_budget(nodes, edges, 32)
     edge_width = 0 if dataset.edge_features is None else dataset.edge_features.shape[1]

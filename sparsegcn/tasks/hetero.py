@@ -988,9 +988,15 @@ def predict_hetero_checkpoint(
     )
 
 
-def describe_hetero(name: str, root, *, progress: bool = False) -> tuple[dict, str]:
-    """``sparsegcn info`` of a heterogeneous dataset: totals (raw edges), counts per
-    node type and per relation, classes and split sizes.
+def describe_hetero(
+    name: str, root, *, progress: bool = False, verify: bool = False
+) -> tuple[dict, str]:
+    """``sparsegcn info`` of a heterogeneous dataset (a name, or an on-disk hetero
+    folder): totals (raw edges), counts per node type and per relation,
+    classes and split sizes.
+
+    Args:
+      verify: for a folder, also check every file's sha256 (``--verify``).
 
     Returns:
       ``(stats, text)``.
@@ -998,10 +1004,11 @@ def describe_hetero(name: str, root, *, progress: bool = False) -> tuple[dict, s
     from sparsegcn.datasets.mag import load_mag
 
     start = time.perf_counter()
-    dataset = load_mag(name, root, progress=progress)
+    dataset = load_mag(name, root, progress=progress, verify=verify)
     stats = {**dataset.stats(), "load_s": time.perf_counter() - start}
     rows = [
-        ("dataset", name),
+        ("dataset", dataset.name),
+        *([("folder", name)] if dataset.name != name else []),
         ("num_nodes", f"{stats['num_nodes']:,}"),
         ("num_edges (raw)", f"{stats['num_edges']:,}"),
         *((f"  nodes: {t}", f"{n:,}") for t, n in stats["num_nodes_per_type"].items()),

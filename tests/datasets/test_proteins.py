@@ -143,11 +143,3 @@ def test_synthetic_proteins_layout():
     again = generate_proteins(0.002, seed=1)
     np.testing.assert_array_equal(again.graph.senders, s)
     np.testing.assert_array_equal(again.labels, d.labels)
-
-
-def test_on_disk_format_refuses_multilabel(tmp_path):
-    from sparsegcn.datasets import save
-
-    with pytest.raises(ValueError, match=r"multi-label \(labels \(265, 112\)\)"):
-        save(generate_proteins(0.002), tmp_path / "p")
-    assert not (tmp_path / "p").exists()
