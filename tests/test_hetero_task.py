@@ -109,3 +109,17 @@ def test_info_reports_totals_and_counts_per_type_and_relation(tmp_path, capsys):
     assert (stats["num_classes"], stats["num_train"]) == (349, 200)
     text = capsys.readouterr().out
     assert "edges: author___writes___paper" in text and "1,200" in text
+
+
+def test_info_of_synthetic_mag_generates_at_the_scale_asked(tmp_path):
+    """``info --scale`` reaches the generator: the counts are the scaled spec's."""
+    from sparsegcn.datasets.mag import MagSpec
+
+    out = tmp_path / "info.json"
+    argv = ["info", "--dataset", "synthetic:mag", "--scale", "0.001", "--seed", "3"]
+    assert main([*argv, "--root", str(tmp_path), "--json", str(out), "--no-progress"]) == 0
+    stats = json.loads(out.read_text())
+    spec = MagSpec().scaled(0.001)
+    expected = generate_mag(spec, seed=3).stats()
+    assert stats["num_nodes_per_type"] == expected["num_nodes_per_type"]
+    assert stats["num_edges"] == expected["num_edges"] < 100_000  # not the full 21 M

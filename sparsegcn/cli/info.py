@@ -86,8 +86,10 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"--verify applies only to on-disk dataset folders, not {args.dataset!r}"
             )
-        verify = {"verify": True} if args.verify else {}  # the hooks of folder tasks take it
-        stats, text = resolve(task.info)(args.dataset, args.root, progress=args.progress, **verify)
+        extra = {"verify": True} if args.verify else {}  # the hooks of folder tasks take it
+        if args.scale != 1.0 or args.seed != 0:  # generated datasets' hooks take these
+            extra.update(scale=args.scale, seed=args.seed)
+        stats, text = resolve(task.info)(args.dataset, args.root, progress=args.progress, **extra)
         print(text)
         if args.json:
             write_json_atomic(args.json, stats)

@@ -180,16 +180,32 @@ def _label_row(dataset, stats: dict) -> tuple[str, str]:
 
 
 def describe_graphs(
-    name: str, root, *, progress: bool = False, verify: bool = False
+    name: str,
+    root,
+    *,
+    progress: bool = False,
+    verify: bool = False,
+    scale: float = 1.0,
+    seed: int = 0,
 ) -> tuple[dict, str]:
     """``sparsegcn info`` of a graph dataset: counts, classes, and the
     distributions of nodes and edges per graph, with the batch budget.
 
     Returns:
       ``(stats, text)``.
+
+    Raises:
+      ValueError: ``scale`` or ``seed`` other than 1 and 0: graph datasets
+        are generated at one size.
     """
     from sparsegcn.datasets.base import default_root
     from sparsegcn.datasets.graphs import load_graphs
+
+    if scale != 1.0 or seed != 0:
+        raise ValueError(
+            f"--scale {scale} / --seed {seed}: graph datasets ({name!r}) are read or "
+            "generated at one size; pass neither"
+        )
 
     start = time.perf_counter()
     root = default_root() if root is None else root

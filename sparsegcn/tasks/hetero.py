@@ -989,7 +989,13 @@ def predict_hetero_checkpoint(
 
 
 def describe_hetero(
-    name: str, root, *, progress: bool = False, verify: bool = False
+    name: str,
+    root,
+    *,
+    progress: bool = False,
+    verify: bool = False,
+    scale: float = 1.0,
+    seed: int = 0,
 ) -> tuple[dict, str]:
     """``sparsegcn info`` of a heterogeneous dataset (a name, or an on-disk hetero
     folder): totals (raw edges), counts per node type and per relation,
@@ -997,6 +1003,7 @@ def describe_hetero(
 
     Args:
       verify: for a folder, also check every file's sha256 (``--verify``).
+      scale, seed: for ``synthetic:mag``, its generator's shrink factor and seed.
 
     Returns:
       ``(stats, text)``.
@@ -1004,7 +1011,7 @@ def describe_hetero(
     from sparsegcn.datasets.mag import load_mag
 
     start = time.perf_counter()
-    dataset = load_mag(name, root, progress=progress, verify=verify)
+    dataset = load_mag(name, root, scale=scale, seed=seed, progress=progress, verify=verify)
     stats = {**dataset.stats(), "load_s": time.perf_counter() - start}
     rows = [
         ("dataset", dataset.name),

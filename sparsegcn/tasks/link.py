@@ -132,13 +132,16 @@ def _owns(dataset: str) -> bool:
     return TASKS["link"].owns(dataset)
 
 
-def describe_link_dataset(name: str, root, *, progress: bool = False) -> tuple[dict, str]:
+def describe_link_dataset(
+    name: str, root, *, progress: bool = False, scale: float = 1.0, seed: int = 0
+) -> tuple[dict, str]:
     """``sparsegcn info`` of a link dataset: ``describe_links`` of
-    :mod:`sparsegcn.datasets.links` (``progress`` is unused: nothing is downloaded)."""
+    :mod:`sparsegcn.datasets.links` at ``scale`` and ``seed`` (``progress`` is
+    unused: nothing is downloaded)."""
     from sparsegcn.datasets.links import describe_links
 
     del progress
-    return describe_links(name, root)
+    return describe_links(name, root, scale=scale, seed=seed)
 
 
 def link_feature_normalization(exp) -> str:
