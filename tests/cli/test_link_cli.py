@@ -232,7 +232,9 @@ def test_sampled_link_run_equals_fit_links_sampled_and_learns(tmp_path):
     train = report["split_sizes"]["train"]
     assert report["batch_size"] == 64 and report["batches_per_epoch"] == -(-train // 64)
     assert report["train_step_ms_median"] > 0 and len(report["loss_curve"]) == 20
-    assert report["test_auc_mean"] > 0.6  # chance: 0.5 (240 test pairs: its standard error is 0.026)
+    assert (
+        report["test_auc_mean"] > 0.6
+    )  # chance: 0.5 (240 test pairs: its standard error is 0.026)
 
     dataset = sg.datasets.load("synthetic:tiny", tmp_path, scale=0.2)
     split = random_link_split(dataset.graph, seed=0)
