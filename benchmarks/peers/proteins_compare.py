@@ -25,7 +25,8 @@ Each peer is timed against ours in its own interleaved case (ours, peer,
 ours, ...: :func:`compare.interleaved_rows`), and stopped before the next
 starts, so only two processes hold a copy of the 79 M-edge graph at a time.
 Rows carry ``peak_rss_gb`` (each process's peak resident set; ours includes
-generating the dataset) and, on ours, ``ours_speedup`` (the peer's median
+generating the dataset, released before the steps; ``rss_gb`` is ours after
+them) and, on ours, ``ours_speedup`` (the peer's median
 over ours, same rounds). A peer that runs out of memory, or fails otherwise,
 is a ``missing: <error>`` row.
 """
@@ -94,7 +95,7 @@ def proteins_rows(
 ) -> list[dict]:
     """Ours against each peer in turn, one interleaved case per peer."""
     from compare import interleaved_rows
-    from hetero_compare import rss_gb
+    from hetero_compare import release_freed_memory, rss_gb
     from peer_process import PeerProcess
 
     tick = time.perf_counter()
@@ -106,6 +107,7 @@ def proteins_rows(
         "num_layers": layers,
         "lr": lr,
     }
+    release_freed_memory()
     name = (
         f"sage full-batch step synthetic:proteins x{scale:g} (N={dataset.num_nodes}, "
         f"{dataset.graph.num_edges} stored edges), hidden {hidden} x {layers}"
@@ -122,6 +124,7 @@ def proteins_rows(
         ours, theirs = pair
         current, peak = rss_gb()
         ours.update(peak_rss_gb=peak, rss_gb=current, load_s=load_s)
+        ours["note"] += f"; RSS {current:.2f} GB after the steps"
         ours["layout"] = data.graph.layout_name
         if theirs["median_ms"] is not None:
             ours["ours_speedup"] = theirs["median_ms"] / ours["median_ms"]
