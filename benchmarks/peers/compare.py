@@ -49,6 +49,19 @@ fresh device-drawn negative a positive (``recon="sampled"``) and over all
 ``N²`` pairs (``recon="full"``) against PyG's ``GAE.recon_loss``, whose
 ``negative_sampling`` runs inside its step (``pyg_peer.py``), interleaved,
 with ``ours_speedup``.
+
+The ``mag`` part (run only when named; :mod:`hetero_compare`) times sampled
+R-GCN training batches on ``synthetic:mag`` (OGB's ogbn-mag baseline: 2
+layers, hidden 64, fanouts 25,20 per relation, batches of 1,024 papers):
+ours (the hetero trainer's compiled epoch over ``--mag-batches`` batches a
+call) against DGL's ``NeighborSampler`` + ``HeteroGraphConv`` of
+``GraphConv`` per relation, alternating calls, with ms a batch, the
+projected epoch and each process's peak RSS.
+
+The ``proteins`` part (run only when named; :mod:`proteins_compare`) times
+one full-batch GraphSAGE training step (an epoch) on ``synthetic:proteins``
+with its 112-task loss: ours against PyG's ``SAGEConv`` on a ``torch.sparse``
+CSR ``adj_t`` and DGL's ``SAGEConv``, each peer in its own interleaved case.
 """
 
 from __future__ import annotations
@@ -163,7 +176,8 @@ def interleaved_rows(
     Returns:
       One row per entry of ours, then one per peer case (``missing: ...`` rows for
       peers that are not there or failed to set up); ``stats`` holds what a
-      peer case reported (sampled block sizes, say).
+      peer case reported (sampled block sizes, say), ``peak_rss_gb`` the peer
+      process's peak resident set.
     """
     case = f"{case} | interleaved"
     mine = []  # (label, compiled, args, compile seconds, times)
@@ -187,6 +201,7 @@ def interleaved_rows(
             continue
         live.append((impl, peer, peer_case, info, []))
     last_stats: dict[str, dict] = {}
+    peak_rss: dict[str, float] = {}
     for _ in range(rounds.rounds):
         for _, compiled, args, _, ours_times in mine:
             for _ in range(rounds.per_round):
@@ -203,6 +218,7 @@ def interleaved_rows(
                 continue
             times.extend(answer["times_s"])
             last_stats[impl] = answer["stats"]
+            peak_rss[impl] = answer.get("peak_rss_gb")
     rows = [_row(case, label, times, f"compile {c:.1f} s") for label, _, _, c, times in mine]
     versions = {}
     for impl, peer, _, info, times in live:
@@ -213,6 +229,7 @@ def interleaved_rows(
             f"setup {info['setup_s']:.1f} s, first call {info['first_call_s']:.2f} s",
         )
         row["stats"] = last_stats.get(impl, {})
+        row["peak_rss_gb"] = peak_rss.get(impl)
         rows_after[impl] = row
         versions = peer.versions
         row["versions"] = versions
@@ -691,8 +708,19 @@ def format_rows(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-PARTS = ("propagation", "steps", "gat", "sage", "graph", "gae")
+PARTS = ("propagation", "steps", "gat", "sage", "graph", "gae", "mag", "proteins")
 PEER_NAMES = ("dgl", "jraph", "pyg")
+# The out-of-process peers each part runs.
+PART_PEERS = {
+    "propagation": ("dgl", "jraph"),
+    "steps": ("dgl", "jraph"),
+    "gat": ("dgl", "jraph"),
+    "sage": ("dgl", "jraph"),
+    "graph": ("dgl", "jraph", "pyg"),
+    "gae": ("pyg",),
+    "mag": ("dgl",),
+    "proteins": ("pyg", "dgl"),
+}
 
 
 def run_parts(parts, args, device, forms, external: External, parser) -> list[dict]:
@@ -756,6 +784,21 @@ def run_parts(parts, args, device, forms, external: External, parser) -> list[di
         if root is None:
             parser.error("the gae part needs Cora: --gae-root or $SPARSEGCN_TEST_DATA")
         rows += gae_rows(root, external, rounds, full=not args.gae_sampled_only)
+    if "mag" in parts:
+        from hetero_compare import mag_rows
+
+        rows += mag_rows(external, rounds, scale=args.mag_scale, batches=args.mag_batches)
+    if "proteins" in parts:
+        from proteins_compare import proteins_rows
+
+        rows += proteins_rows(
+            external,
+            rounds,
+            scale=args.proteins_scale,
+            hidden=args.proteins_hidden,
+            layers=args.proteins_layers,
+            peers=args.proteins_peers,
+        )
     return rows
 
 
@@ -764,8 +807,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only",
         metavar="A,B",
-        help=f"run these parts of {PARTS} (default: propagation,steps; sage, graph and gae "
-        "only when named)",
+        help=f"run these parts of {PARTS} (default: propagation,steps; sage, graph, gae, mag "
+        "and proteins only when named)",
     )
     add_graph_arguments(parser)
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per measurement")
@@ -851,6 +894,33 @@ def main(argv=None) -> int:
         action="store_true",
         help="gae part: leave out our recon=full row",
     )
+    parser.add_argument(
+        "--mag-scale", type=float, default=1.0, help="mag part: shrink synthetic:mag (0, 1]"
+    )
+    parser.add_argument(
+        "--mag-batches",
+        type=int,
+        default=5,
+        help="mag part: training batches a timed call, each side (default: 5)",
+    )
+    parser.add_argument(
+        "--proteins-scale",
+        type=float,
+        default=1.0,
+        help="proteins part: shrink synthetic:proteins (0, 1]",
+    )
+    parser.add_argument(
+        "--proteins-hidden", type=int, default=256, help="proteins part: hidden width (256)"
+    )
+    parser.add_argument(
+        "--proteins-layers", type=int, default=3, help="proteins part: SAGE layers (3)"
+    )
+    parser.add_argument(
+        "--proteins-peers",
+        default="pyg,dgl",
+        type=lambda v: tuple(p.strip() for p in v.split(",") if p.strip()),
+        help="proteins part: the peers, one after the other (default: pyg,dgl)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     parser.add_argument(
         "--default-malloc",
@@ -887,6 +957,15 @@ def main(argv=None) -> int:
         parser.error(f"--gae-root {args.gae_root!r} holds no planetoid/ind.cora.x")
     if args.graph_members < 1:
         parser.error(f"--graph-members must be >= 1, got {args.graph_members}")
+    for name in ("mag_scale", "proteins_scale"):
+        if not 0 < getattr(args, name) <= 1:
+            parser.error(f"--{name.replace('_', '-')} must be in (0, 1], got {getattr(args, name)}")
+    for name in ("mag_batches", "proteins_hidden", "proteins_layers"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    for position, name in enumerate(args.proteins_peers):
+        if name not in PART_PEERS["proteins"]:
+            parser.error(f"--proteins-peers[{position}] = {name!r} is not pyg or dgl")
     if not args.default_malloc:
         keep_freed_memory()
     if not peers.have_pyg() and set(parts) & {"propagation", "steps"}:
@@ -897,12 +976,9 @@ def main(argv=None) -> int:
         if form not in STEP_GRAPHS:
             parser.error(f"--step-graphs[{position}] = {form!r} is not one of {STEP_GRAPHS}")
     with tempfile.TemporaryDirectory(prefix="sparsegcn-peers-") as folder:
-        # only graph and gae run PyG apart; gae needs no other peer
+        part_peers = {**PART_PEERS, "proteins": args.proteins_peers}
         wanted = tuple(
-            name
-            for name in PEER_NAMES
-            if (name == "pyg" and set(parts) & {"graph", "gae"})
-            or (name != "pyg" and set(parts) != {"gae"})
+            name for name in PEER_NAMES if any(name in part_peers[part] for part in parts)
         )
         external = External(
             {name: start_peer(name, getattr(args, f"{name}_python")) for name in wanted},

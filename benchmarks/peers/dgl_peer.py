@@ -29,6 +29,14 @@ see benchmarks/README.md), on the CPU with all cores. Cases:
   graphs of the last epoch.
 - ``gin_forward``: every graph's class scores as one ``dgl.batch``, in
   training mode with no dropout and the weights of ``spec["weights"]``.
+- ``sage_full_step``: one full-batch GraphSAGE training step on one big
+  graph (``proteins_compare``'s ``.npz``): :class:`sage_torch.SAGE` with
+  ``SAGEConv(aggregator_type="mean")`` (``update_all`` with a mean; it
+  projects first when that narrows the rows), ours' multi-label loss, Adam.
+- ``sage_full_forward``: the same model's output for every node with the
+  weights of ``spec["weights"]`` (``hetero_data.sage_weights``), no dropout.
+- ``rgcn_batches``, ``rgcn_forward``: the sampled R-GCN of ``rgcn_dgl.py``
+  on a typed graph (``compare.py --only mag``).
 
 Propagation runs under ``torch.no_grad()``; every training call zeroes the
 gradients first, so nothing accumulates from call to call.
@@ -36,6 +44,7 @@ gradients first, so nothing accumulates from call to call.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import sys
@@ -363,6 +372,63 @@ def gin_forward(spec: dict):
     return run, {}
 
 
+def _sage_full(spec: dict):
+    """The full-batch GraphSAGE, its graph and the data of a proteins ``.npz``."""
+    import torch
+    from dgl.nn import SAGEConv
+    from sage_torch import SAGE, read_multilabel
+
+    _set_threads(spec)
+    data = np.load(spec["data"])
+    g = _graph(data)
+    x, labels, train = read_multilabel(data)
+    torch.manual_seed(0)
+    model = SAGE(
+        lambda a, b: SAGEConv(a, b, "mean"),
+        lambda conv, graph, h: conv(graph, h),
+        x.shape[1],
+        int(spec["hidden"]),
+        labels.shape[1],
+        int(spec["num_layers"]),
+        float(spec.get("dropout", 0.0)),
+    )
+    return model, g, x, labels, train
+
+
+def sage_full_step(spec: dict):
+    import torch
+    from sage_torch import full_batch_step
+
+    model, g, x, labels, train = _sage_full(spec)
+    run = full_batch_step(model, g, x, labels, train, float(spec["lr"]))
+    return run, {"torch_threads": torch.get_num_threads(), "edges": int(g.num_edges())}
+
+
+def sage_full_forward(spec: dict):
+    import torch
+
+    model, g, x, _, _ = _sage_full({**spec, "dropout": 0.0})
+    model.load_flat(
+        np.load(spec["weights"]), lambda conv: (conv.fc_self, conv.fc_neigh, conv.fc_self.bias)
+    )
+    model.eval()
+
+    def run():
+        with torch.no_grad():
+            return model(g, x).numpy()
+
+    return run, {}
+
+
+def _imported(module: str, name: str):
+    """A case builder of ``module``, imported on first use (it imports torch and DGL)."""
+
+    def build(spec: dict):
+        return getattr(importlib.import_module(module), name)(spec)
+
+    return build
+
+
 if __name__ == "__main__":
     raise SystemExit(
         serve(
@@ -375,6 +441,10 @@ if __name__ == "__main__":
                 "sage_epoch": sage_epoch,
                 "gin_epoch": gin_epoch,
                 "gin_forward": gin_forward,
+                "sage_full_step": sage_full_step,
+                "sage_full_forward": sage_full_forward,
+                "rgcn_batches": _imported("rgcn_dgl", "rgcn_batches"),
+                "rgcn_forward": _imported("rgcn_dgl", "rgcn_forward"),
             },
             versions,
         )

@@ -11,11 +11,12 @@ line from its stdout:
 - ``{"op": "setup", "case": NAME, "spec": {...}}`` builds the case from
   ``spec`` (which names an ``.npz`` written by ``compare.py``, so every peer
   reads the same arrays), runs it ``spec["warmup"]`` times and answers
-  ``{"setup_s", "first_call_s", "stats"}``: the first call holds compilation
+  ``{"setup_s", "first_call_s", "stats", "peak_rss_gb"}``: the first call holds compilation
   or lazy format building, reported apart from the timed calls;
 - ``{"op": "time", "case": NAME, "repeats": K}`` times ``K`` calls of a case
   set up before (several stay set up, so rounds can alternate) and answers
-  ``{"times_s": [...], "stats": {...}}``;
+  ``{"times_s": [...], "stats": {...}, "peak_rss_gb": G}`` (the peer
+  process's peak resident set so far, GB);
 - ``{"op": "output", "case": NAME, "path": P}`` saves one call's result to
   ``P`` (``.npy``);
 - ``{"op": "quit"}`` ends the peer.
@@ -29,6 +30,7 @@ the finished work.
 from __future__ import annotations
 
 import json
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -39,6 +41,11 @@ import numpy as np
 # ``run()`` performs one timed call and returns its result; ``stats`` is a
 # dict the peer may fill while running (sizes of sampled blocks, say).
 Builder = Callable[[dict], tuple[Callable[[], object], dict]]
+
+
+def peak_rss_gb() -> float:
+    """This process's peak resident set size so far, in GB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
 
 
 def _set_up(cases: dict, request: dict):
@@ -83,7 +90,14 @@ def serve(builders: dict[str, Builder], versions: Callable[[], dict]) -> int:
                 for _ in range(int(request["spec"].get("warmup", 1))):
                     run()
                 cases[name] = (run, stats)
-                reply({"setup_s": setup_s, "first_call_s": first_call_s, "stats": stats})
+                reply(
+                    {
+                        "setup_s": setup_s,
+                        "first_call_s": first_call_s,
+                        "stats": stats,
+                        "peak_rss_gb": peak_rss_gb(),
+                    }
+                )
             elif op == "time":
                 run, stats = _set_up(cases, request)
                 times = []
@@ -91,7 +105,7 @@ def serve(builders: dict[str, Builder], versions: Callable[[], dict]) -> int:
                     tick = time.perf_counter()
                     run()
                     times.append(time.perf_counter() - tick)
-                reply({"times_s": times, "stats": stats})
+                reply({"times_s": times, "stats": stats, "peak_rss_gb": peak_rss_gb()})
             elif op == "output":
                 run, _ = _set_up(cases, request)
                 np.save(request["path"], np.asarray(run(), np.float32))

@@ -23,6 +23,14 @@ cores. Cases (the data is a ``graph_data`` ``.npz``):
   ``features [N, F]``, ``edge_index [2, E]`` (the message edges, both
   directions) and ``pos [2, P]`` (the train positives, one direction);
   ``stats["loss"]`` is the last call's loss.
+- ``sage_full_step``: one full-batch GraphSAGE training step on one big
+  graph (``proteins_compare``'s ``.npz``): :class:`sage_torch.SAGE` with
+  ``SAGEConv(aggr="mean")`` on ``adj_t``, a ``torch.sparse`` CSR matrix
+  (row ``i`` lists ``i``'s in-neighbours; PyG's ``spmm`` runs
+  ``torch.sparse.mm(adj_t, x, "mean")``: no per-edge message tensor, which
+  at 79 M edges and width 256 would not fit), ours' multi-label loss, Adam.
+- ``sage_full_forward``: the same model's output for every node with the
+  weights of ``spec["weights"]`` (``hetero_data.sage_weights``), no dropout.
 """
 
 from __future__ import annotations
@@ -166,7 +174,74 @@ def gae_step(spec: dict):
     return run, stats
 
 
+def _sage_full(spec: dict):
+    """The full-batch GraphSAGE, its ``adj_t`` and the data of a proteins ``.npz``."""
+    import torch
+    from sage_torch import SAGE, read_multilabel
+    from torch_geometric.nn import SAGEConv
+
+    _set_threads(spec)
+    data = np.load(spec["data"])
+    n = int(data["num_nodes"])
+    receivers = np.asarray(data["receivers"])
+    order = np.argsort(receivers, kind="stable")
+    crow = np.concatenate([[0], np.cumsum(np.bincount(receivers, minlength=n))])
+    adj_t = torch.sparse_csr_tensor(
+        torch.from_numpy(crow.astype(np.int64)),
+        torch.from_numpy(np.asarray(data["senders"])[order].astype(np.int64)),
+        torch.ones(receivers.shape[0]),
+        size=(n, n),
+    )
+    del order
+    x, labels, train = read_multilabel(data)
+    torch.manual_seed(0)
+    model = SAGE(
+        lambda a, b: SAGEConv(a, b, aggr="mean"),
+        lambda conv, adj, h: conv(h, adj),
+        x.shape[1],
+        int(spec["hidden"]),
+        labels.shape[1],
+        int(spec["num_layers"]),
+        float(spec.get("dropout", 0.0)),
+    )
+    return model, adj_t, x, labels, train
+
+
+def sage_full_step(spec: dict):
+    import torch
+    from sage_torch import full_batch_step
+
+    model, adj_t, x, labels, train = _sage_full(spec)
+    run = full_batch_step(model, adj_t, x, labels, train, float(spec["lr"]))
+    return run, {"torch_threads": torch.get_num_threads(), "edges": int(adj_t.values().shape[0])}
+
+
+def sage_full_forward(spec: dict):
+    import torch
+
+    model, adj_t, x, _, _ = _sage_full({**spec, "dropout": 0.0})
+    model.load_flat(
+        np.load(spec["weights"]), lambda conv: (conv.lin_r, conv.lin_l, conv.lin_l.bias)
+    )
+    model.eval()
+
+    def run():
+        with torch.no_grad():
+            return model(adj_t, x).numpy()
+
+    return run, {}
+
+
 if __name__ == "__main__":
     raise SystemExit(
-        serve({"gin_epoch": gin_epoch, "gin_forward": gin_forward, "gae_step": gae_step}, versions)
+        serve(
+            {
+                "gin_epoch": gin_epoch,
+                "gin_forward": gin_forward,
+                "gae_step": gae_step,
+                "sage_full_step": sage_full_step,
+                "sage_full_forward": sage_full_forward,
+            },
+            versions,
+        )
     )
