@@ -283,7 +283,7 @@ def main(argv=None) -> int:
         params = copy(params0)
         opt_state = tx.init(params)
         tick = time.perf_counter()
-        epoch = make_epoch(model, tx, table, target, sampler, c)
+        epoch = make_epoch(model, tx, table, target, sampler=sampler, caps=c)
         epochs[name] = epoch.lower(params, opt_state, key, *args_data).compile()
         runs[name]["compile_epoch_s"] = time.perf_counter() - tick
         memory = epochs[name].memory_analysis()
