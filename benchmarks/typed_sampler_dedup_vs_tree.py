@@ -207,6 +207,7 @@ def main(argv=None) -> int:
     results: dict = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
         "commit": git_commit(),
+        "env": {k: os.environ.get(k) for k in ("SPARSEGCN_KEEP_FREED_MEMORY", "XLA_FLAGS")},
         "machine": machine(),
     }
     tick = time.perf_counter()
