@@ -44,6 +44,7 @@ from sparsegcn.parallel import fit_data_parallel, fit_edge_sharded, make_mesh
 from sparsegcn.plots import plot_curves
 from sparsegcn.sampling import ChunkedGraph, NeighborSample, sample_blocks
 from sparsegcn.sampling.typed import HeteroCSR, TypedSample, sample_typed
+from sparsegcn.sampling.typed_dedup import TypedDedupSample, sample_typed_dedup
 from sparsegcn.train import (
     CheckpointError,
     DivergenceError,
@@ -110,6 +111,7 @@ __all__ = [
     "NodeData",
     "SparseFeatures",
     "TrainConfig",
+    "TypedDedupSample",
     "TypedSample",
     "__version__",
     "add_remaining_self_loops",
@@ -159,6 +161,7 @@ __all__ = [
     "sage",
     "sample_blocks",
     "sample_typed",
+    "sample_typed_dedup",
     "save_checkpoint",
     "segment_max",
     "segment_mean",

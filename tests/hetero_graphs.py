@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -38,14 +39,61 @@ def paper_features(seed: int = 0, width: int = 4) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(NUM_NODES["paper"], width)).astype(np.float32)
 
 
+def dense_rgcn(params, graph, x, target):
+    """The R-GCN model on dense matrices: per relation ``D_r^{-1} A_r h_src W_r``, summed,
+    plus the root weight, ReLU between layers; every type at every layer."""
+    h = {**{t: jnp.asarray(v) for t, v in x.items()}, **params["embeddings"]}
+    layers = params["layers"]
+    for i_layer, layer in enumerate(layers):
+        w_rel = (
+            jnp.einsum("rb,bio->rio", layer["coeffs"], layer["bases"])
+            if "bases" in layer
+            else layer["w_rel"]
+        )
+        out = {}
+        for t in graph.node_types:
+            y = h[t] @ layer["root"][t]["w"] + layer["root"][t]["b"][None, :]
+            for r, key in enumerate(graph.edge_types):
+                if key[2] == t:
+                    a = graph.to_dense(key)
+                    deg = jnp.maximum(a.sum(axis=1, keepdims=True), 1.0)
+                    y = y + (a / deg) @ h[key[0]] @ w_rel[r]
+            out[t] = y if i_layer == len(layers) - 1 else jax.nn.relu(y)
+        h = out
+    return h[target]
+
+
+def random_hetero(seed: int = 0) -> HeteroGraph:
+    """Papers, authors and topics with random relations (no duplicate edges), reverses
+    added: every node has several in-neighbours per relation, so samples repeat nodes."""
+    rng = np.random.default_rng(seed)
+    counts = {"paper": 30, "author": 20, "topic": 6}
+
+    def edges(src, dst, m):
+        pairs = np.unique(rng.integers(0, counts[src], m) * 1000 + rng.integers(0, counts[dst], m))
+        return pairs // 1000, pairs % 1000
+
+    graph = HeteroGraph(
+        counts,
+        {
+            CITES: edges("paper", "paper", 90),
+            WRITES: edges("author", "paper", 80),
+            TOPIC: edges("paper", "topic", 40),
+        },
+    )
+    return graph.add_reverse_relations()
+
+
 __all__ = [
     "CITES",
     "EMPTY",
     "NUM_NODES",
     "TOPIC",
     "WRITES",
+    "dense_rgcn",
     "hetero_data",
     "paper_features",
+    "random_hetero",
     "sg",
     "small_hetero",
     "tiny_spec",

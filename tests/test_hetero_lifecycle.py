@@ -18,14 +18,15 @@ from sparsegcn.tasks.hetero import CURVES, HeteroLifecycle, fit_hetero
 from sparsegcn.train.checkpoint import CheckpointError, list_checkpoints, read_manifest
 
 
-def test_two_devices_equal_one():
-    """A batch of 64 papers split 32 + 32 over two devices: the same papers, trees
+@pytest.mark.parametrize("sampler", ["tree", "dedup"])
+def test_two_devices_equal_one(sampler):
+    """A batch of 64 papers split 32 + 32 over two devices: the same papers, samples
     and dropout masks, the gradient of the global batch; only rounding differs."""
     data = hetero_data(tiny_spec())
     model = rgcn(
         data.graph.num_nodes, data.graph.edge_types, {"paper": 8}, 4, target="paper", hidden=8
     )
-    kwargs = dict(fanouts=(4, 3), batch_size=64, epochs=2, seed=3)
+    kwargs = dict(fanouts=(4, 3), batch_size=64, epochs=2, seed=3, sampler=sampler)
     one = fit_hetero(model, data, optax.adam(0.02), **kwargs)
     two = fit_hetero(model, data, optax.adam(0.02), devices=2, **kwargs)
     assert (one.devices, two.devices, one.batches, two.batches) == (1, 2, 4, 4)

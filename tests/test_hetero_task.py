@@ -16,12 +16,17 @@ from sparsegcn.datasets.mag import generate_mag, write_mag_raw
 from sparsegcn.experiment import Experiment
 from sparsegcn.nn.rgcn import rgcn
 from sparsegcn.tasks import task_name
-from sparsegcn.tasks.hetero import fit_hetero
+from sparsegcn.tasks.hetero import first_epoch_overflow, fit_hetero
 
 
-def test_learns_the_venue_from_the_typed_graph_alone_and_compiles_an_epoch_once():
+@pytest.mark.parametrize(
+    ("sampler", "caps"),
+    [("tree", None), ("dedup", 60), pytest.param("dedup", None, marks=pytest.mark.slow)],
+)
+def test_learns_the_venue_from_the_typed_graph_alone_and_compiles_an_epoch_once(sampler, caps):
     """Features carry no signal (feature_signal=0): only authors, topics and
-    citations reveal the venue; 4 venues, chance is about 1/4 to 1/2 (Zipf sizes)."""
+    citations reveal the venue; 4 venues, chance is about 1/4 to 1/2 (Zipf sizes).
+    Both samplers learn it, the dedup one also under caps that drop nodes."""
     data = hetero_data(tiny_spec())
     model = rgcn(
         data.graph.num_nodes,
@@ -36,7 +41,14 @@ def test_learns_the_venue_from_the_typed_graph_alone_and_compiles_an_epoch_once(
 
     def train():
         result["fit"] = fit_hetero(
-            model, data, optax.adam(0.02), fanouts=(10, 5), batch_size=64, epochs=8
+            model,
+            data,
+            optax.adam(0.02),
+            fanouts=(10, 5),
+            batch_size=64,
+            epochs=8,
+            sampler=sampler,
+            caps=caps,
         )
 
     names = compiled_programs(train)
@@ -46,6 +58,9 @@ def test_learns_the_venue_from_the_typed_graph_alone_and_compiles_an_epoch_once(
     assert fit.test_acc > majority + 0.2, (fit.test_acc, majority)
     assert fit.losses[-1] < fit.losses[0]
     assert fit.batches == 4 and len(fit.test_classes) == 100 and len(fit.epoch_s) == 8
+    if caps is not None:  # the caps bind: nodes were dropped in the first epoch
+        overflow = first_epoch_overflow(data, (10, 5), 64, caps, seed=0)
+        assert sum(map(sum, overflow.values())) > 0, overflow
 
 
 def test_cli_trains_ogbn_mag_from_the_raw_layout_with_ogbs_evaluator(tmp_path, capsys):
@@ -69,6 +84,22 @@ def test_cli_trains_ogbn_mag_from_the_raw_layout_with_ogbs_evaluator(tmp_path, c
     if importlib.util.find_spec("ogb") is not None:
         assert report["ogb_evaluator"]["test_mean"] == pytest.approx(report["test_acc_mean"])
     assert "ogbn-mag" in capsys.readouterr().out
+    assert "dedup_overflow" not in report
+
+
+def test_cli_trains_with_the_dedup_sampler_and_reports_what_the_caps_drop(tmp_path):
+    data = generate_mag(tiny_spec(), seed=4)
+    write_mag_raw(data, tmp_path / "ogbn_mag")
+    out = tmp_path / "report.json"
+    argv = ["train", "--dataset", "ogbn-mag", "--root", str(tmp_path), "--model", "rgcn"]
+    argv += ["--fanouts", "4,3", "--batch-size", "128", "--epochs", "1", "--hidden", "8"]
+    argv += ["--sampler", "dedup", "--dedup-caps", "40,50", "--no-progress", "--json", str(out)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["layout"] == "sampled-typed-dedup"
+    overflow = report["dedup_overflow"]
+    assert set(overflow) == {"author", "field_of_study", "institution", "paper"}
+    assert all(len(v) == 2 for v in overflow.values()) and sum(map(sum, overflow.values())) > 0
 
 
 def test_task_owns_mag_and_refuses_what_it_does_not_train(capsys):
@@ -85,8 +116,7 @@ def test_task_owns_mag_and_refuses_what_it_does_not_train(capsys):
         Experiment(dataset="synthetic:mag", model="gcn")
     with pytest.raises(ValueError, match="sampled mini-batches of papers"):
         Experiment(dataset="synthetic:mag", model="rgcn", fanouts="none")
-    with pytest.raises(ValueError, match="sampler='dedup' is not supported"):
-        Experiment(dataset="synthetic:mag", model="rgcn", sampler="dedup")
+    assert Experiment(dataset="synthetic:mag", model="rgcn", sampler="dedup").sampler == "dedup"
     assert main(["train", "--dataset", "synthetic:mag", "--model", "rgcn", "--reorder", "rcm"]) == 2
     assert "reorder='rcm' is not supported" in capsys.readouterr().err
     # On a homogeneous graph rgcn is one relation and trains as a node model.

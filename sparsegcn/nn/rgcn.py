@@ -31,10 +31,14 @@ Adam's moments.
 
 The model runs on a :class:`~sparsegcn.HeteroGraph` (every node of every
 type: each relation's mean is :func:`~sparsegcn.message_passing` on its
-bipartite view, the fused product) or on a
+bipartite view, the fused product), on a
 :class:`~sparsegcn.sampling.typed.TypedSample` (the seeds only: masked
-means over each path's last axis). With full fanouts both give the same
-seed logits (tested).
+means over each path's last axis) or on a
+:class:`~sparsegcn.sampling.typed_dedup.TypedDedupSample` (layer ``i`` of
+``L`` computes every type's rows within ``L - i - 1`` hops, each relation's
+mean on its :class:`~sparsegcn.sampling.typed_dedup.TypedDedupBlock`; each
+distinct node's input row is gathered once). With full fanouts all three
+give the same seed logits (tested).
 
 References:
   Schlichtkrull, Kipf, Bloem, van den Berg, Titov & Welling, *Modeling
@@ -60,6 +64,7 @@ from sparsegcn.nn.dropout import dropout
 from sparsegcn.nn.initializers import glorot_uniform
 from sparsegcn.nn.model import Model, check_model_settings, split_dropout_keys
 from sparsegcn.sampling.typed import TypedSample, gather_typed, path_type, typed_paths
+from sparsegcn.sampling.typed_dedup import TypedDedupSample, gather_typed_dedup
 
 Params = Any
 
@@ -71,9 +76,10 @@ class HeteroModel(NamedTuple):
       init: ``init(key) -> params``.
       apply: ``apply(params, graph, x, *, key=None, training=False) -> logits``.
         ``graph`` is a :class:`~sparsegcn.HeteroGraph` (logits ``[N_target, C]``
-        for every node of the target type) or a
-        :class:`~sparsegcn.sampling.typed.TypedSample` (logits ``[B, C]`` for
-        its seeds); ``x`` is ``{node_type: [N_t, F]}`` for the featured types.
+        for every node of the target type), a
+        :class:`~sparsegcn.sampling.typed.TypedSample` or a
+        :class:`~sparsegcn.sampling.typed_dedup.TypedDedupSample` (logits
+        ``[B, C]`` for its seeds); ``x`` is ``{node_type: [N_t, F]}`` for the featured types.
       name: ``"rgcn"``.
       config: the hyperparameters it was built with.
     """
@@ -299,12 +305,43 @@ def rgcn(
             h = after(i_layer, out, keys[i_layer])
         return h[()]
 
+    def apply_dedup(params, sample: TypedDedupSample, x, *, key=None, training=False):
+        if set(sample.edge_types) != set(edge_types) or sample.num_hops != num_layers:
+            raise ValueError(
+                f"the sample's {sample.num_hops} hops over {sorted(sample.edge_types)} do not "
+                f"match {num_layers} layers over {sorted(edge_types)}"
+            )
+        h = gather_typed_dedup(sample, inputs(params, x))
+        keys = split_dropout_keys(key, num_layers, training, dropout_rate)
+        for i_layer, layer in enumerate(params["layers"]):
+            parents = num_layers - i_layer  # targets: frontiers 0..parents-1 of each type
+            w_rel = relation_weights(layer)
+            out = {}
+            for t in node_types:
+                means = {
+                    r: message_passing(
+                        sample.block(parents, key_r),
+                        h[key_r[0]][: sample.offsets(key_r[0])[parents + 1]],
+                        aggregate="mean",
+                    )
+                    for r, key_r in enumerate(edge_types)
+                    if key_r[2] == t
+                }
+                out[t] = rgcn_combine(layer, t, h[t][: sample.offsets(t)[parents]], means, w_rel)
+            h = after(i_layer, out, keys[i_layer])
+        return h[target][: sample.batch_size]
+
     def apply(params, graph, x, *, key=None, training=False):
         if isinstance(graph, TypedSample):
             return apply_sampled(params, graph, x, key=key, training=training)
+        if isinstance(graph, TypedDedupSample):
+            return apply_dedup(params, graph, x, key=key, training=training)
         if isinstance(graph, HeteroGraph):
             return apply_full(params, graph, x, key=key, training=training)
-        raise TypeError(f"rgcn runs on a HeteroGraph or a TypedSample, got {type(graph).__name__}")
+        raise TypeError(
+            f"rgcn runs on a HeteroGraph, a TypedSample or a TypedDedupSample, got "
+            f"{type(graph).__name__}"
+        )
 
     config = dict(
         target=target,

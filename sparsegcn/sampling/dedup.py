@@ -30,7 +30,8 @@ tree's masked slots have no frontier rows), the frontiers are the tree's
 levels in the same order and both samplers draw the same edges.
 
 **De-duplication.** The hop's sampled neighbours and the rows so far are
-sorted by node id (a stable ``lax.sort``, ``O(M log M)`` for ``M`` entries,
+grouped by node id (a sort of the ids, a binary search of each entry's
+group and a scatter-min of positions: ``O(M log M)`` for ``M`` entries,
 independent of ``N``); a sampled node already among the rows maps to its
 row, and the first occurrence (in frontier order) of each new node becomes
 the next row of ``F_{d+1}``. Frontier order is first-appearance order.
@@ -327,7 +328,7 @@ def sample_dedup(
       A :class:`DedupSample` with frontiers of static sizes
       :func:`dedup_sizes` ``(B, fanouts, num_nodes=N, caps=caps)``.
 
-    Cost: ``L`` stable sorts of the rows so far plus the hop's samples,
+    Cost: ``L`` sorts of the ids of the rows so far plus the hop's samples,
     ``O(M log M)`` for ``M <= T + f_{L-1} k_L`` entries; no ``O(N)`` work.
     """
     fanouts = check_fanouts(fanouts)
@@ -385,6 +386,20 @@ def _dedup_jit(
     )
 
 
+def _first_positions(ids: jax.Array) -> jax.Array:
+    """int32 ``[M]``: for each entry of ``ids [M]``, the first position holding the same id.
+
+    The ids alone are sorted, each entry finds its id's group by binary search,
+    and a scatter-min gives each group its smallest position. (A stable sort
+    of ``(id, position)`` pairs gives the same; on CPU the two-operand sort
+    of 534k entries took 0.38 s against 0.14 s for this, loaded.)
+    """
+    n = ids.shape[0]
+    group = jnp.searchsorted(jax.lax.sort(ids), ids, side="left").astype(jnp.int32)
+    first = jnp.full((n,), n, jnp.int32).at[group].min(jnp.arange(n, dtype=jnp.int32))
+    return first[group]
+
+
 def _relabel(known, known_mask, sampled, valid, room: int):
     """Rows for one hop's sampled nodes, adding the new ones as the next frontier.
 
@@ -402,17 +417,9 @@ def _relabel(known, known_mask, sampled, valid, room: int):
     ids = jnp.concatenate(
         [jnp.where(known_mask, known, _SENTINEL), jnp.where(valid, sampled, _SENTINEL)]
     )
-    # Known rows come first and the sort is stable, so each id's group starts
-    # with its row if it has one, else with its first sampled occurrence.
-    position = jnp.arange(u + m, dtype=jnp.int32)
-    sorted_ids, sorted_pos = jax.lax.sort((ids, position), num_keys=1, is_stable=True)
-    first = jnp.concatenate([jnp.ones((1,), bool), sorted_ids[1:] != sorted_ids[:-1]])
-    group_start = jax.lax.cummax(jnp.where(first, position, 0))
-    head = (
-        jnp.zeros((u + m,), jnp.int32)
-        .at[sorted_pos]
-        .set(sorted_pos[group_start], unique_indices=True)[u:]
-    )
+    # Known rows come first, so each id's first position is its row if it has
+    # one, else its first sampled occurrence.
+    head = _first_positions(ids)[u:]
     own = jnp.arange(m, dtype=jnp.int32)
     known_row = head < u
     new = valid & (head == u + own)

@@ -8,12 +8,15 @@ featureless types) and trains it on sampled mini-batches of papers
 (:func:`fit_hetero`):
 
 - one epoch is one compiled ``lax.scan`` over its batches; each step samples
-  the batch's typed tree on device (:func:`~sparsegcn.sampling.typed.sample_typed`),
-  gathers each path's rows from its type's features or embeddings, and
-  takes an Adam step (:func:`~sparsegcn.train.optim.make_optimizer`) on the
+  the batch on device, as a typed tree
+  (:func:`~sparsegcn.sampling.typed.sample_typed`) or, with ``--sampler
+  dedup``, each distinct node of each type once
+  (:func:`~sparsegcn.sampling.typed_dedup.sample_typed_dedup`, optional
+  ``--dedup-caps``), gathers the rows from each type's features or
+  embeddings, and takes an Adam step (:func:`~sparsegcn.train.optim.make_optimizer`) on the
   mean cross-entropy of the batch's papers;
-- after every epoch the validation and test papers are scored on sampled
-  trees with the same fanouts (OGB's ``sampler.py`` scores full
+- after every epoch the validation and test papers are scored on samples
+  of the same sampler and fanouts (OGB's ``sampler.py`` scores full
   neighbourhoods layer by layer, which at full size would need tens of GB
   for the ``[E, F]`` gathers on this CPU-only path);
 - the reported test accuracy is the one at the best validation epoch; with
@@ -52,8 +55,6 @@ _UNSUPPORTED = {
     "feature_cache": (None,),
     "features_on": ("auto", "device"),
     "graph_on": ("auto", "device"),
-    "sampler": ("tree",),
-    "dedup_caps": (None,),
     "shard_features": (False,),
     "coordinator": (None,),
     "num_processes": (1,),
@@ -66,8 +67,8 @@ def check_hetero_experiment(exp) -> None:
     """Refuses the settings the heterogeneous trainer does not support, naming the first.
 
     Raises:
-      ValueError: full-batch training (``--fanouts none``), a sampler other
-        than the tree, several processes, plots, ...
+      ValueError: full-batch training (``--fanouts none``), several
+        processes, plots, ...
     """
     if exp.fanouts in (None, "none"):
         raise ValueError(
@@ -234,10 +235,10 @@ def _replicated(mesh):
     return NamedSharding(mesh, P())
 
 
-def make_epoch(model, tx, fanouts, target: str, mesh=None):
+def make_epoch(model, tx, fanouts, target: str, mesh=None, *, sampler: str = "tree", caps=None):
     """The compiled epoch: ``epoch(params, opt_state, key, csr, features, labels,
     ids [nb, W], mask) -> (params, opt_state, losses [nb])``, a ``lax.scan`` of
-    sampled steps.
+    sampled steps (``sampler``, ``caps``: :func:`~sparsegcn.sampling.typed_dedup.sample_hetero`).
 
     ``params`` and ``opt_state`` are donated (the embeddings and Adam's
     moments are updated in place). With a ``mesh`` (see :func:`fit_hetero`)
@@ -245,7 +246,7 @@ def make_epoch(model, tx, fanouts, target: str, mesh=None):
     devices; the loss is the mean over the global batch, so the gradient
     XLA all-reduces is the global batch's.
     """
-    from sparsegcn.sampling.typed import sample_typed
+    from sparsegcn.sampling.typed_dedup import sample_hetero
     from sparsegcn.train.losses import masked_cross_entropy
     from sparsegcn.train.optim import apply_optimizer
 
@@ -263,8 +264,11 @@ def make_epoch(model, tx, fanouts, target: str, mesh=None):
             b_ids, b_mask, b_key = batch
             b_ids, b_mask = _split_batch((b_ids, b_mask), mesh)
             k_sample, k_drop = jax.random.split(b_key)
-            sample = sample_typed(csr, b_ids, fanouts, seed_type=target, key=k_sample, mask=b_mask)
-            sample = _split_batch(sample, mesh)
+            sample = sample_hetero(
+                sampler, csr, b_ids, fanouts, seed_type=target, key=k_sample, mask=b_mask, caps=caps
+            )
+            if sampler == "tree":  # dedup frontiers have no batch axis to split
+                sample = _split_batch(sample, mesh)
             loss, grads = jax.value_and_grad(loss_fn)(
                 params, sample, features, labels[b_ids], b_mask, k_drop
             )
@@ -278,18 +282,21 @@ def make_epoch(model, tx, fanouts, target: str, mesh=None):
     return epoch
 
 
-def make_predict(model, fanouts, target: str, mesh=None):
+def make_predict(model, fanouts, target: str, mesh=None, *, sampler: str = "tree", caps=None):
     """The compiled scorer: ``predict(params, key, csr, features, ids [nb, W], mask) ->
     classes [nb, W]``; with a ``mesh`` each batch is split over its devices."""
-    from sparsegcn.sampling.typed import sample_typed
+    from sparsegcn.sampling.typed_dedup import sample_hetero
 
     @jax.jit
     def predict(params, key, csr, features, ids, mask):
         def one(batch):
             b_ids, b_mask, b_key = batch
             b_ids, b_mask = _split_batch((b_ids, b_mask), mesh)
-            sample = sample_typed(csr, b_ids, fanouts, seed_type=target, key=b_key, mask=b_mask)
-            sample = _split_batch(sample, mesh)
+            sample = sample_hetero(
+                sampler, csr, b_ids, fanouts, seed_type=target, key=b_key, mask=b_mask, caps=caps
+            )
+            if sampler == "tree":
+                sample = _split_batch(sample, mesh)
             return jnp.argmax(model.apply(params, sample, features), axis=-1).astype(jnp.int32)
 
         return jax.lax.map(one, (ids, mask, jax.random.split(key, ids.shape[0])))
@@ -300,6 +307,11 @@ def make_predict(model, fanouts, target: str, mesh=None):
 def _host(tree):
     """A host copy of every leaf (the next epoch donates the device buffers)."""
     return jax.tree.map(lambda a: np.array(a, copy=True), tree)
+
+
+def init_seed_key(seed: int) -> jax.Array:
+    """The key a seed's first epoch splits (:func:`init_seed_state`'s ``key``)."""
+    return jax.random.split(jax.random.key(seed))[0]
 
 
 def init_seed_state(model, tx, seed: int, num_test: int) -> SeedState:
@@ -363,6 +375,8 @@ def fit_hetero(
     history: Mapping[str, Sequence[float]] | None = None,
     on_epoch: Callable[[SeedState, dict], None] | None = None,
     progress: bool = False,
+    sampler: str = "tree",
+    caps=None,
 ) -> HeteroFit:
     """Trains ``model`` on sampled batches of ``data``'s training papers; scores every epoch.
 
@@ -401,21 +415,32 @@ def fit_hetero(
         :data:`CURVES`.
       on_epoch: called after every epoch with the :class:`SeedState` and the
         curves so far (checkpoints).
+      sampler: ``"tree"`` or ``"dedup"`` (training and scoring alike). The
+        dedup sample has no batch axis: with several devices only the seeds
+        are split and XLA partitions the rest.
+      caps: dedup only: frontier caps per hop and type
+        (:func:`~sparsegcn.sampling.typed_dedup.check_typed_caps`).
 
     Returns:
       A :class:`HeteroFit`.
 
     Raises:
       ValueError: more devices than this process has (before anything is
-        compiled), or bad fanouts.
+        compiled), bad fanouts, an unknown sampler or bad caps.
     """
     from tqdm.auto import tqdm
 
     from sparsegcn.parallel.mesh import AXIS, as_mesh, put
     from sparsegcn.sampling.typed import check_typed_fanouts
+    from sparsegcn.sampling.typed_dedup import TYPED_SAMPLERS, check_typed_caps
 
     target = data.dataset.target
     table = check_typed_fanouts(fanouts, data.graph.edge_types)
+    if sampler not in TYPED_SAMPLERS:
+        raise ValueError(f"sampler must be one of {TYPED_SAMPLERS}, got {sampler!r}")
+    if caps is not None and sampler != "dedup":
+        raise ValueError(f"caps={caps!r} applies to the dedup sampler, not {sampler!r}")
+    caps = check_typed_caps(caps, data.graph.node_types, len(table))
     mesh = as_mesh(devices) if not isinstance(devices, int) or devices > 1 else None
     if mesh is not None and mesh.size == 1:
         mesh = None
@@ -463,11 +488,11 @@ def fit_hetero(
         ids, mask = place(_batches(train_ids, batch_size, max_batches, width), None, AXIS)
         start = time.perf_counter()
         epoch_fn = (
-            make_epoch(model, tx, table, target, mesh)
+            make_epoch(model, tx, table, target, mesh, sampler=sampler, caps=caps)
             .lower(params, opt_state, key, *args, ids, mask)
             .compile()
         )
-        predict = make_predict(model, table, target, mesh)
+        predict = make_predict(model, table, target, mesh, sampler=sampler, caps=caps)
         predict = predict.lower(params, key, *args[:2], eval_ids, eval_mask).compile()
         compile_s = time.perf_counter() - start
     bar = tqdm(total=epochs, initial=epoch, disable=not progress, desc="epochs")
@@ -915,6 +940,8 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
                     history=history,
                     on_epoch=lifecycle.on_epoch(k),
                     progress=progress,
+                    sampler=exp.sampler,
+                    caps=exp.dedup_caps,
                 )
             )
     except BaseException:
@@ -925,6 +952,17 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
     val = np.array([f.val_acc for f in fits])
     stats = data.dataset.stats()
     official = official_metric(data.dataset, [f.test_classes for f in fits])
+    overflow = None
+    if exp.dedup_caps is not None:
+        overflow = first_epoch_overflow(
+            data,
+            fanouts,
+            exp.batch_size,
+            exp.dedup_caps,
+            exp.seed_list()[0],
+            exp.max_batches,
+            devices=1 if mesh is None else mesh.size,
+        )
     tables = jax.eval_shape(model.init, jax.random.key(0))["embeddings"]
     embedding_bytes = sum(int(np.prod(v.shape)) * 4 for v in jax.tree.leaves(tables))
     compiled = [f.compile_s for f in fits if f.compile_s > 0]
@@ -933,7 +971,7 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
         "dataset": data.dataset.name,
         "model": exp.model,
         "backend": "segment",
-        "layout": "sampled-typed-tree",
+        "layout": f"sampled-typed-{exp.sampler}",
         "num_nodes": stats["num_nodes"],
         "num_edges": stats["num_edges"],
         "num_nodes_per_type": stats["num_nodes_per_type"],
@@ -965,7 +1003,43 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
         **entries,
         "config": dataclasses.asdict(exp),
         **({} if official is None else {"ogb_evaluator": official}),
+        **({} if overflow is None else {"dedup_overflow": overflow}),
     }
+
+
+def first_epoch_overflow(
+    data: HeteroData,
+    fanouts,
+    batch_size: int,
+    caps,
+    seed: int,
+    max_batches: int = 0,
+    *,
+    devices: int = 1,
+) -> dict[str, list[int]]:
+    """Per type and hop, the distinct nodes the capped dedup sampler dropped in
+    :func:`fit_hetero`'s first epoch for ``seed`` (on ``devices`` devices, which
+    pad the batches): a sampling pass alone over the same batches with the same
+    sample keys.
+
+    Returns:
+      ``{type: [dropped at hop 1, ..., hop L]}``, summed over the batches.
+    """
+    from sparsegcn.sampling.typed_dedup import count_typed_overflow
+
+    # fit_hetero's draws, in its order: init key, shuffled ids, epoch key, step keys.
+    key = init_seed_key(seed)
+    rng = np.random.default_rng(seed)
+    train_ids = np.asarray(data.dataset.split["train"]).astype(np.int32)
+    width = batch_width(batch_size, devices)
+    ids, mask = _batches(rng.permutation(train_ids), batch_size, max_batches, width)
+    _, k_epoch, _ = jax.random.split(key, 3)
+    step_keys = jax.random.split(k_epoch, ids.shape[0])
+    sample_keys = jax.vmap(lambda k: jax.random.split(k)[0])(step_keys)
+    counts = count_typed_overflow(
+        data.csr, ids, mask, sample_keys, fanouts, seed_type=data.dataset.target, caps=caps
+    )
+    return {t: v.tolist() for t, v in counts.items()}
 
 
 def predict_hetero_checkpoint(
@@ -1042,8 +1116,10 @@ __all__ = [
     "checkpoint_template",
     "describe_hetero",
     "eval_papers",
+    "first_epoch_overflow",
     "fit_hetero",
     "hetero_fingerprint",
+    "init_seed_key",
     "init_seed_state",
     "make_epoch",
     "make_predict",

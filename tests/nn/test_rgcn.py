@@ -9,33 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hetero_graphs import NUM_NODES, paper_features, small_hetero
+from hetero_graphs import NUM_NODES, dense_rgcn, paper_features, small_hetero
 
 from sparsegcn.nn.rgcn import relation_weights, rgcn, rgcn_conv, rgcn_homogeneous
-
-
-def dense_rgcn(params, graph, x, target):
-    """The model on dense matrices: per relation ``D_r^{-1} A_r h_src W_r``, summed,
-    plus the root weight, ReLU between layers; every type at every layer."""
-    h = {"paper": jnp.asarray(x["paper"]), **params["embeddings"]}
-    layers = params["layers"]
-    for i_layer, layer in enumerate(layers):
-        w_rel = (
-            jnp.einsum("rb,bio->rio", layer["coeffs"], layer["bases"])
-            if "bases" in layer
-            else layer["w_rel"]
-        )
-        out = {}
-        for t in graph.node_types:
-            y = h[t] @ layer["root"][t]["w"] + layer["root"][t]["b"][None, :]
-            for r, key in enumerate(graph.edge_types):
-                if key[2] == t:
-                    a = graph.to_dense(key)
-                    deg = jnp.maximum(a.sum(axis=1, keepdims=True), 1.0)
-                    y = y + (a / deg) @ h[key[0]] @ w_rel[r]
-            out[t] = y if i_layer == len(layers) - 1 else jax.nn.relu(y)
-        h = out
-    return h[target]
 
 
 def build(num_bases=0, layers=2, graph=None):
@@ -128,7 +104,7 @@ def test_bad_settings_fail_early(kwargs, match):
 
 def test_wrong_graph_is_refused():
     graph, model, params = build()
-    with pytest.raises(TypeError, match="HeteroGraph or a TypedSample"):
+    with pytest.raises(TypeError, match="HeteroGraph, a TypedSample or a TypedDedupSample"):
         model.apply(params, "graph", {"paper": paper_features()})
     reversed_graph = graph.add_reverse_relations()
     with pytest.raises(ValueError, match="differ from the model's"):

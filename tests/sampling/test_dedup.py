@@ -297,3 +297,12 @@ def test_bad_inputs_fail_early_with_the_offending_value():
         80000,
         100000,
     ]
+
+
+def test_first_positions_match_numpy():
+    from sparsegcn.sampling.dedup import _first_positions
+
+    ids = np.random.default_rng(3).integers(0, 50, 400).astype(np.int32)
+    ids[::7] = np.iinfo(np.int32).max  # the padding sentinel groups like any id
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    np.testing.assert_array_equal(jax.jit(_first_positions)(jnp.asarray(ids)), first[inverse])
