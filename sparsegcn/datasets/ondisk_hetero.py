@@ -47,8 +47,8 @@ and ``files``: for each array above, keyed by its name without ``.npy``,
 ``{"file", "dtype", "shape", "bytes", "sha256"}``. Lists keep the order of
 node types and relations, which fixes the model's parameter layout.
 
-Checks on loading
------------------
+Checks on loading a heterogeneous folder
+----------------------------------------
 
 Loading checks, in chunks of :data:`CHECK_CHUNK` entries (bounded memory):
 the manifest's keys and that it lists exactly the files its node types,

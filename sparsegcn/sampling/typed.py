@@ -58,7 +58,7 @@ Path = tuple[int, ...]
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HeteroCSR:
-    """Every relation of a :class:`~sparsegcn.HeteroGraph` grouped by target; a pytree.
+    """Every relation of a :class:`~sparsegcn.hetero.HeteroGraph` grouped by target; a pytree.
 
     Attributes:
       indptr: one ``[N_dst(r) + 1]`` offset array per edge type (device

@@ -28,7 +28,7 @@ the hop that first reaches it, and its neighbours serve every layer.
 **De-duplication.** For each source type ``u``, the hop's samples of every
 relation out of ``u`` (relations in edge-type order, then frontier slot,
 then sample slot) are relabelled together against ``R^u`` so far, by the
-stable sort of :func:`~sparsegcn.sampling.dedup._relabel`: a node already
+stable sort of ``sparsegcn.sampling.dedup._relabel``: a node already
 among the rows maps to its row; the first occurrence of each new node
 becomes the next row of ``F^u_{d+1}``.
 
