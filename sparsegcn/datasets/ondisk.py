@@ -586,6 +586,45 @@ def _jsonable(info: dict) -> dict:
     return json.loads(json.dumps(info, default=str))
 
 
+def open_listed_file(folder: Path, key: str, entry: dict) -> np.ndarray:
+    """The array a manifest lists as ``files[key] = entry``, memory-mapped.
+
+    Checked against the entry before it is returned: the file exists, is
+    regular, holds ``entry["bytes"]`` bytes (a truncated or replaced file is
+    named) and is a readable ``.npy`` of ``entry["dtype"]`` and
+    ``entry["shape"]``. The graph and heterogeneous formats open every file
+    through it.
+
+    Raises:
+      FormatError: naming the file and what is wrong with it.
+    """
+    file = folder / entry["file"]
+    try:
+        size = os.stat(file).st_size
+    except FileNotFoundError:
+        raise FormatError(file, key, "missing") from None
+    if size != entry["bytes"]:
+        raise FormatError(
+            file,
+            "bytes",
+            f"holds {size} bytes but the manifest says {entry['bytes']} (truncated or replaced)",
+        )
+    try:
+        array = load_npy(file, mmap_mode="r")
+    except NotRegularFileError as err:
+        raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
+    except CorruptFileError as err:
+        raise FormatError(file, key, err.cause) from None
+    if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
+        raise FormatError(
+            file,
+            "dtype" if str(array.dtype) != entry["dtype"] else "shape",
+            f"holds {array.dtype} {list(array.shape)} but the manifest says "
+            f"{entry['dtype']} {entry['shape']}",
+        )
+    return array
+
+
 def read_format_manifest(file: Path, format: str, version: int, counts, *, what: str) -> dict:
     """The JSON object in manifest ``file``, checked for ``format``, ``version``
     and non-negative integer ``counts`` keys (the checks every on-disk format

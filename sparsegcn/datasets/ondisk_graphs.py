@@ -68,14 +68,11 @@ import numpy as np
 
 from sparsegcn.datasets.base import check_disjoint_splits
 from sparsegcn.datasets.graph_dataset import GraphDataset
-from sparsegcn.datasets.ondisk import FormatError, read_format_manifest
+from sparsegcn.datasets.ondisk import FormatError, open_listed_file, read_format_manifest
 from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
-    CorruptFileError,
-    NotRegularFileError,
     check_not_inputs,
     fsync_directory,
-    load_npy,
     read_json,
     release_pages,
     save_npy_atomic,
@@ -263,31 +260,7 @@ def _open(folder: Path, manifest: dict) -> dict[str, np.ndarray]:
     """Every listed array, memory-mapped, its size, dtype and shape checked."""
     arrays = {}
     for key, entry in manifest["files"].items():
-        file = folder / entry["file"]
-        try:
-            size = os.stat(file).st_size
-        except FileNotFoundError:
-            raise FormatError(file, key, "missing") from None
-        if size != entry["bytes"]:
-            raise FormatError(
-                file,
-                "bytes",
-                f"holds {size} bytes but the manifest says {entry['bytes']} (truncated or "
-                "replaced)",
-            )
-        try:
-            array = load_npy(file, mmap_mode="r")
-        except NotRegularFileError as err:
-            raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
-        except CorruptFileError as err:
-            raise FormatError(file, key, err.cause) from None
-        if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
-            raise FormatError(
-                file,
-                "dtype" if str(array.dtype) != entry["dtype"] else "shape",
-                f"holds {array.dtype} {list(array.shape)} but the manifest says "
-                f"{entry['dtype']} {entry['shape']}",
-            )
+        array = open_listed_file(folder, key, entry)
         arrays[key] = array
     return arrays
 

@@ -84,15 +84,14 @@ from sparsegcn.datasets.ondisk import (
     FEATURE_DTYPES,
     FormatError,
     _check_features,
+    open_listed_file,
     read_format_manifest,
 )
 from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
-    CorruptFileError,
     NotRegularFileError,
     check_not_inputs,
     fsync_directory,
-    load_npy,
     read_json,
     release_pages,
     save_npy_atomic,
@@ -419,30 +418,7 @@ def _open(folder: Path, manifest: dict) -> dict[str, np.ndarray]:
     for key, (dtypes, shape) in _expected(manifest).items():
         entry = manifest["files"][key]
         file = folder / entry["file"]
-        try:
-            size = os.stat(file).st_size
-        except FileNotFoundError:
-            raise FormatError(file, key, "missing") from None
-        if size != entry["bytes"]:
-            raise FormatError(
-                file,
-                "bytes",
-                f"holds {size} bytes but the manifest says {entry['bytes']} (truncated or "
-                "replaced)",
-            )
-        try:
-            array = load_npy(file, mmap_mode="r")
-        except NotRegularFileError as err:
-            raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
-        except CorruptFileError as err:
-            raise FormatError(file, key, err.cause) from None
-        if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
-            raise FormatError(
-                file,
-                "dtype" if str(array.dtype) != entry["dtype"] else "shape",
-                f"holds {array.dtype} {list(array.shape)} but the manifest says "
-                f"{entry['dtype']} {entry['shape']}",
-            )
+        array = open_listed_file(folder, key, entry)
         if str(array.dtype) not in dtypes:
             raise FormatError(file, "dtype", f"{key} must be one of {dtypes}, got {array.dtype}")
         if (shape is None and array.ndim != 1) or (shape is not None and array.shape != shape):
