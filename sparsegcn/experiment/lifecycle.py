@@ -15,7 +15,6 @@ from sparsegcn.nn import Model
 from sparsegcn.plots import plot_curves
 from sparsegcn.train import FitResult, NodeData, init_state, make_optimizer, predict
 from sparsegcn.train.checkpoint import (
-    NEW_RUN,
     Checkpoint,
     CheckpointError,
     CheckpointHook,
@@ -149,18 +148,9 @@ class Lifecycle:
         :meth:`finish`); a resumed run continues the resumed checkpoint's run id, so
         it may write beside that run's checkpoints."""
         resumed = restore_checkpoint(exp, dataset, model) if exp.resume else None
-        hook = None
-        if exp.checkpoint:
-            hook = CheckpointHook(
-                exp.checkpoint,
-                seeds=exp.seed_list(),
-                every=exp.checkpoint_every,
-                keep=exp.keep or None,
-                metadata=checkpoint_metadata(exp, dataset),
-                start_epoch=resumed.epoch if resumed else 0,
-                run_id=resumed.run_id if resumed else NEW_RUN,
-                overwrite=exp.overwrite,
-            )
+        hook = CheckpointHook.for_run(
+            exp, seeds=exp.seed_list(), metadata=checkpoint_metadata(exp, dataset), resumed=resumed
+        )
         return cls(resumed=resumed, hook=hook)
 
     def fit_kwargs(self) -> dict:

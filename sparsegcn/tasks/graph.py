@@ -335,7 +335,7 @@ class GraphLifecycle:
         and claims ``exp.checkpoint``."""
         from sparsegcn.experiment.config import APPLIES
         from sparsegcn.experiment.lifecycle import RESUME_MAY_CHANGE
-        from sparsegcn.train.checkpoint import NEW_RUN, CheckpointHook, load_checkpoint
+        from sparsegcn.train.checkpoint import CheckpointHook, load_checkpoint
         from sparsegcn.train.graphs import checkpoint_template
 
         seeds = _member_seeds(exp, splits)
@@ -354,18 +354,7 @@ class GraphLifecycle:
                 seeds=seeds,
                 expect={"dataset": metadata["dataset"], "config": settings},
             )
-        hook = None
-        if exp.checkpoint:
-            hook = CheckpointHook(
-                exp.checkpoint,
-                seeds=seeds,
-                every=exp.checkpoint_every,
-                keep=exp.keep or None,
-                metadata=metadata,
-                start_epoch=resumed.epoch if resumed else 0,
-                run_id=resumed.run_id if resumed else NEW_RUN,
-                overwrite=exp.overwrite,
-            )
+        hook = CheckpointHook.for_run(exp, seeds=seeds, metadata=metadata, resumed=resumed)
         return cls(resumed=resumed, hook=hook)
 
     def fit_kwargs(self) -> dict:

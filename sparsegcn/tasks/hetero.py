@@ -820,7 +820,7 @@ class HeteroLifecycle:
         """Restores ``exp.resume`` (refusing another dataset, seeds or settings)
         and claims ``exp.checkpoint``."""
         from sparsegcn.experiment.config import APPLIES
-        from sparsegcn.train.checkpoint import NEW_RUN, CheckpointHook, load_checkpoint
+        from sparsegcn.train.checkpoint import CheckpointHook, load_checkpoint
 
         seeds = exp.seed_list()
         _, test = eval_papers(data.dataset, exp.batch_size, exp.max_batches)
@@ -842,18 +842,7 @@ class HeteroLifecycle:
                 expect={"dataset": metadata["dataset"], "config": settings},
             )
             records, current = _Records.restore(resumed)
-        hook = None
-        if exp.checkpoint:
-            hook = CheckpointHook(
-                exp.checkpoint,
-                seeds=seeds,
-                every=exp.checkpoint_every,
-                keep=exp.keep or None,
-                metadata=metadata,
-                start_epoch=resumed.epoch if resumed else 0,
-                run_id=resumed.run_id if resumed else NEW_RUN,
-                overwrite=exp.overwrite,
-            )
+        hook = CheckpointHook.for_run(exp, seeds=seeds, metadata=metadata, resumed=resumed)
         return cls(resumed, hook, exp.checkpoint_every, records, current)
 
     def start_state(self, k: int) -> tuple[SeedState | None, dict | None]:

@@ -890,6 +890,27 @@ class CheckpointHook:
         ``overwrite`` is false.
     """
 
+    @classmethod
+    def for_run(cls, exp, *, seeds: Sequence[int], metadata: Mapping, resumed=None):
+        """The hook of an experiment's ``--checkpoint`` folder, or ``None`` without one.
+
+        ``exp`` supplies ``checkpoint``, ``checkpoint_every``, ``keep`` and
+        ``overwrite``; a ``resumed`` :class:`Checkpoint` makes the hook continue
+        its epoch count and run id (so it may write beside that run's files).
+        """
+        if not exp.checkpoint:
+            return None
+        return cls(
+            exp.checkpoint,
+            seeds=seeds,
+            every=exp.checkpoint_every,
+            keep=exp.keep or None,
+            metadata=metadata,
+            start_epoch=resumed.epoch if resumed else 0,
+            run_id=resumed.run_id if resumed else NEW_RUN,
+            overwrite=exp.overwrite,
+        )
+
     def __init__(
         self,
         directory: str | os.PathLike,
