@@ -79,7 +79,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsegcn.datasets.base import SPLITS, check_disjoint_splits
-from sparsegcn.datasets.mag import HeteroDataset
+from sparsegcn.datasets.hetero_dataset import HeteroDataset
 from sparsegcn.datasets.ondisk import (
     FEATURE_DTYPES,
     FormatError,
