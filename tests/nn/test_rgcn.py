@@ -137,7 +137,11 @@ def test_homogeneous_rgcn_is_one_relation():
 @pytest.mark.skipif(
     importlib.util.find_spec("torch_geometric") is None, reason="torch_geometric is not installed"
 )
-def test_matches_pyg_rgcnconv():  # pragma: no cover - needs torch_geometric
+@pytest.mark.parametrize("num_bases", [0, 2])
+def test_matches_pyg_rgcnconv(num_bases):  # pragma: no cover - needs torch_geometric
+    """Our layer with PyG's ``RGCNConv`` parameters: ``root``, ``bias`` and per relation
+    ``weight [R, F, F']``, or with bases ``weight [B, F, F']`` (our ``bases``) and
+    ``comp [R, B]`` (our ``coeffs``)."""
     import torch
     from torch_geometric.nn import RGCNConv
 
@@ -147,9 +151,16 @@ def test_matches_pyg_rgcnconv():  # pragma: no cover - needs torch_geometric
     n, e, num_rel = 9, 30, 3
     src, dst, et = rng.integers(0, n, e), rng.integers(0, n, e), rng.integers(0, num_rel, e)
     x = rng.normal(size=(n, 4)).astype(np.float32)
-    conv = RGCNConv(4, 5, num_rel, aggr="mean")
+    torch.manual_seed(0)
+    conv = RGCNConv(4, 5, num_rel, num_bases=num_bases or None, aggr="mean")
     keys = [("n", f"r{i}", "n") for i in range(num_rel)]
     hetero = HeteroGraph({"n": n}, {k: (src[et == i], dst[et == i]) for i, k in enumerate(keys)})
+    weight = jnp.asarray(conv.weight.detach().numpy())
+    relations = (
+        {"bases": weight, "coeffs": jnp.asarray(conv.comp.detach().numpy())}
+        if num_bases
+        else {"w_rel": weight}
+    )
     layer = {
         "root": {
             "n": {
@@ -157,7 +168,7 @@ def test_matches_pyg_rgcnconv():  # pragma: no cover - needs torch_geometric
                 "b": jnp.asarray(conv.bias.detach().numpy()),
             }
         },
-        "w_rel": jnp.asarray(conv.weight.detach().numpy()),
+        **relations,
     }
     ours = rgcn_conv(layer, hetero, {"n": jnp.asarray(x)})["n"]
     theirs = conv(torch.from_numpy(x), torch.from_numpy(np.stack([src, dst])), torch.from_numpy(et))
