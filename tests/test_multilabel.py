@@ -11,6 +11,7 @@ from helpers import compiled_programs
 import sparsegcn as sg
 from sparsegcn.datasets import Dataset
 from sparsegcn.experiment import Experiment
+from sparsegcn.parallel import fit_data_parallel, fit_edge_sharded
 from sparsegcn.tasks import TASKS, task_for, task_name
 from sparsegcn.train import NodeData, TrainConfig, index_mask
 from sparsegcn.train.losses import (
@@ -64,16 +65,17 @@ def test_roc_auc_equals_ogb_evaluator():
     np.testing.assert_allclose(float(ours), official["rocauc"], rtol=1e-5)
 
 
-def community_multilabel_data(n=96, tasks=4, seed=0, shift=0.2) -> NodeData:
+def community_multilabel_data(n=96, tasks=4, seed=0, shift=0.2, degree=6) -> NodeData:
     """Two communities; every task is positive in the first one (with noise). Features carry
-    nothing: the graph does."""
+    little (``shift``): the graph (``degree`` edges drawn per node) does."""
     rng = np.random.default_rng(seed)
     side = (np.arange(n) >= n // 2).astype(np.int64)
-    s = rng.integers(0, n, 6 * n)
+    e = degree * n
+    s = rng.integers(0, n, e)
     r = np.where(
-        rng.random(6 * n) < 0.9,
-        (s + rng.integers(1, n // 2, 6 * n)) % (n // 2) + side[s] * (n // 2),
-        rng.integers(0, n, 6 * n),
+        rng.random(e) < 0.9,
+        (s + rng.integers(1, n // 2, e)) % (n // 2) + side[s] * (n // 2),
+        rng.integers(0, n, e),
     )
     g = sg.to_undirected(sg.Graph(s, r, None, n))
     labels = np.where(rng.random((n, tasks)) < 0.85, 1 - side[:, None], side[:, None])
@@ -171,6 +173,61 @@ def test_sampled_multilabel_learns_and_each_program_compiles_once():
     assert result.test_acc.min() > 0.75  # ROC-AUC averaged over the 4 tasks, each seed
 
 
+def test_data_parallel_multilabel_training_on_2_devices_equals_1():
+    """Sampled GraphSAGE with every batch split over 2 devices trains as on one.
+
+    Fanouts at the maximum degree sample every neighbour whatever the key, and
+    without dropout the per-device keys change nothing: the 2-device run sums
+    the same per-node losses in another order, so losses, params and ROC-AUC
+    agree to rounding.
+    """
+    data = community_multilabel_data(shift=1.0, degree=2)
+    plain = data._replace(
+        graph=sg.to_undirected(
+            sg.Graph(data.graph.senders, data.graph.receivers, None, data.graph.num_nodes)
+        )
+    )
+    batches = minibatch_data(plain)
+    fanout = int(np.diff(np.asarray(batches.graph.indptr)).max())
+    model = sg.sage(4, 4, hidden=8, num_layers=2, dropout_rate=0.0)
+    config = TrainConfig(epochs=6, learning_rate=0.03, patience=None)
+    minibatch = MinibatchConfig(fanouts=(fanout, fanout), batch_size=11)
+    runs = [
+        fit_data_parallel(
+            model, batches, config, minibatch, devices=2, seeds=[0, 1], objective=MULTILABEL
+        ),
+        fit_minibatch(model, batches, config, minibatch, seeds=[0, 1], objective=MULTILABEL),
+    ]
+    assert_runs_agree(*runs)
+
+
+def test_edge_sharded_multilabel_training_on_2_devices_equals_1():
+    """Full-batch GCN with the edges split over 2 devices trains as on one (no
+    dropout): the sharded run all-gathers the same logits (its padding rows in
+    no mask), so losses, params and ROC-AUC agree to rounding."""
+    data = community_multilabel_data(n=95)  # odd: the second device's rows are padded
+    model = sg.gcn(4, 4, hidden=8, dropout_rate=0.0)
+    config = TrainConfig(epochs=6, patience=None)
+    runs = [
+        fit_edge_sharded(model, data, config, devices=2, seeds=[0, 1], objective=MULTILABEL),
+        sg.fit(model, data, config, seeds=[0, 1], objective=MULTILABEL),
+    ]
+    assert_runs_agree(*runs)
+
+
+def assert_runs_agree(got, want):
+    np.testing.assert_allclose(got.history["loss"], want.history["loss"], rtol=1e-5)
+    for a, b in zip(
+        jax.tree.leaves(got.state.params), jax.tree.leaves(want.state.params), strict=True
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.history["val_acc"], want.history["val_acc"], atol=1e-6)
+    np.testing.assert_allclose(got.test_acc, want.test_acc, atol=1e-6)
+    assert (want.test_acc > 0.5).all() and want.history["loss"][-1].mean() < want.history["loss"][
+        0
+    ].mean()
+
+
 def test_model_outputs_must_match_the_tasks():
     data = community_multilabel_data()
     with pytest.raises(ValueError, match=r"4 tasks .* num_classes=3"):
@@ -203,3 +260,14 @@ def test_the_task_owns_proteins_and_refuses_what_it_cannot_run():
     assert task_for("cora").objective is CLASSIFICATION
     with pytest.raises(ValueError, match=r"multi-label .* max_batches=5"):
         Experiment(dataset="synthetic:proteins", model="sage", fanouts="5,5", max_batches=5)
+    # Several devices of one process: data parallel (sampled) or edge-sharded (full batch).
+    Experiment(dataset="synthetic:proteins", model="sage", fanouts="5,5", devices=2)
+    Experiment(dataset="synthetic:proteins", model="gcn", devices=2)
+    with pytest.raises(ValueError, match=r"multi-label .* shard_features=True"):
+        Experiment(
+            dataset="synthetic:proteins",
+            model="sage",
+            fanouts="5,5",
+            devices=2,
+            shard_features=True,
+        )

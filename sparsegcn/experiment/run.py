@@ -217,6 +217,7 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             seeds=exp.seed_list(),
             progress=progress,
             shard_features=exp.shard_features,
+            objective=objective,
             **lifecycle.fit_kwargs(),
         )
     elif mesh is not None:
@@ -227,6 +228,7 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             devices=mesh,
             seeds=exp.seed_list(),
             progress=progress,
+            objective=objective,
             **lifecycle.fit_kwargs(),
         )
     elif batches is not None:  # sampled mini-batches; layer-wise full-neighbourhood evaluation

@@ -60,6 +60,7 @@ from sparsegcn.parallel.feature_shard import shard_feature_rows, sharded_feature
 from sparsegcn.parallel.mesh import AXIS, as_mesh, put
 from sparsegcn.sampling.neighbor import check_fanouts
 from sparsegcn.train import loop
+from sparsegcn.train.losses import CLASSIFICATION, NodeObjective
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -111,6 +112,7 @@ def make_data_parallel_grad_fn(
     *,
     sampler: str = "tree",
     caps=None,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> Callable:
     """``grad_fn(params, data, batch, key) -> (loss, grads)`` over the global batch.
 
@@ -121,9 +123,14 @@ def make_data_parallel_grad_fn(
     itself when ``D = 1``), and the results are ``psum``-ed, so loss and
     gradient are those of the whole global batch, identical on every device.
     ``sampler`` and ``caps`` choose the sampler (see
-    :class:`~sparsegcn.train.MinibatchConfig`).
+    :class:`~sparsegcn.train.MinibatchConfig`); ``objective`` the per-node
+    loss (softmax cross-entropy by default; any
+    :class:`~sparsegcn.train.NodeObjective` whose ``node_losses`` are per
+    node, as the seed-weighted sum then splits over devices).
     """
-    local_grad_fn = make_grad_fn(model, check_fanouts(fanouts), sampler=sampler, caps=caps)
+    local_grad_fn = make_grad_fn(
+        model, check_fanouts(fanouts), sampler=sampler, caps=caps, objective=objective
+    )
 
     def grad_fn(params, data: MinibatchData, batch: Batch, key: jax.Array):
         if num_devices == 1:
@@ -144,6 +151,7 @@ def data_parallel_chunk_fn(
     mesh: Mesh,
     *,
     sharded_rows: int | None = None,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> Callable:
     """``(states [K], data) -> (states, metrics [K, chunk])`` on ``mesh``, to be jitted.
 
@@ -153,10 +161,13 @@ def data_parallel_chunk_fn(
     ``data.features`` comes in row-sharded instead
     (:func:`~sparsegcn.parallel.shard_feature_rows` of ``N`` rows) and the
     model reads it through :func:`~sparsegcn.parallel.sharded_features_model`.
+    ``objective`` gives the loss and the evaluation's metric.
     """
     model = _reading_features(model, sharded_rows)
-    grad_fn = make_data_parallel_grad_fn(model, minibatch.fanouts, mesh.size, **minibatch.sampling)
-    chunk_fn = make_chunk_fn(model, tx, config, minibatch, grad_fn=grad_fn)
+    grad_fn = make_data_parallel_grad_fn(
+        model, minibatch.fanouts, mesh.size, **minibatch.sampling, objective=objective
+    )
+    chunk_fn = make_chunk_fn(model, tx, config, minibatch, grad_fn=grad_fn, objective=objective)
     return _replicated_program(chunk_fn, mesh, (P(), _data_spec(sharded_rows)))
 
 
@@ -169,12 +180,15 @@ def data_parallel_step_fn(
     sampler: str = "tree",
     caps=None,
     sharded_rows: int | None = None,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> Callable:
     """``(states [K], data, batch) -> states``: one data-parallel optimizer step of every seed
-    (``sampler``, ``caps``: see :func:`make_data_parallel_grad_fn`; ``sharded_rows``:
-    see :func:`data_parallel_chunk_fn`)."""
+    (``sampler``, ``caps``, ``objective``: see :func:`make_data_parallel_grad_fn`;
+    ``sharded_rows``: see :func:`data_parallel_chunk_fn`)."""
     model = _reading_features(model, sharded_rows)
-    grad_fn = make_data_parallel_grad_fn(model, fanouts, mesh.size, sampler=sampler, caps=caps)
+    grad_fn = make_data_parallel_grad_fn(
+        model, fanouts, mesh.size, sampler=sampler, caps=caps, objective=objective
+    )
     step_fn = make_step_fn(model, tx, fanouts, grad_fn=grad_fn)
     return _replicated_program(step_fn, mesh, (P(), _data_spec(sharded_rows), P()))
 
@@ -221,6 +235,7 @@ def fit_data_parallel(
     history: dict | None = None,
     on_chunk: Callable[[TrainState, dict], None] | None = None,
     shard_features: bool = False,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> MinibatchFitResult:
     """:func:`~sparsegcn.train.fit_minibatch` with each batch split over several devices.
 
@@ -233,7 +248,8 @@ def fit_data_parallel(
       devices: local devices per process ``D`` (the mesh spans ``D`` devices
         of every process of a multi-process run), or a mesh from
         :func:`~sparsegcn.parallel.make_mesh`.
-      model, data, config, minibatch, seeds, progress, state, history, on_chunk: as :func:`~sparsegcn.train.fit_minibatch`.
+      model, data, config, minibatch, seeds, progress, state, history, on_chunk, objective:
+        as :func:`~sparsegcn.train.fit_minibatch`.
       shard_features: split the dense features by rows over the devices
         (``ceil(N / D)`` rows each) instead of replicating them; each step
         fetches its trees' rows with collectives (see the module docstring).
@@ -277,10 +293,16 @@ def fit_data_parallel(
     trainer = loop.Trainer(
         name="fit_data_parallel",
         make_chunk=lambda tx, config: data_parallel_chunk_fn(
-            model, tx, config, minibatch, mesh, sharded_rows=sharded_rows
+            model, tx, config, minibatch, mesh, sharded_rows=sharded_rows, objective=objective
         ),
         make_step=lambda tx: data_parallel_step_fn(
-            model, tx, minibatch.fanouts, mesh, **minibatch.sampling, sharded_rows=sharded_rows
+            model,
+            tx,
+            minibatch.fanouts,
+            mesh,
+            **minibatch.sampling,
+            sharded_rows=sharded_rows,
+            objective=objective,
         ),
         place=lambda state, data: (
             put(state, mesh),

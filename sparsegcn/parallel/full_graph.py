@@ -39,6 +39,7 @@ from sparsegcn.parallel.mesh import AXIS, as_mesh, put
 from sparsegcn.train import loop
 from sparsegcn.train.fullbatch import make_chunk_fn, make_step_fn
 from sparsegcn.train.loop import FitResult
+from sparsegcn.train.losses import CLASSIFICATION, NodeObjective
 from sparsegcn.train.state import NodeData, TrainConfig, TrainState
 
 # A NodeData-shaped tree of PartitionSpecs (shard_map's specs mirror the data
@@ -76,19 +77,28 @@ def place_node_data(data: NodeData, mesh: Mesh) -> NodeData:
     return NodeData(*(put(field, mesh, spec) for field, spec in zip(data, DATA_SPECS, strict=True)))
 
 
-def edge_sharded_chunk_fn(model: Model, tx, config: TrainConfig, mesh: Mesh) -> Callable:
+def edge_sharded_chunk_fn(
+    model: Model,
+    tx,
+    config: TrainConfig,
+    mesh: Mesh,
+    objective: NodeObjective = CLASSIFICATION,
+) -> Callable:
     """``(states [K], sharded data) -> (states, metrics [K, chunk])`` on ``mesh``, to be jitted.
 
     :func:`~sparsegcn.train.make_chunk_fn` of the edge-sharded model as one
-    ``shard_map`` program.
+    ``shard_map`` program (loss and metric: ``objective``'s).
     """
-    chunk_fn = make_chunk_fn(edge_sharded_model(model), tx, config)
+    chunk_fn = make_chunk_fn(edge_sharded_model(model), tx, config, objective)
     return jax.shard_map(chunk_fn, mesh=mesh, in_specs=(P(), DATA_SPECS), out_specs=P())
 
 
-def edge_sharded_step_fn(model: Model, tx, mesh: Mesh) -> Callable:
-    """``(states [K], sharded data) -> states``: one edge-sharded optimizer step of every seed."""
-    step_fn = make_step_fn(edge_sharded_model(model), tx)
+def edge_sharded_step_fn(
+    model: Model, tx, mesh: Mesh, objective: NodeObjective = CLASSIFICATION
+) -> Callable:
+    """``(states [K], sharded data) -> states``: one edge-sharded optimizer step of every seed
+    (on ``objective``'s loss)."""
+    step_fn = make_step_fn(edge_sharded_model(model), tx, objective)
     return jax.shard_map(step_fn, mesh=mesh, in_specs=(P(), DATA_SPECS), out_specs=P())
 
 
@@ -103,6 +113,7 @@ def fit_edge_sharded(
     state: TrainState | None = None,
     history: dict | None = None,
     on_chunk: Callable[[TrainState, dict], None] | None = None,
+    objective: NodeObjective = CLASSIFICATION,
 ) -> FitResult:
     """:func:`~sparsegcn.train.fit` with edges and features sharded over several devices.
 
@@ -113,8 +124,9 @@ def fit_edge_sharded(
         (normalized graph); sharded on the host once.
       devices: local devices per process ``D`` or a mesh; the graph is
         split over all mesh devices.
-      config, seeds, progress, state, history, on_chunk: as
-        :func:`~sparsegcn.train.fit`.
+      config, seeds, progress, state, history, on_chunk, objective: as
+        :func:`~sparsegcn.train.fit` (labels ``[N]`` or, multi-label,
+        ``[N, T]``; their padding rows are in no mask).
 
     Returns:
       A :class:`~sparsegcn.train.FitResult` whose state is replicated on the
@@ -129,8 +141,8 @@ def fit_edge_sharded(
     mesh = as_mesh(devices)
     trainer = loop.Trainer(
         name="fit_edge_sharded",
-        make_chunk=lambda tx, config: edge_sharded_chunk_fn(model, tx, config, mesh),
-        make_step=lambda tx: edge_sharded_step_fn(model, tx, mesh),
+        make_chunk=lambda tx, config: edge_sharded_chunk_fn(model, tx, config, mesh, objective),
+        make_step=lambda tx: edge_sharded_step_fn(model, tx, mesh, objective),
         place=lambda state, data: (
             put(state, mesh),
             place_node_data(shard_node_data(data, mesh.size), mesh),
