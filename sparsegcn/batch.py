@@ -367,7 +367,7 @@ def balanced_order(
     n = -(-count // b)  # batches
     last = count - (n - 1) * b  # graphs of the last batch, 1 .. b
     key = _size_key(nodes, edges)
-    by_size = np.lexsort((rng.random(count), -key))  # largest first
+    by_size = np.lexsort((np.asarray(rng.random(count)), -key))  # largest first
     in_last = np.zeros(b, bool)
     in_last[rng.choice(b, last, replace=False)] = True
     sizes = n - 1 + in_last  # graphs per stratum
