@@ -11,11 +11,17 @@ graph, and a readout over ``node_graph`` leaves the real graphs' rows
 untouched. Any model written against the view protocol runs on
 ``batch.graph`` unchanged.
 
-Budgets are chosen once per dataset from its size distribution
-(:func:`choose_budget`); :func:`pack_graphs` fills batches greedily in a
-given order and starts a new batch where the next graph would overflow a
-budget, so no graph is ever dropped or cut. Packing is vectorised NumPy: a
-Python loop runs once per batch, never per node or edge.
+Which graphs share a batch is a *packing* (:data:`PACKINGS`). ``"random"``
+packs a random order, and the budget covers a random batch's size
+(:func:`choose_budget`: mean plus three deviations). ``"balanced"`` (the
+default) deals the graphs, sorted by size, so that every batch holds one
+graph of each size stratum (:func:`balanced_order`): batch totals sit near
+the mean, and the budget is the largest batch actually packed
+(:func:`fit_budget`), so far fewer padding rows are computed. Either way
+:func:`pack_graphs` fills batches greedily in the given order and starts a
+new batch where the next graph would overflow a budget, so no graph is ever
+dropped or cut. Packing is vectorised NumPy: a Python loop runs once per
+batch or size stratum, never per node or edge.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ from sparsegcn import _checks
 from sparsegcn.graph import Graph
 
 Array = Any
+
+PACKINGS = ("balanced", "random")
+"""How graphs are dealt to batches: ``"balanced"`` (:func:`balanced_order`), or
+``"random"`` (a random permutation)."""
 
 
 class Budget(NamedTuple):
@@ -135,7 +145,12 @@ def choose_budget(
 
 
 def batch_bounds(
-    nodes: np.ndarray, edges: np.ndarray, budget: Budget, batch_size: int
+    nodes: np.ndarray,
+    edges: np.ndarray,
+    budget: Budget,
+    batch_size: int,
+    *,
+    group: int | None = None,
 ) -> np.ndarray:
     """Where each batch starts in a sequence of graphs, greedily under ``budget``.
 
@@ -143,6 +158,10 @@ def batch_bounds(
       nodes, edges: int ``[G]`` sizes of the graphs in packing order.
       budget: the :class:`Budget` (one node and one graph slot are padding's).
       batch_size: the most graphs per batch.
+      group: no batch spans a multiple of ``group`` in the sequence (the
+        balanced groups of :func:`balanced_order`: a group that overflows is
+        split, and the next group still starts a batch); ``None``: no such
+        bound.
 
     Returns:
       int64 ``[B + 1]`` offsets: batch ``b`` holds graphs ``bounds[b] ..
@@ -161,13 +180,18 @@ def batch_bounds(
     node_end = np.concatenate([[0], np.cumsum(nodes)])
     edge_end = np.concatenate([[0], np.cumsum(edges)])
     most = min(batch_size, budget.graphs - 1)
+    if group is not None:
+        group = _checks.check_static_int("group", group, minimum=1)
     bounds = [0]
     count = nodes.shape[0]
     while bounds[-1] < count:
         start = bounds[-1]
         by_nodes = np.searchsorted(node_end, node_end[start] + budget.nodes - 1, side="right") - 1
         by_edges = np.searchsorted(edge_end, edge_end[start] + budget.edges, side="right") - 1
-        bounds.append(int(min(by_nodes, by_edges, start + most, count)))
+        end = min(by_nodes, by_edges, start + most, count)
+        if group is not None:
+            end = min(end, (start // group + 1) * group)
+        bounds.append(int(end))
     return np.asarray(bounds, np.int64)
 
 
@@ -183,6 +207,7 @@ def pack_graphs(
     batch_size: int,
     *,
     num_batches: int | None = None,
+    group: int | None = None,
 ) -> GraphBatch:
     """Packs the graphs ``order`` of ``dataset``, in that order, into padded batches.
 
@@ -197,6 +222,8 @@ def pack_graphs(
       batch_size: the most graphs per batch.
       num_batches: pad with empty batches (every graph slot padding) to this
         many, so that several packings stack; default: as many as needed.
+      group: no batch spans a multiple of ``group`` graphs of ``order``
+        (:func:`batch_bounds`).
 
     Returns:
       A :class:`GraphBatch` of NumPy arrays with a leading axis ``[B]``.
@@ -208,7 +235,7 @@ def pack_graphs(
     node_ptr, edge_ptr = np.asarray(dataset.node_ptr), np.asarray(dataset.edge_ptr)
     nodes = (node_ptr[order + 1] - node_ptr[order]).astype(np.int64)
     edges = (edge_ptr[order + 1] - edge_ptr[order]).astype(np.int64)
-    bounds = batch_bounds(nodes, edges, budget, batch_size)
+    bounds = batch_bounds(nodes, edges, budget, batch_size, group=group)
     count = bounds.shape[0] - 1
     total = count if num_batches is None else num_batches
     if count > total:
@@ -260,12 +287,174 @@ def pack_graphs(
     )
 
 
-def batch_count(dataset, order: np.ndarray, budget: Budget, batch_size: int) -> int:
+def batch_count(
+    dataset, order: np.ndarray, budget: Budget, batch_size: int, *, group: int | None = None
+) -> int:
     """How many batches :func:`pack_graphs` makes of ``order``."""
     order = np.asarray(order, np.int64)
     nodes = np.diff(np.asarray(dataset.node_ptr))[order]
     edges = np.diff(np.asarray(dataset.edge_ptr))[order]
-    return int(batch_bounds(nodes, edges, budget, batch_size).shape[0] - 1)
+    return int(batch_bounds(nodes, edges, budget, batch_size, group=group).shape[0] - 1)
 
 
-__all__ = ["Budget", "GraphBatch", "batch_bounds", "batch_count", "choose_budget", "pack_graphs"]
+def check_packing(packing: str) -> str:
+    """``packing`` if it names one of :data:`PACKINGS`.
+
+    Raises:
+      ValueError: naming the value and the choices.
+    """
+    if packing not in PACKINGS:
+        raise ValueError(f"packing must be one of {list(PACKINGS)}, got {packing!r}")
+    return packing
+
+
+def _size_key(nodes: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """float64 ``[G]``: nodes and edges, each relative to its mean, added."""
+    key = np.zeros(nodes.shape[0], np.float64)
+    for counts in (nodes, edges):
+        mean = float(np.mean(counts)) if counts.size else 0.0
+        if mean > 0:
+            key += counts / mean
+    return key
+
+
+def balanced_order(
+    nodes: np.ndarray,
+    edges: np.ndarray,
+    batch_size: int,
+    *,
+    rng: np.random.Generator,
+    devices: int = 1,
+) -> np.ndarray:
+    """A random order of ``G`` graphs whose runs of ``batch_size`` have near-equal sizes.
+
+    The graphs are sorted by size (nodes and edges, each relative to its
+    mean; ties broken at random) and cut into ``B = batch_size`` strata of
+    ``n = ⌈G / B⌉`` graphs (the last ``G - (n - 1) B`` graphs' batch draws
+    its graphs from that many strata, chosen at random). Every batch takes
+    one graph of each stratum, largest stratum first: even-numbered strata
+    past the first go, largest graph first, to the batches whose graphs so
+    far are smallest against their strata's means; the other strata are
+    dealt at random. Every batch is then a random draw of one graph per
+    stratum, corrected for what earlier strata gave it, so its total sits
+    near ``B`` times the mean; the size spread of a batch is the spread
+    within strata rather than ``σ √B`` (:func:`choose_budget`), apart from
+    the largest graphs' tail. A fresh ``rng`` gives a fresh assignment.
+
+    The order lists batch after batch, the partial batch last; within a
+    batch, graphs of strata ``d, d + D, d + 2D, ...`` come together, so that
+    the ``D = devices`` consecutive sub-batches of ``⌈B / D⌉`` graphs
+    (``pack_steps``) are each balanced as well.
+
+    Args:
+      nodes, edges: int ``[G]`` sizes.
+      batch_size: ``B``.
+      rng: the randomness (the caller's seed).
+      devices: ``D`` sub-batches per batch.
+
+    Returns:
+      int64 ``[G]``, a permutation of ``0 .. G - 1``: graph ``order[i]``
+      goes ``i``-th. Pack it with ``group=batch_size`` (:func:`pack_graphs`)
+      so that a batch split by an overflow does not shift the ones after it.
+    """
+    batch_size = _checks.check_static_int("batch_size", batch_size, minimum=1)
+    devices = _checks.check_static_int("devices", devices, minimum=1)
+    nodes, edges = np.asarray(nodes), np.asarray(edges)
+    count = nodes.shape[0]
+    if count == 0:
+        return np.zeros(0, np.int64)
+    b = min(batch_size, count)
+    n = -(-count // b)  # batches
+    last = count - (n - 1) * b  # graphs of the last batch, 1 .. b
+    key = _size_key(nodes, edges)
+    by_size = np.lexsort((np.asarray(rng.random(count)), -key))  # largest first
+    in_last = np.zeros(b, bool)
+    in_last[rng.choice(b, last, replace=False)] = True
+    sizes = n - 1 + in_last  # graphs per stratum
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    slot = np.empty((n, b), np.int64)  # graph (index into nodes) of each batch's stratum
+    slot.fill(-1)
+    excess = np.zeros(n, np.float64)  # each batch's size minus its strata's means
+    for s in range(b):
+        members = by_size[starts[s] : starts[s + 1]]
+        targets = np.arange(n) if in_last[s] else np.arange(n - 1)
+        if s > 0 and s % 2 == 0:
+            # Largest graph to the batch furthest below its strata's means.
+            graphs = members  # already largest first
+            targets = targets[np.lexsort((rng.random(targets.shape[0]), excess[targets]))]
+        else:
+            graphs = rng.permutation(members)
+        slot[targets, s] = graphs
+        excess[targets] += key[graphs] - key[members].mean()
+    # Within a batch: strata d, d + D, ... together (one balanced sub-batch per device).
+    strata = np.lexsort((np.arange(b) // devices, np.arange(b) % devices))
+    rows = slot[:, strata]
+    return rows[rows >= 0].astype(np.int64)
+
+
+def fit_budget(
+    nodes_per_graph: np.ndarray,
+    edges_per_graph: np.ndarray,
+    orders,
+    batch_size: int,
+    *,
+    group: int | None = None,
+) -> Budget:
+    """The smallest budget under which :func:`pack_graphs` splits no batch of ``orders``.
+
+    Each order is cut into batches of ``batch_size`` graphs (within runs of
+    ``group``, as :func:`batch_bounds` cuts them); the node budget is the
+    largest batch's nodes, the edge budget its edges, each rounded up to a
+    multiple of 8, plus one padding node and one padding graph slot. So the
+    budget is set by the batches a run packs, not by a bound on random ones.
+
+    Args:
+      nodes_per_graph, edges_per_graph: int ``[G]`` over the dataset.
+      orders: int arrays of graph ids (packing orders).
+      batch_size: the most graphs per batch.
+      group: as :func:`pack_graphs`'s (``None``: no groups).
+
+    Returns:
+      The :class:`Budget`.
+
+    Raises:
+      ValueError: no order holds a graph.
+    """
+    batch_size = _checks.check_static_int("batch_size", batch_size, minimum=1)
+    nodes_per_graph = np.asarray(nodes_per_graph, np.int64)
+    edges_per_graph = np.asarray(edges_per_graph, np.int64)
+    most_nodes = most_edges = longest = 0
+    for order in orders:
+        order = np.asarray(order, np.int64)
+        if order.size == 0:
+            continue
+        position = np.arange(order.shape[0])
+        if group is None:
+            batch = position // batch_size
+        else:
+            per_group = -(-group // batch_size)
+            batch = (position // group) * per_group + (position % group) // batch_size
+        most_nodes = max(most_nodes, int(np.bincount(batch, nodes_per_graph[order]).max()))
+        most_edges = max(most_edges, int(np.bincount(batch, edges_per_graph[order]).max()))
+        longest = max(longest, int(np.bincount(batch).max()))
+    if longest == 0:
+        raise ValueError("fit_budget needs at least one graph in orders, got none")
+    return Budget(
+        nodes=-(-max(most_nodes, 1) // 8) * 8 + 1,
+        edges=-(-max(most_edges, 1) // 8) * 8,
+        graphs=longest + 1,
+    )
+
+
+__all__ = [
+    "PACKINGS",
+    "Budget",
+    "GraphBatch",
+    "balanced_order",
+    "batch_bounds",
+    "batch_count",
+    "check_packing",
+    "choose_budget",
+    "fit_budget",
+    "pack_graphs",
+]

@@ -156,6 +156,7 @@ NOT_APPLYING = {
     "readout": ({"dataset": "cora"}, "mean"),
     "learn_eps": ({"dataset": "cora"}, True),
     "virtual_node": ({"dataset": "cora"}, True),
+    "packing": ({"dataset": "cora"}, "random"),
     # the link task's own field, on a node run
     "use_valid_edges": ({"dataset": "cora"}, True),
 }

@@ -101,6 +101,7 @@ def ours_epoch(
     lr: float = 0.01,
     batch_size: int = 32,
     members: int = 1,
+    packing: str = "balanced",
 ):
     """Our trainer's one-epoch program on the ``.npz`` arrays' training graphs.
 
@@ -109,22 +110,31 @@ def ours_epoch(
       hidden, num_layers, dropout, lr, batch_size: the model and optimizer.
       members: models trained together (seeds ``0 .. members-1`` on the same
         training graphs); 1: the plain program, no ``vmap``.
+      packing: ``"balanced"`` (the trainer's default: balanced batches under
+        the budget they need, :func:`~sparsegcn.batch.fit_budget`) or
+        ``"random"`` (random batches under :func:`~sparsegcn.batch.choose_budget`).
 
     Returns:
       ``(fn, args, info)``: ``jax.jit(fn)(*args)`` runs one epoch (training
       only; the evaluation scan has no batches) and returns ``(state,
       metrics)``; ``info`` has ``budget``, ``batches``, ``packings``,
-      ``graphs`` (training graphs per epoch, all members) and ``node_fill``.
+      ``graphs`` (training graphs per epoch, all members), ``node_fill``,
+      ``edge_fill``, ``packing`` and ``peer_budget`` (a random batch's
+      budget, :func:`~sparsegcn.batch.choose_budget`, which the Jraph peer
+      packs its own random batches under).
     """
-    from sparsegcn.batch import choose_budget
+    from sparsegcn.batch import choose_budget, fit_budget
     from sparsegcn.nn.graph_gin import graph_gin
     from sparsegcn.train.graphs import (
         GraphTrainConfig,
         Splits,
         make_epochs_fn,
         member_batches,
+        member_orders,
         pack_steps,
+        packing_group,
         packings_for,
+        train_fill,
     )
 
     dataset = as_dataset(arrays, "graph-compare")
@@ -133,11 +143,20 @@ def ours_epoch(
     train_mask[0, np.asarray(arrays["train"])] = True
     none = np.zeros_like(train_mask)
     splits = Splits(train_mask, none, none, np.zeros(1, np.int64))
-    config = GraphTrainConfig(learning_rate=lr, batch_size=batch_size)
-    budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), batch_size)
-    packings = packings_for(dataset, budget, count, batch_size)
+    config = GraphTrainConfig(learning_rate=lr, batch_size=batch_size, packing=packing)
+    nodes, edges = dataset.nodes_per_graph(), dataset.edges_per_graph()
+    random_budget = choose_budget(nodes, edges, batch_size)
+    packings = packings_for(dataset, random_budget, count, batch_size)
     seeds = tuple(range(members))
-    train, train_graphs = member_batches(dataset, splits, seeds, budget, batch_size, packings)
+    orders = member_orders(dataset, splits, seeds, batch_size, packings, packing=packing)
+    budget = random_budget
+    if packing == "balanced":
+        group = packing_group(packing, batch_size)
+        budget = fit_budget(nodes, edges, [o for m in orders for o in m], batch_size, group=group)
+    train, train_graphs = member_batches(
+        dataset, splits, seeds, budget, batch_size, packings, packing=packing, orders=orders
+    )
+    node_fill, edge_fill = train_fill(dataset, splits, seeds, train)
     no_eval = jax.tree.map(lambda a: a[:0], pack_steps(dataset, np.arange(1), budget, batch_size))
     labels = jnp.asarray(dataset.labels)
     model = graph_gin(
@@ -165,13 +184,15 @@ def ours_epoch(
             return program(state, train, no_eval, labels, valid, valid, jnp.int32(0))
 
     args = tuple(jax.device_put(a) for a in (state, train, no_eval, labels, valid))
-    nodes = dataset.nodes_per_graph()[np.asarray(arrays["train"])]
     info = {
-        "budget": {"nodes": budget.nodes, "edges": budget.edges, "graphs": budget.graphs},
+        "budget": budget._asdict(),
+        "peer_budget": random_budget._asdict(),
         "batches": int(np.shape(train.graph_mask)[-3]),
         "packings": packings,
+        "packing": packing,
         "graphs": int(train_graphs.sum()),
-        "node_fill": float(nodes.sum() / (np.shape(train.graph_mask)[-3] * budget.nodes)),
+        "node_fill": node_fill,
+        "edge_fill": edge_fill,
     }
     return fn, args, info
 
@@ -236,7 +257,7 @@ def graph_rows(
             ours.append((f"sparsegcn, {members} models in one vmapped program", many_fn, many_args))
         spec = {
             "data": write_npz(external.folder, f"graphs-{name}", **arrays),
-            "budget": info["budget"],
+            "budget": info["peer_budget"],
             "torch_threads": torch_threads,
             **settings,
         }

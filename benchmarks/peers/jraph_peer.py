@@ -18,8 +18,9 @@ Made for ``jraph==0.0.6.dev0``, ``dm-haiku==0.0.17`` and ``jax==0.10.2``
 - ``gin_epoch``: one epoch of graph classification a call (the data is a
   ``graph_data`` ``.npz``): the training graphs shuffled, packed on the host
   by ``jraph.dynamically_batch`` (``batch_np`` + ``pad_with_graphs``) under
-  the node, edge and graph budgets of ``spec["budget"]`` (ours, so both pad
-  alike), and a jitted Adam step per batch on Xu et al.'s GIN-0 (see
+  the node, edge and graph budgets of ``spec["budget"]`` (``graph_compare``
+  passes a random batch's, ``choose_budget``: jraph packs random orders),
+  and a jitted Adam step per batch on Xu et al.'s GIN-0 (see
   :func:`_gin_apply`). ``stats``: batches and graphs of the last epoch.
 - ``gin_epoch_prebatched``: the same, with the batches packed once in setup
   and kept on the device; an epoch steps through them in a new order, so

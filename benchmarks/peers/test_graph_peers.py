@@ -216,7 +216,7 @@ def test_peer_gin_epoch_trains_every_training_graph(peer: PeerProcess, tmp_path)
     _, _, info = ours_epoch(data, hidden=8, num_layers=2, batch_size=8)
     spec = dict(
         data=save_npz(str(tmp_path / "train.npz"), data),
-        budget=info["budget"],
+        budget=info["peer_budget"],
         hidden=8,
         num_layers=5,
         dropout=0.5,

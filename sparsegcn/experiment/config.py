@@ -372,6 +372,13 @@ class Experiment:
         "graph datasets (tu:NAME): stratified folds of cross-validation, each with an inner "
         "validation split, trained together as one program (0: one holdout split)",
     )
+    packing: str = _field(
+        "balanced",
+        "graph datasets: how graphs share a batch: 'balanced' (sorted by size and dealt so "
+        "that every batch's size is near the mean; a tighter budget, less padding) or "
+        "'random' (a random order)",
+        choices=("balanced", "random"),
+    )
     readout: str = _field(
         "sum",
         "graph datasets: how each layer's node rows become one row per graph",

@@ -59,6 +59,8 @@ RESUME_MAY_CHANGE = frozenset(
         "overwrite",
         "divergence_factor",
         "divergence_epochs",
+        # Graph runs: which graphs share a batch, as --devices changes it; the state does not.
+        "packing",
     }
 )
 

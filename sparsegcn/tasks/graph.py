@@ -4,7 +4,8 @@
 dataset's official one, :func:`~sparsegcn.train.graphs.official_splits`;
 else :func:`~sparsegcn.train.graphs.fold_splits`, and without ``--folds``
 one stratified holdout, fold 0 of 10), trains every fold and seed as one
-program (:func:`~sparsegcn.train.graphs.fit_graphs`), over ``--devices``,
+program (:func:`~sparsegcn.train.graphs.fit_graphs`; batches of graphs
+balanced by size, or random with ``--packing random``), over ``--devices``,
 with ``--checkpoint``/``--resume`` (:class:`GraphLifecycle`), and reports.
 :func:`predict_graph_checkpoint` is ``sparsegcn predict`` on a graph
 checkpoint.
@@ -21,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sparsegcn.batch import choose_budget
+from sparsegcn.batch import check_packing, choose_budget
 
 HOLDOUT_FOLDS = 10
 """Without ``--folds``: train on one fold of a 10-fold split (test 10 %)."""
@@ -68,6 +69,7 @@ def check_graph_experiment(exp) -> None:
         raise ValueError(f"--folds must be 0 (one holdout split) or at least 2, got {exp.folds}")
     if exp.folds and exp.dataset.startswith(OFFICIAL_SPLIT_PREFIXES):
         raise ValueError(_official_folds_error(exp.dataset, exp.folds))
+    check_packing(exp.packing)
     if exp.readout not in GRAPH_READOUTS:
         raise ValueError(f"--readout must be one of {list(GRAPH_READOUTS)}, got {exp.readout!r}")
 
@@ -137,6 +139,7 @@ def graph_config(exp):
         learning_rate=exp.lr,
         weight_decay=exp.weight_decay,
         batch_size=exp.batch_size,
+        packing=exp.packing,
     )
     if exp.checkpoint and exp.checkpoint_every:
         config = dataclasses.replace(
@@ -418,7 +421,6 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
     best = int(np.nanargmax(curve)) if np.isfinite(curve).any() else 0
     epochs = result.curves.test_metric.shape[0]
     budget = result.budget
-    nodes = dataset.nodes_per_graph()
     trained = max(epochs - result.start_epoch, 1)
     return {
         "dataset": dataset.name,
@@ -448,7 +450,9 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
         "batch_budget": {"nodes": budget.nodes, "edges": budget.edges, "graphs": budget.graphs},
         "batches_per_epoch": result.batches_per_epoch,
         "packings": result.packings,
-        "node_fill": float(nodes.mean() * (budget.graphs - 1) / budget.nodes),
+        "packing": result.packing,
+        "node_fill": result.node_fill,
+        "edge_fill": result.edge_fill,
         "train_step_ms_median": 1e3 * result.train_s / (trained * result.batches_per_epoch),
         "epoch_ms_median": 1e3 * result.train_s / trained,
         "compile_s": result.compile_s,
@@ -468,7 +472,7 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
 
 def run_graph_experiment(exp, *, progress: bool = False) -> dict:
     """Loads, trains every fold and seed as one program, reports (see :func:`summarize_graphs`)."""
-    from sparsegcn.train.graphs import device_batch_size, fit_graphs, predict_graphs
+    from sparsegcn.train.graphs import fit_graphs, predict_graphs
 
     start = time.perf_counter()
     mesh = None
@@ -478,8 +482,6 @@ def run_graph_experiment(exp, *, progress: bool = False) -> dict:
         mesh = make_mesh(exp.devices)  # refuses a count this process lacks, before any data
     dataset, splits, config = prepare_graphs(exp, progress=progress)
     model = _model(exp, dataset)
-    per_device = device_batch_size(config.batch_size, exp.devices)
-    budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), per_device)
     lifecycle = GraphLifecycle.start(exp, dataset, model, splits, config)
     try:
         result = fit_graphs(
@@ -488,7 +490,6 @@ def run_graph_experiment(exp, *, progress: bool = False) -> dict:
             config,
             splits,
             seeds=exp.seed_list(),
-            budget=budget,
             devices=mesh if mesh is not None else 1,
             progress=progress,
             **lifecycle.fit_kwargs(),

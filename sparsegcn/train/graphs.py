@@ -1,15 +1,20 @@
 """Graph-level learning: k folds (or an official split) and several seeds as one program.
 
 Every member of the run (one fold, one seed) gets its training graphs
-packed once into padded batches (:func:`~sparsegcn.batch.pack_graphs`);
+packed into padded batches (:func:`~sparsegcn.batch.pack_graphs`), in
+orders drawn from its seed and fold: balanced by size by default
+(:func:`~sparsegcn.batch.balanced_order`, with the budget the largest batch
+packed, :func:`~sparsegcn.batch.fit_budget`), or random
+(``GraphTrainConfig.packing``);
 the members' batches stack into ``[M, P, S, D, ...]`` arrays (``P``
 packings, ``S`` steps per epoch, ``D`` devices; members with fewer steps get
 empty ones, whose steps change nothing). One compiled call runs several
 epochs for all members at once: ``vmap`` over members, a ``lax.scan`` over
 epochs, inside it a permutation of the steps drawn on the device and a
-``lax.scan`` over them, then an evaluation of every graph of the dataset
-(packed once, shared by all members): the scan collects every graph's
-scores into ``[G, C]`` by ``graph_ids``, and the dataset's metric
+``lax.scan`` over them, then an evaluation of the fold's held-out
+(validation and test) graphs, packed once per fold and shared by the
+fold's seeds: the scan collects their scores into ``[G, C]`` by
+``graph_ids``, and the dataset's metric
 (:data:`METRICS`: accuracy, ROC-AUC or average precision, from
 :mod:`sparsegcn.metrics`) is taken over each member's validation and test
 graphs on the device. Nothing returns to the host between epochs but the
@@ -70,7 +75,16 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from sparsegcn import _checks
-from sparsegcn.batch import Budget, GraphBatch, batch_count, choose_budget, pack_graphs
+from sparsegcn.batch import (
+    Budget,
+    GraphBatch,
+    balanced_order,
+    batch_count,
+    check_packing,
+    choose_budget,
+    fit_budget,
+    pack_graphs,
+)
 from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
 from sparsegcn.nn.graph_model import GraphModel
 
@@ -97,6 +111,8 @@ class GraphTrainConfig:
       epochs_per_call: epochs per compiled call (default: about 10 calls).
       packings: how many packings of each member's graphs the epochs cycle
         through (default: :func:`packings_for`).
+      packing: how graphs are dealt to batches (:data:`~sparsegcn.batch.PACKINGS`):
+        ``"balanced"`` (size-stratified, a tighter budget) or ``"random"``.
     """
 
     epochs: int = 350
@@ -106,8 +122,10 @@ class GraphTrainConfig:
     batch_size: int = 32
     epochs_per_call: int | None = None
     packings: int | None = None
+    packing: str = "balanced"
 
     def __post_init__(self):
+        check_packing(self.packing)
         _checks.check_static_int("epochs", self.epochs, minimum=1)
         _checks.check_static_int("halve_every", self.halve_every, minimum=0)
         _checks.check_static_int("batch_size", self.batch_size, minimum=1)
@@ -387,6 +405,11 @@ class GraphFitResult:
       test_metric: ``[M]`` at ``best_epoch``; val_metric likewise.
       budget: the :class:`~sparsegcn.batch.Budget` of one device's sub-batch.
       batches_per_epoch: steps per member and epoch.
+      node_fill, edge_fill: real node rows (edge slots) of the training
+        steps over all their rows (slots), empty steps of members with fewer
+        steps included: the share of the training compute that is not
+        padding.
+      packing: ``"balanced"`` or ``"random"`` (:data:`~sparsegcn.batch.PACKINGS`).
       packings: packings of each member's graphs, used in turn by the epochs.
       train_graphs: ``[M]`` training graphs per member.
       train_s: seconds of the compiled calls after compilation.
@@ -414,6 +437,9 @@ class GraphFitResult:
     devices: int = 1
     state: Any = None
     start_epoch: int = 0
+    node_fill: float = float("nan")
+    edge_fill: float = float("nan")
+    packing: str = "balanced"
 
     @property
     def member_seeds(self) -> list[int]:
@@ -515,6 +541,7 @@ def pack_steps(
     devices: int = 1,
     *,
     num_steps: int | None = None,
+    group: int | None = None,
 ) -> GraphBatch:
     """The graphs ``order`` packed as steps of ``devices`` sub-batches: leaves ``[S, D, ...]``.
 
@@ -522,19 +549,30 @@ def pack_steps(
     packed greedily in order (:func:`~sparsegcn.batch.pack_graphs`) and dealt
     ``D`` to a step, so one device's step ``s`` holds the graphs
     ``[s B, (s + 1) B)`` exactly as ``D`` devices' step ``s`` does when no
-    sub-batch overflows its budget.
+    sub-batch overflows its budget. ``group``: no sub-batch spans a multiple
+    of ``group`` graphs (a balanced order's batches, ``group=batch_size``).
     """
     per_device = device_batch_size(batch_size, devices)
-    count = batch_count(dataset, order, budget, per_device)
+    count = batch_count(dataset, order, budget, per_device, group=group)
     steps = -(-count // devices) if num_steps is None else num_steps
-    packed = pack_graphs(dataset, order, budget, per_device, num_batches=steps * devices)
+    packed = pack_graphs(
+        dataset, order, budget, per_device, num_batches=steps * devices, group=group
+    )
     return jax.tree.map(lambda a: a.reshape((steps, devices, *a.shape[1:])), packed)
 
 
-def step_count(dataset, order: np.ndarray, budget: Budget, batch_size: int, devices: int) -> int:
+def step_count(
+    dataset,
+    order: np.ndarray,
+    budget: Budget,
+    batch_size: int,
+    devices: int,
+    *,
+    group: int | None = None,
+) -> int:
     """How many steps :func:`pack_steps` makes of ``order``."""
     per_device = device_batch_size(batch_size, devices)
-    return -(-batch_count(dataset, order, budget, per_device) // devices)
+    return -(-batch_count(dataset, order, budget, per_device, group=group) // devices)
 
 
 def _constrain(tree, mesh: Mesh | None):
@@ -569,7 +607,8 @@ def make_epochs_fn(
     and evaluation.
 
     ``train`` is the member's ``[P, S, D, ...]`` batches (:func:`member_batches`),
-    ``eval_batches`` every graph's ``[S_e, D, ...]``, ``labels`` the dataset's
+    ``eval_batches`` ``[S_e, D, ...]`` batches holding at least the graphs of
+    ``valid`` and ``test`` (:func:`fit_graphs`: its fold's), ``labels`` the dataset's
     (int ``[G]`` or float ``[G, T]``), ``valid``/``test`` bool ``[G]`` masks
     over the dataset's graphs, ``first_epoch`` the index of the first epoch
     (for the learning-rate schedule and the best epoch). The metrics are
@@ -681,6 +720,65 @@ def packings_for(dataset, budget: Budget, train_graphs: int, batch_size: int) ->
     return int(max(1, min(MAX_PACKINGS, PACKING_BYTES // max(one, 1))))
 
 
+def packing_order(
+    dataset,
+    graphs: np.ndarray,
+    batch_size: int,
+    rng: np.random.Generator,
+    *,
+    packing: str = "balanced",
+    devices: int = 1,
+) -> np.ndarray:
+    """The graphs ``graphs`` in one packing's order, drawn from ``rng``.
+
+    ``"random"``: a permutation; ``"balanced"``:
+    :func:`~sparsegcn.batch.balanced_order` over global batches of
+    ``batch_size`` graphs, each of ``devices`` balanced sub-batches. Pack it
+    with ``group=`` :func:`packing_group`.
+    """
+    graphs = np.asarray(graphs, np.int64)
+    if check_packing(packing) == "random":
+        return rng.permutation(graphs)
+    nodes = dataset.nodes_per_graph()[graphs]
+    edges = dataset.edges_per_graph()[graphs]
+    return graphs[balanced_order(nodes, edges, batch_size, rng=rng, devices=devices)]
+
+
+def packing_group(packing: str, batch_size: int) -> int | None:
+    """The ``group`` that :func:`pack_steps` packs a ``packing`` order with:
+    ``batch_size`` for a balanced order (a split batch shifts no later one),
+    ``None`` for a random one."""
+    return batch_size if check_packing(packing) == "balanced" else None
+
+
+def member_orders(
+    dataset,
+    splits: Splits,
+    seeds: Sequence[int],
+    batch_size: int,
+    packings: int = 1,
+    devices: int = 1,
+    *,
+    packing: str = "balanced",
+) -> list[list[np.ndarray]]:
+    """Every member's ``packings`` orders of its training graphs (:func:`packing_order`),
+    drawn from ``default_rng([seed, fold])``; members fold-major."""
+    orders = []
+    for f in range(splits.train.shape[0]):
+        graphs = np.flatnonzero(splits.train[f])
+        for s in seeds:
+            rng = np.random.default_rng([s, int(splits.fold[f])])
+            orders.append(
+                [
+                    packing_order(
+                        dataset, graphs, batch_size, rng, packing=packing, devices=devices
+                    )
+                    for _ in range(packings)
+                ]
+            )
+    return orders
+
+
 def member_batches(
     dataset,
     splits: Splits,
@@ -689,34 +787,91 @@ def member_batches(
     batch_size: int,
     packings: int = 1,
     devices: int = 1,
+    *,
+    packing: str = "balanced",
+    orders: Sequence[Sequence[np.ndarray]] | None = None,
 ) -> tuple[GraphBatch, np.ndarray]:
     """Every member's training graphs packed ``packings`` times, stacked
     ``[M, P, S, D, ...]``; and ``[M]`` counts.
 
     Members are fold-major; each packs its graphs in orders drawn from its
-    seed and fold, so a member packs the same whatever else trains beside
-    it. Epoch ``e`` steps on packing ``e mod P``, its steps in an order
-    the device draws, so batches change composition as well as order. A
-    step is ``D`` sub-batches (:func:`pack_steps`) of a global batch of
-    ``batch_size`` graphs.
+    seed and fold (:func:`member_orders`, or ``orders`` as it returns them),
+    so a member packs the same whatever else trains beside it. Epoch ``e``
+    steps on packing ``e mod P``, its steps in an order the device draws, so
+    batches change composition as well as order. A step is ``D``
+    sub-batches (:func:`pack_steps`) of a global batch of ``batch_size``
+    graphs.
     """
-    orders = []
-    for f in range(splits.train.shape[0]):
-        graphs = np.flatnonzero(splits.train[f])
-        for s in seeds:
-            rng = np.random.default_rng([s, int(splits.fold[f])])
-            orders.append([rng.permutation(graphs) for _ in range(packings)])
+    if orders is None:
+        orders = member_orders(
+            dataset, splits, seeds, batch_size, packings, devices, packing=packing
+        )
+    group = packing_group(packing, batch_size)
     most = max(
-        step_count(dataset, o, budget, batch_size, devices) for member in orders for o in member
+        step_count(dataset, o, budget, batch_size, devices, group=group)
+        for member in orders
+        for o in member
     )
     members = []
     for member in orders:
         packed = [
-            pack_steps(dataset, o, budget, batch_size, devices, num_steps=most) for o in member
+            pack_steps(dataset, o, budget, batch_size, devices, num_steps=most, group=group)
+            for o in member
         ]
         members.append(jax.tree.map(lambda *a: np.stack(a), *packed))
     stacked = jax.tree.map(lambda *a: np.stack(a), *members)
     return stacked, np.array([member[0].shape[0] for member in orders], np.int64)
+
+
+def fold_eval_batches(
+    dataset,
+    splits: Splits,
+    budget: Budget,
+    batch_size: int,
+    devices: int = 1,
+    *,
+    packing: str = "balanced",
+) -> GraphBatch:
+    """Each fold's held-out (validation and test) graphs packed, stacked ``[K, S_e, D, ...]``.
+
+    A fold scores only its own held-out graphs, not every graph of the
+    dataset. ``"random"`` packs them in id order, ``"balanced"`` in a
+    balanced order drawn from the fold's number.
+    """
+    group = packing_group(packing, batch_size)
+    orders = []
+    for f in range(splits.train.shape[0]):
+        graphs = np.flatnonzero(splits.valid[f] | splits.test[f])
+        if packing == "balanced":
+            rng = np.random.default_rng([int(splits.fold[f]), 1 << 20])
+            graphs = packing_order(dataset, graphs, batch_size, rng, devices=devices)
+        orders.append(graphs)
+    most = max(
+        max(step_count(dataset, o, budget, batch_size, devices, group=group) for o in orders), 1
+    )
+    packed = [
+        pack_steps(dataset, o, budget, batch_size, devices, num_steps=most, group=group)
+        for o in orders
+    ]
+    return jax.tree.map(lambda *a: np.stack(a), *packed)
+
+
+def train_fill(
+    dataset, splits: Splits, seeds: Sequence[int], train: GraphBatch
+) -> tuple[float, float]:
+    """``(node_fill, edge_fill)`` of stacked ``[M, P, S, D, ...]`` training batches:
+    the members' real nodes (edges) per epoch over the rows (slots) their steps compute."""
+    members, _, steps, devices, rows = np.shape(train.x)[:5]
+    slots = np.shape(train.senders)[-1]
+    nodes, edges = dataset.nodes_per_graph(), dataset.edges_per_graph()
+    fold_nodes = np.array([nodes[splits.train[f]].sum() for f in range(splits.train.shape[0])])
+    fold_edges = np.array([edges[splits.train[f]].sum() for f in range(splits.train.shape[0])])
+    per = len(seeds)
+    real_nodes, real_edges = float(fold_nodes.sum()) * per, float(fold_edges.sum()) * per
+    return (
+        real_nodes / (members * steps * devices * rows),
+        real_edges / max(members * steps * devices * slots, 1),
+    )
 
 
 def select_best(curves: Curves) -> np.ndarray:
@@ -763,8 +918,10 @@ def fit_graphs(
       splits: :class:`Splits` (``[K, G]`` masks): :func:`fold_splits` or
         :func:`official_splits`.
       seeds: parameter, dropout and shuffling seeds of every fold.
-      budget: one device's sub-batch budget; default
-        :func:`~sparsegcn.batch.choose_budget` for
+      budget: one device's sub-batch budget; default: for
+        ``config.packing="balanced"``, the largest sub-batch the members'
+        packings hold (:func:`~sparsegcn.batch.fit_budget`: no training batch
+        is split), else :func:`~sparsegcn.batch.choose_budget` for
         ``device_batch_size(config.batch_size, D)`` graphs.
       devices: ``D`` (local devices) or a mesh from
         :func:`~sparsegcn.parallel.make_mesh`: each step's batch is split
@@ -794,27 +951,50 @@ def fit_graphs(
     num_devices = 1 if mesh is None else mesh.size
     mesh = None if num_devices == 1 else mesh
     per_device = device_batch_size(config.batch_size, num_devices)
-    if budget is None:
-        budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), per_device)
-    # From the whole dataset's size, so that a fold packs alike alone or among others.
-    packings = config.packings or packings_for(dataset, budget, dataset.num_graphs, per_device)
-    train, train_graphs = member_batches(
-        dataset, splits, seeds, budget, config.batch_size, packings, num_devices
+    nodes, edges = dataset.nodes_per_graph(), dataset.edges_per_graph()
+    # From the whole dataset's size (and a random batch's budget, the larger),
+    # so that a fold packs alike alone or among others.
+    packings = config.packings or packings_for(
+        dataset,
+        budget if budget is not None else choose_budget(nodes, edges, per_device),
+        dataset.num_graphs,
+        per_device,
     )
-    # Only graphs some member validates or tests on (an official split's train graphs are skipped).
-    evaluated = np.flatnonzero((splits.valid | splits.test).any(axis=0))
-    eval_batches = pack_steps(dataset, evaluated, budget, config.batch_size, num_devices)
+    orders = member_orders(
+        dataset, splits, seeds, config.batch_size, packings, num_devices, packing=config.packing
+    )
+    group = packing_group(config.packing, config.batch_size)
+    if budget is None and config.packing == "balanced":
+        budget = fit_budget(
+            nodes, edges, [o for member in orders for o in member], per_device, group=group
+        )
+    elif budget is None:
+        budget = choose_budget(nodes, edges, per_device)
+    train, train_graphs = member_batches(
+        dataset,
+        splits,
+        seeds,
+        budget,
+        config.batch_size,
+        packings,
+        num_devices,
+        packing=config.packing,
+        orders=orders,
+    )
+    node_fill, edge_fill = train_fill(dataset, splits, seeds, train)
+    eval_batches = fold_eval_batches(
+        dataset, splits, budget, config.batch_size, num_devices, packing=config.packing
+    )
     folds = splits.train.shape[0]
     members = folds * len(seeds)
-    member_fold = np.repeat(np.arange(folds), len(seeds))
     from sparsegcn.parallel.mesh import AXIS
 
     replicated = P()
-    valid = _place(jnp.asarray(splits.valid[member_fold]), mesh, replicated)
-    test = _place(jnp.asarray(splits.test[member_fold]), mesh, replicated)
+    valid = _place(jnp.asarray(splits.valid), mesh, replicated)
+    test = _place(jnp.asarray(splits.test), mesh, replicated)
     labels = _place(jnp.asarray(dataset.labels), mesh, replicated)
     train_dev = _place(train, mesh, P(None, None, None, AXIS))
-    eval_dev = _place(eval_batches, mesh, P(None, AXIS))
+    eval_dev = _place(eval_batches, mesh, P(None, None, AXIS))
 
     done = 0
     curves_so_far: list[np.ndarray] = []
@@ -845,9 +1025,17 @@ def fit_graphs(
         run = make_epochs_fn(
             model, config, chunk, metric=metric, num_graphs=dataset.num_graphs, mesh=mesh
         )
-        return jax.vmap(run, in_axes=(0, 0, None, None, 0, 0, None))(
-            state, train, eval_batches, labels, valid, test, first_epoch
+        # Members are fold-major: [M] = [K, S]; a fold's seeds share its held-out batches.
+        per_seed = jax.vmap(run, in_axes=(0, 0, None, None, None, None, None))
+        per_fold = jax.vmap(per_seed, in_axes=(0, 0, 0, None, 0, 0, None))
+
+        def by_fold(tree):
+            return jax.tree.map(lambda a: a.reshape(folds, len(seeds), *a.shape[1:]), tree)
+
+        state, out = per_fold(
+            by_fold(state), by_fold(train), eval_batches, labels, valid, test, first_epoch
         )
+        return jax.tree.map(lambda a: a.reshape(members, *a.shape[2:]), (state, out))
 
     args = (train_dev, eval_dev, labels, valid, test)
     start = time.perf_counter()
@@ -896,6 +1084,9 @@ def fit_graphs(
         devices=num_devices,
         state=state,
         start_epoch=start_epoch,
+        node_fill=node_fill,
+        edge_fill=edge_fill,
+        packing=config.packing,
     )
 
 
@@ -1001,16 +1192,20 @@ __all__ = [
     "class_loss",
     "device_batch_size",
     "fit_graphs",
+    "fold_eval_batches",
     "fold_splits",
     "graph_loss",
     "init_member",
     "loss_sums",
     "make_epochs_fn",
     "member_batches",
+    "member_orders",
     "member_template",
     "merge_shards",
     "official_splits",
     "pack_steps",
+    "packing_group",
+    "packing_order",
     "packings_for",
     "predict_graphs",
     "readout_params",
@@ -1018,4 +1213,5 @@ __all__ = [
     "select_best",
     "step_count",
     "stratified_folds",
+    "train_fill",
 ]

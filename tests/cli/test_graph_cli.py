@@ -28,6 +28,7 @@ def one_error(capsys) -> str:
         ),
         (["--learn-eps"], r"learn_eps=True \(--learn-eps\) applies only to graph-level datasets"),
         (["--virtual-node"], r"virtual_node=True \(--virtual-node\) applies only to graph-level"),
+        (["--packing", "random"], r"packing='random' \(--packing\) applies only to graph-level"),
         (["--dataset", "tu:MUTAG"], r"model 'gcn' does not train on it, choose one of \['gin'\]"),
         (["--dataset", "tu:MUTAG", "--model", "gin", "--folds", "1"], r"--folds must be 0"),
         (

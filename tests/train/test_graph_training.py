@@ -176,7 +176,10 @@ def test_binary_run_metrics_resume_and_predictions(binary_run, tmp_path):
             want = _reference_metric("rocauc", probs[m], BINARY.labels, BINARY.split[name])
             np.testing.assert_allclose(curve[-1, m], want, rtol=1e-4)
         labelled = ~np.isnan(BINARY.labels[BINARY.split["valid"]])
-        logits = np.log(probs[m] / (1 - probs[m]))[BINARY.split["valid"]]
+        # The logits from the readout (checked below), not from saturating probabilities.
+        heads = [jax.tree.map(lambda a, m=m: np.asarray(a[m]), h) for h in state.params["heads"]]
+        w = np.concatenate([h["w"] for h in heads])
+        logits = (embeddings[m] @ w + sum(h["b"] for h in heads))[BINARY.split["valid"]]
         want_loss = _bce(logits, np.nan_to_num(BINARY.labels[BINARY.split["valid"]]))[labelled]
         np.testing.assert_allclose(full.curves.val_loss[-1, m], want_loss.mean(), rtol=1e-3)
 

@@ -1,5 +1,7 @@
 """Graph classification training: stratified folds, members trained as one vmapped
-program equal to each fold trained alone, one compile for the whole run."""
+program equal to each fold trained alone, one compile for the whole run, balanced
+or random packings of every training graph once, each fold scoring its own
+held-out graphs, and the fill of the padded steps."""
 
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ from sparsegcn.train.graphs import (
     GraphTrainConfig,
     Splits,
     fit_graphs,
+    fold_eval_batches,
     fold_splits,
     member_batches,
     packings_for,
     select_best,
     stratified_folds,
+    train_fill,
 )
 
 DATA = random_graphs(count=24, seed=1)
@@ -51,9 +55,10 @@ def test_select_best_prefers_accuracy_then_loss_then_earlier():
     assert select_best(curves).tolist() == [2]
 
 
-def test_member_batches_pack_every_training_graph_once_per_packing():
+@pytest.mark.parametrize("packing", ["balanced", "random"])
+def test_member_batches_pack_every_training_graph_once_per_packing(packing):
     splits = fold_splits(DATA.labels, 3, seed=0)
-    batches, counts = member_batches(DATA, splits, (0, 5), BUDGET, 6, packings=3)
+    batches, counts = member_batches(DATA, splits, (0, 5), BUDGET, 6, packings=3, packing=packing)
     mask, ids = np.asarray(batches.graph_mask), np.asarray(batches.graph_ids)
     assert mask.shape[:2] == (6, 3) and mask.shape[3] == 1  # [M, P, S, D, G_b]
     for m in range(6):
@@ -65,6 +70,24 @@ def test_member_batches_pack_every_training_graph_once_per_packing():
             firsts.append(tuple(ids[m, p, 0, 0]))
         assert len(set(firsts)) > 1  # the packings differ in composition
     assert packings_for(DATA, BUDGET, DATA.num_graphs, 6) == 8
+    # The fill counts the real rows of every step against all the rows computed.
+    node_fill, edge_fill = train_fill(DATA, splits, (0, 5), batches)
+    m, p, steps, d, rows = np.shape(batches.x)[:5]
+    real_nodes = (np.asarray(batches.node_graph) != BUDGET.graphs - 1).sum() / p
+    real_edges = (np.asarray(batches.senders) != BUDGET.nodes - 1).sum() / p
+    np.testing.assert_allclose(node_fill, real_nodes / (m * steps * d * rows), rtol=1e-12)
+    np.testing.assert_allclose(edge_fill, real_edges / (m * steps * d * BUDGET.edges), rtol=1e-12)
+
+
+@pytest.mark.parametrize("packing", ["balanced", "random"])
+def test_each_fold_scores_only_its_own_held_out_graphs(packing):
+    splits = fold_splits(DATA.labels, 3, seed=0)
+    batches = fold_eval_batches(DATA, splits, BUDGET, 6, packing=packing)
+    mask, ids = np.asarray(batches.graph_mask), np.asarray(batches.graph_ids)
+    assert mask.shape[0] == 3
+    for f in range(3):
+        held_out = np.flatnonzero(splits.valid[f] | splits.test[f])
+        np.testing.assert_array_equal(np.sort(ids[f][mask[f]]), held_out)
 
 
 @pytest.fixture(scope="module")
