@@ -568,10 +568,16 @@ class SampledLinkData(NamedTuple):
 
 
 def sampled_link_data(graph, features, train, *, undirected: bool = True) -> SampledLinkData:
-    """:class:`SampledLinkData` of a message-passing ``graph`` (host, once)."""
+    """:class:`SampledLinkData` of a message-passing ``graph`` (host, once).
+
+    ``graph``: a :class:`~sparsegcn.Graph`, or its
+    :func:`~sparsegcn.train.minibatch.sampling_graph` when the caller keeps
+    that too (layer-wise evaluation reads it), so its CSR is built once.
+    """
+    from sparsegcn.sampling.chunks import ChunkedGraph
     from sparsegcn.train.minibatch import sampling_graph
 
-    csr = sampling_graph(graph)
+    csr = graph if isinstance(graph, ChunkedGraph) else sampling_graph(graph)
     train = _pairs("train", train)
     return SampledLinkData(
         indptr=csr.indptr,
@@ -674,6 +680,44 @@ def _tree_loss(model, params, data, pairs, negatives, weights, keys, fanouts):
     return loss + kl / n * jnp.sum(weights)
 
 
+def sampled_link_step(
+    model: LinkModel,
+    tx: optax.GradientTransformation,
+    config: LinkTrainConfig,
+    fanouts: tuple[int, ...],
+    params,
+    opt_state,
+    data: SampledLinkData,
+    pairs: jax.Array,
+    weights: jax.Array,
+    key: jax.Array,
+    *,
+    mesh: Mesh | None = None,
+):
+    """One optimizer step of :func:`fit_links_sampled` on one batch of seed edges.
+
+    Fresh negatives, the batch's neighbour trees, encoder, decoder and loss
+    (:func:`sampled_link_loss`), then ``tx``'s update. Jit-able; ``model``,
+    ``tx``, ``config`` and ``fanouts`` are static. The epoch scans it over
+    its batches; ``benchmarks/link_sampled_epoch.py`` times it a batch at a time.
+
+    Args:
+      pairs: int32 ``[B, 2]`` seed edges.
+      weights: float32 ``[B]``, 0 on padding slots.
+      key: this step's PRNG key.
+
+    Returns:
+      ``(params, opt_state, loss [])``.
+    """
+    loss, grads = jax.value_and_grad(
+        lambda q: sampled_link_loss(
+            model, q, data, pairs, weights, key, fanouts, config.negative_rounds, mesh=mesh
+        )
+    )(params)
+    params, opt_state = apply_optimizer(tx, grads, opt_state, params)
+    return params, opt_state, loss
+
+
 def fit_links_sampled(
     model: LinkModel,
     data: SampledLinkData,
@@ -738,14 +782,10 @@ def fit_links_sampled(
         step_keys = jax.random.split(key, batches + 1)
 
         def step(carry, inputs):
-            params, opt_state = carry
             batch, w, k = inputs
-            loss, grads = jax.value_and_grad(
-                lambda q: sampled_link_loss(
-                    model, q, data, batch, w, k, fanouts, config.negative_rounds, mesh=mesh
-                )
-            )(params)
-            params, opt_state = apply_optimizer(tx, grads, opt_state, params)
+            params, opt_state, loss = sampled_link_step(
+                model, tx, config, fanouts, *carry, data, batch, w, k, mesh=mesh
+            )
             return (params, opt_state), loss
 
         (params, opt_state), losses = jax.lax.scan(
@@ -807,6 +847,7 @@ __all__ = [
     "per_seed_axes",
     "sampled_link_data",
     "sampled_link_loss",
+    "sampled_link_step",
     "score_set",
     "split_metrics",
     "split_rows",
