@@ -409,19 +409,21 @@ def score_set(
     """``(positive scores [P], negative scores [Q] or [P, K])`` of one split.
 
     Per-source targets are scored :data:`SCORE_ROWS` sources at a time
-    (``lax.map``), the same scores as all at once."""
-    pos = model.decode(params, z, split.positives)
+    (``lax.map``), each source's true target with them, by one computation,
+    so a negative equal to the true target ties with it exactly."""
     if _per_source(split):
 
         def rows(source, targets):
             pairs = jnp.stack([jnp.broadcast_to(source, targets.shape), targets], axis=-1)
             return model.decode(params, z, pairs)
 
-        batch = max(min(SCORE_ROWS, split.negatives.shape[0]), 1)
-        return pos, jax.lax.map(
-            lambda st: rows(*st), (split.positives[:, 0], split.negatives), batch_size=batch
+        targets = jnp.concatenate([split.positives[:, 1:], split.negatives], axis=1)
+        batch = max(min(SCORE_ROWS, targets.shape[0]), 1)
+        scores = jax.lax.map(
+            lambda st: rows(*st), (split.positives[:, 0], targets), batch_size=batch
         )
-    return pos, model.decode(params, z, split.negatives)
+        return scores[:, 0], scores[:, 1:]
+    return model.decode(params, z, split.positives), model.decode(params, z, split.negatives)
 
 
 def _per_source(split: EvalSet) -> bool:
