@@ -127,6 +127,8 @@ def parse_args(argv=None):
     p.add_argument("--root", default=os.environ.get("SPARSEGCN_DATA", "datasets"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fanouts", default="15,10,5")
+    p.add_argument("--sampler", choices=("tree", "dedup"), default="tree")
+    p.add_argument("--caps", default=None, help="dedup: per-hop frontier caps A,B,C")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--layers", type=int, default=3)
@@ -171,6 +173,7 @@ def ours_setup(args, data):
     import jax.numpy as jnp
 
     from sparsegcn.nn.registry import create_model
+    from sparsegcn.sampling.dedup import check_caps
     from sparsegcn.train.links import LinkTrainConfig, make_optimizer, sampled_link_step
 
     fanouts = tuple(int(k) for k in args.fanouts.split(","))
@@ -191,7 +194,16 @@ def ours_setup(args, data):
     params = model.init(jax.random.key(args.seed))
     opt_state = tx.init(params)
     step = jax.jit(
-        functools.partial(sampled_link_step, model, tx, config, fanouts), donate_argnums=(0, 1)
+        functools.partial(
+            sampled_link_step,
+            model,
+            tx,
+            config,
+            fanouts,
+            sampler=args.sampler,
+            caps=check_caps(args.caps, len(fanouts)),
+        ),
+        donate_argnums=(0, 1),
     )
     b = args.batch_size
     pairs = jnp.zeros((b, 2), jnp.int32)
@@ -256,6 +268,7 @@ def run(args) -> dict:
     def mark(name):
         now, peak = rss_gb()
         phases[name] = {"rss_gb": now, "peak_rss_gb": peak, "t_s": time.perf_counter() - t0}
+        print(f"[{name}] {phases[name]}", file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
     dataset, chunked, data, folder = load(args)
@@ -321,10 +334,12 @@ def run(args) -> dict:
     ours_times, dgl_times, answer = [], [], None
     for _ in range(args.rounds):
         ours_times += [ours_batch() for _ in range(args.per_round)]
+        print(f"[round] ours {ours_times[-args.per_round :]}", file=sys.stderr, flush=True)
         if "missing" not in dgl:
             try:
                 answer = peer.time("link_batches", args.per_round)
                 dgl_times += answer["times_s"]
+                print(f"[round] DGL {answer['times_s']}", file=sys.stderr, flush=True)
             except PeerError as err:
                 dgl["missing"] = f"failed while timed: {err}"
     mark("timed")
@@ -341,7 +356,7 @@ def run(args) -> dict:
         }
 
     ours = {
-        "label": "sparsegcn sampled_link_step (tree sampler, jit, donated state)",
+        "label": f"sparsegcn sampled_link_step ({args.sampler} sampler, jit, donated state)",
         **side(ours_times),
         "compile_s": compile_s,
         "first_batches_s": first_s,
@@ -396,6 +411,8 @@ def run(args) -> dict:
         "setup": {
             "model": "GraphSAGE (mean) encoder, inner-product decoder",
             "fanouts": fanouts,
+            "sampler": args.sampler,
+            "caps": args.caps,
             "batch_size": b,
             "hidden": args.hidden,
             "layers": args.layers,

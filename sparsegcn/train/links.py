@@ -643,10 +643,14 @@ def sampled_link_loss(
     rounds: int = NEGATIVE_ROUNDS,
     *,
     mesh: Mesh | None = None,
+    sampler: str = "tree",
+    caps=None,
 ):
     """One batch's loss: ``B`` positives, ``B`` fresh uniform negatives, their
-    distinct endpoints' neighbour trees (:func:`~sparsegcn.sampling.sample_blocks`),
-    the encoder on the trees, the decoder on the pairs.
+    distinct endpoints' neighbour trees (:func:`~sparsegcn.sampling.sample_blocks`;
+    ``sampler="dedup"``: their de-duplicated neighbourhoods,
+    :func:`~sparsegcn.sampling.sample_dedup`, frontiers capped by ``caps``),
+    the encoder on the samples, the decoder on the pairs.
 
     .. math::
 
@@ -669,7 +673,16 @@ def sampled_link_loss(
     negatives = uniform_negatives(negative_key, pairs.shape[0], n, data.edges, rounds=rounds)
     if mesh is None:
         return _tree_loss(
-            model, params, data, pairs, negatives, weights, (tree_key, encode_key), fanouts
+            model,
+            params,
+            data,
+            pairs,
+            negatives,
+            weights,
+            (tree_key, encode_key),
+            fanouts,
+            sampler,
+            caps,
         )
     d = mesh.size
     per = -(-pairs.shape[0] // d)
@@ -680,7 +693,9 @@ def sampled_link_loss(
 
     def share_loss(pairs, negatives, weights, index):
         keys = (jax.random.fold_in(tree_key, index), jax.random.fold_in(encode_key, index))
-        return _tree_loss(model, params, data, pairs, negatives, weights, keys, fanouts)
+        return _tree_loss(
+            model, params, data, pairs, negatives, weights, keys, fanouts, sampler, caps
+        )
 
     losses = jax.vmap(share_loss)(
         shares(pairs), shares(negatives), shares(weights), jnp.arange(d, dtype=jnp.int32)
@@ -688,14 +703,18 @@ def sampled_link_loss(
     return jnp.sum(losses)
 
 
-def _tree_loss(model, params, data, pairs, negatives, weights, keys, fanouts):
+def _tree_loss(
+    model, params, data, pairs, negatives, weights, keys, fanouts, sampler="tree", caps=None
+):
     """:func:`sampled_link_loss` of given negatives; ``keys``: ``(tree, encode)``."""
-    from sparsegcn.sampling.neighbor import sample_blocks
+    from sparsegcn.sampling.dedup import sample_batch
 
     tree_key, encode_key = keys
     n = data.edges.indptr.shape[0] - 1
     nodes, mask, local_pos, local_neg = batch_endpoints(pairs, negatives)
-    sample = sample_blocks(data.indptr, data.indices, nodes, fanouts, key=tree_key, mask=mask)
+    sample = sample_batch(
+        sampler, data.indptr, data.indices, nodes, fanouts, key=tree_key, mask=mask, caps=caps
+    )
     z, kl = model.encode(params, sample, data.features, key=encode_key, training=True)
     pos = model.decode(params, z, local_pos)
     neg = model.decode(params, z, local_neg)
@@ -716,6 +735,8 @@ def sampled_link_step(
     key: jax.Array,
     *,
     mesh: Mesh | None = None,
+    sampler: str = "tree",
+    caps=None,
 ):
     """One optimizer step of :func:`fit_links_sampled` on one batch of seed edges.
 
@@ -734,7 +755,17 @@ def sampled_link_step(
     """
     loss, grads = jax.value_and_grad(
         lambda q: sampled_link_loss(
-            model, q, data, pairs, weights, key, fanouts, config.negative_rounds, mesh=mesh
+            model,
+            q,
+            data,
+            pairs,
+            weights,
+            key,
+            fanouts,
+            config.negative_rounds,
+            mesh=mesh,
+            sampler=sampler,
+            caps=caps,
         )
     )(params)
     params, opt_state = apply_optimizer(tx, grads, opt_state, params)
@@ -751,6 +782,8 @@ def fit_links_sampled(
     batch_size: int,
     seeds: Sequence[int] = (0,),
     devices: int | Mesh = 1,
+    sampler: str = "tree",
+    caps=None,
 ) -> LinkFitResult:
     """Trains on sampled mini-batches of train edges: one compiled epoch, seeds vmapped.
 
@@ -764,6 +797,9 @@ def fit_links_sampled(
     bounded memory; ogbl-citation2's graph full batch would gather 61 M
     messages of 256 floats a layer), or without it on ``eval_data``'s graph,
     prepared for the encoder, full batch.
+
+    ``sampler``, ``caps``: the neighbour sampler (``"tree"`` or ``"dedup"``
+    with optional per-hop frontier caps, :func:`sampled_link_loss`).
 
     ``devices`` (a count of local devices or a mesh): each batch is split
     over them (:func:`sampled_link_loss`, the module docstring); the global
@@ -783,6 +819,13 @@ def fit_links_sampled(
     from sparsegcn._checks import check_static_int
 
     batch_size = check_static_int("batch_size", batch_size, minimum=1)
+    from sparsegcn.sampling.dedup import SAMPLERS, check_caps
+
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    caps = check_caps(caps, len(fanouts))
+    if caps is not None and sampler != "dedup":
+        raise ValueError(f"caps={caps!r} applies to sampler='dedup' only")
     mesh = link_mesh(devices)
     start = time.perf_counter()
     seeds = tuple(int(s) for s in seeds)
@@ -813,7 +856,18 @@ def fit_links_sampled(
         def step(carry, inputs):
             batch, w, k = inputs
             params, opt_state, loss = sampled_link_step(
-                model, tx, config, fanouts, *carry, data, batch, w, k, mesh=mesh
+                model,
+                tx,
+                config,
+                fanouts,
+                *carry,
+                data,
+                batch,
+                w,
+                k,
+                mesh=mesh,
+                sampler=sampler,
+                caps=caps,
             )
             return (params, opt_state), loss
 

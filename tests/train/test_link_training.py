@@ -117,7 +117,8 @@ def test_trainer_refuses_bad_settings():
         link_data(None, None, 4, np.zeros((3, 3), np.int64), None, None)
 
 
-def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step():
+@pytest.mark.parametrize("sampler", ["tree", "dedup"])
+def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step(sampler):
     from sparsegcn.nn.gae import sampled_reconstruction_loss
     from sparsegcn.sampling.links import uniform_negatives
     from sparsegcn.train.links import (
@@ -142,7 +143,7 @@ def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step():
     key = jax.random.key(9)
 
     def tree_loss(p):
-        return sampled_link_loss(model, p, sampled, pairs, weights, key, fanouts)
+        return sampled_link_loss(model, p, sampled, pairs, weights, key, fanouts, sampler=sampler)
 
     def full_loss(p):
         negatives = uniform_negatives(jax.random.split(key, 3)[0], 6, 24, sampled.edges)
