@@ -128,7 +128,12 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fanouts", default="15,10,5")
     p.add_argument("--sampler", choices=("tree", "dedup"), default="tree")
-    p.add_argument("--caps", default=None, help="dedup: per-hop frontier caps A,B,C")
+    p.add_argument(
+        "--caps",
+        default=None,
+        help="dedup: per-hop frontier caps A,B,C, or 'auto' (probe_caps: 15 %% above the most "
+        "distinct nodes 4 uncapped probe batches reach)",
+    )
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--layers", type=int, default=3)
@@ -167,6 +172,37 @@ def load(args):
     return dataset, chunked, data, folder
 
 
+def probe_caps(data, fanouts, batch_size: int, *, probes: int = 4, margin: float = 1.15):
+    """Per-hop frontier caps for the dedup sampler: ``margin`` times the most distinct
+    nodes any of ``probes`` uncapped batches (seed edges and uniform negative pairs,
+    as the step draws them) reaches at each hop, rounded up to a multiple of 1,024
+    and never above the uncapped size. Returns ``(caps, counts per probe)``."""
+    import jax
+    import numpy as np
+
+    from sparsegcn.sampling.dedup import dedup_sizes, sample_dedup
+    from sparsegcn.train.links import batch_endpoints
+
+    n = int(data.indptr.shape[0]) - 1
+    train = np.asarray(data.train)
+    rng = np.random.default_rng(12345)
+    counts = []
+    for i in range(probes):
+        pairs = train[rng.integers(0, train.shape[0], size=batch_size)]
+        negatives = rng.integers(0, n, size=(batch_size, 2)).astype(np.int32)
+        nodes, mask, _, _ = batch_endpoints(pairs, negatives)
+        sample = sample_dedup(
+            data.indptr, data.indices, nodes, fanouts, key=jax.random.key(i), mask=mask
+        )
+        counts.append([int(np.asarray(m).sum()) for m in sample.masks[1:]])
+    full = dedup_sizes(4 * batch_size, fanouts, num_nodes=n)[1:]
+    caps = [
+        min(f, 1024 * math.ceil(margin * max(c[d] for c in counts) / 1024))
+        for d, f in enumerate(full)
+    ]
+    return tuple(caps), counts
+
+
 def ours_setup(args, data):
     """``(model, step, params, opt_state)``: the compiled step and fresh state."""
     import jax
@@ -190,6 +226,10 @@ def ours_setup(args, data):
         embedding_dim=args.hidden,
     )
     config = LinkTrainConfig(learning_rate=args.lr)
+    caps, probes = args.caps, None
+    if caps == "auto":
+        caps, probes = probe_caps(data, fanouts, args.batch_size)
+    caps = check_caps(caps, len(fanouts))
     tx = make_optimizer(config)
     params = model.init(jax.random.key(args.seed))
     opt_state = tx.init(params)
@@ -201,7 +241,7 @@ def ours_setup(args, data):
             config,
             fanouts,
             sampler=args.sampler,
-            caps=check_caps(args.caps, len(fanouts)),
+            caps=caps,
         ),
         donate_argnums=(0, 1),
     )
@@ -209,7 +249,7 @@ def ours_setup(args, data):
     pairs = jnp.zeros((b, 2), jnp.int32)
     weights = jnp.full((b,), 1.0 / b, jnp.float32)
     compiled = step.lower(params, opt_state, data, pairs, weights, jax.random.key(0)).compile()
-    return model, compiled, params, opt_state
+    return model, compiled, params, opt_state, {"caps": caps, "probe_counts": probes}
 
 
 def mrr_of(model, params, chunked, data, dataset, sources: int, chunk: int) -> dict:
@@ -274,7 +314,7 @@ def run(args) -> dict:
     dataset, chunked, data, folder = load(args)
     load_s = time.perf_counter() - t0
     mark("loaded")
-    model, step, params, opt_state = ours_setup(args, data)
+    model, step, params, opt_state, sampling = ours_setup(args, data)
     compile_s = time.perf_counter() - t0 - load_s
     mark("compiled")
 
@@ -412,7 +452,9 @@ def run(args) -> dict:
             "model": "GraphSAGE (mean) encoder, inner-product decoder",
             "fanouts": fanouts,
             "sampler": args.sampler,
-            "caps": args.caps,
+            "caps": sampling["caps"],
+            "caps_given": args.caps,
+            "dedup_probe_distinct_per_hop": sampling["probe_counts"],
             "batch_size": b,
             "hidden": args.hidden,
             "layers": args.layers,

@@ -57,3 +57,13 @@ def test_beside_dgl(tmp_path):
     assert len(dgl["times_ms"]) == 2 and dgl["peak_rss_gb"] > 0
     assert dgl["fanouts_dgl_order"] == [2, 3]
     assert result["epoch_ratio_ours_over_dgl"] > 0
+
+
+def test_dedup_with_probed_caps(tmp_path):
+    result = _run(tmp_path, "--dgl-python", "", "--sampler", "dedup", "--caps", "auto")
+    setup = result["setup"]
+    assert setup["sampler"] == "dedup" and len(setup["caps"]) == 2
+    for d, cap in enumerate(setup["caps"]):
+        most = max(counts[d] for counts in setup["dedup_probe_distinct_per_hop"])
+        assert most <= cap
+    assert result["ours"]["median_ms"] > 0 and 0.0 < result["mrr"]["mrr"] <= 1.0
