@@ -60,10 +60,12 @@ def test_beside_dgl(tmp_path):
 
 
 def test_dedup_with_probed_caps(tmp_path):
-    result = _run(tmp_path, "--dgl-python", "", "--sampler", "dedup", "--caps", "auto")
+    argv = ["--dgl-python", "", "--sampler", "dedup", "--caps", "auto", "--mrr-embed", "sampled"]
+    result = _run(tmp_path, *argv)
     setup = result["setup"]
     assert setup["sampler"] == "dedup" and len(setup["caps"]) == 2
     for d, cap in enumerate(setup["caps"]):
         most = max(counts[d] for counts in setup["dedup_probe_distinct_per_hop"])
         assert most <= cap
     assert result["ours"]["median_ms"] > 0 and 0.0 < result["mrr"]["mrr"] <= 1.0
+    assert result["mrr"]["embedded_nodes"] > 40
