@@ -37,6 +37,9 @@ see benchmarks/README.md), on the CPU with all cores. Cases:
   weights of ``spec["weights"]`` (``hetero_data.sage_weights``), no dropout.
 - ``rgcn_batches``, ``rgcn_forward``: the sampled R-GCN of ``rgcn_dgl.py``
   on a typed graph (``compare.py --only mag``).
+- ``link_batches``: sampled link prediction training batches of
+  ``link_dgl.py`` (``as_edge_prediction_sampler`` over ``NeighborSampler``,
+  GraphSAGE, dot-product scores; ``benchmarks/link_sampled_epoch.py``).
 
 Propagation runs under ``torch.no_grad()``; every training call zeroes the
 gradients first, so nothing accumulates from call to call.
@@ -445,6 +448,7 @@ if __name__ == "__main__":
                 "sage_full_forward": sage_full_forward,
                 "rgcn_batches": _imported("rgcn_dgl", "rgcn_batches"),
                 "rgcn_forward": _imported("rgcn_dgl", "rgcn_forward"),
+                "link_batches": _imported("link_dgl", "link_batches"),
             },
             versions,
         )

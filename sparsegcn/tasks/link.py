@@ -96,8 +96,7 @@ def check_link_experiment(exp) -> None:
 
 def check_sampled_links(exp) -> None:
     """Refuses what sampled link training (:func:`~sparsegcn.train.links.fit_links_sampled`)
-    does not do: the full reconstruction, another sampler than ``tree``, an
-    encoder without a sampled form, several seeds of a dataset split at random
+    does not do: the full reconstruction, an encoder without a sampled form, several seeds of a dataset split at random
     (one split per seed; the sampled epoch shares one split).
 
     Raises:
@@ -110,10 +109,6 @@ def check_sampled_links(exp) -> None:
     why = "--fanouts trains on sampled batches of train edges against sampled negatives"
     if options["recon"] != "sampled":
         raise ValueError(f"{why}; recon={options['recon']!r} is not supported with it")
-    if exp.sampler != "tree":
-        raise ValueError(
-            f"{why}, on the tree sampler; sampler={exp.sampler!r} is not supported with it"
-        )
     if not get_model_spec(options["encoder"]).sampled:
         raise ValueError(
             f"{why}; encoder={options['encoder']!r} runs full batch only, choose one of "
@@ -470,6 +465,8 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
             batch_size=batch.batch_size,
             seeds=exp.seed_list(),
             devices=devices,
+            sampler=batch.sampler,
+            caps=batch.caps,
         )
         batches = -(-int(sampled.train.shape[0]) // batch.batch_size)
         batching = {
@@ -477,7 +474,8 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
             "fanouts": list(batch.fanouts),
             "batch_size": batch.batch_size,
             "batches_per_epoch": batches,
-            "sampler": "tree",
+            "sampler": batch.sampler,
+            "caps": None if batch.caps is None else list(batch.caps),
         }
     official = ogb_link_metric(info["dataset"], info["metric"], result)
     report = summarize_links(exp, info, result, time.perf_counter() - start, official)

@@ -397,16 +397,33 @@ def _hits_k(metric: str) -> int | None:
     return None
 
 
+SCORE_ROWS = 256
+"""Per-source rows :func:`score_set` scores at once: each gathers ``2 K`` embedding
+rows (ogbl-citation2: ``K = 1,000``, width 256: 2 MB a row), so memory stays
+``O(SCORE_ROWS K D)`` instead of ``O(P K D)`` (177 GB at full size)."""
+
+
 def score_set(
     model: LinkModel, params, z: jax.Array, split: EvalSet
 ) -> tuple[jax.Array, jax.Array]:
-    """``(positive scores [P], negative scores [Q] or [P, K])`` of one split."""
-    pos = model.decode(params, z, split.positives)
+    """``(positive scores [P], negative scores [Q] or [P, K])`` of one split.
+
+    Per-source targets are scored :data:`SCORE_ROWS` sources at a time
+    (``lax.map``), each source's true target with them, by one computation,
+    so a negative equal to the true target ties with it exactly."""
     if _per_source(split):
-        sources = jnp.broadcast_to(split.positives[:, :1], split.negatives.shape)
-        pairs = jnp.stack([sources, split.negatives], axis=-1)
-        return pos, model.decode(params, z, pairs)
-    return pos, model.decode(params, z, split.negatives)
+
+        def rows(source, targets):
+            pairs = jnp.stack([jnp.broadcast_to(source, targets.shape), targets], axis=-1)
+            return model.decode(params, z, pairs)
+
+        targets = jnp.concatenate([split.positives[:, 1:], split.negatives], axis=1)
+        batch = max(min(SCORE_ROWS, targets.shape[0]), 1)
+        scores = jax.lax.map(
+            lambda st: rows(*st), (split.positives[:, 0], targets), batch_size=batch
+        )
+        return scores[:, 0], scores[:, 1:]
+    return model.decode(params, z, split.positives), model.decode(params, z, split.negatives)
 
 
 def _per_source(split: EvalSet) -> bool:
@@ -558,6 +575,10 @@ class SampledLinkData(NamedTuple):
       features: ``[N, F]``.
       train: int32 ``[P, 2]`` train positives.
       edges: :class:`~sparsegcn.sampling.links.EdgeIndex` of the train edges.
+      chunked: the same graph as a :class:`~sparsegcn.sampling.ChunkedGraph`
+        (``indptr`` and ``indices`` are its arrays), on which
+        :func:`fit_links_sampled` embeds every node for evaluation, layer by
+        layer in bounded memory; ``None``: on ``eval_data``'s graph, full batch.
     """
 
     indptr: jax.Array
@@ -565,13 +586,20 @@ class SampledLinkData(NamedTuple):
     features: Any
     train: jax.Array
     edges: EdgeIndex
+    chunked: Any = None
 
 
 def sampled_link_data(graph, features, train, *, undirected: bool = True) -> SampledLinkData:
-    """:class:`SampledLinkData` of a message-passing ``graph`` (host, once)."""
+    """:class:`SampledLinkData` of a message-passing ``graph`` (host, once).
+
+    ``graph``: a :class:`~sparsegcn.Graph`, or its
+    :func:`~sparsegcn.train.minibatch.sampling_graph` when the caller keeps
+    that too (layer-wise evaluation reads it), so its CSR is built once.
+    """
+    from sparsegcn.sampling.chunks import ChunkedGraph
     from sparsegcn.train.minibatch import sampling_graph
 
-    csr = sampling_graph(graph)
+    csr = graph if isinstance(graph, ChunkedGraph) else sampling_graph(graph)
     train = _pairs("train", train)
     return SampledLinkData(
         indptr=csr.indptr,
@@ -579,6 +607,7 @@ def sampled_link_data(graph, features, train, *, undirected: bool = True) -> Sam
         features=features,
         train=jnp.asarray(train),
         edges=edge_index(train, graph.num_nodes, symmetric=undirected),
+        chunked=csr,
     )
 
 
@@ -614,10 +643,14 @@ def sampled_link_loss(
     rounds: int = NEGATIVE_ROUNDS,
     *,
     mesh: Mesh | None = None,
+    sampler: str = "tree",
+    caps=None,
 ):
     """One batch's loss: ``B`` positives, ``B`` fresh uniform negatives, their
-    distinct endpoints' neighbour trees (:func:`~sparsegcn.sampling.sample_blocks`),
-    the encoder on the trees, the decoder on the pairs.
+    distinct endpoints' neighbour trees (:func:`~sparsegcn.sampling.sample_blocks`;
+    ``sampler="dedup"``: their de-duplicated neighbourhoods,
+    :func:`~sparsegcn.sampling.sample_dedup`, frontiers capped by ``caps``),
+    the encoder on the samples, the decoder on the pairs.
 
     .. math::
 
@@ -640,7 +673,16 @@ def sampled_link_loss(
     negatives = uniform_negatives(negative_key, pairs.shape[0], n, data.edges, rounds=rounds)
     if mesh is None:
         return _tree_loss(
-            model, params, data, pairs, negatives, weights, (tree_key, encode_key), fanouts
+            model,
+            params,
+            data,
+            pairs,
+            negatives,
+            weights,
+            (tree_key, encode_key),
+            fanouts,
+            sampler,
+            caps,
         )
     d = mesh.size
     per = -(-pairs.shape[0] // d)
@@ -651,7 +693,9 @@ def sampled_link_loss(
 
     def share_loss(pairs, negatives, weights, index):
         keys = (jax.random.fold_in(tree_key, index), jax.random.fold_in(encode_key, index))
-        return _tree_loss(model, params, data, pairs, negatives, weights, keys, fanouts)
+        return _tree_loss(
+            model, params, data, pairs, negatives, weights, keys, fanouts, sampler, caps
+        )
 
     losses = jax.vmap(share_loss)(
         shares(pairs), shares(negatives), shares(weights), jnp.arange(d, dtype=jnp.int32)
@@ -659,19 +703,73 @@ def sampled_link_loss(
     return jnp.sum(losses)
 
 
-def _tree_loss(model, params, data, pairs, negatives, weights, keys, fanouts):
+def _tree_loss(
+    model, params, data, pairs, negatives, weights, keys, fanouts, sampler="tree", caps=None
+):
     """:func:`sampled_link_loss` of given negatives; ``keys``: ``(tree, encode)``."""
-    from sparsegcn.sampling.neighbor import sample_blocks
+    from sparsegcn.sampling.dedup import sample_batch
 
     tree_key, encode_key = keys
     n = data.edges.indptr.shape[0] - 1
     nodes, mask, local_pos, local_neg = batch_endpoints(pairs, negatives)
-    sample = sample_blocks(data.indptr, data.indices, nodes, fanouts, key=tree_key, mask=mask)
+    sample = sample_batch(
+        sampler, data.indptr, data.indices, nodes, fanouts, key=tree_key, mask=mask, caps=caps
+    )
     z, kl = model.encode(params, sample, data.features, key=encode_key, training=True)
     pos = model.decode(params, z, local_pos)
     neg = model.decode(params, z, local_neg)
     loss = jnp.sum(weights * (jax.nn.softplus(-pos) + jax.nn.softplus(neg)))
     return loss + kl / n * jnp.sum(weights)
+
+
+def sampled_link_step(
+    model: LinkModel,
+    tx: optax.GradientTransformation,
+    config: LinkTrainConfig,
+    fanouts: tuple[int, ...],
+    params,
+    opt_state,
+    data: SampledLinkData,
+    pairs: jax.Array,
+    weights: jax.Array,
+    key: jax.Array,
+    *,
+    mesh: Mesh | None = None,
+    sampler: str = "tree",
+    caps=None,
+):
+    """One optimizer step of :func:`fit_links_sampled` on one batch of seed edges.
+
+    Fresh negatives, the batch's neighbour trees, encoder, decoder and loss
+    (:func:`sampled_link_loss`), then ``tx``'s update. Jit-able; ``model``,
+    ``tx``, ``config`` and ``fanouts`` are static. The epoch scans it over
+    its batches; ``benchmarks/link_sampled_epoch.py`` times it a batch at a time.
+
+    Args:
+      pairs: int32 ``[B, 2]`` seed edges.
+      weights: float32 ``[B]``, 0 on padding slots.
+      key: this step's PRNG key.
+
+    Returns:
+      ``(params, opt_state, loss [])``.
+    """
+    loss, grads = jax.value_and_grad(
+        lambda q: sampled_link_loss(
+            model,
+            q,
+            data,
+            pairs,
+            weights,
+            key,
+            fanouts,
+            config.negative_rounds,
+            mesh=mesh,
+            sampler=sampler,
+            caps=caps,
+        )
+    )(params)
+    params, opt_state = apply_optimizer(tx, grads, opt_state, params)
+    return params, opt_state, loss
 
 
 def fit_links_sampled(
@@ -684,6 +782,8 @@ def fit_links_sampled(
     batch_size: int,
     seeds: Sequence[int] = (0,),
     devices: int | Mesh = 1,
+    sampler: str = "tree",
+    caps=None,
 ) -> LinkFitResult:
     """Trains on sampled mini-batches of train edges: one compiled epoch, seeds vmapped.
 
@@ -691,8 +791,15 @@ def fit_links_sampled(
     weighted 0) and runs a ``lax.scan`` of optimizer steps
     (:func:`sampled_link_loss`); the epoch is compiled once, ahead of time,
     and ``step_ms`` holds each epoch's time divided by its batches. After the
-    last epoch every seed is evaluated full batch on ``eval_data``
-    (:func:`evaluate`), whose graph is prepared for the encoder.
+    last epoch every seed is evaluated on ``eval_data``'s pairs
+    (:func:`evaluate`), its nodes embedded on ``data.chunked`` (every
+    neighbour, layer by layer in node chunks: the full-batch function in
+    bounded memory; ogbl-citation2's graph full batch would gather 61 M
+    messages of 256 floats a layer), or without it on ``eval_data``'s graph,
+    prepared for the encoder, full batch.
+
+    ``sampler``, ``caps``: the neighbour sampler (``"tree"`` or ``"dedup"``
+    with optional per-hop frontier caps, :func:`sampled_link_loss`).
 
     ``devices`` (a count of local devices or a mesh): each batch is split
     over them (:func:`sampled_link_loss`, the module docstring); the global
@@ -712,6 +819,13 @@ def fit_links_sampled(
     from sparsegcn._checks import check_static_int
 
     batch_size = check_static_int("batch_size", batch_size, minimum=1)
+    from sparsegcn.sampling.dedup import SAMPLERS, check_caps
+
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    caps = check_caps(caps, len(fanouts))
+    if caps is not None and sampler != "dedup":
+        raise ValueError(f"caps={caps!r} applies to sampler='dedup' only")
     mesh = link_mesh(devices)
     start = time.perf_counter()
     seeds = tuple(int(s) for s in seeds)
@@ -720,6 +834,8 @@ def fit_links_sampled(
     params = jax.vmap(model.init)(init_keys)
     tx = make_optimizer(config)
     opt_state = jax.vmap(tx.init)(params)
+    if data.chunked is not None:
+        eval_data = eval_data._replace(graph=data.chunked)
     params, opt_state, train_keys, data, eval_data = _replicated(
         (params, opt_state, train_keys, data, eval_data), mesh
     )
@@ -738,14 +854,21 @@ def fit_links_sampled(
         step_keys = jax.random.split(key, batches + 1)
 
         def step(carry, inputs):
-            params, opt_state = carry
             batch, w, k = inputs
-            loss, grads = jax.value_and_grad(
-                lambda q: sampled_link_loss(
-                    model, q, data, batch, w, k, fanouts, config.negative_rounds, mesh=mesh
-                )
-            )(params)
-            params, opt_state = apply_optimizer(tx, grads, opt_state, params)
+            params, opt_state, loss = sampled_link_step(
+                model,
+                tx,
+                config,
+                fanouts,
+                *carry,
+                data,
+                batch,
+                w,
+                k,
+                mesh=mesh,
+                sampler=sampler,
+                caps=caps,
+            )
             return (params, opt_state), loss
 
         (params, opt_state), losses = jax.lax.scan(
@@ -789,6 +912,7 @@ def fit_links_sampled(
 
 
 __all__ = [
+    "SCORE_ROWS",
     "EvalSet",
     "LinkData",
     "LinkFitResult",
@@ -807,6 +931,7 @@ __all__ = [
     "per_seed_axes",
     "sampled_link_data",
     "sampled_link_loss",
+    "sampled_link_step",
     "score_set",
     "split_metrics",
     "split_rows",

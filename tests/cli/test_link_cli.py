@@ -70,10 +70,6 @@ SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
             r"'cora' is split at random per seed, so seeds=2 is not supported .* --seeds 1",
         ),
         (
-            [*SAMPLED_GAE, "--sampler", "dedup"],
-            r"on the tree sampler; sampler='dedup' is not supported with it",
-        ),
-        (
             ["--dataset", "cora", "--task", "link", "--model", "gae", "--batch-size", "64"],
             r"batch_size=64 \(--batch-size\) applies only to sampled mini-batch training",
         ),
@@ -308,6 +304,17 @@ def test_link_runs_on_two_devices_report_them_and_equal_one(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_sampled_link_run_with_the_dedup_sampler_reports_it(tmp_path):
+    out = tmp_path / "dedup.json"
+    argv = ["train", "--dataset", "synthetic:tiny", "--scale", "0.05", "--root", str(tmp_path)]
+    argv += ["--task", "link", "--model", "gae", "--epochs", "3", "--no-progress"]
+    argv += ["--fanouts", "5,5", "--batch-size", "64", "--sampler", "dedup"]
+    assert main([*argv, "--dedup-caps", "200,400", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert (report["sampler"], report["caps"]) == ("dedup", [200, 400])
+    assert np.isfinite(report["loss_curve"]).all() and 0.0 <= report["test_auc_mean"] <= 1.0
+
+
 def test_a_sampled_link_run_on_two_devices_reports_them(tmp_path):
     out = tmp_path / "sampled-2.json"
     argv = ["train", "--dataset", "synthetic:tiny", "--scale", "0.05", "--root", str(tmp_path)]

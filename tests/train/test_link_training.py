@@ -16,6 +16,7 @@ from sparsegcn.sampling.links import random_link_split
 from sparsegcn.train.links import (
     LinkTrainConfig,
     eval_set,
+    evaluate,
     fit_links,
     link_data,
     stack_link_data,
@@ -116,7 +117,8 @@ def test_trainer_refuses_bad_settings():
         link_data(None, None, 4, np.zeros((3, 3), np.int64), None, None)
 
 
-def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step():
+@pytest.mark.parametrize("sampler", ["tree", "dedup"])
+def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step(sampler):
     from sparsegcn.nn.gae import sampled_reconstruction_loss
     from sparsegcn.sampling.links import uniform_negatives
     from sparsegcn.train.links import (
@@ -141,7 +143,7 @@ def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step():
     key = jax.random.key(9)
 
     def tree_loss(p):
-        return sampled_link_loss(model, p, sampled, pairs, weights, key, fanouts)
+        return sampled_link_loss(model, p, sampled, pairs, weights, key, fanouts, sampler=sampler)
 
     def full_loss(p):
         negatives = uniform_negatives(jax.random.split(key, 3)[0], 6, 24, sampled.edges)
@@ -186,6 +188,23 @@ def test_evaluation_ranks_per_source_targets_and_shared_pairs_as_ogb_defines():
     np.testing.assert_allclose(got["hits@5"], np.mean(want_p > kth), rtol=1e-6)
 
 
+@pytest.mark.parametrize("rows", [1, 4, 6])
+def test_per_source_scores_in_chunks_of_sources_equal_all_at_once(rows, monkeypatch):
+    from sparsegcn.train import links
+
+    monkeypatch.setattr(links, "SCORE_ROWS", rows)  # 4: a remainder of 2 sources
+    model = create_model("gae", 4, 3, hidden=8, layers=2, dropout=0.0, embedding_dim=3)
+    rng = np.random.default_rng(5)
+    zn = rng.normal(size=(20, 3))
+    pos = rng.integers(0, 20, (6, 2)).astype(np.int32)
+    targets = rng.integers(0, 20, (6, 7)).astype(np.int32)
+    split = links.EvalSet(jax.numpy.asarray(pos), jax.numpy.asarray(targets))
+    _, q = jax.jit(lambda z: links.score_set(model, {"decoder": {}}, z, split))(
+        jax.numpy.asarray(zn, np.float32)
+    )
+    np.testing.assert_allclose(q, (zn[pos[:, :1]] * zn[targets]).sum(-1), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_sampled_link_epochs_run_as_one_program_for_every_seed():
     from sparsegcn.train.links import fit_links_sampled, sampled_link_data
@@ -209,6 +228,13 @@ def test_sampled_link_epochs_run_as_one_program_for_every_seed():
     )
     assert result.losses.shape == (3, 2) and np.isfinite(result.losses).all()
     assert result.test["auc"].shape == (2,)
+    # Evaluated layer by layer on the chunked sampling graph: the full-batch numbers.
+    for seed in range(2):
+        params = jax.tree.map(lambda a, s=seed: a[s], result.params)
+        want = evaluate(model, params, eval_data)
+        for split, got in (("test", result.test), ("valid", result.valid)):
+            np.testing.assert_allclose(got["auc"][seed], want[split]["auc"], rtol=1e-5)
+            np.testing.assert_allclose(got["ap"][seed], want[split]["ap"], rtol=1e-5)
 
 
 # -- several devices (tests/conftest.py simulates 8 CPU devices) ----------------
