@@ -46,7 +46,7 @@ sys.path[:0] = [str(HERE), str(HERE / "peers")]
 from graph_compare import mutag_arrays, ours_epoch, tu_root  # noqa: E402
 from graph_data import size_stats, synthetic_tu  # noqa: E402
 from sage_products_epoch import machine  # noqa: E402
-from typed_sampler_dedup_vs_tree import git_commit  # noqa: E402
+from typed_sampler_dedup_vs_tree import git_commit, load_note  # noqa: E402
 
 from sparsegcn.files import write_json_atomic  # noqa: E402
 
@@ -158,13 +158,7 @@ def main(argv=None) -> int:
         for c in d["cases"]
         for k in ("load_average_1m_before", "load_average_1m_after")
     ]
-    cores = os.cpu_count() or 1
-    results["note"] = f"load average {min(loads):.1f}-{max(loads):.1f} on {cores} cores" + (
-        ": loaded (above 1.5); other jobs shared the machine and only the side-by-side "
-        "ratios mean much"
-        if max(loads) > 1.5
-        else ""
-    )
+    results["note"] = load_note(loads)
     if args.out:
         write_json_atomic(args.out, results)
     return 0

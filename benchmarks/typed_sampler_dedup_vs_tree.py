@@ -57,6 +57,17 @@ from sparsegcn.sampling.typed_dedup import (
 from sparsegcn.tasks.hetero import HeteroData, make_epoch
 
 
+def load_note(loads) -> str:
+    """The load averages seen around a run, and whether they make it "loaded"."""
+    cores = os.cpu_count() or 1
+    return f"load average {min(loads):.1f}-{max(loads):.1f} on {cores} cores" + (
+        ": loaded (above 1.5); other jobs shared the machine and only the side-by-side "
+        "ratios mean much"
+        if max(loads) > 1.5
+        else ""
+    )
+
+
 def git_commit() -> str | None:
     """The checkout's commit (with ``+dirty`` for local changes), or ``None``."""
     try:
@@ -357,13 +368,7 @@ def main(argv=None) -> int:
     print({n: (runs[n]["steps_per_s"], runs[n]["step_ms_median"]) for n in names}, flush=True)
     results["machine"]["load_average_1m_at_end"] = os.getloadavg()[0]
     loads = [results["machine"]["load_average_1m_at_start"], load_before, load_after]
-    cores = os.cpu_count() or 1
-    results["note"] = f"load average {min(loads):.1f}-{max(loads):.1f} on {cores} cores" + (
-        ": loaded (above 1.5); other jobs shared the machine and only the side-by-side "
-        "ratios mean much"
-        if max(loads) > 1.5
-        else ""
-    )
+    results["note"] = load_note(loads)
     if args.out:
         write_json_atomic(args.out, results)
     return 0

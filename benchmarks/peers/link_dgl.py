@@ -37,6 +37,7 @@ import itertools
 import numpy as np
 import torch
 import torch.nn.functional as F
+from rgcn_dgl import endless
 from torch import nn
 
 
@@ -94,16 +95,8 @@ def link_batches(spec: dict):
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=float(spec["lr"]))
     stats: dict = {"input_rows": [], "block_edges": [], "seeds": [], "loss": None}
-    batches = iter(loader)
+    next_batch = endless(loader).__next__
     per_call = int(spec["batches"])
-
-    def next_batch():
-        nonlocal batches
-        try:
-            return next(batches)
-        except StopIteration:
-            batches = iter(loader)
-            return next(batches)
 
     def run():
         model.train()

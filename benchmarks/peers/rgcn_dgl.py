@@ -121,6 +121,12 @@ class RGCN(nn.Module):
                     conv.mods[rel].weight.copy_(w_rel[r])  # GraphConv: h @ W, [in, out]
 
 
+def endless(loader):
+    """The loader's batches, epoch after epoch (a fresh shuffle each pass)."""
+    while True:
+        yield from loader
+
+
 def _setup(spec: dict):
     """The typed graph, model, features and labels of a ``hetero_data`` ``.npz``."""
     import dgl
@@ -166,16 +172,8 @@ def rgcn_batches(spec: dict):
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=float(spec["lr"]))
     stats: dict = {"input_rows": [], "block_edges": [], "seeds": [], "batches_per_call": 0}
-    batches = iter(loader)
+    next_batch = endless(loader).__next__
     per_call = int(spec["batches"])
-
-    def next_batch():
-        nonlocal batches
-        try:
-            return next(batches)
-        except StopIteration:
-            batches = iter(loader)
-            return next(batches)
 
     def run():
         model.train()
