@@ -18,7 +18,8 @@ from sparsegcn.tasks.hetero import CURVES, HeteroLifecycle, fit_hetero
 from sparsegcn.train.checkpoint import CheckpointError, list_checkpoints, read_manifest
 
 
-@pytest.mark.parametrize("sampler", ["tree", "dedup"])
+# The dedup case costs ~17 s of compilation: slow; the tree case stays in the default suite.
+@pytest.mark.parametrize("sampler", ["tree", pytest.param("dedup", marks=pytest.mark.slow)])
 def test_two_devices_equal_one(sampler):
     """A batch of 64 papers split 32 + 32 over two devices: the same papers, samples
     and dropout masks, the gradient of the global batch; only rounding differs."""
