@@ -615,6 +615,13 @@ def open_listed_file(folder: Path, key: str, entry: dict) -> np.ndarray:
         raise FormatError(file, key, f"not a regular file: it is {err.kind}") from None
     except CorruptFileError as err:
         raise FormatError(file, key, err.cause) from None
+    _check_listed(file, array, entry)
+    return array
+
+
+def _check_listed(file: Path, array: np.ndarray, entry: dict) -> None:
+    """Raises :class:`FormatError` unless ``array``'s dtype and shape are the
+    manifest ``entry``'s (``{"dtype", "shape"}``)."""
     if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
         raise FormatError(
             file,
@@ -622,7 +629,6 @@ def open_listed_file(folder: Path, key: str, entry: dict) -> np.ndarray:
             f"holds {array.dtype} {list(array.shape)} but the manifest says "
             f"{entry['dtype']} {entry['shape']}",
         )
-    return array
 
 
 def read_format_manifest(file: Path, format: str, version: int, counts, *, what: str) -> dict:
@@ -745,13 +751,7 @@ def _open_arrays(folder: Path, manifest: dict) -> dict:
             raise FormatError(file, key, err.cause) from err
         except OSError as err:
             raise FormatError(file, key, f"unreadable ({err.strerror or err})") from err
-        if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
-            raise FormatError(
-                file,
-                "dtype" if str(array.dtype) != entry["dtype"] else "shape",
-                f"holds {array.dtype} {list(array.shape)} but the manifest says "
-                f"{entry['dtype']} {entry['shape']}",
-            )
+        _check_listed(file, array, entry)
         if str(array.dtype) not in dtypes:
             raise FormatError(file, "dtype", f"must be one of {dtypes}, got {array.dtype}")
         if shape is None and array.ndim != 1:
