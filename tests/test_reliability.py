@@ -16,6 +16,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 import urllib.error
 import zipfile
 from collections import defaultdict
@@ -178,6 +179,23 @@ def test_a_locked_folder_is_refused_naming_the_holder(tmp_path, capsys):
     hook.close()
 
 
+def test_a_holder_that_has_not_yet_written_its_pid_is_still_named(tmp_path):
+    # The holder truncates then writes its pid (on acquiring, and on each
+    # pending-list rewrite): a refused run reading in between waits for it.
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        timer = threading.Timer(0.1, lambda: os.write(fd, b"424243\n"))
+        timer.start()
+        with pytest.raises(CheckpointLockedError, match="in use by process 424243"):
+            CheckpointHook(folder, seeds=[0])
+        timer.join()
+    finally:
+        os.close(fd)
+
+
 def test_concurrent_runs_one_writes_the_other_is_refused(tmp_path):
     folder = tmp_path / "ck"
     argv = [sys.executable, "-m", "sparsegcn", "train", "--epochs", "60", "--patience", "0"]
@@ -188,7 +206,7 @@ def test_concurrent_runs_one_writes_the_other_is_refused(tmp_path):
     outcomes = sorted((run.returncode, err) for run, err in zip(runs, errors, strict=True))
     assert [rc for rc, _ in outcomes] == [0, 2], outcomes
     assert "Traceback" not in outcomes[1][1]
-    assert ("in use by process" in outcomes[1][1]) or ("of another run" in outcomes[1][1])
+    assert ("is in use by" in outcomes[1][1]) or ("of another run" in outcomes[1][1])
     assert read_manifest(folder)["epoch"] == 60
 
 

@@ -55,6 +55,7 @@ import math
 import os
 import re
 import stat
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -144,12 +145,24 @@ def _lock_key(directory: Path) -> Path:
     return directory.resolve()
 
 
-def _holder_pid(directory: Path) -> int | None:
-    try:
-        text = read_text(directory / LOCK_NAME).strip()
-        return int(text.split()[0]) if text else None
-    except (OSError, ValueError, IndexError):
-        return None
+def _holder_pid(directory: Path, wait_s: float = 0.5) -> int | None:
+    """The pid the lock's holder recorded, or ``None`` if unreadable.
+
+    A holder that has just taken the lock (or is rewriting its pending list)
+    may not have written its pid yet: the file is read again for up to
+    ``wait_s`` seconds before giving up.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            text = read_text(directory / LOCK_NAME).strip()
+            if text:
+                return int(text.split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
 
 
 def _pending(directory: Path) -> list[str]:
