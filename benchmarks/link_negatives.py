@@ -2,9 +2,12 @@
 
 On a dataset's random link split (Cora by default), draws ``--pairs`` uniform
 negatives ``--repeats`` times for each number of redraw rounds and counts the
-pairs that are still a train edge or a self-loop, next to the expected
-``d ** (rounds + 1)`` (``d``: the fraction of all ``N²`` pairs rejected).
-Prints one JSON line per round count (the table of ``docs/link-prediction.md``).
+pairs that are still a train edge or a self-loop, next to the expected rate:
+``d`` without redraws (``d``: the fraction of all ``N²`` pairs rejected), 0 where
+the spare pool refills the rejected slots (a sparse graph; it runs short with
+a probability below ``1e-12`` a call), ``d ** (rounds + 1)`` with per-slot
+redraws. Prints one JSON line per round count (the table of
+``docs/link-prediction.md``).
 
 Usage::
 
@@ -19,7 +22,13 @@ import json
 import jax
 
 from sparsegcn.datasets import load
-from sparsegcn.sampling.links import edge_index, is_edge, random_link_split, uniform_negatives
+from sparsegcn.sampling.links import (
+    edge_index,
+    is_edge,
+    random_link_split,
+    spare_pool_size,
+    uniform_negatives,
+)
 
 
 def main(argv=None) -> int:
@@ -43,11 +52,13 @@ def main(argv=None) -> int:
             u, v = pairs[:, 0], pairs[:, 1]
             bad += int(((u == v) | is_edge(index, u, v)).sum())
         total = args.pairs * args.repeats
+        spare = spare_pool_size(args.pairs, n, index.indices.shape[0]) if rounds else None
         row = {
             "dataset": args.dataset,
             "rounds": rounds,
             "rejected_fraction": d,
-            "expected": d ** (rounds + 1),
+            "refill": "per-slot redraws" if spare is None else f"spare pool of {spare}",
+            "expected": d ** (rounds + 1) if spare is None else 0.0,
             "measured": bad / total,
             "collisions": bad,
             "pairs": total,

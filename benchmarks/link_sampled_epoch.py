@@ -14,7 +14,10 @@ set, and ours' MRR against the 1,000 sampled negatives of each test source
   timed after ``block_until_ready``. Seed edges are drawn uniformly from
   the train pairs (a batch's host-side gather is inside the timing);
   weights ``1 / B`` (the batch's mean, DGL's loss up to a factor 2).
-  Negatives are uniform node pairs that are no train edge.
+  Negatives (``--negatives``): uniform node pairs that are no train edge
+  (``pairs``, 4 endpoints a seed edge), or, as DGL draws them, the seed
+  edge's source with a uniform target it has no train edge to (``targets``,
+  3 endpoints).
 - **DGL** 2.1 (``benchmarks/peers/link_dgl.py``, in its own process and
   environment, :mod:`peer_protocol`): ``as_edge_prediction_sampler``
   over ``NeighborSampler`` with ``Uniform(1)`` negatives (a seed edge's
@@ -129,6 +132,12 @@ def parse_args(argv=None):
     p.add_argument("--fanouts", default="15,10,5")
     p.add_argument("--sampler", choices=("tree", "dedup"), default="tree")
     p.add_argument(
+        "--negatives",
+        choices=("pairs", "targets"),
+        default="pairs",
+        help="uniform node pairs, or each seed edge's source with a uniform target (DGL's)",
+    )
+    p.add_argument(
         "--caps",
         default=None,
         help="dedup: per-hop frontier caps A,B,C, or 'auto' (probe_caps: 15 %% above the most "
@@ -179,11 +188,20 @@ def load(args):
     return dataset, chunked, data, folder
 
 
-def probe_caps(data, fanouts, batch_size: int, *, probes: int = 4, margin: float = 1.15):
+def probe_caps(
+    data,
+    fanouts,
+    batch_size: int,
+    *,
+    probes: int = 4,
+    margin: float = 1.15,
+    negatives_kind: str = "pairs",
+):
     """Per-hop frontier caps for the dedup sampler: ``margin`` times the most distinct
-    nodes any of ``probes`` uncapped batches (seed edges and uniform negative pairs,
-    as the step draws them) reaches at each hop, rounded up to a multiple of 1,024
-    and never above the uncapped size. Returns ``(caps, counts per probe)``."""
+    nodes any of ``probes`` uncapped batches (seed edges and their negatives, uniform
+    pairs or the sources with uniform targets, as the step draws them) reaches at
+    each hop, rounded up to a multiple of 1,024 and never above the uncapped size.
+    Returns ``(caps, counts per probe)``."""
     import jax
     import numpy as np
 
@@ -197,12 +215,15 @@ def probe_caps(data, fanouts, batch_size: int, *, probes: int = 4, margin: float
     for i in range(probes):
         pairs = train[rng.integers(0, train.shape[0], size=batch_size)]
         negatives = rng.integers(0, n, size=(batch_size, 2)).astype(np.int32)
-        nodes, mask, _, _ = batch_endpoints(pairs, negatives)
+        shared = negatives_kind == "targets"
+        if shared:
+            negatives[:, 0] = pairs[:, 0]
+        nodes, mask, _, _ = batch_endpoints(pairs, negatives, shared_sources=shared)
         sample = sample_dedup(
             data.indptr, data.indices, nodes, fanouts, key=jax.random.key(i), mask=mask
         )
         counts.append([int(np.asarray(m).sum()) for m in sample.masks[1:]])
-    full = dedup_sizes(4 * batch_size, fanouts, num_nodes=n)[1:]
+    full = dedup_sizes(int(nodes.shape[0]), fanouts, num_nodes=n)[1:]
     caps = [
         min(f, 1024 * math.ceil(margin * max(c[d] for c in counts) / 1024))
         for d, f in enumerate(full)
@@ -230,12 +251,13 @@ def ours_setup(args, data):
         encoder="sage",
         decoder="inner",
         recon="sampled",
+        negatives=args.negatives,
         embedding_dim=args.hidden,
     )
     config = LinkTrainConfig(learning_rate=args.lr)
     caps, probes = args.caps, None
     if caps == "auto":
-        caps, probes = probe_caps(data, fanouts, args.batch_size)
+        caps, probes = probe_caps(data, fanouts, args.batch_size, negatives_kind=args.negatives)
     caps = check_caps(caps, len(fanouts))
     tx = make_optimizer(config)
     params = model.init(jax.random.key(args.seed))
@@ -533,6 +555,7 @@ def run(args) -> dict:
             "lr": args.lr,
             "dropout": 0.0,
             "negatives_per_edge": 1,
+            "negatives": args.negatives,
             "timed_batches_per_side": args.rounds * args.per_round,
             "rounds": args.rounds,
         },

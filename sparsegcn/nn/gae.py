@@ -44,6 +44,12 @@ RECONSTRUCTIONS = ("full", "sampled")
 """Reconstruction losses: every ``N²`` pair weighted (the paper's), or the
 train edges against as many uniform negatives drawn afresh each epoch (PyG's)."""
 
+NEGATIVES = ("pairs", "targets")
+"""Training negatives of ``recon="sampled"``: uniform node pairs (PyG's
+``negative_sampling``), or each positive's source with a uniform target
+(DGL's ``negative_sampler.Uniform``); see
+:func:`sparsegcn.train.links.draw_negatives`."""
+
 LOGSTD_MAX = 10.0
 """VGAE clamps ``log σ`` from above, as PyG does, so ``exp`` cannot overflow."""
 
@@ -176,6 +182,7 @@ def graph_autoencoder(
     variational: bool = False,
     decoder: str = "inner",
     recon: str = "full",
+    negatives: str = "pairs",
 ) -> LinkModel:
     """A GAE (or VGAE) around an encoder: the encoder embeds, a pair decoder scores.
 
@@ -195,6 +202,8 @@ def graph_autoencoder(
       decoder: one of :data:`DECODERS`.
       recon: one of :data:`RECONSTRUCTIONS`; recorded in ``config`` for the
         trainer (``"full"`` needs a decoder of :data:`FULL_DECODERS`).
+      negatives: one of :data:`NEGATIVES`, what the trainer draws as
+        ``recon="sampled"``'s negatives; recorded in ``config``.
 
     Returns:
       :class:`LinkModel`.
@@ -207,6 +216,8 @@ def graph_autoencoder(
         raise ValueError(f"decoder must be one of {list(DECODERS)}, got {decoder!r}")
     if recon not in RECONSTRUCTIONS:
         raise ValueError(f"recon must be one of {list(RECONSTRUCTIONS)}, got {recon!r}")
+    if negatives not in NEGATIVES:
+        raise ValueError(f"negatives must be one of {list(NEGATIVES)}, got {negatives!r}")
     if recon == "full" and decoder not in FULL_DECODERS:
         raise ValueError(
             f"recon='full' scores all N² pairs as one product; decoder {decoder!r} has none, "
@@ -221,6 +232,7 @@ def graph_autoencoder(
         encoder=encoder.name,
         decoder=decoder,
         recon=recon,
+        negatives=negatives,
     )
 
     def init(key: jax.Array) -> dict:
@@ -272,6 +284,7 @@ __all__ = [
     "DECODERS",
     "ENCODERS",
     "FULL_DECODERS",
+    "NEGATIVES",
     "RECONSTRUCTIONS",
     "LinkModel",
     "decode_dense",

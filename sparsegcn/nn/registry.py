@@ -25,7 +25,7 @@ from sparsegcn import transforms
 from sparsegcn._checks import HYPERPARAMETERS, Bound, check_bound
 from sparsegcn.graph import Graph
 from sparsegcn.nn.appnp import appnp
-from sparsegcn.nn.gae import DECODERS, ENCODERS, RECONSTRUCTIONS, graph_autoencoder
+from sparsegcn.nn.gae import DECODERS, ENCODERS, NEGATIVES, RECONSTRUCTIONS, graph_autoencoder
 from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.gcnii import gcnii
@@ -201,6 +201,7 @@ def _link_model(variational: bool) -> Callable:
         encoder: str = "gcn",
         decoder: str = "inner",
         recon: str = "full",
+        negatives: str = "pairs",
         embedding_dim: int | None = None,
     ):
         if encoder not in ENCODERS:
@@ -214,7 +215,9 @@ def _link_model(variational: bool) -> Callable:
             layers=num_layers,
             dropout=dropout_rate,
         )
-        return graph_autoencoder(inner, dim, variational=variational, decoder=decoder, recon=recon)
+        return graph_autoencoder(
+            inner, dim, variational=variational, decoder=decoder, recon=recon, negatives=negatives
+        )
 
     return build
 
@@ -241,6 +244,12 @@ _LINK_OPTIONS = {
         "reconstruction loss: every N^2 pair weighted (Kipf & Welling) or the train edges "
         "against as many uniform negatives drawn on the device each epoch (PyG)",
         choices=RECONSTRUCTIONS,
+    ),
+    "negatives": Option(
+        "pairs",
+        "what --recon sampled scores the train edges against: uniform node pairs (PyG's "
+        "negative_sampling) or each edge's source with a uniform target (DGL's Uniform)",
+        choices=NEGATIVES,
     ),
     "embedding_dim": Option(16, "width of the node embeddings", bound=HYPERPARAMETERS["hidden"]),
 }

@@ -11,15 +11,19 @@ negative pairs sampled on the device inside the compiled epoch.
   fixed number of binary-search steps (int32 throughout: no ``N²`` keys).
 - :func:`uniform_negatives` (uniform pairs) and :func:`corrupt_targets`
   (per-source corruption, for MRR-style ranking): drawn on the device with
-  rejection of true edges and self-loops. Each slot draws ``rounds + 1``
-  candidates at once (static shapes), tests them all in one vectorised pass,
-  and keeps the first accepted one: sequential rejection sampling with at
-  most ``rounds`` redraws, without a loop-carried dependency. A slot whose
-  candidates are all rejected keeps its first, so the residual collision rate is about
-  ``d ** (rounds + 1)`` with ``d`` the fraction of candidate pairs that are
-  rejected (the density plus ``1/N`` for self-loops). With the default
-  ``rounds=3`` that is ``1e-8`` at Cora's density (``d ≈ 1.8e-3``); the
-  accepted pairs are exactly uniform over the non-edges (rejection sampling).
+  rejection of true edges and self-loops; the accepted pairs are exactly
+  uniform over the non-edges (rejection sampling). On a sparse graph,
+  :func:`uniform_negatives` draws one candidate a slot and refills the
+  rejected slots from a shared pool of spare candidates
+  (:func:`spare_pool_size`: about ``count d`` plus a margin, ``d`` the
+  rejected fraction of all pairs, the density plus ``1/N``), which runs short
+  with a probability below ``1e-12`` a call. Otherwise (and always in
+  :func:`corrupt_targets`, whose rejections depend on the source) each slot
+  draws ``rounds + 1`` candidates at once (static shapes), tests them all in
+  one vectorised pass, and keeps the first accepted one: sequential rejection
+  sampling with at most ``rounds`` redraws, without a loop-carried
+  dependency. A slot whose candidates are all rejected keeps its first, so
+  the residual collision rate is about ``d ** (rounds + 1)``.
 
 References:
   Kipf & Welling, *Variational Graph Auto-Encoders*, NIPS Workshop on
@@ -245,6 +249,31 @@ def _take(draws: jax.Array, pick: jax.Array) -> jax.Array:
     return jnp.take_along_axis(draws, pick[None], axis=0)[0]
 
 
+SPARE_POOL_MAX_DENSITY = 1 / 16
+"""Rejected fraction ``d`` up to which :func:`uniform_negatives` refills from a spare pool."""
+
+
+def spare_pool_size(count: int, num_nodes: int, num_edges: int) -> int | None:
+    """The spare candidates :func:`uniform_negatives` draws for ``count`` slots, or
+    ``None`` where per-slot redraws are used (``d`` above :data:`SPARE_POOL_MAX_DENSITY`).
+
+    With ``d = (num_edges + N) / N²`` (an upper bound of the rejected fraction:
+    ``num_edges`` stored directed edges, ``N`` self-loops), the rejected slots
+    number about ``mu = count d``. The pool covers ``t = mu + 8 sqrt(mu) + 8``
+    of them and, its own acceptances being binomial, holds
+    ``(t + 8 sqrt(t) + 8) / (1 - d)`` candidates: it runs short with a
+    probability below ``1e-12`` a call. Static: every argument is a shape.
+    """
+    if count <= 0 or num_nodes <= 0:
+        return None
+    d = min(1.0, (num_edges + num_nodes) / float(num_nodes) ** 2)
+    if d > SPARE_POOL_MAX_DENSITY:
+        return None
+    mu = count * d
+    t = mu + 8 * math.sqrt(mu) + 8
+    return math.ceil((t + 8 * math.sqrt(t) + 8) / (1 - d))
+
+
 def uniform_negatives(
     key: jax.Array,
     count: int,
@@ -255,19 +284,41 @@ def uniform_negatives(
 ) -> jax.Array:
     """``count`` uniform node pairs that are no edge of ``index`` and no self-loop.
 
-    Each slot draws ``rounds + 1`` candidate pairs and keeps the first that
-    is accepted; the accepted pairs are uniform over the non-edges, and a
-    slot with every candidate rejected keeps its first (about ``d ** (rounds + 1)`` of them, ``d`` the
-    rejected fraction of all pairs). Jit-able: ``count``, ``num_nodes`` and
-    ``rounds`` are static.
+    Rejection sampling, two ways (both jit-able: ``count``, ``num_nodes`` and
+    ``rounds`` are static; the accepted pairs are independent and uniform over
+    the non-edges either way):
+
+    - a sparse graph (rejected fraction ``d`` at most
+      :data:`SPARE_POOL_MAX_DENSITY`) and ``rounds >= 1``: one candidate a
+      slot, plus a shared pool of :func:`spare_pool_size` spare candidates
+      (about ``count d`` plus a margin). The ``k``-th rejected slot takes the
+      ``k``-th accepted spare. Rejected pairs remain only if the pool runs
+      short, with a probability below ``1e-12`` a call; a slot left over
+      keeps its first candidate. ``count + spare`` draws, not
+      ``(rounds + 1) count``.
+    - otherwise, each slot draws ``rounds + 1`` candidates and keeps the
+      first accepted one (at most ``rounds`` redraws); a slot with every
+      candidate rejected keeps its first, a residual rate of about
+      ``d ** (rounds + 1)``. ``rounds=0``: one candidate, no redraw.
 
     Returns:
       int32 ``[count, 2]``.
     """
-    draws = rounds + 1
-    u, v = jax.random.randint(key, (2, draws, count), 0, num_nodes, jnp.int32)
-    pick = _first_accepted(_reject(index, u, v))
-    return jnp.stack([_take(u, pick), _take(v, pick)], axis=1)
+    spare = spare_pool_size(count, num_nodes, index.indices.shape[0]) if rounds >= 1 else None
+    if spare is None:
+        draws = rounds + 1
+        u, v = jax.random.randint(key, (2, draws, count), 0, num_nodes, jnp.int32)
+        pick = _first_accepted(_reject(index, u, v))
+        return jnp.stack([_take(u, pick), _take(v, pick)], axis=1)
+    u, v = jax.random.randint(key, (2, count + spare), 0, num_nodes, jnp.int32)
+    rejected = _reject(index, u, v)
+    head, accepted_spare = rejected[:count], ~rejected[count:]
+    # The positions of the accepted spares, in order (padded with 0: never read).
+    spares = jnp.nonzero(accepted_spare, size=spare, fill_value=0)[0] + count
+    rank = jnp.cumsum(head) - 1  # the k-th rejected slot takes the k-th accepted spare
+    refill = head & (rank < jnp.sum(accepted_spare))
+    source = jnp.where(refill, spares[jnp.clip(rank, 0, spare - 1)], jnp.arange(count))
+    return jnp.stack([u[source], v[source]], axis=1)
 
 
 def corrupt_targets(
@@ -302,11 +353,13 @@ def corrupt_targets(
 
 __all__ = [
     "NEGATIVE_ROUNDS",
+    "SPARE_POOL_MAX_DENSITY",
     "EdgeIndex",
     "LinkSplit",
     "corrupt_targets",
     "edge_index",
     "is_edge",
     "random_link_split",
+    "spare_pool_size",
     "uniform_negatives",
 ]

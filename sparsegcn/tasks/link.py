@@ -82,6 +82,11 @@ def check_link_experiment(exp) -> None:
             f"{options['decoder']} has none: use --recon sampled or --decoder "
             f"{' or '.join(FULL_DECODERS)}"
         )
+    if options["negatives"] != "pairs" and options["recon"] == "full":
+        raise ValueError(
+            f"--negatives {options['negatives']} chooses the negatives of --recon sampled; "
+            "--recon full scores every pair and draws none"
+        )
     if exp.checkpoint and is_link_model(exp.checkpoint) and not exp.overwrite:
         raise ValueError(
             f"--checkpoint {exp.checkpoint!r} already holds a link model; pass --overwrite to "
@@ -284,6 +289,7 @@ def summarize_links(exp, info: dict, result, wall_s: float, ogb_metric: dict | N
         "encoder": exp.options()["encoder"],
         "decoder": exp.options()["decoder"],
         "recon": exp.options()["recon"],
+        "negatives": exp.options()["negatives"],
         "backend": "segment",
         "layout": "edges",
         "seeds": len(result.seeds),

@@ -70,7 +70,13 @@ from sparsegcn.nn.gae import (
     full_reconstruction_loss,
     sampled_reconstruction_loss,
 )
-from sparsegcn.sampling.links import NEGATIVE_ROUNDS, EdgeIndex, edge_index, uniform_negatives
+from sparsegcn.sampling.links import (
+    NEGATIVE_ROUNDS,
+    EdgeIndex,
+    corrupt_targets,
+    edge_index,
+    uniform_negatives,
+)
 from sparsegcn.train.optim import apply_optimizer
 from sparsegcn.train.state import seed_keys
 
@@ -126,7 +132,9 @@ class LinkTrainConfig:
       learning_rate, weight_decay: Adam's; L2 weight decay on the encoder's
         first layer (``decay_layers="first"``), every weight (``"all"``) or none.
       decay_layers: ``"none"``, ``"first"`` or ``"all"``.
-      negative_rounds: redraw rounds of the device negative sampler.
+      negative_rounds: redraw rounds of the device negative sampler (what a
+        negative is, the model says: ``model.config["negatives"]``,
+        :func:`draw_negatives`).
       metric: the dataset's ranking metric besides AUC and AP:
         ``"hits@K"``, ``"mrr"`` or ``""`` (none).
     """
@@ -335,6 +343,30 @@ def _jit_options(mesh: Mesh | None) -> dict:
 # -- full batch -----------------------------------------------------------------
 
 
+def draw_negatives(
+    kind: str, key: jax.Array, positives: jax.Array, index: EdgeIndex, rounds: int
+) -> jax.Array:
+    """One training negative per positive, drawn on the device: int32 ``[P, 2]``.
+
+    ``kind`` (:data:`~sparsegcn.nn.gae.NEGATIVES`, a link model's
+    ``config["negatives"]``): ``"pairs"``, uniform pairs that are no edge of
+    ``index`` and no self-loop (:func:`~sparsegcn.sampling.links.uniform_negatives`,
+    PyG's ``negative_sampling``); ``"targets"``, ``(u, t)`` for each positive
+    ``(u, v)``, ``t`` uniform among the nodes ``u`` has no edge to, not ``u``
+    (:func:`~sparsegcn.sampling.links.corrupt_targets`, DGL's
+    ``negative_sampler.Uniform(1)``): a sampled batch then has 3 endpoints a
+    pair, not 4.
+    """
+    n = index.indptr.shape[0] - 1
+    if kind == "pairs":
+        return uniform_negatives(key, positives.shape[0], n, index, rounds=rounds)
+    if kind != "targets":
+        raise ValueError(f"negatives must be 'pairs' or 'targets', got {kind!r}")
+    sources = positives[:, 0]
+    targets = corrupt_targets(key, sources, 1, n, index, rounds=rounds)[:, 0]
+    return jnp.stack([sources, targets], axis=1)
+
+
 def link_loss(
     model: LinkModel,
     params,
@@ -343,12 +375,14 @@ def link_loss(
     rounds: int,
     *,
     mesh: Mesh | None = None,
+    negatives: str = "pairs",
 ):
     """The training objective of one seed: reconstruction plus ``kl / N`` (VGAE).
 
     ``recon="full"`` (``model.config``): :func:`~sparsegcn.nn.gae.full_reconstruction_loss`
     over every pair; ``"sampled"``: the train positives against as many
-    uniform negatives, drawn here on the device. With ``mesh``, the rows of
+    negatives of kind ``negatives`` (:func:`draw_negatives`), drawn here on
+    the device. With ``mesh``, the rows of
     the ``[N, N]`` logits, or the positives and the negatives (drawn for all
     of them, then split), are split over its devices (:func:`split_rows`).
     """
@@ -361,11 +395,10 @@ def link_loss(
         logits = split_rows(model.decode_all(params, z), mesh)
         loss = full_reconstruction_loss(logits, data.labels, data.pos_weight, data.norm)
     else:
-        count = data.train.shape[0]
-        negatives = uniform_negatives(negative_key, count, n, data.edges, rounds=rounds)
-        positives, negatives = split_rows(data.train, mesh), split_rows(negatives, mesh)
+        drawn = draw_negatives(negatives, negative_key, data.train, data.edges, rounds)
+        positives, drawn = split_rows(data.train, mesh), split_rows(drawn, mesh)
         loss = sampled_reconstruction_loss(
-            model.decode(params, z, positives), model.decode(params, z, negatives)
+            model.decode(params, z, positives), model.decode(params, z, drawn)
         )
     return loss + kl / n
 
@@ -385,7 +418,15 @@ def train_step(
     Returns ``(params, opt_state, key, loss)``."""
     key, step_key = jax.random.split(key)
     loss, grads = jax.value_and_grad(
-        lambda p: link_loss(model, p, data, step_key, config.negative_rounds, mesh=mesh)
+        lambda p: link_loss(
+            model,
+            p,
+            data,
+            step_key,
+            config.negative_rounds,
+            mesh=mesh,
+            negatives=model.config.get("negatives", "pairs"),
+        )
     )(params)
     params, opt_state = apply_optimizer(tx, grads, opt_state, params)
     return params, opt_state, key, loss
@@ -611,25 +652,33 @@ def sampled_link_data(graph, features, train, *, undirected: bool = True) -> Sam
     )
 
 
-def batch_endpoints(pairs: jax.Array, negatives: jax.Array):
+def batch_endpoints(pairs: jax.Array, negatives: jax.Array, *, shared_sources: bool = False):
     """The distinct endpoint nodes of a batch of positive and negative pairs.
 
     Args:
       pairs, negatives: int32 ``[B, 2]``.
+      shared_sources: static: each negative has its positive's source
+        (``negatives[:, 0] == pairs[:, 0]``, target-corrupting negatives),
+        so the batch has ``S = 3B`` endpoints, not ``S = 4B``.
 
     Returns:
-      ``(nodes [4B], mask [4B], local_pos [B, 2], local_neg [B, 2])``: the
+      ``(nodes [S], mask [S], local_pos [B, 2], local_neg [B, 2])``: the
       distinct nodes (padded with node 0, ``mask`` false there) and each
       pair as rows of ``nodes``.
     """
     b = pairs.shape[0]
-    ends = jnp.concatenate([pairs[:, 0], pairs[:, 1], negatives[:, 0], negatives[:, 1]])
-    nodes, inverse = jnp.unique(ends, size=4 * b, fill_value=0, return_inverse=True)
+    columns = [pairs[:, 0], pairs[:, 1], negatives[:, 1]]
+    if not shared_sources:
+        columns.insert(2, negatives[:, 0])
+    ends = jnp.concatenate(columns)
+    size = len(columns) * b
+    nodes, inverse = jnp.unique(ends, size=size, fill_value=0, return_inverse=True)
     ordered = jnp.sort(ends)
     count = 1 + jnp.sum(ordered[1:] != ordered[:-1])
-    mask = jnp.arange(4 * b) < count
-    inverse = inverse.reshape(4, b)
-    return nodes, mask, inverse[:2].T, inverse[2:].T
+    mask = jnp.arange(size) < count
+    inverse = inverse.reshape(len(columns), b)
+    local_neg = jnp.stack([inverse[0], inverse[2]]) if shared_sources else inverse[2:]
+    return nodes, mask, inverse[:2].T, local_neg.T
 
 
 def sampled_link_loss(
@@ -645,8 +694,10 @@ def sampled_link_loss(
     mesh: Mesh | None = None,
     sampler: str = "tree",
     caps=None,
+    negatives: str = "pairs",
 ):
-    """One batch's loss: ``B`` positives, ``B`` fresh uniform negatives, their
+    """One batch's loss: ``B`` positives, ``B`` fresh negatives of kind
+    ``negatives`` (:func:`draw_negatives`), their
     distinct endpoints' neighbour trees (:func:`~sparsegcn.sampling.sample_blocks`;
     ``sampler="dedup"``: their de-duplicated neighbourhoods,
     :func:`~sparsegcn.sampling.sample_dedup`, frontiers capped by ``caps``),
@@ -669,20 +720,21 @@ def sampled_link_loss(
     sub-batches'.
     """
     negative_key, tree_key, encode_key = jax.random.split(key, 3)
-    n = data.edges.indptr.shape[0] - 1
-    negatives = uniform_negatives(negative_key, pairs.shape[0], n, data.edges, rounds=rounds)
+    shared = negatives == "targets"
+    drawn = draw_negatives(negatives, negative_key, pairs, data.edges, rounds)
     if mesh is None:
         return _tree_loss(
             model,
             params,
             data,
             pairs,
-            negatives,
+            drawn,
             weights,
             (tree_key, encode_key),
             fanouts,
             sampler,
             caps,
+            shared,
         )
     d = mesh.size
     per = -(-pairs.shape[0] // d)
@@ -694,24 +746,36 @@ def sampled_link_loss(
     def share_loss(pairs, negatives, weights, index):
         keys = (jax.random.fold_in(tree_key, index), jax.random.fold_in(encode_key, index))
         return _tree_loss(
-            model, params, data, pairs, negatives, weights, keys, fanouts, sampler, caps
+            model, params, data, pairs, negatives, weights, keys, fanouts, sampler, caps, shared
         )
 
     losses = jax.vmap(share_loss)(
-        shares(pairs), shares(negatives), shares(weights), jnp.arange(d, dtype=jnp.int32)
+        shares(pairs), shares(drawn), shares(weights), jnp.arange(d, dtype=jnp.int32)
     )
     return jnp.sum(losses)
 
 
 def _tree_loss(
-    model, params, data, pairs, negatives, weights, keys, fanouts, sampler="tree", caps=None
+    model,
+    params,
+    data,
+    pairs,
+    negatives,
+    weights,
+    keys,
+    fanouts,
+    sampler="tree",
+    caps=None,
+    shared_sources=False,
 ):
     """:func:`sampled_link_loss` of given negatives; ``keys``: ``(tree, encode)``."""
     from sparsegcn.sampling.dedup import sample_batch
 
     tree_key, encode_key = keys
     n = data.edges.indptr.shape[0] - 1
-    nodes, mask, local_pos, local_neg = batch_endpoints(pairs, negatives)
+    nodes, mask, local_pos, local_neg = batch_endpoints(
+        pairs, negatives, shared_sources=shared_sources
+    )
     sample = sample_batch(
         sampler, data.indptr, data.indices, nodes, fanouts, key=tree_key, mask=mask, caps=caps
     )
@@ -766,6 +830,7 @@ def sampled_link_step(
             mesh=mesh,
             sampler=sampler,
             caps=caps,
+            negatives=model.config.get("negatives", "pairs"),
         )
     )(params)
     params, opt_state = apply_optimizer(tx, grads, opt_state, params)
@@ -920,6 +985,7 @@ __all__ = [
     "SampledLinkData",
     "batch_endpoints",
     "check_link_config",
+    "draw_negatives",
     "eval_set",
     "evaluate",
     "fit_links",

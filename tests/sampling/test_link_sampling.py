@@ -10,11 +10,13 @@ import pytest
 import scipy.stats
 
 import sparsegcn as sg
+from sparsegcn.sampling import links as links_module
 from sparsegcn.sampling.links import (
     corrupt_targets,
     edge_index,
     is_edge,
     random_link_split,
+    spare_pool_size,
     uniform_negatives,
 )
 
@@ -115,6 +117,17 @@ def test_uniform_negatives_residual_rate_is_the_rejected_fraction_to_the_rounds_
     assert abs(bad.mean() - expected) < 5 * sigma, (bad.mean(), expected)
 
 
+def assert_uniform_over_the_non_edges(sample: np.ndarray, pairs: np.ndarray, n: int) -> None:
+    """Every drawn pair is a non-edge, and a chi-square test finds them uniform."""
+    edges = pair_set(pairs)
+    non_edges = [(a, b) for a in range(n) for b in range(n) if a != b and (a, b) not in edges]
+    counts = {p: 0 for p in non_edges}
+    for a, b in sample:
+        counts[(int(a), int(b))] += 1  # a KeyError would be an edge or a self-loop drawn
+    assert sum(counts.values()) == len(sample)
+    assert scipy.stats.chisquare(list(counts.values())).pvalue > 1e-3
+
+
 def test_uniform_negatives_are_uniform_over_the_non_edges():
     n, count = 12, 60_000
     graph = random_undirected(n, 0.3, 2)
@@ -122,13 +135,41 @@ def test_uniform_negatives_are_uniform_over_the_non_edges():
     sample = np.asarray(
         uniform_negatives(jax.random.key(3), count, n, edge_index(pairs, n), rounds=12)
     )
+    assert_uniform_over_the_non_edges(sample, pairs, n)
+
+
+def sparse_graph_pairs(n: int, undirected_edges: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    upper = {
+        tuple(sorted(p)) for p in rng.integers(0, n, (4 * undirected_edges, 2)) if p[0] != p[1]
+    }
+    chosen = np.array(sorted(upper))[:undirected_edges]
+    return np.concatenate([chosen, chosen[:, ::-1]])
+
+
+def test_uniform_negatives_on_a_sparse_graph_refill_from_the_spare_pool_exactly_and_uniformly():
+    # d = (40 + 40) / 1600 = 0.05: the spare-pool path (about 5,000 slots refilled).
+    n, count = 40, 100_000
+    pairs = sparse_graph_pairs(n, 20, 5)
+    index = edge_index(pairs, n)
+    assert spare_pool_size(count, n, index.indices.shape[0]) is not None
+    sample = np.asarray(jax.jit(lambda k: uniform_negatives(k, count, n, index))(jax.random.key(4)))
+    assert_uniform_over_the_non_edges(sample, pairs, n)
+
+
+def test_a_spare_pool_that_runs_short_leaves_the_remaining_slots_their_first_draw(monkeypatch):
+    n, count = 40, 20_000
+    pairs = sparse_graph_pairs(n, 20, 6)
+    index = edge_index(pairs, n)
+    d = (len(pairs) + n) / n**2
+    monkeypatch.setattr(links_module, "spare_pool_size", lambda *args: 10)
+    sample = np.asarray(uniform_negatives(jax.random.key(8), count, n, index))
     edges = pair_set(pairs)
-    non_edges = [(a, b) for a in range(n) for b in range(n) if a != b and (a, b) not in edges]
-    counts = {p: 0 for p in non_edges}
-    for a, b in sample:
-        counts[(int(a), int(b))] += 1  # a KeyError would be an edge or a self-loop drawn
-    assert sum(counts.values()) == count
-    assert scipy.stats.chisquare(list(counts.values())).pvalue > 1e-3
+    bad = sum((int(a), int(b)) in edges or a == b for a, b in sample)
+    # About count * d = 1,000 rejected first draws, at most 10 of them refilled.
+    expected = count * d - 10 * (1 - d)
+    assert abs(bad - expected) < 5 * np.sqrt(count * d), (bad, expected)
+    assert spare_pool_size(4488, 2708, 10556) < 100  # Cora's train graph: ~8 rejections a step
 
 
 def test_corrupt_targets_keep_sources_and_exclude_their_edges():

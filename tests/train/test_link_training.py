@@ -117,12 +117,14 @@ def test_trainer_refuses_bad_settings():
         link_data(None, None, 4, np.zeros((3, 3), np.int64), None, None)
 
 
-@pytest.mark.parametrize("sampler", ["tree", "dedup"])
-def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step(sampler):
+@pytest.mark.parametrize(
+    ("sampler", "negatives"), [("tree", "pairs"), ("dedup", "pairs"), ("tree", "targets")]
+)
+def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step(sampler, negatives):
     from sparsegcn.nn.gae import sampled_reconstruction_loss
-    from sparsegcn.sampling.links import uniform_negatives
     from sparsegcn.train.links import (
         batch_endpoints,
+        draw_negatives,
         sampled_link_data,
         sampled_link_loss,
     )
@@ -133,7 +135,15 @@ def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step(sampler)
     sampled = sampled_link_data(message, x, split.split["train"])
     full_graph = transforms.sort_edges(sg.nn.get_model_spec("sage").prepare_graph(message))
     model = create_model(
-        "gae", 4, 4, hidden=8, layers=2, dropout=0.0, encoder="sage", recon="sampled"
+        "gae",
+        4,
+        4,
+        hidden=8,
+        layers=2,
+        dropout=0.0,
+        encoder="sage",
+        recon="sampled",
+        negatives=negatives,
     )
     params = model.init(jax.random.key(0))
     degree = int(np.bincount(np.asarray(message.receivers), minlength=24).max())
@@ -143,20 +153,30 @@ def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step(sampler)
     key = jax.random.key(9)
 
     def tree_loss(p):
-        return sampled_link_loss(model, p, sampled, pairs, weights, key, fanouts, sampler=sampler)
+        return sampled_link_loss(
+            model, p, sampled, pairs, weights, key, fanouts, sampler=sampler, negatives=negatives
+        )
+
+    drawn = draw_negatives(negatives, jax.random.split(key, 3)[0], pairs, sampled.edges, 3)
+    if negatives == "targets":  # each negative keeps its positive's source
+        np.testing.assert_array_equal(np.asarray(drawn[:, 0]), np.asarray(pairs[:, 0]))
 
     def full_loss(p):
-        negatives = uniform_negatives(jax.random.split(key, 3)[0], 6, 24, sampled.edges)
         z = model.embed(p, full_graph, x)
-        return sampled_reconstruction_loss(model.decode(p, z, pairs), model.decode(p, z, negatives))
+        return sampled_reconstruction_loss(model.decode(p, z, pairs), model.decode(p, z, drawn))
 
     np.testing.assert_allclose(tree_loss(params), full_loss(params), rtol=1e-5)
     tree_grad, full_grad = jax.grad(tree_loss)(params), jax.grad(full_loss)(params)
     for a, b in zip(jax.tree.leaves(tree_grad), jax.tree.leaves(full_grad), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
-    nodes, mask, local_pos, _ = batch_endpoints(pairs, pairs[::-1])
-    assert int(mask.sum()) == len(np.unique(np.asarray(pairs)))  # distinct endpoints only
+    nodes, mask, local_pos, local_neg = batch_endpoints(
+        pairs, drawn, shared_sources=negatives == "targets"
+    )
+    assert nodes.shape == ((3 if negatives == "targets" else 4) * 6,)
+    ends = np.concatenate([np.asarray(pairs).ravel(), np.asarray(drawn).ravel()])
+    assert int(mask.sum()) == len(np.unique(ends))  # distinct endpoints only
     np.testing.assert_array_equal(np.asarray(nodes)[np.asarray(local_pos)], np.asarray(pairs))
+    np.testing.assert_array_equal(np.asarray(nodes)[np.asarray(local_neg)], np.asarray(drawn))
 
 
 def test_evaluation_ranks_per_source_targets_and_shared_pairs_as_ogb_defines():
