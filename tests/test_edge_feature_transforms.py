@@ -251,27 +251,74 @@ def test_tree_sampler_returns_the_sampled_edges(graph):
         sampled_edge_features(graph.edge_features, csr.edge_ids, plain)
 
 
-def test_dedup_sampler_returns_the_sampled_edges(graph):
-    csr = graph.to_csr()
-    ids = np.asarray(csr.edge_ids)
+def _unique_edge_graph(seed: int, n: int = 24, m: int = 90) -> Graph:
+    """``m`` distinct random edges of ``n`` nodes (loops allowed), row ``e`` = ``edge_rows``."""
+    rng = np.random.default_rng(seed)
+    pairs = rng.choice(n * n, size=m, replace=False)
+    senders, receivers = (pairs // n).astype(np.int32), (pairs % n).astype(np.int32)
+    return Graph(senders, receivers, None, n, edge_features=edge_rows(m))
+
+
+@pytest.mark.parametrize(
+    ("case", "seeds", "fanouts", "caps"),
+    [
+        ("fixture", [3, 2, 4], (3, 2), None),  # 2 -> 2 is a loop; node 4 has no in-edges
+        ("random", [5, 5, 0, 17, 9, 3], (4, 3), None),  # a repeated seed; nodes reached twice
+        ("random", [5, 1, 0, 17, 9, 3], (4, 3), (8, 8)),  # caps drop nodes: their edges masked
+    ],
+)
+def test_dedup_sampler_keeps_each_sampled_edges_features(graph, case, seeds, fanouts, caps):
+    """Every sampled (source row -> frontier node) slot gets the feature row of that
+    ``(src, dst)`` edge in the original graph, found by its endpoints (edges are unique);
+    masked slots are zeros."""
+    if case == "fixture":
+        duplicate = 5  # the second 1 -> 2: drop it, so that endpoints name one edge
+        keep = np.arange(graph.num_edges) != duplicate
+        g = Graph(SENDERS[keep], RECEIVERS[keep], None, N, edge_features=graph.edge_features[keep])
+    else:
+        g = _unique_edge_graph(0)
+    row_of = {
+        (int(s), int(r)): np.asarray(f)
+        for s, r, f in zip(g.senders, g.receivers, g.edge_features, strict=True)
+    }
+    assert len(row_of) == g.num_edges
+    csr = g.to_csr()
+    mask = np.ones(len(seeds), bool)
+    mask[-1] = False  # a padded seed slot: no edges
     sample = sample_dedup(
         csr.indptr,
         csr.indices,
-        np.array([3, 2], np.int32),
-        (3, 2),
-        key=jax.random.key(0),
+        np.array(seeds, np.int32),
+        fanouts,
+        key=jax.random.key(3),
+        mask=mask,
+        caps=caps,
         with_edges=True,
     )
+    gathered = sampled_edge_features(g.edge_features, csr.edge_ids, sample)
     rows = np.concatenate([np.asarray(n) for n in sample.nodes])
-    for d, (neighbors, ok, edges) in enumerate(
-        zip(sample.neighbors, sample.edge_masks, sample.edges, strict=True)
+    checked = 0
+    for d, (neighbors, ok, features) in enumerate(
+        zip(sample.neighbors, sample.edge_masks, gathered, strict=True)
     ):
-        ok = np.asarray(ok)
-        assert ok.any()
-        edge = ids[np.asarray(edges)]
-        parents = np.broadcast_to(np.asarray(sample.nodes[d])[:, None], ok.shape)
-        np.testing.assert_array_equal(graph.receivers[edge][ok], parents[ok])
-        np.testing.assert_array_equal(graph.senders[edge][ok], rows[np.asarray(neighbors)][ok])
+        ok, features = np.asarray(ok), np.asarray(features)
+        assert features.shape == (*ok.shape, g.num_edge_features)
+        if d == 0:
+            assert not ok[-1].any()  # the padded seed samples nothing
+        assert not features[~ok].any()  # padding and dropped slots are zero rows
+        targets = np.asarray(sample.nodes[d])
+        for t, j in zip(*np.nonzero(ok), strict=True):
+            src, dst = int(rows[int(neighbors[t, j])]), int(targets[t])
+            np.testing.assert_array_equal(features[t, j], row_of[src, dst])
+            checked += 1
+    assert checked == int(sample.num_sampled_edges()) > 0
+    if caps is not None:
+        assert int(np.asarray(sample.overflow).sum()) > 0  # the caps bound: slots were masked
+    plain = sample_dedup(
+        csr.indptr, csr.indices, np.array(seeds, np.int32), fanouts, key=jax.random.key(3)
+    )
+    with pytest.raises(ValueError, match="DedupSample has no edges"):
+        sampled_edge_features(g.edge_features, csr.edge_ids, plain)
 
 
 @pytest.mark.parametrize("shards", [1, 3])

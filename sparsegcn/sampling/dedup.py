@@ -107,7 +107,8 @@ class DedupSample(NamedTuple):
       edges: ``None``, or (``sample_dedup(..., with_edges=True)``) ``L``
         arrays ``[f_d, k_{d+1}]``: the CSR position of each sampled edge
         (0 where masked); ``Graph.to_csr().edge_ids[position]`` is its id in
-        the edge list, whose ``edge_features`` row it keeps.
+        the edge list, whose ``edge_features`` row it keeps
+        (:func:`~sparsegcn.sampling.sampled_edge_features` gathers them).
     """
 
     nodes: tuple

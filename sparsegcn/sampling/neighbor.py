@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -60,6 +60,9 @@ from sparsegcn import _checks
 # mulhi_u32 is re-exported: it was defined here before the bits moved to ops.
 from sparsegcn.ops.random import hash_bits, uniform_below
 from sparsegcn.ops.random import mulhi_u32 as mulhi_u32
+
+if TYPE_CHECKING:  # dedup builds on this module
+    from sparsegcn.sampling.dedup import DedupSample
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -451,28 +454,37 @@ def _blocks_jit(
 
 
 def sampled_edge_features(
-    edge_features: jax.Array, edge_ids: jax.Array, sample: NeighborSample
+    edge_features: jax.typing.ArrayLike,
+    edge_ids: jax.typing.ArrayLike,
+    sample: NeighborSample | DedupSample,
 ) -> tuple[jax.Array, ...]:
-    """The features of every sampled edge of a tree drawn with ``with_edges=True``.
+    """The features of every sampled edge of a sample drawn with ``with_edges=True``.
 
     Args:
       edge_features: float ``[E, D]``, the graph's rows in edge-list order.
       edge_ids: ``[E]`` CSR position -> edge-list index (``Graph.to_csr().edge_ids``).
-      sample: a :class:`NeighborSample` with ``edges``.
+      sample: a :class:`NeighborSample` or a
+        :class:`~sparsegcn.sampling.DedupSample` with ``edges``.
 
     Returns:
-      ``L`` arrays ``[B, k_1, ..., k_d, D]``: level ``d + 1``'s entry holds the
-      row of the edge it was sampled along; zeros where masked.
+      ``L`` arrays, one per hop ``d``: for a tree, ``[B, k_1, ..., k_{d+1}, D]``,
+      level ``d + 1``'s entry holding the row of the edge it was sampled
+      along; for a de-duplicated sample, ``[f_d, k_{d+1}, D]``, the row of the
+      edge from ``neighbors[d]`` to frontier ``d``'s node. Zeros where masked
+      (``masks[d + 1]``, resp. ``edge_masks[d]``).
 
     Raises:
       ValueError: the sample was drawn without ``with_edges``.
     """
     if sample.edges is None:
-        raise ValueError("this NeighborSample has no edges; sample it with with_edges=True")
+        raise ValueError(
+            f"this {type(sample).__name__} has no edges; sample it with with_edges=True"
+        )
+    masks = sample.masks[1:] if isinstance(sample, NeighborSample) else sample.edge_masks
+    features, ids = jnp.asarray(edge_features), jnp.asarray(edge_ids)
     out = []
-    for positions, mask in zip(sample.edges, sample.masks[1:], strict=True):
-        rows = jnp.asarray(edge_features)[jnp.asarray(edge_ids)[positions]]
-        out.append(jnp.where(mask[..., None], rows, 0))
+    for positions, mask in zip(sample.edges, masks, strict=True):
+        out.append(jnp.where(mask[..., None], features[ids[positions]], 0))
     return tuple(out)
 
 

@@ -165,7 +165,8 @@ class HeteroFit(NamedTuple):
       step_s: seconds per training batch (median epoch / batches).
       batches: training batches per epoch.
       compile_s: seconds to compile the epoch and the scorer (ahead of time;
-        0 when no epoch was left to train).
+        0 when no epoch was left to train, about 0 when an earlier seed's
+        call compiled the same :class:`HeteroPrograms`).
       val_accs, test_accs: validation and test accuracy per epoch.
       devices: devices each batch was split over.
       state: the final :class:`SeedState`.
@@ -304,6 +305,65 @@ def make_predict(model, fanouts, target: str, mesh=None, *, sampler: str = "tree
     return predict
 
 
+class HeteroPrograms(NamedTuple):
+    """The jitted epoch and scorer of one run's settings, shared by its seeds.
+
+    Each seed of a run trains the same shapes, so one pair of jitted
+    functions serves them all and each compiles once per run, not once per
+    seed (tested). Built by :func:`hetero_programs`; :func:`fit_hetero`
+    refuses a pair made for other settings.
+
+    Attributes:
+      epoch: :func:`make_epoch`'s jitted epoch.
+      predict: :func:`make_predict`'s jitted scorer.
+      settings: ``(model, tx, fanouts table, target, mesh, sampler, caps)``
+        they were made for.
+    """
+
+    epoch: Callable
+    predict: Callable
+    settings: tuple
+
+
+def _fit_settings(model, tx, data: HeteroData, fanouts, devices, sampler: str, caps) -> tuple:
+    """The validated ``(model, tx, fanouts table, target, mesh, sampler, caps)`` of a fit."""
+    from sparsegcn.parallel.mesh import as_mesh
+    from sparsegcn.sampling.typed import check_typed_fanouts
+    from sparsegcn.sampling.typed_dedup import TYPED_SAMPLERS, check_typed_caps
+
+    table = check_typed_fanouts(fanouts, data.graph.edge_types)
+    if sampler not in TYPED_SAMPLERS:
+        raise ValueError(f"sampler must be one of {TYPED_SAMPLERS}, got {sampler!r}")
+    if caps is not None and sampler != "dedup":
+        raise ValueError(f"caps={caps!r} applies to the dedup sampler, not {sampler!r}")
+    caps = check_typed_caps(caps, data.graph.node_types, len(table))
+    mesh = as_mesh(devices) if not isinstance(devices, int) or devices > 1 else None
+    if mesh is not None and mesh.size == 1:
+        mesh = None
+    return (model, tx, table, data.dataset.target, mesh, sampler, caps)
+
+
+def hetero_programs(
+    model, tx, data: HeteroData, *, fanouts, devices=1, sampler: str = "tree", caps=None
+) -> HeteroPrograms:
+    """The jitted epoch and scorer for :func:`fit_hetero` with these arguments.
+
+    Pass the result as ``programs`` to every seed's :func:`fit_hetero` call
+    (with the same arguments) so that the seeds share one compilation.
+
+    Raises:
+      ValueError: bad fanouts, an unknown sampler, bad caps, or more
+        devices than this process has.
+    """
+    settings = _fit_settings(model, tx, data, fanouts, devices, sampler, caps)
+    _, _, table, target, mesh, sampler, caps = settings
+    return HeteroPrograms(
+        make_epoch(model, tx, table, target, mesh, sampler=sampler, caps=caps),
+        make_predict(model, table, target, mesh, sampler=sampler, caps=caps),
+        settings,
+    )
+
+
 def _host(tree):
     """A host copy of every leaf (the next epoch donates the device buffers)."""
     return jax.tree.map(lambda a: np.array(a, copy=True), tree)
@@ -377,6 +437,7 @@ def fit_hetero(
     progress: bool = False,
     sampler: str = "tree",
     caps=None,
+    programs: HeteroPrograms | None = None,
 ) -> HeteroFit:
     """Trains ``model`` on sampled batches of ``data``'s training papers; scores every epoch.
 
@@ -420,30 +481,32 @@ def fit_hetero(
         are split and XLA partitions the rest.
       caps: dedup only: frontier caps per hop and type
         (:func:`~sparsegcn.sampling.typed_dedup.check_typed_caps`).
+      programs: the jitted epoch and scorer from :func:`hetero_programs`
+        with the same arguments, shared by several seeds so that they
+        compile once; default: made for this call.
 
     Returns:
       A :class:`HeteroFit`.
 
     Raises:
       ValueError: more devices than this process has (before anything is
-        compiled), bad fanouts, an unknown sampler or bad caps.
+        compiled), bad fanouts, an unknown sampler, bad caps, or
+        ``programs`` made for other settings.
     """
     from tqdm.auto import tqdm
 
-    from sparsegcn.parallel.mesh import AXIS, as_mesh, put
-    from sparsegcn.sampling.typed import check_typed_fanouts
-    from sparsegcn.sampling.typed_dedup import TYPED_SAMPLERS, check_typed_caps
+    from sparsegcn.parallel.mesh import AXIS, put
 
-    target = data.dataset.target
-    table = check_typed_fanouts(fanouts, data.graph.edge_types)
-    if sampler not in TYPED_SAMPLERS:
-        raise ValueError(f"sampler must be one of {TYPED_SAMPLERS}, got {sampler!r}")
-    if caps is not None and sampler != "dedup":
-        raise ValueError(f"caps={caps!r} applies to the dedup sampler, not {sampler!r}")
-    caps = check_typed_caps(caps, data.graph.node_types, len(table))
-    mesh = as_mesh(devices) if not isinstance(devices, int) or devices > 1 else None
-    if mesh is not None and mesh.size == 1:
-        mesh = None
+    settings = _fit_settings(model, tx, data, fanouts, devices, sampler, caps)
+    if programs is None:
+        programs = hetero_programs(
+            model, tx, data, fanouts=fanouts, devices=devices, sampler=sampler, caps=caps
+        )
+    elif programs.settings != settings:
+        names = ("model", "tx", "fanouts", "target", "mesh", "sampler", "caps")
+        differ = [n for n, a, b in zip(names, programs.settings, settings, strict=True) if a != b]
+        raise ValueError(f"programs were made for another {', '.join(differ)} than this fit's")
+    mesh = settings[4]
     num_devices = 1 if mesh is None else mesh.size
     width = batch_width(batch_size, num_devices)
 
@@ -487,13 +550,9 @@ def fit_hetero(
         args = place((data.csr, data.features, data.labels))
         ids, mask = place(_batches(train_ids, batch_size, max_batches, width), None, AXIS)
         start = time.perf_counter()
-        epoch_fn = (
-            make_epoch(model, tx, table, target, mesh, sampler=sampler, caps=caps)
-            .lower(params, opt_state, key, *args, ids, mask)
-            .compile()
-        )
-        predict = make_predict(model, table, target, mesh, sampler=sampler, caps=caps)
-        predict = predict.lower(params, key, *args[:2], eval_ids, eval_mask).compile()
+        # The same jitted functions and shapes as an earlier seed's: a cache hit.
+        epoch_fn = programs.epoch.lower(params, opt_state, key, *args, ids, mask).compile()
+        predict = programs.predict.lower(params, key, *args[:2], eval_ids, eval_mask).compile()
         compile_s = time.perf_counter() - start
     bar = tqdm(total=epochs, initial=epoch, disable=not progress, desc="epochs")
     while not done and epoch < epochs:
@@ -906,6 +965,16 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
     lifecycle = HeteroLifecycle.start(exp, data, model, tx)
     train = np.asarray(data.dataset.split["train"])
     batches = _batches(train, exp.batch_size, exp.max_batches)[0].shape[0]
+    placement = mesh if mesh is not None else 1
+    programs = hetero_programs(
+        model,
+        tx,
+        data,
+        fanouts=fanouts,
+        devices=placement,
+        sampler=exp.sampler,
+        caps=exp.dedup_caps,
+    )
     fits = []
     try:
         for k, seed in enumerate(exp.seed_list()):
@@ -924,13 +993,14 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
                     seed=seed,
                     patience=exp.patience or 0,
                     max_batches=exp.max_batches,
-                    devices=mesh if mesh is not None else 1,
+                    devices=placement,
                     state=state,
                     history=history,
                     on_epoch=lifecycle.on_epoch(k),
                     progress=progress,
                     sampler=exp.sampler,
                     caps=exp.dedup_caps,
+                    programs=programs,
                 )
             )
     except BaseException:
@@ -954,7 +1024,6 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
         )
     tables = jax.eval_shape(model.init, jax.random.key(0))["embeddings"]
     embedding_bytes = sum(int(np.prod(v.shape)) * 4 for v in jax.tree.leaves(tables))
-    compiled = [f.compile_s for f in fits if f.compile_s > 0]
     devices = 1 if mesh is None else mesh.size
     return {
         "dataset": data.dataset.name,
@@ -980,7 +1049,7 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
         "epoch_s": [f.epoch_s for f in fits],
         "eval_s": [f.eval_s for f in fits],
         "epoch_ms_median": 1e3 * float(np.median([s for f in fits for s in f.epoch_s])),
-        "compile_s": float(np.mean(compiled)) if compiled else 0.0,
+        "compile_s": float(sum(f.compile_s for f in fits)),  # one compilation, shared
         "embedding_bytes": embedding_bytes,
         "load_s": load_s,
         "wall_s": time.perf_counter() - start,
@@ -1098,6 +1167,7 @@ __all__ = [
     "HeteroData",
     "HeteroFit",
     "HeteroLifecycle",
+    "HeteroPrograms",
     "SeedState",
     "batch_width",
     "build_model",
@@ -1108,6 +1178,7 @@ __all__ = [
     "first_epoch_overflow",
     "fit_hetero",
     "hetero_fingerprint",
+    "hetero_programs",
     "init_seed_key",
     "init_seed_state",
     "make_epoch",
