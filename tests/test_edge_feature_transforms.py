@@ -14,10 +14,12 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
+from helpers import order_method
 
 from sparsegcn import Graph, transforms
 from sparsegcn.datasets import Dataset
 from sparsegcn.datasets.ondisk import FormatError, load_ondisk, save
+from sparsegcn.ops.ordering import REORDER_METHODS
 from sparsegcn.parallel.edge_shard import EdgeShardedGraph
 from sparsegcn.sampling import sample_blocks, sample_dedup, sampled_edge_features
 
@@ -77,13 +79,23 @@ def test_edge_order_transforms_keep_every_row(graph, transform):
     assert table(transform(graph)) == table(graph)
 
 
-def test_reorder_moves_rows_with_their_edges(graph):
-    reordering = graph.reorder("degree")
+@pytest.mark.parametrize("method", [order_method(m) for m in REORDER_METHODS])
+def test_reorder_moves_rows_with_their_edges(graph, method):
+    """Each new edge, mapped back through the permutation, is an old edge with its own
+    row (every row is distinct, so the multiset of triples pins each edge's row)."""
+    reordering = graph.reorder(method, seed=1)
     out = reordering.graph
     assert out.edges_sorted
     old = reordering.permutation  # new node i is old node old[i]
+    np.testing.assert_array_equal(np.sort(old), np.arange(N))
     back = Graph(old[out.senders], old[out.receivers], None, N, edge_features=out.edge_features)
     assert table(back) == table(graph)
+    # Forward too: old edge e lands on (inverse[s], inverse[r]) with its row.
+    new_rows = by_pair(out)
+    inverse = reordering.inverse
+    for e in range(graph.num_edges):
+        moved = new_rows[int(inverse[SENDERS[e]]), int(inverse[RECEIVERS[e]])]
+        assert any(np.array_equal(row, edge_rows(9)[e]) for row in moved), (e, moved)
 
 
 def test_remove_self_loops(graph):
@@ -142,8 +154,45 @@ def test_add_remaining_self_loops_keeps_the_last_loop(graph):
         out.senders[~loops], out.receivers[~loops], None, N, edge_features=out.edge_features[~loops]
     )
     assert table(kept) == table(transforms.remove_self_loops(extra))
-    normed = transforms.gcn_norm(extra)
-    np.testing.assert_array_equal(normed.edge_features[-N:][2], edge_rows(10)[9])
+
+
+@pytest.mark.parametrize("self_loops", [True, False])
+def test_gcn_norm_keeps_every_edges_row(self_loops):
+    """gcn_norm's output, edge by edge: the non-loop edges in input order with their own
+    rows, then one loop per node (the last existing loop's row, else the mean of the node's
+    incoming non-loop rows); without self_loops every edge and row as given. The weights
+    are the dense D^-1/2 A' D^-1/2 read at each edge."""
+    senders, receivers = np.append(SENDERS, 2), np.append(RECEIVERS, 2)  # 2 -> 2 twice
+    rows = edge_rows(10)
+    extra = Graph(senders, receivers, None, N, edge_features=rows)
+    out = transforms.gcn_norm(extra, self_loops=self_loops)
+    loops = senders == receivers
+    if self_loops:
+        keep = np.flatnonzero(~loops)
+        want_s = np.concatenate([senders[keep], np.arange(N)])
+        want_r = np.concatenate([receivers[keep], np.arange(N)])
+        loop_rows = [
+            rows[np.flatnonzero(loops & (senders == i))[-1]]
+            if (loops & (senders == i)).any()
+            else _mean_in(extra, i)
+            for i in range(N)
+        ]
+        want_rows = np.concatenate([rows[keep], np.array(loop_rows)])
+        # Hand-computed: node 2's loops are edges 3 and 9, the last is kept; node 1's
+        # in-edges are 0 -> 1 alone (row 0).
+        np.testing.assert_array_equal(want_rows[len(keep) + 2], [10.0, 100.0, -9.0])
+        np.testing.assert_array_equal(want_rows[len(keep) + 1], [1.0, 10.0, 0.0])
+    else:
+        want_s, want_r, want_rows = senders, receivers, rows
+    np.testing.assert_array_equal(out.senders, want_s)
+    np.testing.assert_array_equal(out.receivers, want_r)
+    np.testing.assert_allclose(out.edge_features, want_rows, rtol=1e-6)
+    dense = np.zeros((N, N))
+    np.add.at(dense, (want_r, want_s), 1.0)
+    scale = np.zeros(N)
+    deg = dense.sum(1)
+    scale[deg > 0] = deg[deg > 0] ** -0.5
+    np.testing.assert_allclose(out.weights, scale[want_r] * scale[want_s], rtol=1e-6)
 
 
 @pytest.mark.parametrize("how", ["mean", "sum", "max", "min"])
