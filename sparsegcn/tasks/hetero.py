@@ -320,8 +320,8 @@ class HeteroPrograms(NamedTuple):
         they were made for.
     """
 
-    epoch: Callable
-    predict: Callable
+    epoch: jax.stages.Wrapped
+    predict: jax.stages.Wrapped
     settings: tuple
 
 
