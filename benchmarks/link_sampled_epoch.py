@@ -390,6 +390,9 @@ def run(args) -> dict:
     import numpy as np
     from peer_process import PeerError, start_peer
 
+    from sparsegcn.allocator import keep_freed_memory_unless_disabled
+
+    kept = keep_freed_memory_unless_disabled()  # as the sparsegcn command does
     watch = LoadWatch()
     started = datetime.datetime.now(datetime.UTC)
     phases: dict = {}
@@ -484,6 +487,7 @@ def run(args) -> dict:
             "projected_epoch_s": batches_per_epoch * median_ms / 1e3,
         }
 
+    slots = (3 if args.negatives == "targets" else 4) * b  # batch_endpoints' static size
     ours = {
         "label": f"sparsegcn sampled_link_step ({args.sampler} sampler, jit, donated state)",
         **side(ours_times),
@@ -491,8 +495,8 @@ def run(args) -> dict:
         "first_batches_s": first_s,
         "load_s": load_s,
         "last_loss": last["loss"],
-        "endpoint_slots_per_batch": 4 * b,
-        "tree_rows_per_batch": 4 * b * sum(math.prod(fanouts[:d]) for d in range(len(fanouts) + 1)),
+        "endpoint_slots_per_batch": slots,
+        "tree_rows_per_batch": slots * sum(math.prod(fanouts[:d]) for d in range(len(fanouts) + 1)),
     }
     if dgl_times:
         stats = answer["stats"]
@@ -531,6 +535,7 @@ def run(args) -> dict:
         "date": started.isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": machine(),
+        "keeps_freed_memory": kept,
         "loadavg": loadavg,
         "loaded": loadavg["max"] > 1.5,
         "dataset": {

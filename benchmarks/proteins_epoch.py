@@ -17,12 +17,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
-import platform
+import os
 import resource
 import time
-
-import jax
 
 
 def peak_rss_gb() -> float:
@@ -39,12 +38,14 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
+    from link_sampled_epoch import machine
+
     from sparsegcn.datasets.proteins import generate_proteins
     from sparsegcn.experiment.build import node_data, use_edge_features
     from sparsegcn.nn.registry import create_model
     from sparsegcn.train import MULTILABEL, TrainConfig, fit
 
-    marks: dict = {}
+    marks: dict = {"load_average_at_start": os.getloadavg()[0]}
     start = time.perf_counter()
     dataset = generate_proteins(args.scale, seed=0)
     marks["generate_s"] = time.perf_counter() - start
@@ -80,8 +81,9 @@ def main(argv=None) -> int:
         "scale": args.scale,
         "peak_rss_gb": peak_rss_gb(),
         "total_s": time.perf_counter() - start,
-        "device": jax.devices()[0].device_kind,
-        "machine": platform.platform(),
+        "load_average_at_end": os.getloadavg()[0],
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
     }
     text = json.dumps(report, indent=1)
     print(text)

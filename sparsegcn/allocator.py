@@ -10,9 +10,17 @@ large propagations markedly faster on CPU (figures, and the command that
 measures them, on the documentation's performance page).
 
 :func:`keep_freed_memory` tells glibc to serve every allocation from its
-heap (``M_MMAP_MAX = 0``) and never to trim the heap (``M_TRIM_THRESHOLD``
-at its maximum), so freed buffers are reused by the next call. The price:
-the process keeps its peak resident memory until it exits. The
+heap (``M_MMAP_MAX = 0``), never to trim the heap (``M_TRIM_THRESHOLD`` of
+``(size_t) -1``: the largest ``int`` would still hand back a free top over
+2 GiB, as a large step's temporaries leave it), and to keep one arena for every thread (``M_ARENA_MAX = 1``),
+so freed buffers are reused by the next call. The last matters because XLA
+allocates from its worker threads: a thread's own arena grows by ``mmap``
+ed heaps of at most 64 MiB, serves a larger buffer with its own ``mmap``
+whatever ``M_MMAP_MAX`` says, and returns it on free, so without it every
+large buffer allocated off the main thread is faulted in again on every
+call. A thread that has allocated before the call keeps its arena: call it
+before the first computation. The price: the process keeps its peak
+resident memory until it exits. The
 ``sparsegcn`` command applies it at start-up unless the environment sets
 ``SPARSEGCN_KEEP_FREED_MEMORY=0``; the library never applies it on import.
 Setting ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` before Python starts
@@ -33,8 +41,18 @@ ENV = "SPARSEGCN_KEEP_FREED_MEMORY"
 # From glibc's <malloc.h>.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
-_INT_MAX = 2**31 - 1
+_M_ARENA_MAX = -8
+_NEVER = -1  # glibc stores the trim threshold as a size_t: -1 is its largest value
 _applied = False  # what this process's malloc was told; reported by benchmarks
+
+
+GLIBC_TUNABLES = (
+    "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=18446744073709551615:"
+    "glibc.malloc.arena_max=1"
+)
+"""What :func:`keep_freed_memory` sets, as ``$GLIBC_TUNABLES`` for a process
+about to start (glibc reads it once, at start-up). Benchmarks give it to the
+peers they run in processes of their own, so both sides allocate alike."""
 
 
 def keeps_freed_memory() -> bool:
@@ -45,7 +63,8 @@ def keeps_freed_memory() -> bool:
 def keep_freed_memory() -> bool:
     """Makes glibc's malloc keep freed memory for reuse (see the module docstring).
 
-    Affects the whole process from the next allocation on. Safe to call more
+    Affects the whole process from the next allocation on, and the threads
+    that have not allocated yet (see the module docstring). Safe to call more
     than once.
 
     Returns:
@@ -56,7 +75,10 @@ def keep_freed_memory() -> bool:
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    ok = bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, _INT_MAX))
+    ok = all(
+        bool(libc.mallopt(option, value))
+        for option, value in ((_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, _NEVER), (_M_ARENA_MAX, 1))
+    )
     _applied = _applied or ok
     return ok
 

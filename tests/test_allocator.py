@@ -15,26 +15,43 @@ pytestmark = pytest.mark.skipif(
     reason="mallopt is glibc's",
 )
 
-# Allocates, touches and frees a 64 MiB buffer 20 times; prints the page faults.
+# Allocates, touches and frees a buffer of `size` float64 `count` times, in the
+# main thread or in a new one (as XLA's worker threads do); prints the page faults.
 FAULTS = """
-import resource, sys
+import resource, sys, threading
 import numpy as np
 import sparsegcn.allocator as allocator
 np._core.multiarray._set_madvise_hugepage(False)  # count 4 KiB pages
 applied = {call}
+
+def work():
+    for _ in range({count}):
+        buffer = np.ones({size})  # every page written
+        del buffer
+
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(20):
-    buffer = np.ones(8 << 20)  # 64 MiB, every page written
-    del buffer
+if {threaded}:
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+else:
+    work()
 after = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 print(applied, allocator.keeps_freed_memory(), after - before)
 """
 
 
-def run(call: str, **env) -> tuple[str, str, int]:
+def run(
+    call: str, threaded: bool = False, size: int = 8 << 20, count: int = 20, **env
+) -> tuple[str, str, int]:
+    code = FAULTS.format(call=call, threaded=threaded, size=size, count=count)
     out = subprocess.run(
-        [sys.executable, "-c", FAULTS.format(call=call)],
-        env={**os.environ, "GLIBC_TUNABLES": "", **env},
+        [sys.executable, "-c", code],
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")},
+            "GLIBC_TUNABLES": "",
+            **env,
+        },
         capture_output=True,
         text=True,
         check=True,
@@ -42,14 +59,24 @@ def run(call: str, **env) -> tuple[str, str, int]:
     return out[0], out[1], int(out[2])
 
 
-def test_freed_buffers_are_reused_instead_of_faulted_in_again():
-    applied, recorded, kept = run("allocator.keep_freed_memory()")
+@pytest.mark.parametrize("threaded", [False, True], ids=["main-thread", "worker-thread"])
+def test_freed_buffers_are_reused_instead_of_faulted_in_again(threaded):
+    applied, recorded, kept = run("allocator.keep_freed_memory()", threaded)
     assert (applied, recorded) == ("True", "True")
-    _, recorded, default = run("None")
+    _, recorded, default = run("None", threaded)
     assert recorded == "False"
     # 20 x 16,384 pages of 4 KiB by default; kept: about the first buffer's pages only.
     assert default > 10 * 16_384, default
     assert kept < default / 5, (kept, default)
+
+
+def test_a_free_top_over_2_gib_is_not_handed_back():
+    # 2.25 GiB three times: the largest int as the trim threshold (2 GiB) would
+    # return the freed top to the kernel and fault all three in.
+    size, count = 9 << 25, 3
+    pages = size * 8 // 4096
+    _, _, kept = run("allocator.keep_freed_memory()", size=size, count=count)
+    assert kept < 1.5 * pages, (kept, pages)
 
 
 def test_the_environment_variable_turns_it_off():

@@ -25,6 +25,9 @@ KNOWN_LAZY_CYCLES = {
     # datasets/__init__ loads its loaders lazily (ogb pulls in torch), and
     # datasets.ogb imports the OGB name table back from the package.
     frozenset({"sparsegcn.datasets", "sparsegcn.datasets.ogb"}),
+    # sampling.dedup builds on sampling.neighbor, whose sampled_edge_features
+    # names DedupSample in an annotation only (imported under TYPE_CHECKING).
+    frozenset({"sparsegcn.sampling.dedup", "sparsegcn.sampling.neighbor"}),
 }
 
 

@@ -45,6 +45,7 @@ class PeerProcess:
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,
+            env=peer_environment(),
         )
         try:
             hello = self._read()
@@ -55,6 +56,7 @@ class PeerProcess:
             self.close()
             raise PeerError(hello.get("reason", "did not start"))
         self.versions: dict = hello["versions"]
+        self.versions["glibc_tunables"] = peer_environment().get("GLIBC_TUNABLES", "")
 
     def _read(self) -> dict:
         line = self._process.stdout.readline()
@@ -106,6 +108,21 @@ class PeerProcess:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def peer_environment() -> dict[str, str]:
+    """The environment a peer starts in: ours, plus, when this process keeps
+    freed memory (:func:`sparsegcn.allocator.keep_freed_memory`, as the
+    ``sparsegcn`` command and the benchmarks do), the same glibc settings as
+    ``$GLIBC_TUNABLES``, so that neither side pays page faults the other does
+    not (the peers' own torch allocations fault as XLA's did)."""
+    from sparsegcn import allocator
+
+    env = dict(os.environ)
+    if allocator.keeps_freed_memory():
+        given = env.get("GLIBC_TUNABLES", "")
+        env["GLIBC_TUNABLES"] = ":".join(filter(None, (given, allocator.GLIBC_TUNABLES)))
+    return env
 
 
 def peer_python(name: str, given: str | None = None) -> str | None:

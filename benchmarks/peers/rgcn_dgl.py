@@ -12,9 +12,11 @@ baseline): for every node ``i`` of type ``t`` in a layer,
 as DGL writes it: ``HeteroGraphConv`` of one ``GraphConv(norm="right",
 bias=False)`` per relation (``W_r`` times the mean over the relation's
 in-neighbours; zero without any), summed per target type, plus one
-``nn.Linear`` per node type (the root weight and bias; DGL's
-``RelGraphConv`` would share one self-loop weight across types, ours does
-not). ReLU and dropout follow every hidden layer; featureless node types
+``nn.Linear`` per node type (the root weight and bias). This is how DGL's
+own ogbn-mag example (``examples/pytorch/ogb/ogbn-mag/hetero_rgcn.py``)
+builds its ``RelGraphConvLayer``; the module ``dgl.nn.RelGraphConv`` runs on
+the homogeneous view with one self-loop weight shared across types, which is
+not OGB's baseline, and its sampler cannot draw fanouts per relation. ReLU and dropout follow every hidden layer; featureless node types
 get a learnable ``[N_t, F]`` table (``nn.Parameter``, Glorot), updated
 densely by ``torch.optim.Adam`` as ours by optax's Adam.
 
