@@ -206,6 +206,7 @@ def test_an_ogbl_collab_folder_trains_and_reports_hits_at_50(tmp_path):
     assert json.loads(out.read_text())["num_message_edges"] == 2 * (train + valid)
 
 
+@pytest.mark.slow  # 33 s in the default suite's cold run (two trainings at scale 0.5)
 def test_sampled_link_run_equals_fit_links_sampled_and_learns(tmp_path):
     """``--fanouts`` on a link run: the report equals ``fit_links_sampled`` called on
     the same split, model and settings (recon sampled and a sage encoder by
