@@ -71,9 +71,9 @@ def test_freed_buffers_are_reused_instead_of_faulted_in_again(threaded):
 
 
 def test_a_free_top_over_2_gib_is_not_handed_back():
-    # 2.25 GiB three times: the largest int as the trim threshold (2 GiB) would
-    # return the freed top to the kernel and fault all three in.
-    size, count = 9 << 25, 3
+    # 2.125 GiB twice: the largest int as the trim threshold (2 GiB) would
+    # return the freed top to the kernel and fault both in.
+    size, count = 17 << 24, 2
     pages = size * 8 // 4096
     _, _, kept = run("allocator.keep_freed_memory()", size=size, count=count)
     assert kept < 1.5 * pages, (kept, pages)

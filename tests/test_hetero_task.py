@@ -21,7 +21,13 @@ from sparsegcn.tasks.hetero import first_epoch_overflow, fit_hetero, hetero_prog
 
 @pytest.mark.parametrize(
     ("sampler", "caps"),
-    [("tree", None), ("dedup", 60), pytest.param("dedup", None, marks=pytest.mark.slow)],
+    [
+        ("tree", None),
+        # 10 s each; the dedup sampler also trains in the default suite through
+        # test_cli_trains_with_the_dedup_sampler_and_reports_what_the_caps_drop.
+        pytest.param("dedup", 60, marks=pytest.mark.slow),
+        pytest.param("dedup", None, marks=pytest.mark.slow),
+    ],
 )
 def test_learns_the_venue_from_the_typed_graph_alone_and_compiles_an_epoch_once(sampler, caps):
     """Features carry no signal (feature_signal=0): only authors, topics and
