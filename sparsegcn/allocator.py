@@ -38,18 +38,18 @@ from sparsegcn._env import env_switch
 ENV = "SPARSEGCN_KEEP_FREED_MEMORY"
 """Set to ``0`` to keep the ``sparsegcn`` command from calling :func:`keep_freed_memory`."""
 
-# From glibc's <malloc.h>.
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_MAX = -4
-_M_ARENA_MAX = -8
-_NEVER = -1  # glibc stores the trim threshold as a size_t: -1 is its largest value
+# What keep_freed_memory sets: (mallopt option from glibc's <malloc.h>, the
+# same setting's glibc tunable, value). glibc stores the trim threshold as a
+# size_t, so -1 is its largest value (the tunable spells it unsigned).
+_SETTINGS = (
+    (-4, "mmap_max", 0),  # M_MMAP_MAX
+    (-1, "trim_threshold", -1),  # M_TRIM_THRESHOLD
+    (-8, "arena_max", 1),  # M_ARENA_MAX
+)
 _applied = False  # what this process's malloc was told; reported by benchmarks
 
 
-GLIBC_TUNABLES = (
-    "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=18446744073709551615:"
-    "glibc.malloc.arena_max=1"
-)
+GLIBC_TUNABLES = ":".join(f"glibc.malloc.{name}={value % 2**64}" for _, name, value in _SETTINGS)
 """What :func:`keep_freed_memory` sets, as ``$GLIBC_TUNABLES`` for a process
 about to start (glibc reads it once, at start-up). Benchmarks give it to the
 peers they run in processes of their own, so both sides allocate alike."""
@@ -75,10 +75,7 @@ def keep_freed_memory() -> bool:
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    ok = all(
-        bool(libc.mallopt(option, value))
-        for option, value in ((_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, _NEVER), (_M_ARENA_MAX, 1))
-    )
+    ok = all(bool(libc.mallopt(option, value)) for option, _, value in _SETTINGS)
     _applied = _applied or ok
     return ok
 

@@ -316,17 +316,31 @@ class HeteroPrograms(NamedTuple):
     Attributes:
       epoch: :func:`make_epoch`'s jitted epoch.
       predict: :func:`make_predict`'s jitted scorer.
-      settings: ``(model, tx, fanouts table, target, mesh, sampler, caps)``
-        they were made for.
+      settings: the validated settings they were made for (model, tx,
+        fanouts table, target, mesh, sampler, caps).
     """
 
     epoch: jax.stages.Wrapped
     predict: jax.stages.Wrapped
-    settings: tuple
+    settings: _FitSettings
 
 
-def _fit_settings(model, tx, data: HeteroData, fanouts, devices, sampler: str, caps) -> tuple:
-    """The validated ``(model, tx, fanouts table, target, mesh, sampler, caps)`` of a fit."""
+class _FitSettings(NamedTuple):
+    """A fit's validated settings: what its jitted programs are built from."""
+
+    model: Any
+    tx: Any
+    fanouts: tuple
+    target: str
+    mesh: Any
+    sampler: str
+    caps: Any
+
+
+def _fit_settings(
+    model, tx, data: HeteroData, fanouts, devices, sampler: str, caps
+) -> _FitSettings:
+    """The validated settings of a fit (fanouts as a per-relation table)."""
     from sparsegcn.parallel.mesh import as_mesh
     from sparsegcn.sampling.typed import check_typed_fanouts
     from sparsegcn.sampling.typed_dedup import TYPED_SAMPLERS, check_typed_caps
@@ -340,7 +354,7 @@ def _fit_settings(model, tx, data: HeteroData, fanouts, devices, sampler: str, c
     mesh = as_mesh(devices) if not isinstance(devices, int) or devices > 1 else None
     if mesh is not None and mesh.size == 1:
         mesh = None
-    return (model, tx, table, data.dataset.target, mesh, sampler, caps)
+    return _FitSettings(model, tx, table, data.dataset.target, mesh, sampler, caps)
 
 
 def hetero_programs(
@@ -355,12 +369,11 @@ def hetero_programs(
       ValueError: bad fanouts, an unknown sampler, bad caps, or more
         devices than this process has.
     """
-    settings = _fit_settings(model, tx, data, fanouts, devices, sampler, caps)
-    _, _, table, target, mesh, sampler, caps = settings
+    f = _fit_settings(model, tx, data, fanouts, devices, sampler, caps)
     return HeteroPrograms(
-        make_epoch(model, tx, table, target, mesh, sampler=sampler, caps=caps),
-        make_predict(model, table, target, mesh, sampler=sampler, caps=caps),
-        settings,
+        make_epoch(model, tx, f.fanouts, f.target, f.mesh, sampler=f.sampler, caps=f.caps),
+        make_predict(model, f.fanouts, f.target, f.mesh, sampler=f.sampler, caps=f.caps),
+        f,
     )
 
 
@@ -503,10 +516,13 @@ def fit_hetero(
             model, tx, data, fanouts=fanouts, devices=devices, sampler=sampler, caps=caps
         )
     elif programs.settings != settings:
-        names = ("model", "tx", "fanouts", "target", "mesh", "sampler", "caps")
-        differ = [n for n, a, b in zip(names, programs.settings, settings, strict=True) if a != b]
+        differ = [
+            name
+            for name, a, b in zip(settings._fields, programs.settings, settings, strict=True)
+            if a != b
+        ]
         raise ValueError(f"programs were made for another {', '.join(differ)} than this fit's")
-    mesh = settings[4]
+    mesh = settings.mesh
     num_devices = 1 if mesh is None else mesh.size
     width = batch_width(batch_size, num_devices)
 
