@@ -140,6 +140,8 @@ def graph_config(exp):
         weight_decay=exp.weight_decay,
         batch_size=exp.batch_size,
         packing=exp.packing,
+        divergence_factor=exp.divergence_factor or None,
+        divergence_epochs=exp.divergence_epochs,
     )
     if exp.checkpoint and exp.checkpoint_every:
         config = dataclasses.replace(

@@ -46,6 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from sparsegcn.datasets.mag import HeteroDataset
+from sparsegcn.train.loop import drive
+from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR
 
 # Experiment settings the hetero trainer does not read, with the values that mean "unset".
 _UNSUPPORTED = {
@@ -451,6 +453,8 @@ def fit_hetero(
     sampler: str = "tree",
     caps=None,
     programs: HeteroPrograms | None = None,
+    divergence_factor: float | None = DIVERGENCE_FACTOR,
+    divergence_epochs: int = DIVERGENCE_EPOCHS,
 ) -> HeteroFit:
     """Trains ``model`` on sampled batches of ``data``'s training papers; scores every epoch.
 
@@ -497,6 +501,9 @@ def fit_hetero(
       programs: the jitted epoch and scorer from :func:`hetero_programs`
         with the same arguments, shared by several seeds so that they
         compile once; default: made for this call.
+      divergence_factor, divergence_epochs: the finite divergence guard
+        (``None``: off); a non-finite training loss always stops the run
+        (:func:`~sparsegcn.train.loop.drive`).
 
     Returns:
       A :class:`HeteroFit`.
@@ -506,8 +513,6 @@ def fit_hetero(
         compiled), bad fanouts, an unknown sampler, bad caps, or
         ``programs`` made for other settings.
     """
-    from tqdm.auto import tqdm
-
     from sparsegcn.parallel.mesh import AXIS, put
 
     settings = _fit_settings(model, tx, data, fanouts, devices, sampler, caps)
@@ -562,6 +567,9 @@ def fit_hetero(
     }
     epoch, since, done = int(state.epoch), int(state.since), bool(state.done)
     compile_s = 0.0
+    epoch_fn: Any = None
+    predict: Any = None
+    args: tuple = ()
     if not done and epoch < epochs:
         args = place((data.csr, data.features, data.labels))
         ids, mask = place(_batches(train_ids, batch_size, max_batches, width), None, AXIS)
@@ -570,23 +578,24 @@ def fit_hetero(
         epoch_fn = programs.epoch.lower(params, opt_state, key, *args, ids, mask).compile()
         predict = programs.predict.lower(params, key, *args[:2], eval_ids, eval_mask).compile()
         compile_s = time.perf_counter() - start
-    bar = tqdm(total=epochs, initial=epoch, disable=not progress, desc="epochs")
-    while not done and epoch < epochs:
+
+    def advance(state: SeedState) -> tuple[SeedState, dict]:
+        nonlocal params, opt_state, key, best, since
+        epoch = int(state.epoch)
         ids, mask = _batches(rng.permutation(train_ids), batch_size, max_batches, width)
         ids, mask = place((ids, mask), None, AXIS)
         key, k_epoch, k_eval = place(tuple(jax.random.split(key, 3)))
         start = time.perf_counter()
         params, opt_state, batch_losses = epoch_fn(params, opt_state, k_epoch, *args, ids, mask)
-        curves["train_loss"].append(float(np.asarray(batch_losses).mean()))
-        curves["epoch_s"].append(time.perf_counter() - start)
+        latest = {"train_loss": float(np.asarray(batch_losses).mean())}
+        latest["epoch_s"] = time.perf_counter() - start
         start = time.perf_counter()
         pred = np.asarray(predict(params, k_eval, *args[:2], eval_ids, eval_mask))
         pred = pred[np.asarray(eval_mask)]
-        curves["eval_s"].append(time.perf_counter() - start)
+        latest["eval_s"] = time.perf_counter() - start
         parts = {"valid": (pred[: len(valid)], valid), "test": (pred[len(valid) :], test)}
         acc = {k: float((p == truth[i]).mean()) for k, (p, i) in parts.items()}
-        curves["val_acc"].append(acc["valid"])
-        curves["test_acc"].append(acc["test"])
+        latest.update(val_acc=acc["valid"], test_acc=acc["test"])
         epoch += 1
         if acc["valid"] > best["valid"] or not best["epoch"]:
             # A host copy: the next epoch donates (overwrites) the device params.
@@ -594,8 +603,6 @@ def fit_hetero(
             since = 0
         else:
             since += 1
-        done = epoch >= epochs or bool(patience and since >= patience)
-        bar.update(1)
         state = SeedState(
             params=params,
             opt_state=opt_state,
@@ -605,11 +612,34 @@ def fit_hetero(
             since=np.int32(since),
             best_epoch=np.int32(best["epoch"]),
             test_classes=np.asarray(best["classes"], np.int32),
-            done=np.bool_(done),
+            done=np.bool_(epoch >= epochs or bool(patience and since >= patience)),
         )
-        if on_epoch is not None:
-            on_epoch(state, curves)
-    bar.close()
+        return state, {name: np.array([[value]]) for name, value in latest.items()}
+
+    def as_lists(history: Mapping[str, np.ndarray]) -> dict:
+        return {name: [float(v) for v in history[name][:, 0]] for name in CURVES}
+
+    state, recorded, _ = drive(
+        advance,
+        state,
+        epochs=epochs,
+        seeds=[seed],
+        finished=lambda s: bool(s.done) or int(s.epoch) >= epochs,
+        start=int(state.epoch),
+        history={n: np.asarray(c, np.float64)[:, None] for n, c in curves.items()}
+        if int(state.epoch)
+        else None,
+        on_chunk=None if on_epoch is None else lambda s, h: on_epoch(s, as_lists(h)),
+        progress=progress,
+        loss="train_loss",
+        watch="val_acc",
+        divergence_factor=divergence_factor,
+        divergence_epochs=divergence_epochs,
+        desc=f"seed {seed}",
+    )
+    if recorded:
+        curves = as_lists(recorded)
+    epoch = int(state.epoch)
     return HeteroFit(
         params=best["params"],
         val_acc=best["valid"],
@@ -1017,6 +1047,8 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
                     sampler=exp.sampler,
                     caps=exp.dedup_caps,
                     programs=programs,
+                    divergence_factor=exp.divergence_factor or None,
+                    divergence_epochs=exp.divergence_epochs,
                 )
             )
     except BaseException:

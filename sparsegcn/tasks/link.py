@@ -237,6 +237,8 @@ def _prepare_links(exp, *, progress: bool = False):
         weight_decay=exp.weight_decay,
         decay_layers=exp.decay_layers,
         metric="" if metric in ("auc", "rocauc", "ap") else metric,
+        divergence_factor=exp.divergence_factor or None,
+        divergence_epochs=exp.divergence_epochs,
     )
     info = {
         "dataset": name,
@@ -473,6 +475,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
             devices=devices,
             sampler=batch.sampler,
             caps=batch.caps,
+            progress=progress,
         )
         batches = -(-int(sampled.train.shape[0]) // batch.batch_size)
         batching = {

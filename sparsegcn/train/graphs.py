@@ -62,6 +62,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -87,6 +88,8 @@ from sparsegcn.batch import (
 )
 from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
 from sparsegcn.nn.graph_model import GraphModel
+from sparsegcn.train.loop import drive
+from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, check_divergence
 
 MAX_PACKINGS = 8
 """The most packings of each member's training graphs (see :func:`member_batches`)."""
@@ -113,6 +116,10 @@ class GraphTrainConfig:
         through (default: :func:`packings_for`).
       packing: how graphs are dealt to batches (:data:`~sparsegcn.batch.PACKINGS`):
         ``"balanced"`` (size-stratified, a tighter budget) or ``"random"``.
+      divergence_factor, divergence_epochs: the finite divergence guard, as
+        :class:`~sparsegcn.train.TrainConfig`'s (``None``: off); a
+        non-finite training loss always stops the run
+        (:func:`~sparsegcn.train.loop.drive`).
     """
 
     epochs: int = 350
@@ -123,9 +130,12 @@ class GraphTrainConfig:
     epochs_per_call: int | None = None
     packings: int | None = None
     packing: str = "balanced"
+    divergence_factor: float | None = DIVERGENCE_FACTOR
+    divergence_epochs: int = DIVERGENCE_EPOCHS
 
     def __post_init__(self):
         check_packing(self.packing)
+        check_divergence(self.divergence_factor, self.divergence_epochs)
         _checks.check_static_int("epochs", self.epochs, minimum=1)
         _checks.check_static_int("halve_every", self.halve_every, minimum=0)
         _checks.check_static_int("batch_size", self.batch_size, minimum=1)
@@ -931,7 +941,7 @@ def fit_graphs(
       history: the resumed run's curves so far, ``{Curves field: [epochs, M]}``.
       on_chunk: called after every compiled call with the
         :class:`GraphCheckpointState` and the curves so far (checkpoints).
-      progress: print a line per compiled call.
+      progress: show a progress bar (:func:`~sparsegcn.train.loop.drive`).
 
     Returns:
       A :class:`GraphFitResult`.
@@ -997,7 +1007,6 @@ def fit_graphs(
     eval_dev = _place(eval_batches, mesh, P(None, None, AXIS))
 
     done = 0
-    curves_so_far: list[np.ndarray] = []
     if history:
         stored = [np.asarray(history[name]) for name in Curves._fields]
         done = int(stored[0].shape[0])
@@ -1006,7 +1015,6 @@ def fit_graphs(
                 f"history must hold [epochs, {members}] curves {list(Curves._fields)}, got "
                 f"{ {n: np.shape(history[n]) for n in Curves._fields} }"
             )
-        curves_so_far.append(np.stack(stored, axis=-1).transpose(1, 0, 2))  # [M, epochs, 4]
     if state is None:
         if done:
             raise ValueError("history without the state it belongs to")
@@ -1042,28 +1050,35 @@ def fit_graphs(
     compiled = jax.jit(program, donate_argnums=0).lower(state, *args, jnp.int32(done)).compile()
     compile_s = time.perf_counter() - start
     start_epoch = done
-    train_s = 0.0
-    while done < config.epochs:
-        tick = time.perf_counter()
-        state, out = compiled(state, *args, jnp.int32(done))
-        out = np.asarray(jax.block_until_ready(out))  # [M, chunk, 4]
-        train_s += time.perf_counter() - tick
-        curves_so_far.append(out)
-        done += chunk
-        if on_chunk is not None:
-            stacked = np.concatenate(curves_so_far, axis=1)
-            epochs = jnp.full((members,), done, jnp.int32)
-            on_chunk(
-                GraphCheckpointState(state, epochs, epochs >= config.epochs),
-                {name: stacked[:, :, i].T for i, name in enumerate(Curves._fields)},
-            )
-        if progress:
-            print(
-                f"epoch {done}/{config.epochs}: val {metric} {np.nanmean(out[:, -1, 2]):.4f}",
-                flush=True,
-            )
-    stacked = np.concatenate(curves_so_far, axis=1)  # [M, epochs, 4]
-    curves = Curves(*(np.ascontiguousarray(stacked[:, :, i].T) for i in range(4)))
+    position = [done]
+
+    def advance(state):
+        state, out = compiled(state, *args, jnp.int32(position[0]))
+        position[0] += chunk
+        out = np.asarray(out)  # [M, chunk, 4]
+        return state, {name: out[:, :, i] for i, name in enumerate(Curves._fields)}
+
+    def checkpoint(hook: Callable, state, so_far: dict) -> None:
+        epochs = jnp.full((members,), position[0], jnp.int32)
+        hook(GraphCheckpointState(state, epochs, epochs >= config.epochs), so_far)
+
+    state, history_out, seconds = drive(
+        advance,
+        state,
+        epochs=config.epochs,
+        seeds=list(seeds) * folds,
+        start=done,
+        history=None if not history else {n: np.asarray(history[n]) for n in Curves._fields},
+        on_chunk=None if on_chunk is None else functools.partial(checkpoint, on_chunk),
+        progress=progress,
+        loss="train_loss",
+        watch="val_metric",
+        divergence_factor=config.divergence_factor,
+        divergence_epochs=config.divergence_epochs,
+        desc=f"{folds} folds x {len(seeds)} seeds",
+    )
+    train_s = float(sum(seconds))
+    curves = Curves(*(np.ascontiguousarray(history_out[name]) for name in Curves._fields))
     best = np.asarray(state.best_epoch).astype(np.int64)
     index = np.arange(members)
     return GraphFitResult(

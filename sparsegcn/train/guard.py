@@ -134,6 +134,45 @@ def raise_if_diverged(metrics: dict, seeds: Sequence[int]) -> None:
     )
 
 
+def raise_if_not_finite(metrics: dict, seeds: Sequence[int]) -> None:
+    """Raises :class:`DivergenceError` if a training loss or gradient norm is not finite.
+
+    For trainers whose programs do not discard a non-finite step themselves
+    (those that do flag it in ``diverged``, :func:`raise_if_diverged`): the
+    step was applied, and training stops after the call in which it happened.
+
+    Args:
+      metrics: one call's metrics as NumPy arrays ``[chunk, K]`` with keys
+        ``loss``, ``active``, ``epoch`` and, where the trainer records it,
+        ``grad_norm``.
+      seeds: the ``K`` integer seeds, in member order.
+    """
+    loss = np.asarray(metrics["loss"], np.float64)
+    norm = np.asarray(metrics.get("grad_norm", np.full(loss.shape, np.nan)), np.float64)
+    bad = ~np.isfinite(loss)
+    if "grad_norm" in metrics:
+        bad |= ~np.isfinite(norm)
+    bad &= np.asarray(metrics["active"], bool)
+    if not bad.any():
+        return
+    rows, members = np.nonzero(bad)
+    first = int(np.argmin(rows))
+    row, member = int(rows[first]), int(members[first])
+    seed_list = [int(s) for s in seeds]
+    value = float(loss[row, member])
+    raise DivergenceError(
+        epoch=int(metrics["epoch"][row, member]),
+        seed=seed_list[member],
+        loss=value,
+        grad_norm=float(norm[row, member]),
+        diverged_seeds=sorted({seed_list[m] for m in members.tolist()}),
+        member=member,
+        reason=f"the training loss is {value} and the gradient norm {float(norm[row, member])}"
+        if "grad_norm" in metrics
+        else f"the training loss is {value}",
+    )
+
+
 def raise_if_loss_grew(
     history: dict, seeds: Sequence[int], *, factor: float | None, epochs: int
 ) -> None:

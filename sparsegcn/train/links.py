@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -77,8 +77,14 @@ from sparsegcn.sampling.links import (
     edge_index,
     uniform_negatives,
 )
+from sparsegcn.train.loop import drive
 from sparsegcn.train.optim import apply_optimizer
-from sparsegcn.train.state import seed_keys
+from sparsegcn.train.state import (
+    DIVERGENCE_EPOCHS,
+    DIVERGENCE_FACTOR,
+    check_divergence,
+    seed_keys,
+)
 
 
 class EvalSet(NamedTuple):
@@ -137,6 +143,10 @@ class LinkTrainConfig:
         :func:`draw_negatives`).
       metric: the dataset's ranking metric besides AUC and AP:
         ``"hits@K"``, ``"mrr"`` or ``""`` (none).
+      divergence_factor, divergence_epochs: the finite divergence guard, as
+        :class:`~sparsegcn.train.TrainConfig`'s (``None``: off); a
+        non-finite training loss always stops the run
+        (:func:`~sparsegcn.train.loop.drive`).
     """
 
     epochs: int = 200
@@ -145,6 +155,8 @@ class LinkTrainConfig:
     decay_layers: str = "none"
     negative_rounds: int = NEGATIVE_ROUNDS
     metric: str = ""
+    divergence_factor: float | None = DIVERGENCE_FACTOR
+    divergence_epochs: int = DIVERGENCE_EPOCHS
 
 
 @dataclasses.dataclass
@@ -500,12 +512,36 @@ def evaluate(model: LinkModel, params, data: LinkData, metric: str = "") -> dict
     }
 
 
+def _drive(
+    program: Callable, state: tuple, data, config: LinkTrainConfig, seeds, progress, desc: str
+) -> tuple[tuple, dict, list[float]]:
+    """Runs a link trainer's compiled step or epoch, ``(params, opt_state, keys,
+    data) -> (params, opt_state, keys, loss [K])``, on the shared host loop
+    (:func:`~sparsegcn.train.loop.drive`) for ``config.epochs`` calls."""
+
+    def advance(state: tuple) -> tuple[tuple, dict]:
+        params, opt_state, keys, loss = program(*state, data)
+        return (params, opt_state, keys), {"loss": loss[:, None]}
+
+    return drive(
+        advance,
+        state,
+        epochs=config.epochs,
+        seeds=seeds,
+        progress=progress,
+        divergence_factor=config.divergence_factor,
+        divergence_epochs=config.divergence_epochs,
+        desc=desc,
+    )
+
+
 def check_link_config(config: LinkTrainConfig, model: LinkModel) -> None:
     """Refuses settings the trainer cannot run, before tracing."""
     from sparsegcn._checks import check_static_int
 
     check_static_int("epochs", config.epochs, minimum=1)
     check_static_int("negative_rounds", config.negative_rounds, minimum=0)
+    check_divergence(config.divergence_factor, config.divergence_epochs)
     if config.metric and config.metric != "mrr" and _hits_k(config.metric) is None:
         raise ValueError(f"metric must be '', 'mrr' or 'hits@K', got {config.metric!r}")
     if model.config["recon"] == "full" and model.decode_all is None:
@@ -573,32 +609,25 @@ def fit_links(
     step_fn = lowered.compile()
     assess_fn = jax.jit(assess).lower(params, data).compile()
     compile_s = time.perf_counter() - compile_start
-    losses, step_ms = [], []
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=config.epochs, desc=f"{model.name} x{len(seeds)}", unit="epoch")
-    for _ in range(config.epochs):
-        t0 = time.perf_counter()
-        params, opt_state, train_keys, loss = step_fn(params, opt_state, train_keys, data)
-        jax.block_until_ready(loss)
-        step_ms.append(1e3 * (time.perf_counter() - t0))
-        losses.append(loss)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+    (params, opt_state, train_keys), history, seconds = _drive(
+        step_fn,
+        (params, opt_state, train_keys),
+        data,
+        config,
+        seeds,
+        progress,
+        f"{model.name} x{len(seeds)}",
+    )
     metrics = jax.tree.map(np.asarray, assess_fn(params, data))
     return LinkFitResult(
         seeds=seeds,
         params=params,
-        losses=np.asarray(jnp.stack(losses)),
+        losses=history["loss"],
         valid=metrics["valid"],
         test=metrics["test"],
         test_scores=tuple(metrics["test_scores"]),
         compile_s=compile_s,
-        step_ms=np.asarray(step_ms),
+        step_ms=1e3 * np.asarray(seconds),
         wall_s=time.perf_counter() - start,
         devices=1 if mesh is None else mesh.size,
     )
@@ -849,6 +878,7 @@ def fit_links_sampled(
     devices: int | Mesh = 1,
     sampler: str = "tree",
     caps=None,
+    progress: bool = False,
 ) -> LinkFitResult:
     """Trains on sampled mini-batches of train edges: one compiled epoch, seeds vmapped.
 
@@ -865,6 +895,7 @@ def fit_links_sampled(
 
     ``sampler``, ``caps``: the neighbour sampler (``"tree"`` or ``"dedup"``
     with optional per-hop frontier caps, :func:`sampled_link_loss`).
+    ``progress``: a progress bar over the epochs.
 
     ``devices`` (a count of local devices or a mesh): each batch is split
     over them (:func:`sampled_link_loss`, the module docstring); the global
@@ -954,23 +985,25 @@ def fit_links_sampled(
     epoch_fn = lowered.compile()
     assess_fn = jax.jit(assess).lower(params, eval_data).compile()
     compile_s = time.perf_counter() - compile_start
-    losses, step_ms = [], []
-    for _ in range(config.epochs):
-        t0 = time.perf_counter()
-        params, opt_state, train_keys, loss = epoch_fn(params, opt_state, train_keys, data)
-        jax.block_until_ready(loss)
-        step_ms.append(1e3 * (time.perf_counter() - t0) / batches)
-        losses.append(loss)
+    (params, opt_state, train_keys), history, seconds = _drive(
+        epoch_fn,
+        (params, opt_state, train_keys),
+        data,
+        config,
+        seeds,
+        progress,
+        f"{model.name} x{len(seeds)}, {batches} batches",
+    )
     metrics = jax.tree.map(np.asarray, assess_fn(params, eval_data))
     return LinkFitResult(
         seeds=seeds,
         params=params,
-        losses=np.asarray(jnp.stack(losses)),
+        losses=history["loss"],
         valid=metrics["valid"],
         test=metrics["test"],
         test_scores=tuple(metrics["test_scores"]),
         compile_s=compile_s,
-        step_ms=np.asarray(step_ms),
+        step_ms=1e3 * np.asarray(seconds) / batches,
         wall_s=time.perf_counter() - start,
         devices=1 if mesh is None else mesh.size,
     )

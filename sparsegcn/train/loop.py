@@ -25,9 +25,11 @@ import numpy as np
 import optax
 
 from sparsegcn.nn.model import Model
-from sparsegcn.train.guard import raise_if_diverged, raise_if_loss_grew
+from sparsegcn.train.guard import raise_if_diverged, raise_if_loss_grew, raise_if_not_finite
 from sparsegcn.train.optim import make_optimizer
 from sparsegcn.train.state import (
+    DIVERGENCE_EPOCHS,
+    DIVERGENCE_FACTOR,
     TrainConfig,
     TrainState,
     check_masks,
@@ -269,10 +271,14 @@ def run_chunks(
 ) -> tuple[TrainState, dict, list[float]]:
     """Calls ``program(state, data) -> (state, metrics [K, chunk])`` until every seed is done.
 
+    The node trainers' use of :func:`drive`: a seed is done when its
+    ``state.done`` flag is set (early stopping, or ``config.epochs``).
+
     Args:
       program: the compiled chunk of epochs.
       state, data: its arguments; ``state`` is replaced by each call's result.
-      config: ``config.epochs`` sizes the progress bar.
+      config: ``config.epochs`` sizes the progress bar; its divergence settings
+        drive the guard.
       seeds: named in a divergence error.
       progress: show a tqdm progress bar (on stderr).
       history: metrics of earlier epochs, continued.
@@ -283,47 +289,156 @@ def run_chunks(
       ``{name: [epochs run, K]}`` NumPy arrays.
 
     Raises:
-      DivergenceError: a seed's loss or gradient became non-finite, or its
-        loss stayed above ``config.divergence_factor`` times its first value
-        for ``config.divergence_epochs`` epochs; raised after the call in
-        which it happened, before ``on_chunk``.
+      DivergenceError: see :func:`drive`.
+    """
+    return drive(
+        lambda s: program(s, data),
+        state,
+        epochs=config.epochs,
+        seeds=seeds,
+        finished=lambda s: bool(np.asarray(s.done).all()),
+        start=int(np.asarray(state.epoch).min()),
+        history=history,
+        on_chunk=on_chunk,
+        progress=progress,
+        watch="val_acc",
+        divergence_factor=config.divergence_factor,
+        divergence_epochs=config.divergence_epochs,
+    )
+
+
+def drive(
+    advance: Callable[[Any], tuple[Any, Mapping[str, Any]]],
+    state: Any,
+    *,
+    epochs: int,
+    seeds: Sequence[int],
+    finished: Callable[[Any], bool] | None = None,
+    start: int = 0,
+    history: Mapping[str, Any] | None = None,
+    on_chunk: Callable[[Any, dict], None] | None = None,
+    progress: bool = False,
+    loss: str = "loss",
+    watch: str | None = None,
+    divergence_factor: float | None = DIVERGENCE_FACTOR,
+    divergence_epochs: int = DIVERGENCE_EPOCHS,
+    desc: str | None = None,
+) -> tuple[Any, dict, list[float]]:
+    """The host loop every trainer runs: calls ``advance`` until the run is finished.
+
+    Every trainer, whatever its task, has one compiled program (or, for the
+    host-fed ones, one host function) that advances all its ``K`` members by
+    a chunk of epochs: ``advance(state) -> (state, metrics)``, ``metrics``
+    ``{name: [K, chunk]}``. This loop is the rest, shared:
+
+    - it calls ``advance`` until ``finished(state)`` (default: ``epochs``
+      epochs run, counting ``start``), waiting for each call
+      (``block_until_ready``) and timing it;
+    - it stops on divergence after the call in which it happened: a
+      non-finite training loss (metric ``loss``), or one that stayed above
+      ``divergence_factor`` times its first epoch's for
+      ``divergence_epochs`` epochs (:mod:`sparsegcn.train.guard`);
+    - it grows the history ``{name: [epochs, K]}``, advances the progress bar
+      (the loss and the ``watch`` metric on it), and calls ``on_chunk(state,
+      history so far)`` (checkpoints) after every call.
+
+    Optional metrics with a meaning here: ``active`` (bool: the member
+    trained in that epoch; default all), ``epoch`` (the 1-based epoch, named
+    in errors; default counted from ``start``), ``grad_norm``, and
+    ``diverged`` (bool: a non-finite step the program already discarded,
+    :func:`~sparsegcn.train.guard.raise_if_diverged`; without it a non-finite
+    ``loss`` is the signal).
+
+    Args:
+      advance: one call of the trainer's program, ``state -> (state, metrics)``.
+      state: where training starts (fresh or resumed).
+      epochs: the run's last epoch (sizes the progress bar).
+      seeds: the ``K`` members' seeds, named in a divergence error.
+      finished: ``state -> bool``; default: ``start`` plus the epochs run
+        reach ``epochs``.
+      start: epochs already run (a resumed run's).
+      history: the metrics of those epochs, ``{name: [start, K]}``, continued.
+      on_chunk: called with ``(state, history so far)`` after every call.
+      progress: show a tqdm progress bar (on stderr).
+      loss: the metric that holds the training loss.
+      watch: a metric shown on the progress bar beside the loss.
+      divergence_factor, divergence_epochs: the finite growth guard
+        (``None`` turns it off).
+      desc: the progress bar's label.
+
+    Returns:
+      ``(state, history, seconds of each call)``; ``history`` holds the
+      metrics ``advance`` returns as NumPy ``[epochs run, K]`` arrays.
+
+    Raises:
+      DivergenceError: a member's loss (or gradient) became non-finite, or
+        its loss ran away; raised after the call, before ``on_chunk``.
+      ValueError: ``history`` records other metrics than training does.
     """
     from tqdm.auto import tqdm
 
     chunks: dict[str, list] = {k: [np.asarray(v)] for k, v in (history or {}).items()}
+    ran = start
+
+    def done(state) -> bool:
+        return finished(state) if finished is not None else ran >= epochs
+
     times = []
     bar = tqdm(
-        total=config.epochs,
-        initial=int(np.asarray(state.epoch).min()),
-        disable=not progress,
-        unit="epoch",
-        leave=False,
+        total=epochs, initial=start, disable=not progress, unit="epoch", leave=False, desc=desc
     )
     try:
-        while not bool(np.asarray(state.done).all()):
+        while not done(state):
             tick = time.perf_counter()
-            state, metrics = jax.block_until_ready(program(state, data))
+            state, metrics = jax.block_until_ready(advance(state))
             times.append(time.perf_counter() - tick)
-            metrics = jax.tree.map(lambda m: np.asarray(m).T, metrics)  # [chunk, K]
-            raise_if_diverged(metrics, tuple(seeds))
+            metrics = {k: np.asarray(m).T for k, m in metrics.items()}  # [chunk, K]
             if chunks and set(chunks) != set(metrics):
                 raise ValueError(
                     f"the given history has metrics {sorted(chunks)} but training records "
                     f"{sorted(metrics)}; pass the history of a run of this trainer"
                 )
-            active = metrics["active"].any(axis=1)
-            for name, values in metrics.items():
-                chunks.setdefault(name, []).append(values[active])
-            bar.update(int(active.sum()))
-            if active.any():
-                bar.set_postfix(
-                    loss=f"{metrics['loss'][active][-1].mean():.4f}",
-                    val=f"{metrics['val_acc'][active][-1].mean():.3f}",
+            rows, members = metrics[loss].shape
+            active = metrics.get("active", np.ones((rows, members), bool))
+            counted = {
+                "active": active,
+                "epoch": metrics.get(
+                    "epoch", np.broadcast_to(ran + 1 + np.arange(rows)[:, None], (rows, members))
+                ),
+                "loss": metrics[loss],
+            }
+            if "grad_norm" in metrics:
+                counted["grad_norm"] = metrics["grad_norm"]
+            if "diverged" in metrics:
+                raise_if_diverged(
+                    dict(counted, diverged=metrics["diverged"], grad_norm=metrics["grad_norm"]),
+                    tuple(seeds),
                 )
+            else:
+                raise_if_not_finite(counted, tuple(seeds))
+            trained = active.any(axis=1)
+            ran += int(trained.sum())
+            for name, values in metrics.items():
+                chunks.setdefault(name, []).append(values[trained])
+            bar.update(int(trained.sum()))
+            if trained.any():
+                shown = {"loss": f"{metrics[loss][trained][-1].mean():.4f}"}
+                if watch is not None and watch in metrics:
+                    shown[watch] = f"{np.nanmean(metrics[watch][trained][-1]):.3f}"
+                bar.set_postfix(shown)
             so_far = {k: np.concatenate(v) for k, v in chunks.items()}
-            raise_if_loss_grew(
-                so_far, seeds, factor=config.divergence_factor, epochs=config.divergence_epochs
-            )
+            guarded = {
+                "loss": so_far[loss],
+                "active": so_far.get("active", np.ones(so_far[loss].shape, bool)),
+                "epoch": so_far.get(
+                    "epoch",
+                    np.broadcast_to(
+                        1 + np.arange(so_far[loss].shape[0])[:, None], so_far[loss].shape
+                    ),
+                ),
+                "grad_norm": so_far.get("grad_norm", np.full(so_far[loss].shape, np.nan)),
+            }
+            raise_if_loss_grew(guarded, seeds, factor=divergence_factor, epochs=divergence_epochs)
             if on_chunk is not None:
                 on_chunk(state, so_far)
     finally:

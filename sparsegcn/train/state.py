@@ -26,6 +26,15 @@ DIVERGENCE_EPOCHS = 10
 MONITORS = ("val_acc", "val_loss")
 
 
+def check_divergence(factor: float | None, epochs: int) -> None:
+    """Refuses bad divergence-guard settings with the shared words
+    (:data:`~sparsegcn._checks.HYPERPARAMETERS`); every trainer's config calls it."""
+    check_hyperparameters(
+        {"divergence_factor": factor, "divergence_epochs": epochs},
+        off={"divergence_factor": (None,)},
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Hyperparameters of a full-batch run; defaults reproduce Kipf & Welling.

@@ -68,7 +68,7 @@ from sparsegcn.sampling.host import (
     sample_tree_host,
 )
 from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
-from sparsegcn.train.guard import DivergenceError
+from sparsegcn.train.loop import drive
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -509,57 +509,77 @@ def fit_streamed(
     test_nodes = np.flatnonzero(np.asarray(data.test_mask)).astype(np.int32)
     val_nodes = _eval_subset(val_nodes, eval_size, seed)
     test_nodes = _eval_subset(test_nodes, eval_size, seed + 1)
-    history: dict[str, list] = {"loss": [], "grad_norm": [], "val_acc": []}
-    epoch_s, batches, batches_run = [], 0, 0
+    epoch_s: list[float] = []
+    batches, batches_run = 0, 0
     first_batch_s = float("nan")
     read_before = proc_read_bytes()
     read_bytes = 0
     best = (-1.0, 0, params)
     bad = 0
-    try:
-        for epoch in tqdm(range(1, config.epochs + 1), disable=not progress, unit="epoch"):
-            key, epoch_key = jax.random.split(key)
-            tick = time.perf_counter()
-            reads = proc_read_bytes()
-            timing: dict = {}
-            params, opt_state, losses, norms = train_epoch_streamed(
-                fns,
-                store,
-                batch_size,
-                params,
-                opt_state,
-                device_data,
-                epoch_key,
-                progress=progress,
-                host=host,
-                max_batches=max_batches,
-                timing=timing,
-            )
-            losses, norms = np.asarray(losses), np.asarray(norms)
-            epoch_s.append(time.perf_counter() - tick)
-            if reads is not None:
-                read_bytes += (proc_read_bytes() or reads) - reads
-            if epoch == 1:
-                first_batch_s = timing["first_batch_s"]
-            batches = losses.shape[0]
-            batches_run += batches
-            if not (np.isfinite(losses).all() and np.isfinite(norms).all()):
-                bad_step = int(np.flatnonzero(~(np.isfinite(losses) & np.isfinite(norms)))[0])
-                raise DivergenceError(
-                    epoch, seed, float(losses[bad_step]), float(norms[bad_step]), [seed]
-                )
+    stop = False
+
+    def advance(state: tuple) -> tuple[tuple, dict]:
+        """One epoch: stream the training batches, then score the validation nodes."""
+        nonlocal batches, batches_run, first_batch_s, read_bytes, best, bad, stop
+        params, opt_state, key = state
+        key, epoch_key = jax.random.split(key)
+        tick = time.perf_counter()
+        reads = proc_read_bytes()
+        timing: dict = {}
+        params, opt_state, losses, norms = train_epoch_streamed(
+            fns,
+            store,
+            batch_size,
+            params,
+            opt_state,
+            device_data,
+            epoch_key,
+            progress=progress,
+            host=host,
+            max_batches=max_batches,
+            timing=timing,
+        )
+        losses, norms = np.asarray(losses), np.asarray(norms)
+        epoch_s.append(time.perf_counter() - tick)
+        if reads is not None:
+            read_bytes += (proc_read_bytes() or reads) - reads
+        if len(epoch_s) == 1:
+            first_batch_s = timing["first_batch_s"]
+        batches = losses.shape[0]
+        batches_run += batches
+        finite = np.isfinite(losses) & np.isfinite(norms)
+        # A diverged epoch reports its first bad batch (drive's guard raises on it).
+        at = int(np.flatnonzero(~finite)[0]) if not finite.all() else None
+        loss = float(losses.mean()) if at is None else float(losses[at])
+        norm = float(norms.mean()) if at is None else float(norms[at])
+        val = float("nan")
+        if at is None:
             val = evaluate_streamed(
                 fns, store, params, device_data, val_nodes, batch_size, eval_key, host=host
             )
-            history["loss"].append([losses.mean()])
-            history["grad_norm"].append([norms.mean()])
-            history["val_acc"].append([val])
             if val > best[0]:
-                best, bad = (val, epoch, params), 0
+                best, bad = (val, len(epoch_s), params), 0
             else:
                 bad += 1
-                if config.patience is not None and bad >= config.patience:
-                    break
+                stop = config.patience is not None and bad >= config.patience
+        metrics = {"loss": loss, "grad_norm": norm, "val_acc": val}
+        return (params, opt_state, key), {
+            k: np.array([[v]], np.float32) for k, v in metrics.items()
+        }
+
+    try:
+        _, recorded, _ = drive(
+            advance,
+            (params, opt_state, key),
+            epochs=config.epochs,
+            seeds=[seed],
+            finished=lambda _state: stop or len(epoch_s) >= config.epochs,
+            progress=progress,
+            watch="val_acc",
+            divergence_factor=config.divergence_factor,
+            divergence_epochs=config.divergence_epochs,
+        )
+        history = {name: values.astype(np.float32) for name, values in recorded.items()}
         gather = dataclasses.replace(store.stats)
         test = evaluate_streamed(
             fns, store, best[2], device_data, test_nodes, batch_size, eval_key, host=host
@@ -573,7 +593,7 @@ def fit_streamed(
     steady = (train_s - first_batch_s) / (batches_run - 1) if batches_run > 1 else train_s
     return StreamedFitResult(
         params=best[2],
-        history={name: np.asarray(v, np.float32) for name, v in history.items()},
+        history=history,
         val_acc=np.asarray([best[0]]),
         test_acc=np.asarray([test]),
         best_epoch=np.asarray([best[1]]),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from link_graphs import communities, data_of
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 import sparsegcn as sg
@@ -15,40 +16,11 @@ from sparsegcn.nn.registry import create_model
 from sparsegcn.sampling.links import random_link_split
 from sparsegcn.train.links import (
     LinkTrainConfig,
-    eval_set,
     evaluate,
     fit_links,
     link_data,
     stack_link_data,
 )
-
-
-def communities(n: int = 48, seed: int = 0):
-    """Four dense communities, a few bridges; features: the community plus noise.
-
-    A test edge almost always joins one community, a random negative pair
-    only a quarter of the time: scores that know the communities reach an
-    AUC near 7/8 (chance: 1/2).
-    """
-    rng = np.random.default_rng(seed)
-    side = np.arange(n) % 4
-    p = np.where(side[:, None] == side[None, :], 0.5, 0.01)
-    upper = np.triu(rng.random((n, n)) < p, 1)
-    s, r = np.nonzero(upper | upper.T)
-    x = np.eye(4, dtype=np.float32)[side] + 0.1 * rng.normal(size=(n, 4)).astype(np.float32)
-    return sg.Graph(s, r, None, n), x
-
-
-def data_of(graph, x, seed):
-    split = random_link_split(graph, val=0.1, test=0.2, seed=seed)
-    return link_data(
-        transforms.sort_edges(sg.gcn_norm(split.graph)),
-        x,
-        graph.num_nodes,
-        split.split["train"],
-        eval_set(split.split["valid"], split.split["valid_neg"]),
-        eval_set(split.split["test"], split.split["test_neg"]),
-    )
 
 
 def test_link_data_weights_are_kipf_and_wellings():
