@@ -141,6 +141,43 @@ def test_padding_changes_no_real_output_or_gradient(gin_model, virtual_node):
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
 
 
+def test_one_real_node_among_padding_trains_finite_and_as_without_padding():
+    """A batch whose real rows barely vary (one node: batch norm's variance is 0)
+    used to scale the padding rows by 1/sqrt(eps) at every batch norm; five layers
+    overflowed them and inf * 0 made the loss NaN (tu:MINI's one-node graph)."""
+    single = GraphDataset(
+        name="tu:ONE",
+        senders=np.zeros(0, np.int64),
+        receivers=np.zeros(0, np.int64),
+        node_ptr=np.array([0, 1]),
+        edge_ptr=np.array([0, 0]),
+        features=np.array([[0.5, 1.0, 2.0]], np.float32),
+        labels=np.array([1]),
+        num_classes=2,
+        classes=np.arange(2),
+    )
+    model = graph_gin(3, 2, hidden=8, num_layers=5, dropout_rate=0.0)
+    params, stats = model.init(jax.random.key(0))
+    order = np.arange(1)
+
+    def step(budget):
+        batch = one(pack_graphs(single, order, budget, batch_size=1), 0)
+
+        def loss(p):
+            logits, _ = model.apply(p, stats, batch, key=jax.random.key(1), training=True)
+            return jnp.sum(logits[0, 1] - logits[0, 0]), logits[0]
+
+        return jax.jit(jax.value_and_grad(loss, has_aux=True))(params)
+
+    (_, tight), grad_tight = step(Budget(2, 0, 2))  # one padding row: the least
+    (_, padded), grad_padded = step(Budget(9, 8, 4))
+    assert np.isfinite(padded).all()
+    np.testing.assert_allclose(padded, tight, rtol=1e-5, atol=1e-5)
+    for u, v in zip(jax.tree.leaves(grad_padded), jax.tree.leaves(grad_tight), strict=True):
+        assert np.isfinite(u).all()
+        np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     ("virtual_node", "how"),
     [(True, "sum"), pytest.param(False, "attention", marks=pytest.mark.slow)],

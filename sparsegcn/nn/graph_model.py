@@ -86,11 +86,12 @@ def masked_batch_norm(
     Returns:
       ``([N, F], stats)``.
     """
+    keep = mask[:, None]
     if training:
-        weight = mask.astype(h.dtype)[:, None]
-        count = jnp.maximum(jnp.sum(weight), jnp.ones((), h.dtype))
-        mean = jnp.sum(weight * h, axis=0) / count
-        var = jnp.sum(weight * (h - mean[None, :]) ** 2, axis=0) / count
+        # Selected, not weighted: a padding row may hold anything (inf * 0 is NaN).
+        count = jnp.maximum(jnp.sum(mask.astype(h.dtype)), jnp.ones((), h.dtype))
+        mean = jnp.sum(jnp.where(keep, h, 0.0), axis=0) / count
+        var = jnp.sum(jnp.where(keep, (h - mean[None, :]) ** 2, 0.0), axis=0) / count
         unbiased = var * count / jnp.maximum(count - 1.0, jnp.ones((), h.dtype))
         stats = {
             "mean": (1.0 - BN_MOMENTUM) * stats["mean"] + BN_MOMENTUM * mean,
@@ -99,7 +100,10 @@ def masked_batch_norm(
     else:
         mean, var = stats["mean"], stats["var"]
     normed = (h - mean[None, :]) * jax.lax.rsqrt(var[None, :] + BN_EPS)
-    return normed * params["scale"][None, :] + params["bias"][None, :], stats
+    out = normed * params["scale"][None, :] + params["bias"][None, :]
+    # Padding rows leave as zeros: scaled by 1/sqrt(var + eps) at every layer they
+    # would otherwise grow without bound where the real rows barely vary (one node).
+    return jnp.where(keep, out, 0.0), stats
 
 
 def check_graph_readout(readout_reduce: str, set2set_steps: int) -> None:

@@ -38,8 +38,6 @@ _UNSUPPORTED = {
     "graph_on": ("auto", "device"),
     "max_batches": (0,),
     "shard_features": (False,),
-    "coordinator": (None,),
-    "num_processes": (1,),
     "patience": (0,),
     "monitor": ("val_acc",),
     "epochs_per_call": (0,),
@@ -51,7 +49,7 @@ def check_graph_experiment(exp) -> None:
     """Refuses the settings graph training does not support, naming the first.
 
     Raises:
-      ValueError: a node-task setting (sampling, several processes, plots,
+      ValueError: a node-task setting (sampling, plots, early stopping,
         ...), ``--folds 1``, ``--folds`` on a dataset with an official split
         (``ogbg-*``), or a readout it lacks.
     """
@@ -59,7 +57,7 @@ def check_graph_experiment(exp) -> None:
         value = getattr(exp, name)
         if value not in unset:
             raise ValueError(
-                f"{exp.dataset}: graph-level training runs in one process without sampling, "
+                f"{exp.dataset}: graph-level training runs without sampling, "
                 f"plots or early stopping; {name}={value!r} is not supported with it"
             )
     from sparsegcn import _checks
@@ -473,18 +471,26 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
 
 
 def run_graph_experiment(exp, *, progress: bool = False) -> dict:
-    """Loads, trains every fold and seed as one program, reports (see :func:`summarize_graphs`)."""
+    """Loads, trains every fold and seed as one program, reports (see :func:`summarize_graphs`).
+
+    Several devices or processes (``--devices``, ``--coordinator``,
+    ``--num-processes``): the processes join first
+    (:func:`sparsegcn.parallel.initialize`), then every step's batch is split
+    over the devices of all of them; only process 0 writes checkpoints.
+    """
+    from sparsegcn import parallel
     from sparsegcn.train.graphs import fit_graphs, predict_graphs
 
     start = time.perf_counter()
-    mesh = None
-    if exp.devices > 1:
-        from sparsegcn.parallel import make_mesh
-
-        mesh = make_mesh(exp.devices)  # refuses a count this process lacks, before any data
+    if exp.coordinator is not None:
+        parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
+    # Refuses a device count this process lacks, before any data is read.
+    mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
     dataset, splits, config = prepare_graphs(exp, progress=progress)
     model = _model(exp, dataset)
-    lifecycle = GraphLifecycle.start(exp, dataset, model, splits, config)
+    # Several processes train the same members: process 0 alone writes checkpoints.
+    writer = exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None)
+    lifecycle = GraphLifecycle.start(writer, dataset, model, splits, config)
     try:
         result = fit_graphs(
             model,

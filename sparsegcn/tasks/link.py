@@ -42,8 +42,6 @@ _UNSUPPORTED = {
     "graph_on": ("auto", "device"),
     "max_batches": (0,),
     "shard_features": (False,),
-    "coordinator": (None,),
-    "num_processes": (1,),
     "patience": (0,),
     "epochs_per_call": (0,),
     "clip_norm": (0.0,),
@@ -61,15 +59,15 @@ def check_link_experiment(exp) -> None:
     """Refuses the settings link training does not support, naming the first.
 
     Raises:
-      ValueError: several processes, resuming, plots, early stopping, ..., or ``--use-valid-edges`` on a dataset without
-        an official split.
+      ValueError: resuming, plots, early stopping, ..., or ``--use-valid-edges`` on a
+        dataset without an official split.
     """
     for name, unset in _UNSUPPORTED.items():
         value = getattr(exp, name)
         if value not in unset:
             raise ValueError(
-                f"{exp.dataset}: link prediction trains in one process for a fixed "
-                f"number of epochs, without resuming; {name}={value!r} is not supported with it"
+                f"{exp.dataset}: link prediction trains for a fixed number of epochs, "
+                f"without resuming; {name}={value!r} is not supported with it"
             )
     if exp.sampled:
         check_sampled_links(exp)
@@ -438,11 +436,18 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
 def run_link_experiment(exp, *, progress: bool = False) -> dict:
     """Loads, splits, trains every seed as one program, reports (:func:`summarize_links`).
 
-    A device count (``exp.devices``) this process lacks is refused first, before
-    any data is read."""
+    Several processes (``--coordinator``, ``--num-processes``) join first
+    (:func:`sparsegcn.parallel.initialize`); a device count (``exp.devices``)
+    this process lacks is refused next, before any data is read. Each step
+    is then split over the devices of every process, and only process 0
+    writes ``--checkpoint``'s model files.
+    """
+    from sparsegcn.parallel import initialize
     from sparsegcn.train.links import LinkData, fit_links, fit_links_sampled, link_mesh
 
     start = time.perf_counter()
+    if exp.coordinator is not None:
+        initialize(exp.coordinator, exp.num_processes, exp.process_id)
     mesh = link_mesh(exp.devices)
     devices = 1 if mesh is None else mesh
     info, data, model, config, sampled = _prepare_links(exp, progress=progress)
@@ -493,7 +498,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
         # step_ms holds one sampled step (all seeds) each: an epoch is all its batches.
         report["epoch_ms_median"] = result.train_step_ms_median * batching["batches_per_epoch"]
         report["train_s"] = float(np.sum(result.step_ms) * batching["batches_per_epoch"] / 1e3)
-    if exp.checkpoint:
+    if exp.checkpoint and jax.process_index() == 0:
         report["checkpoint"] = save_link_model(exp.checkpoint, exp, result)
     return report
 

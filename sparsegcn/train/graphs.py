@@ -933,7 +933,8 @@ def fit_graphs(
         packings hold (:func:`~sparsegcn.batch.fit_budget`: no training batch
         is split), else :func:`~sparsegcn.batch.choose_budget` for
         ``device_batch_size(config.batch_size, D)`` graphs.
-      devices: ``D`` (local devices) or a mesh from
+      devices: ``D`` (local devices of every process: in a multi-process
+        run, ``D`` times the processes) or a mesh from
         :func:`~sparsegcn.parallel.make_mesh`: each step's batch is split
         over them (see the module's docstring).
       state: resume from this :class:`MemberState` (``[M]`` leading), after
@@ -952,14 +953,12 @@ def fit_graphs(
     metric = dataset.metric
     if metric not in METRICS:
         raise ValueError(f"{dataset.name}: metric must be one of {list(METRICS)}, got {metric!r}")
-    if isinstance(devices, Mesh):
-        mesh: Mesh | None = devices
-    else:
-        from sparsegcn.parallel.mesh import make_mesh
+    from sparsegcn.parallel.mesh import as_mesh
 
-        mesh = make_mesh(devices) if devices > 1 else None
-    num_devices = 1 if mesh is None else mesh.size
-    mesh = None if num_devices == 1 else mesh
+    # D local devices of every process (several processes: one mesh over all of them).
+    whole = as_mesh(devices)
+    num_devices = whole.size
+    mesh: Mesh | None = None if num_devices == 1 else whole
     per_device = device_batch_size(config.batch_size, num_devices)
     nodes, edges = dataset.nodes_per_graph(), dataset.edges_per_graph()
     # From the whole dataset's size (and a random batch's budget, the larger),

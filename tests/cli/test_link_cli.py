@@ -58,7 +58,7 @@ SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
         ),
         (
             ["--dataset", "cora", "--task", "link", "--model", "gae", "--patience", "5"],
-            r"link prediction trains in one process for a fixed number of epochs, without "
+            r"link prediction trains for a fixed number of epochs, without "
             r"resuming; patience=5 is not supported",
         ),
         (

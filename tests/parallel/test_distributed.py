@@ -140,3 +140,48 @@ def test_cli_runs_across_two_processes(tmp_path):
     assert reports[0]["test_acc"] == reports[1]["test_acc"]
     assert reports[0]["checkpoint"] and reports[1]["checkpoint"] is None  # process 0 writes
     assert len(list((tmp_path / "ckpt").glob("ckpt-*.json"))) == 1
+
+
+@pytest.mark.slow
+def test_cli_graph_and_link_runs_across_two_processes(tmp_path):
+    from graph_sets import write_mini
+
+    write_mini(tmp_path / "tu" / "MINI")
+    runs = {
+        "graph": ["--dataset", "tu:MINI", "--model", "gin", "--folds", "3", "--hidden", "8"],
+        "link": [
+            "--dataset",
+            "synthetic:tiny",
+            "--scale",
+            "0.05",
+            "--task",
+            "link",
+            "--model",
+            "gae",
+        ],
+    }
+    for task, argv in runs.items():
+        coordinator = f"127.0.0.1:{free_port()}"
+        base = ["train", *argv, "--root", str(tmp_path), "--epochs", "4", "--no-progress"]
+        base += ["--coordinator", coordinator, "--num-processes", "2"]
+        base += ["--checkpoint", str(tmp_path / f"ckpt-{task}")]
+        commands = [
+            [
+                sys.executable,
+                "-m",
+                "sparsegcn",
+                *base,
+                "--process-id",
+                str(i),
+                "--json",
+                f"{i}.json",
+            ]
+            for i in range(2)
+        ]
+        run_together(commands, tmp_path)
+        reports = [json.loads((tmp_path / f"{i}.json").read_text()) for i in range(2)]
+        for report in reports:
+            assert (report["task"], report["devices"], report["processes"]) == (task, 2, 2)
+        key = "test_acc" if task == "graph" else "test_auc"
+        assert reports[0][key] == reports[1][key]
+        assert reports[0]["checkpoint"] and reports[1]["checkpoint"] is None  # process 0 writes
