@@ -231,29 +231,36 @@ def probe_caps(
     return tuple(caps), counts
 
 
+def sage_link_model(width: int, hidden: int, layers: int, negatives: str = "pairs"):
+    """The benchmarked model: GAE with a GraphSAGE encoder (``layers`` x ``hidden``),
+    the inner-product decoder and sampled negatives."""
+    from sparsegcn.nn.registry import create_model
+
+    return create_model(
+        "gae",
+        width,
+        hidden,
+        hidden=hidden,
+        layers=layers,
+        dropout=0.0,
+        encoder="sage",
+        decoder="inner",
+        recon="sampled",
+        negatives=negatives,
+        embedding_dim=hidden,
+    )
+
+
 def ours_setup(args, data):
     """``(model, step, params, opt_state)``: the compiled step and fresh state."""
     import jax
     import jax.numpy as jnp
 
-    from sparsegcn.nn.registry import create_model
     from sparsegcn.sampling.dedup import check_caps, sample_batch
     from sparsegcn.train.links import LinkTrainConfig, make_optimizer, sampled_link_step
 
     fanouts = tuple(int(k) for k in args.fanouts.split(","))
-    model = create_model(
-        "gae",
-        int(data.features.shape[1]),
-        args.hidden,
-        hidden=args.hidden,
-        layers=args.layers,
-        dropout=0.0,
-        encoder="sage",
-        decoder="inner",
-        recon="sampled",
-        negatives=args.negatives,
-        embedding_dim=args.hidden,
-    )
+    model = sage_link_model(int(data.features.shape[1]), args.hidden, args.layers, args.negatives)
     config = LinkTrainConfig(learning_rate=args.lr)
     caps, probes = args.caps, None
     if caps == "auto":
@@ -315,7 +322,7 @@ def mrr_of(model, params, chunked, data, dataset, sources: int, chunk: int) -> d
         pos = model.decode(params, z, pairs)
         src = jnp.broadcast_to(pairs[:, :1], targets.shape)
         neg = model.decode(params, z, jnp.stack([src, targets], axis=-1))
-        return mrr(pos, neg, mask) * jnp.sum(mask)
+        return mrr(pos, neg, mask) * jnp.sum(mask).astype(jnp.float32)
 
     tick = time.perf_counter()
     total = 0.0

@@ -9,6 +9,9 @@ official definition it names:
   do), which ``ogb``'s ``Evaluator`` calls for ``rocauc`` and ``ap``;
   :func:`mean_over_tasks` averages the tasks where the metric is defined,
   as ``ogb`` does (tasks with both a positive and a negative label);
+- :func:`ranking_auc_ap`: the same two of positives against negatives held
+  apart, sorting only the negatives (link prediction's few positives and
+  many negatives);
 - :func:`hits_at_k` and :func:`mrr`: ``ogb``'s link-prediction ``hits@K``
   and ``mrr``.
 
@@ -140,6 +143,46 @@ def average_precision(
     return _per_task(_column_average_precision, scores, labels, mask)
 
 
+def ranking_auc_ap(
+    positive_scores: ArrayLike, negative_scores: ArrayLike
+) -> tuple[jax.Array, jax.Array]:
+    """``(AUC, AP)`` of positives against negatives given apart: :func:`roc_auc` and
+    :func:`average_precision` of their concatenation, with one sort of the negatives.
+
+    .. math::
+
+        \\mathrm{AUC} = \\frac{1}{|P|\\,|N|} \\sum_{i \\in P}
+            \\big(|\\{n < s_i\\}| + \\tfrac12 |\\{n = s_i\\}|\\big),
+        \\qquad
+        \\mathrm{AP} = \\frac{1}{|P|} \\sum_{i \\in P}
+            \\frac{|\\{p \\ge s_i\\}|}{|\\{p \\ge s_i\\}| + |\\{n \\ge s_i\\}|}
+
+    The counts over the negatives are binary searches in their sorted copy,
+    those over the positives in theirs; nothing the size of both together
+    is built. Link evaluation ranks few positives against many negatives
+    (ogbl-citation2: 86,596 against 86.6 M), where sorting all of them with
+    their labels took gigabytes.
+
+    Args:
+      positive_scores: ``[P]``, ``P >= 1``.
+      negative_scores: any shape, ``Q >= 1`` entries (flattened).
+
+    Returns:
+      float32 ``([], [])``.
+    """
+    pos = jnp.asarray(positive_scores, jnp.float32).reshape(-1)
+    neg = jnp.sort(jnp.asarray(negative_scores, jnp.float32).reshape(-1))
+    ranked = jnp.sort(pos)
+    below = jnp.searchsorted(neg, pos, side="left").astype(jnp.float32)
+    at_most = jnp.searchsorted(neg, pos, side="right").astype(jnp.float32)
+    num_pos, num_neg = float(pos.shape[0]), float(neg.shape[0])
+    auc = jnp.mean((below + 0.5 * (at_most - below)) / num_neg)
+    true_kept = num_pos - jnp.searchsorted(ranked, pos, side="left").astype(jnp.float32)
+    false_kept = num_neg - below
+    ap = jnp.mean(true_kept / (true_kept + false_kept))
+    return auc, ap
+
+
 def mean_over_tasks(values: ArrayLike) -> jax.Array:
     """The mean of the defined (non-NaN) per-task values, as ``ogb`` averages
     ``rocauc`` and ``ap``; NaN when no task is defined."""
@@ -231,4 +274,11 @@ def mrr(
     return jnp.sum(jnp.where(valid, reciprocal, 0.0)) / count
 
 
-__all__ = ["average_precision", "hits_at_k", "mean_over_tasks", "mrr", "roc_auc"]
+__all__ = [
+    "average_precision",
+    "hits_at_k",
+    "mean_over_tasks",
+    "mrr",
+    "ranking_auc_ap",
+    "roc_auc",
+]

@@ -6,7 +6,14 @@ import jax
 import numpy as np
 import pytest
 
-from sparsegcn.metrics import average_precision, hits_at_k, mean_over_tasks, mrr, roc_auc
+from sparsegcn.metrics import (
+    average_precision,
+    hits_at_k,
+    mean_over_tasks,
+    mrr,
+    ranking_auc_ap,
+    roc_auc,
+)
 
 sklearn_metrics = pytest.importorskip("sklearn.metrics")
 
@@ -33,6 +40,27 @@ def test_roc_auc_and_ap_equal_sklearn_per_task(seed, ties):
         want_ap = sklearn_metrics.average_precision_score(labels[m, t], scores[m, t])
         np.testing.assert_allclose(auc[t], want_auc, rtol=1e-5)
         np.testing.assert_allclose(ap[t], want_ap, rtol=1e-5)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_positives_against_negatives_equal_sklearn_on_their_concatenation(ties):
+    """Link evaluation's shape: few positives, many negatives in rows; ties across
+    and within the classes (rounded scores) count as scikit-learn counts them."""
+    rng = np.random.default_rng(3)
+    pos = rng.normal(1.0, 1.0, 40).astype(np.float32)
+    neg = rng.normal(0.0, 1.0, (40, 25)).astype(np.float32)
+    if ties:
+        pos, neg = np.round(pos * 2) / 2, np.round(neg * 2) / 2
+    auc, ap = jax.jit(ranking_auc_ap)(pos, neg)
+    scores = np.concatenate([pos, neg.ravel()])
+    labels = np.concatenate([np.ones(pos.size), np.zeros(neg.size)])
+    np.testing.assert_allclose(auc, sklearn_metrics.roc_auc_score(labels, scores), rtol=1e-5)
+    np.testing.assert_allclose(
+        ap, sklearn_metrics.average_precision_score(labels, scores), rtol=1e-5
+    )
+    # The hand-computed case of roc_auc and average_precision below.
+    auc, ap = ranking_auc_ap(np.array([0.8, 0.4]), np.array([0.4, 0.1]))
+    assert float(auc) == pytest.approx(0.875) and float(ap) == pytest.approx(0.5 + 1 / 3)
 
 
 def test_undefined_tasks_are_nan_and_skipped_by_the_mean():

@@ -5,8 +5,8 @@ A layer written against :mod:`sparsegcn.views` is two pure functions:
 - ``project(params, h, i, view) -> z``, row by row (``h W``), so that it
   commutes with taking rows: ``project(h)[ids] == project(h[ids])``.
   ``view`` is the view the layer's ``propagate`` will read (for row chunks,
-  the whole graph, since one ``z`` serves every chunk; ``None`` for
-  graph-free models): a linear layer may return ``h`` itself and multiply
+  the :class:`~sparsegcn.sampling.ChunkedGraph` itself, since one ``z``
+  serves every chunk; ``None`` for graph-free models): a linear layer may return ``h`` itself and multiply
   after aggregating when the view has fewer targets than ``h`` has rows
   (:func:`~sparsegcn.nn.conv.transform_first`). ``z`` may be an array or
   any pytree of row arrays;
@@ -222,9 +222,7 @@ def run_layers(
     for i in range(count):
         if stop_before_last and i == count - 1:
             return h
-        z = project(
-            layers[i], drop(h, i), i, graph.graph if isinstance(graph, ChunkedGraph) else graph
-        )
+        z = project(layers[i], drop(h, i), i, graph)
         if isinstance(graph, ChunkedGraph):
             layer_key = _key(inner_keys, i)
 

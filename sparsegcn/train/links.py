@@ -64,7 +64,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from sparsegcn.metrics import average_precision, hits_at_k, mrr, roc_auc
+from sparsegcn.metrics import hits_at_k, mrr, ranking_auc_ap
 from sparsegcn.nn.gae import (
     LinkModel,
     full_reconstruction_loss,
@@ -487,9 +487,8 @@ def _per_source(split: EvalSet) -> bool:
 def split_metrics(pos: jax.Array, neg: jax.Array, metric: str) -> dict:
     """AUC and AP of ``pos`` against every negative, and ``metric`` (Hits@K, MRR)."""
     flat = neg.reshape(-1)
-    scores = jnp.concatenate([pos, flat])
-    labels = jnp.concatenate([jnp.ones(pos.shape, jnp.float32), jnp.zeros(flat.shape, jnp.float32)])
-    out = {"auc": roc_auc(scores, labels), "ap": average_precision(scores, labels)}
+    auc, ap = ranking_auc_ap(pos, flat)
+    out = {"auc": auc, "ap": ap}
     k = _hits_k(metric)
     if k is not None:
         out[metric] = hits_at_k(pos, flat, k)
@@ -510,6 +509,63 @@ def evaluate(model: LinkModel, params, data: LinkData, metric: str = "") -> dict
         "test": split_metrics(*test, metric),
         "test_scores": test,
     }
+
+
+class PhasedEvaluation(NamedTuple):
+    """:func:`evaluate` of every seed in bounded memory: one seed and one phase at a time.
+
+    :func:`evaluate` in one program, vmapped over ``K`` seeds, holds every
+    seed's embedding of every node and every layer's temporaries beside the
+    scoring's. At ogbl-citation2's size that is 3 GB an embedding a layer,
+    and the one program needed 12 GB of temporaries for one seed. Here each
+    seed is embedded (one compiled program, its temporaries freed when it
+    returns), then each split is scored and measured (one program a split),
+    then the embedding is dropped before the next seed's.
+
+    Attributes:
+      embed: compiled ``(params, graph, features) -> z [N, D]`` of one seed.
+      valid, test: compiled ``(params, z, split) -> (metrics, (pos, neg))``.
+      metric: the ranking metric besides AUC and AP (:func:`split_metrics`).
+    """
+
+    embed: Callable
+    valid: Callable
+    test: Callable
+    metric: str
+
+    @classmethod
+    def compile(cls, model: LinkModel, params, data: LinkData, metric: str) -> PhasedEvaluation:
+        """Compiles the three programs for ``params`` (``[K]`` leading) and ``data``."""
+        first = jax.tree.map(lambda a: a[0], params)
+        embed = jax.jit(model.embed).lower(first, data.graph, data.features).compile()
+        z = jax.eval_shape(model.embed, first, data.graph, data.features)
+
+        def measure(p, z, split):
+            pos, neg = score_set(model, p, z, split)
+            return split_metrics(pos, neg, metric), (pos, neg)
+
+        scored = jax.jit(measure)
+        return cls(
+            embed,
+            scored.lower(first, z, data.valid).compile(),
+            scored.lower(first, z, data.test).compile(),
+            metric,
+        )
+
+    def __call__(self, params, data: LinkData) -> dict:
+        """``{"valid": {name: [K]}, "test": {...}, "test_scores": (pos [K, P], neg [K, ...])}``
+        (NumPy), as :func:`evaluate` vmapped over the seeds gives."""
+        seeds = int(jax.tree.leaves(params)[0].shape[0])
+        rows = []
+        for k in range(seeds):
+            p = jax.tree.map(lambda a, k=k: a[k], params)
+            z = self.embed(p, data.graph, data.features)
+            valid, _ = self.valid(p, z, data.valid)
+            test, scores = self.test(p, z, data.test)
+            rows.append(jax.tree.map(np.asarray, (valid, test, scores)))
+            del z
+        valid, test, scores = jax.tree.map(lambda *a: np.stack(a), *rows)
+        return {"valid": valid, "test": test, "test_scores": scores}
 
 
 def _drive(
@@ -887,7 +943,8 @@ def fit_links_sampled(
     (:func:`sampled_link_loss`); the epoch is compiled once, ahead of time,
     and ``step_ms`` holds each epoch's time divided by its batches. After the
     last epoch every seed is evaluated on ``eval_data``'s pairs
-    (:func:`evaluate`), its nodes embedded on ``data.chunked`` (every
+    (:func:`evaluate`, one seed and one phase at a time:
+    :class:`PhasedEvaluation`), its nodes embedded on ``data.chunked`` (every
     neighbour, layer by layer in node chunks: the full-batch function in
     bounded memory; ogbl-citation2's graph full batch would gather 61 M
     messages of 256 floats a layer), or without it on ``eval_data``'s graph,
@@ -975,15 +1032,12 @@ def fit_links_sampled(
     def run_epoch(params, opt_state, keys, data):
         return jax.vmap(epoch, in_axes=(0, 0, 0, None))(params, opt_state, keys, data)
 
-    def assess(params, data):
-        return jax.vmap(lambda q: evaluate(model, q, data, config.metric))(params)
-
     compile_start = time.perf_counter()
     lowered = jax.jit(run_epoch, donate_argnums=(0, 1), **_jit_options(mesh)).lower(
         params, opt_state, train_keys, data
     )
     epoch_fn = lowered.compile()
-    assess_fn = jax.jit(assess).lower(params, eval_data).compile()
+    assess_fn = PhasedEvaluation.compile(model, params, eval_data, config.metric)
     compile_s = time.perf_counter() - compile_start
     (params, opt_state, train_keys), history, seconds = _drive(
         epoch_fn,
@@ -994,7 +1048,7 @@ def fit_links_sampled(
         progress,
         f"{model.name} x{len(seeds)}, {batches} batches",
     )
-    metrics = jax.tree.map(np.asarray, assess_fn(params, eval_data))
+    metrics = assess_fn(params, eval_data)
     return LinkFitResult(
         seeds=seeds,
         params=params,
@@ -1015,6 +1069,7 @@ __all__ = [
     "LinkData",
     "LinkFitResult",
     "LinkTrainConfig",
+    "PhasedEvaluation",
     "SampledLinkData",
     "batch_endpoints",
     "check_link_config",
