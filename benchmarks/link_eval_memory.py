@@ -1,6 +1,7 @@
-"""Peak memory of the sampled link trainer's evaluation on synthetic:citation2.
+"""Peak memory of the sampled link trainer on synthetic:citation2: its evaluation, or a run.
 
     python benchmarks/link_eval_memory.py --root DIR [--scale 1.0] [--mode phased|one-program]
+    python benchmarks/link_eval_memory.py --root DIR --mode run --max-batches B [--caps C1,C2,C3]
 
 One process per mode (the peak resident set is the process's). Each loads the
 dataset's cache (``load_links``), builds the evaluation data as
@@ -11,7 +12,12 @@ negatives), initializes a GraphSAGE 3 x 256 link model (one seed) and runs:
 - ``phased``: :class:`~sparsegcn.train.links.PhasedEvaluation`, what
   ``fit_links_sampled`` runs (one seed and one phase at a time);
 - ``one-program``: :func:`~sparsegcn.train.links.evaluate` vmapped over the
-  seeds in one compiled program, what it ran before.
+  seeds in one compiled program, what it ran before;
+- ``run``: what ``sparsegcn train --task link --model gae --encoder sage
+  --fanouts 15,10,5 --batch-size 1024 --sampler dedup`` runs, its data
+  prepared by the CLI's own function (``sparsegcn.tasks.link``), but with
+  ``--max-batches`` batches of one epoch (a whole one takes about 10 hours
+  on 2 cores), then the full evaluation: the peak of a whole run.
 
 Writes JSON (``--out``, default ``benchmarks/results/link-eval-memory-S-MODE.json``)
 with the peak RSS after loading and after evaluating, the seconds, XLA's
@@ -41,13 +47,76 @@ def peak_gb() -> float:
     return int(line.split()[1]) * 1024 / 1e9
 
 
+def whole_run(args) -> dict:
+    """``--mode run``: the CLI's data preparation, ``max_batches`` batches, the evaluation."""
+    import numpy as np
+
+    from sparsegcn.experiment import Experiment
+    from sparsegcn.tasks.link import _prepare_links, fit_sampled
+
+    exp = Experiment(
+        dataset="synthetic:citation2",
+        root=args.root,
+        scale=args.scale,
+        task="link",
+        model="gae",
+        model_options=(("encoder", "sage"),),
+        hidden=args.hidden,
+        layers=args.layers,
+        dropout=0.0,
+        lr=1e-3,
+        epochs=1,
+        fanouts=",".join(["15", "10", "5"][: args.layers]),
+        batch_size=1024,
+        sampler="dedup",
+        dedup_caps=args.caps,
+    )
+    tick = time.perf_counter()
+    info, data, model, config, sampled = _prepare_links(exp)
+    prepared = peak_gb()
+    prepare_s = time.perf_counter() - tick
+    tick = time.perf_counter()
+    result = fit_sampled(exp, data, model, config, sampled, max_batches=args.max_batches)
+    return {
+        "peak_rss_after_load_gb": prepared,
+        "prepare_s": prepare_s,
+        "fit_s": time.perf_counter() - tick,
+        "batches": args.max_batches,
+        "caps": args.caps,
+        "step_ms": float(result.train_step_ms_median),
+        "compile_s": result.compile_s,
+        "loss": float(np.asarray(result.losses)[-1, 0]),
+        "test": {k: float(np.asarray(v)[0]) for k, v in result.test.items()},
+        "valid": {k: float(np.asarray(v)[0]) for k, v in result.valid.items()},
+        "num_nodes": int(info["num_nodes"]),
+    }
+
+
 def run(args) -> dict:
     from sparsegcn.allocator import keep_freed_memory
 
     keep_freed_memory()
     import jax
+    from link_sampled_epoch import machine
+
+    header = {
+        "benchmark": "link-eval-memory",
+        "date": datetime.date.today().isoformat(),
+        "command": "python benchmarks/link_eval_memory.py " + " ".join(sys.argv[1:]),
+        "machine": machine(),
+        "scale": args.scale,
+        "model": f"gae, sage encoder {args.layers} x {args.hidden}, inner decoder, 1 seed",
+        "mode": args.mode,
+    }
+    if args.mode == "run":
+        out = whole_run(args)
+        return {**header, **out, "peak_rss_gb": peak_gb(), "loadavg_end": os.getloadavg()[0]}
+    return {**header, **evaluation(args, jax)}
+
+
+def evaluation(args, jax) -> dict:
     import numpy as np
-    from link_sampled_epoch import machine, sage_link_model
+    from link_sampled_epoch import sage_link_model
 
     from sparsegcn.datasets.links import load_links, message_graph
     from sparsegcn.features import as_features
@@ -95,15 +164,8 @@ def run(args) -> dict:
         out = jax.tree.map(np.asarray, compiled(params, data))
     eval_s = time.perf_counter() - tick
     return {
-        "benchmark": "link-eval-memory",
-        "date": datetime.date.today().isoformat(),
-        "command": "python benchmarks/link_eval_memory.py " + " ".join(sys.argv[1:]),
-        "machine": machine(),
         "loadavg_end": os.getloadavg()[0],
-        "scale": args.scale,
         "num_nodes": num_nodes,
-        "model": f"gae, sage encoder {args.layers} x {args.hidden}, inner decoder, 1 seed",
-        "mode": args.mode,
         "peak_rss_after_load_gb": loaded,
         "peak_rss_gb": peak_gb(),
         "xla_temp_gb": temp / 1e9,
@@ -119,7 +181,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", default=os.environ.get("SPARSEGCN_DATA", "datasets"))
     p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--mode", choices=("phased", "one-program"), default="phased")
+    p.add_argument("--mode", choices=("phased", "one-program", "run"), default="phased")
+    p.add_argument("--max-batches", type=int, default=20, help="--mode run: batches trained")
+    p.add_argument("--caps", default=None, help="--mode run: the dedup sampler's caps per hop")
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--out", default=None)
@@ -132,9 +196,10 @@ def main(argv=None) -> int:
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n")
     os.replace(tmp, out)
+    seconds = result["eval_s"] if "eval_s" in result else result["fit_s"]
     print(
         f"{args.mode}: peak RSS {result['peak_rss_gb']:.2f} GB (after loading "
-        f"{result['peak_rss_after_load_gb']:.2f}), {result['eval_s']:.0f} s; wrote {out}"
+        f"{result['peak_rss_after_load_gb']:.2f}), {seconds:.0f} s; wrote {out}"
     )
     return 0
 

@@ -33,3 +33,16 @@ def test_phased_and_one_program_evaluations_agree(tmp_path):
         assert set(phased[split]) == {"auc", "ap", "mrr"}
         for name, value in phased[split].items():
             assert value == pytest.approx(one[split][name], rel=1e-5), (split, name)
+
+
+def test_a_short_run_prepared_as_the_cli_prepares_it(tmp_path):
+    out = tmp_path / "run.json"
+    argv = ["--root", str(tmp_path / "data"), "--scale", "0.002", "--hidden", "8", "--layers", "2"]
+    assert (
+        link_eval_memory.main([*argv, "--mode", "run", "--max-batches", "2", "--out", str(out)])
+        == 0
+    )
+    result = json.loads(out.read_text())
+    assert result["batches"] == 2 and result["step_ms"] > 0
+    assert result["peak_rss_gb"] >= result["peak_rss_after_load_gb"] > 0
+    assert set(result["test"]) == {"auc", "ap", "mrr"}

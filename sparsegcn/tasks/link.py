@@ -433,6 +433,36 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
     }
 
 
+def fit_sampled(
+    exp, data, model, config, sampled, *, devices=1, progress: bool = False, max_batches: int = 0
+):
+    """:func:`~sparsegcn.train.links.fit_links_sampled` on :func:`_prepare_links`'s
+    data with ``exp``'s sampling settings (a randomly split dataset: its first
+    seed's split, the one ``sampled`` holds)."""
+    from sparsegcn.train.links import LinkData, fit_links_sampled
+
+    if not _owns(exp.dataset):  # one seed's split, stacked [1, ...]: its own leaves
+        data = LinkData._make(
+            field if name == "features" else jax.tree.map(lambda a: a[0], field)
+            for name, field in zip(LinkData._fields, data, strict=True)
+        )
+    batch = exp.minibatch_config()
+    return fit_links_sampled(
+        model,
+        sampled,
+        data,
+        config,
+        fanouts=batch.fanouts,
+        batch_size=batch.batch_size,
+        seeds=exp.seed_list(),
+        devices=devices,
+        sampler=batch.sampler,
+        caps=batch.caps,
+        progress=progress,
+        max_batches=max_batches,
+    )
+
+
 def run_link_experiment(exp, *, progress: bool = False) -> dict:
     """Loads, splits, trains every seed as one program, reports (:func:`summarize_links`).
 
@@ -443,7 +473,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
     writes ``--checkpoint``'s model files.
     """
     from sparsegcn.parallel import initialize
-    from sparsegcn.train.links import LinkData, fit_links, fit_links_sampled, link_mesh
+    from sparsegcn.train.links import fit_links, link_mesh
 
     start = time.perf_counter()
     if exp.coordinator is not None:
@@ -463,25 +493,8 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
         )
         batching: dict = {"sampled": False}
     else:
-        if not _owns(exp.dataset):  # one seed's split, stacked [1, ...]: its own leaves
-            data = LinkData._make(
-                field if name == "features" else jax.tree.map(lambda a: a[0], field)
-                for name, field in zip(LinkData._fields, data, strict=True)
-            )
         batch = exp.minibatch_config()
-        result = fit_links_sampled(
-            model,
-            sampled,
-            data,
-            config,
-            fanouts=batch.fanouts,
-            batch_size=batch.batch_size,
-            seeds=exp.seed_list(),
-            devices=devices,
-            sampler=batch.sampler,
-            caps=batch.caps,
-            progress=progress,
-        )
+        result = fit_sampled(exp, data, model, config, sampled, devices=devices, progress=progress)
         batches = -(-int(sampled.train.shape[0]) // batch.batch_size)
         batching = {
             "sampled": True,

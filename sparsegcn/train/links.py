@@ -935,6 +935,7 @@ def fit_links_sampled(
     sampler: str = "tree",
     caps=None,
     progress: bool = False,
+    max_batches: int = 0,
 ) -> LinkFitResult:
     """Trains on sampled mini-batches of train edges: one compiled epoch, seeds vmapped.
 
@@ -952,7 +953,10 @@ def fit_links_sampled(
 
     ``sampler``, ``caps``: the neighbour sampler (``"tree"`` or ``"dedup"``
     with optional per-hop frontier caps, :func:`sampled_link_loss`).
-    ``progress``: a progress bar over the epochs.
+    ``progress``: a progress bar over the epochs. ``max_batches``: train only
+    the first this many batches of every epoch's shuffled order (0: all),
+    each real pair of them weighing ``1 / (their count)``, as a whole epoch's
+    do ``1 / P``; the evaluation is the full one.
 
     ``devices`` (a count of local devices or a mesh): each batch is split
     over them (:func:`sampled_link_loss`, the module docstring); the global
@@ -972,6 +976,7 @@ def fit_links_sampled(
     from sparsegcn._checks import check_static_int
 
     batch_size = check_static_int("batch_size", batch_size, minimum=1)
+    max_batches = check_static_int("max_batches", max_batches, minimum=0)
     from sparsegcn.sampling.dedup import SAMPLERS, check_caps
 
     if sampler not in SAMPLERS:
@@ -993,17 +998,19 @@ def fit_links_sampled(
         (params, opt_state, train_keys, data, eval_data), mesh
     )
     p = int(data.train.shape[0])
-    batches = -(-p // batch_size)
-    padded = batches * batch_size
+    padded = -(-p // batch_size) * batch_size
+    batches = padded // batch_size
+    if max_batches:
+        batches = min(batches, max_batches)
 
     def epoch(params, opt_state, key, data):
         key, order_key = jax.random.split(key)
-        order = jax.random.permutation(order_key, padded)
+        order = jax.random.permutation(order_key, padded)[: batches * batch_size]
         real = order < p
         pairs = data.train[jnp.minimum(order, p - 1)].reshape(batches, batch_size, 2)
-        weights = jnp.where(real, jnp.float32(1.0 / p), jnp.float32(0.0)).reshape(
-            batches, batch_size
-        )
+        # Every real pair of the epoch weighs the same: 1/p over a whole epoch.
+        share = 1.0 / jnp.maximum(jnp.sum(real), 1).astype(jnp.float32)
+        weights = jnp.where(real, share, jnp.float32(0.0)).reshape(batches, batch_size)
         step_keys = jax.random.split(key, batches + 1)
 
         def step(carry, inputs):

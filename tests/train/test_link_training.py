@@ -352,3 +352,37 @@ def test_more_devices_than_there_are_are_refused_before_training():
     model = create_model("gae", 4, 4, hidden=8, layers=2, dropout=0.0)
     with pytest.raises(ValueError, match=r"devices=64 \(--devices\) asks for 64 local devices"):
         fit_links(model, data_of(graph, x, 0), LinkTrainConfig(epochs=1), devices=64)
+
+
+def test_max_batches_trains_that_many_batches_and_all_of_them_is_the_whole_epoch():
+    from sparsegcn.train.links import fit_links_sampled
+
+    split, sampled, model, _ = sampled_setup()
+    graph, x = communities(n=24, seed=2)
+    eval_data = data_of(graph, x, 0)._replace(
+        graph=transforms.sort_edges(sg.nn.get_model_spec("sage").prepare_graph(split.graph))
+    )
+    batches = -(-int(sampled.train.shape[0]) // 16)
+
+    def fit(limit):
+        return fit_links_sampled(
+            model,
+            sampled,
+            eval_data,
+            LinkTrainConfig(epochs=2),
+            fanouts=(5, 5),
+            batch_size=16,
+            max_batches=limit,
+        )
+
+    whole, capped, one = fit(0), fit(batches + 3), fit(1)
+    for a, b in zip(jax.tree.leaves(whole.params), jax.tree.leaves(capped.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert batches > 1 and np.isfinite(one.losses).all()
+    moved = [
+        float(np.abs(np.asarray(a) - np.asarray(b)).max())
+        for a, b in zip(jax.tree.leaves(whole.params), jax.tree.leaves(one.params), strict=True)
+    ]
+    assert max(moved) > 0  # fewer steps: other params
+    with pytest.raises(ValueError, match="max_batches"):
+        fit(-1)
