@@ -35,6 +35,7 @@ def test_phased_and_one_program_evaluations_agree(tmp_path):
             assert value == pytest.approx(one[split][name], rel=1e-5), (split, name)
 
 
+@pytest.mark.slow  # 10 s: it compiles the sampled epoch
 def test_a_short_run_prepared_as_the_cli_prepares_it(tmp_path):
     out = tmp_path / "run.json"
     argv = ["--root", str(tmp_path / "data"), "--scale", "0.002", "--hidden", "8", "--layers", "2"]
