@@ -4,8 +4,8 @@ It runs the node task's pipeline
 (:func:`~sparsegcn.experiment.run.run_node_experiment`) with the task's
 objective (:data:`~sparsegcn.train.losses.MULTILABEL`: per-task binary
 cross-entropy, ROC-AUC averaged over tasks), on one device or, with
-``--devices D``, on ``D`` devices of one process: sampled GraphSAGE data
-parallel (:func:`~sparsegcn.parallel.fit_data_parallel`), full-batch
+``--devices D``, on ``D`` devices of every process (``--num-processes``):
+sampled GraphSAGE data parallel (:func:`~sparsegcn.parallel.fit_data_parallel`), full-batch
 ``gcn``, ``sage`` and ``mlp`` edge-sharded
 (:func:`~sparsegcn.parallel.fit_edge_sharded`). Only the settings that
 pipeline serves through trainers without an objective are refused here.
@@ -13,11 +13,9 @@ pipeline serves through trainers without an objective are refused here.
 
 from __future__ import annotations
 
-# Experiment settings whose trainers take no objective (several processes, sharded
-# features, streamed), with the values that leave them off.
+# Experiment settings whose trainers take no objective (sharded features, streamed),
+# with the values that leave them off.
 _UNSUPPORTED = {
-    "num_processes": (1,),
-    "coordinator": (None,),
     "shard_features": (False,),
     "features_on": ("auto", "device"),
     "graph_on": ("auto", "device"),
@@ -29,18 +27,17 @@ def check_multilabel_experiment(exp) -> None:
     """Refuses what multi-label training does not support, naming the first setting.
 
     Multi-label runs train with the full-batch or the sampled trainer,
-    features and graph on the device(s), in one process (any ``devices``).
+    features and graph on the device(s), in one process or several.
 
     Raises:
-      ValueError: several processes, sharded features, or streamed
-        features or graph.
+      ValueError: sharded features, or streamed features or graph.
     """
     for name, unset in _UNSUPPORTED.items():
         value = getattr(exp, name)
         if value not in unset:
             raise ValueError(
-                f"{exp.dataset}: multi-label node training runs in one process with features "
-                f"and graph on its devices; {name}={value!r} is not supported with it"
+                f"{exp.dataset}: multi-label node training runs with features and graph on "
+                f"its devices; {name}={value!r} is not supported with it"
             )
 
 

@@ -142,46 +142,53 @@ def test_cli_runs_across_two_processes(tmp_path):
     assert len(list((tmp_path / "ckpt").glob("ckpt-*.json"))) == 1
 
 
+GRAPH_RUN = ["--dataset", "tu:MINI", "--model", "gin", "--folds", "3", "--hidden", "8"]
+LINK_RUN = ["--dataset", "synthetic:tiny", "--scale", "0.05", "--task", "link", "--model", "gae"]
+PROTEINS = ["--dataset", "synthetic:proteins", "--scale", "0.01", "--hidden", "16"]
+
+
 @pytest.mark.slow
-def test_cli_graph_and_link_runs_across_two_processes(tmp_path):
+@pytest.mark.parametrize(
+    ("task", "argv", "key"),
+    [
+        ("graph", GRAPH_RUN, "test_acc"),
+        ("link", LINK_RUN, "test_auc"),
+        ("node-multilabel", [*PROTEINS, "--model", "sage", "--fanouts", "5,5"], "test_rocauc"),
+        ("node-multilabel", [*PROTEINS, "--model", "gcn"], "test_rocauc"),
+    ],
+)
+def test_cli_task_runs_across_two_processes_equal_one_process_of_two_devices(
+    tmp_path, task, argv, key
+):
     from graph_sets import write_mini
 
     write_mini(tmp_path / "tu" / "MINI")
-    runs = {
-        "graph": ["--dataset", "tu:MINI", "--model", "gin", "--folds", "3", "--hidden", "8"],
-        "link": [
-            "--dataset",
-            "synthetic:tiny",
-            "--scale",
-            "0.05",
-            "--task",
-            "link",
-            "--model",
-            "gae",
-        ],
-    }
-    for task, argv in runs.items():
-        coordinator = f"127.0.0.1:{free_port()}"
-        base = ["train", *argv, "--root", str(tmp_path), "--epochs", "4", "--no-progress"]
-        base += ["--coordinator", coordinator, "--num-processes", "2"]
-        base += ["--checkpoint", str(tmp_path / f"ckpt-{task}")]
-        commands = [
-            [
-                sys.executable,
-                "-m",
-                "sparsegcn",
-                *base,
-                "--process-id",
-                str(i),
-                "--json",
-                f"{i}.json",
-            ]
-            for i in range(2)
+    coordinator = f"127.0.0.1:{free_port()}"
+    base = ["train", *argv, "--root", str(tmp_path), "--epochs", "3", "--no-progress"]
+    parallel = [*base, "--coordinator", coordinator, "--num-processes", "2"]
+    parallel += ["--checkpoint", str(tmp_path / "ckpt")]
+    commands = [
+        [
+            sys.executable,
+            "-m",
+            "sparsegcn",
+            *parallel,
+            "--process-id",
+            str(i),
+            "--json",
+            f"{i}.json",
         ]
-        run_together(commands, tmp_path)
-        reports = [json.loads((tmp_path / f"{i}.json").read_text()) for i in range(2)]
-        for report in reports:
-            assert (report["task"], report["devices"], report["processes"]) == (task, 2, 2)
-        key = "test_acc" if task == "graph" else "test_auc"
-        assert reports[0][key] == reports[1][key]
-        assert reports[0]["checkpoint"] and reports[1]["checkpoint"] is None  # process 0 writes
+        for i in range(2)
+    ]
+    run_together(commands, tmp_path)
+    reports = [json.loads((tmp_path / f"{i}.json").read_text()) for i in range(2)]
+    for report in reports:
+        assert (report["task"], report["devices"], report["processes"]) == (task, 2, 2)
+    assert reports[0][key] == reports[1][key]
+    assert reports[0]["checkpoint"] and reports[1]["checkpoint"] is None  # process 0 writes
+    # One process of two (simulated) devices runs the same program.
+    from sparsegcn.cli import main
+
+    assert main([*base, "--devices", "2", "--json", str(tmp_path / "one.json")]) == 0
+    alone = json.loads((tmp_path / "one.json").read_text())
+    np.testing.assert_allclose(reports[0][key], alone[key], rtol=1e-4, atol=1e-6)
