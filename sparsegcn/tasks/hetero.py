@@ -58,8 +58,6 @@ _UNSUPPORTED = {
     "features_on": ("auto", "device"),
     "graph_on": ("auto", "device"),
     "shard_features": (False,),
-    "coordinator": (None,),
-    "num_processes": (1,),
     "epochs_per_call": (0,),
     "backend": ("segment",),
 }
@@ -69,8 +67,7 @@ def check_hetero_experiment(exp) -> None:
     """Refuses the settings the heterogeneous trainer does not support, naming the first.
 
     Raises:
-      ValueError: full-batch training (``--fanouts none``), several
-        processes, plots, ...
+      ValueError: full-batch training (``--fanouts none``), plots, ...
     """
     if exp.fanouts in (None, "none"):
         raise ValueError(
@@ -81,8 +78,8 @@ def check_hetero_experiment(exp) -> None:
         value = getattr(exp, name)
         if value not in unset:
             raise ValueError(
-                f"{exp.dataset}: the heterogeneous trainer samples typed trees in one process "
-                f"without plots; {name}={value!r} is not supported with it"
+                f"{exp.dataset}: the heterogeneous trainer samples typed trees, without "
+                f"plots; {name}={value!r} is not supported with it"
             )
 
 
@@ -290,7 +287,8 @@ def make_predict(model, fanouts, target: str, mesh=None, *, sampler: str = "tree
     classes [nb, W]``; with a ``mesh`` each batch is split over its devices."""
     from sparsegcn.sampling.typed_dedup import sample_hetero
 
-    @jax.jit
+    # Replicated out: every process reads the whole prediction (several processes).
+    @functools.partial(jax.jit, out_shardings=_replicated(mesh))
     def predict(params, key, csr, features, ids, mask):
         def one(batch):
             b_ids, b_mask, b_key = batch
@@ -539,10 +537,10 @@ def fit_hetero(
     truth = np.asarray(data.dataset.labels)
     # Validation and test papers scored together: one program, one call per epoch.
     valid, test = eval_papers(data.dataset, batch_size, max_batches)
-    eval_ids, eval_mask = _batches(
+    eval_ids, eval_slots = _batches(
         np.concatenate([valid, test]).astype(np.int32), batch_size, width=width
     )
-    eval_ids, eval_mask = place((eval_ids, eval_mask), None, AXIS)
+    eval_ids, eval_mask = place((eval_ids, eval_slots), None, AXIS)
     if state is None:
         state = init_seed_state(model, tx, seed, len(test))
     curves = {name: list((history or {}).get(name, ())) for name in CURVES}
@@ -591,7 +589,7 @@ def fit_hetero(
         latest["epoch_s"] = time.perf_counter() - start
         start = time.perf_counter()
         pred = np.asarray(predict(params, k_eval, *args[:2], eval_ids, eval_mask))
-        pred = pred[np.asarray(eval_mask)]
+        pred = pred[eval_slots]  # the host copy: a split array spans other processes
         latest["eval_s"] = time.perf_counter() - start
         parts = {"valid": (pred[: len(valid)], valid), "test": (pred[len(valid) :], test)}
         acc = {k: float((p == truth[i]).mean()) for k, (p, i) in parts.items()}
@@ -994,21 +992,23 @@ class HeteroLifecycle:
 def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
     """Loads, trains every seed in turn (over ``exp.devices``, with
     ``--checkpoint``/``--resume``: :class:`HeteroLifecycle`), reports."""
+    from sparsegcn import parallel
     from sparsegcn.train.optim import make_optimizer
 
     start = time.perf_counter()
-    mesh = None
-    if exp.devices > 1:
-        from sparsegcn.parallel import make_mesh
-
-        mesh = make_mesh(exp.devices)  # refuses a count this process lacks, before any data
+    if exp.coordinator is not None:
+        parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
+    # Refuses a device count this process lacks, before any data is read.
+    mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
     load_start = time.perf_counter()
     data = prepare_hetero(exp, progress=progress)
     load_s = time.perf_counter() - load_start
     model = build_model(exp, data)
     tx = make_optimizer(exp.train_config())
     fanouts = exp.minibatch_config().fanouts
-    lifecycle = HeteroLifecycle.start(exp, data, model, tx)
+    # Several processes train the same seeds: process 0 alone writes checkpoints.
+    writer = exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None)
+    lifecycle = HeteroLifecycle.start(writer, data, model, tx)
     train = np.asarray(data.dataset.split["train"])
     batches = _batches(train, exp.batch_size, exp.max_batches)[0].shape[0]
     placement = mesh if mesh is not None else 1
@@ -1103,7 +1103,7 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
         "wall_s": time.perf_counter() - start,
         "device": jax.devices()[0].device_kind,
         "devices": devices,
-        "processes": 1,
+        "processes": jax.process_count(),
         "parallelism": "data_parallel" if devices > 1 else "none",
         "plot": None,
         **entries,

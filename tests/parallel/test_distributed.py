@@ -155,6 +155,22 @@ PROTEINS = ["--dataset", "synthetic:proteins", "--scale", "0.01", "--hidden", "1
         ("link", LINK_RUN, "test_auc"),
         ("node-multilabel", [*PROTEINS, "--model", "sage", "--fanouts", "5,5"], "test_rocauc"),
         ("node-multilabel", [*PROTEINS, "--model", "gcn"], "test_rocauc"),
+        (
+            "hetero",
+            [
+                "--dataset",
+                "synthetic:mag",
+                "--scale",
+                "0.002",
+                "--hidden",
+                "16",
+                "--model",
+                "rgcn",
+                "--fanouts",
+                "5,3",
+            ],
+            "test_acc",
+        ),
     ],
 )
 def test_cli_task_runs_across_two_processes_equal_one_process_of_two_devices(
