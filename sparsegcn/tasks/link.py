@@ -99,8 +99,7 @@ def check_link_experiment(exp) -> None:
 
 def check_sampled_links(exp) -> None:
     """Refuses what sampled link training (:func:`~sparsegcn.train.links.fit_links_sampled`)
-    does not do: the full reconstruction, an encoder without a sampled form, several seeds of a dataset split at random
-    (one split per seed; the sampled epoch shares one split).
+    does not do: the full reconstruction, or an encoder without a sampled form.
 
     Raises:
       ValueError: naming the first such setting.
@@ -116,11 +115,6 @@ def check_sampled_links(exp) -> None:
         raise ValueError(
             f"{why}; encoder={options['encoder']!r} runs full batch only, choose one of "
             f"{[e for e in ENCODERS if get_model_spec(e).sampled]}"
-        )
-    if exp.seeds > 1 and not _owns(exp.dataset):
-        raise ValueError(
-            f"{why} of one split; {exp.dataset!r} is split at random per seed, so "
-            f"seeds={exp.seeds} is not supported with it (pass --seeds 1)"
         )
 
 
@@ -249,10 +243,17 @@ def _prepare_links(exp, *, progress: bool = False):
     }
     sampled = None
     if exp.sampled:
-        from sparsegcn.train.links import sampled_link_data
+        from sparsegcn.train.links import sampled_link_data, stack_sampled_link_data
 
-        first = train if _owns(exp.dataset) else splits[0].split["train"]
-        sampled = sampled_link_data(graph, x, first, undirected=undirected)
+        if _owns(exp.dataset):
+            sampled = sampled_link_data(graph, x, train, undirected=undirected)
+        else:  # one split a seed, as the full-batch run has
+            sampled = stack_sampled_link_data(
+                [
+                    sampled_link_data(s.graph, x, s.split["train"], undirected=undirected)
+                    for s in splits
+                ]
+            )
     return info, data, model, config, sampled
 
 
@@ -437,15 +438,10 @@ def fit_sampled(
     exp, data, model, config, sampled, *, devices=1, progress: bool = False, max_batches: int = 0
 ):
     """:func:`~sparsegcn.train.links.fit_links_sampled` on :func:`_prepare_links`'s
-    data with ``exp``'s sampling settings (a randomly split dataset: its first
-    seed's split, the one ``sampled`` holds)."""
-    from sparsegcn.train.links import LinkData, fit_links_sampled
+    data with ``exp``'s sampling settings (a randomly split dataset: one split a
+    seed, stacked, in one program)."""
+    from sparsegcn.train.links import fit_links_sampled
 
-    if not _owns(exp.dataset):  # one seed's split, stacked [1, ...]: its own leaves
-        data = LinkData._make(
-            field if name == "features" else jax.tree.map(lambda a: a[0], field)
-            for name, field in zip(LinkData._fields, data, strict=True)
-        )
     batch = exp.minibatch_config()
     return fit_links_sampled(
         model,
@@ -460,6 +456,7 @@ def fit_sampled(
         caps=batch.caps,
         progress=progress,
         max_batches=max_batches,
+        per_seed_data=not _owns(exp.dataset),
     )
 
 
@@ -495,7 +492,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
     else:
         batch = exp.minibatch_config()
         result = fit_sampled(exp, data, model, config, sampled, devices=devices, progress=progress)
-        batches = -(-int(sampled.train.shape[0]) // batch.batch_size)
+        batches = -(-int(sampled.train.shape[-2]) // batch.batch_size)
         batching = {
             "sampled": True,
             "fanouts": list(batch.fanouts),

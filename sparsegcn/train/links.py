@@ -267,19 +267,25 @@ def stack_link_data(members: Sequence[LinkData]) -> LinkData:
     steps = max(m.edges.steps for m in members)
     features = members[0].features
     members = [m._replace(edges=m.edges._replace(steps=steps), features=None) for m in members]
+    return _stack(members, "per-seed link data")._replace(features=features)
+
+
+def _stack(members: Sequence, what: str):
+    """``members`` (pytrees of one structure and static fields) with every leaf
+    stacked ``[K, ...]`` (NumPy); ``what`` names them in the errors."""
     first = jax.tree_util.tree_structure(members[0])
     for m in members[1:]:
         if str(jax.tree_util.tree_structure(m)) != str(first):
-            raise ValueError("per-seed link data must share one structure and static fields")
+            raise ValueError(f"{what} must share one structure and static fields")
     leaves = [jax.tree_util.tree_leaves(m) for m in members]
     for i, column in enumerate(zip(*leaves, strict=True)):
         shapes = {np.shape(leaf) for leaf in column}
         if len(shapes) > 1:
-            raise ValueError(f"per-seed link data: leaf {i} has shapes {sorted(shapes)}")
+            raise ValueError(f"{what}: leaf {i} has shapes {sorted(shapes)}")
     stacked = [
         np.stack([np.asarray(leaf) for leaf in column]) for column in zip(*leaves, strict=True)
     ]
-    return jax.tree_util.tree_unflatten(first, stacked)._replace(features=features)
+    return jax.tree_util.tree_unflatten(first, stacked)
 
 
 def per_seed_axes() -> LinkData:
@@ -511,6 +517,14 @@ def evaluate(model: LinkModel, params, data: LinkData, metric: str = "") -> dict
     }
 
 
+def _seed_data(data: LinkData, k: int) -> LinkData:
+    """Seed ``k``'s own :class:`LinkData` of a stacked one (the features are shared)."""
+    return LinkData._make(
+        field if name == "features" else jax.tree.map(lambda a: a[k], field)
+        for name, field in zip(LinkData._fields, data, strict=True)
+    )
+
+
 class PhasedEvaluation(NamedTuple):
     """:func:`evaluate` of every seed in bounded memory: one seed and one phase at a time.
 
@@ -532,11 +546,16 @@ class PhasedEvaluation(NamedTuple):
     valid: Callable
     test: Callable
     metric: str
+    per_seed: bool = False
 
     @classmethod
-    def compile(cls, model: LinkModel, params, data: LinkData, metric: str) -> PhasedEvaluation:
-        """Compiles the three programs for ``params`` (``[K]`` leading) and ``data``."""
+    def compile(
+        cls, model: LinkModel, params, data: LinkData, metric: str, *, per_seed: bool = False
+    ) -> PhasedEvaluation:
+        """Compiles the three programs for ``params`` (``[K]`` leading) and ``data``
+        (with ``per_seed``, one split a seed, stacked as :func:`stack_link_data` does)."""
         first = jax.tree.map(lambda a: a[0], params)
+        data = _seed_data(data, 0) if per_seed else data
         embed = jax.jit(model.embed).lower(first, data.graph, data.features).compile()
         z = jax.eval_shape(model.embed, first, data.graph, data.features)
 
@@ -550,6 +569,7 @@ class PhasedEvaluation(NamedTuple):
             scored.lower(first, z, data.valid).compile(),
             scored.lower(first, z, data.test).compile(),
             metric,
+            per_seed,
         )
 
     def __call__(self, params, data: LinkData) -> dict:
@@ -559,9 +579,10 @@ class PhasedEvaluation(NamedTuple):
         rows = []
         for k in range(seeds):
             p = jax.tree.map(lambda a, k=k: a[k], params)
-            z = self.embed(p, data.graph, data.features)
-            valid, _ = self.valid(p, z, data.valid)
-            test, scores = self.test(p, z, data.test)
+            own = _seed_data(data, k) if self.per_seed else data
+            z = self.embed(p, own.graph, own.features)
+            valid, _ = self.valid(p, z, own.valid)
+            test, scores = self.test(p, z, own.test)
             rows.append(jax.tree.map(np.asarray, (valid, test, scores)))
             del z
         valid, test, scores = jax.tree.map(lambda *a: np.stack(a), *rows)
@@ -735,6 +756,43 @@ def sampled_link_data(graph, features, train, *, undirected: bool = True) -> Sam
         edges=edge_index(train, graph.num_nodes, symmetric=undirected),
         chunked=csr,
     )
+
+
+def stack_sampled_link_data(members: Sequence[SampledLinkData]) -> SampledLinkData:
+    """One :class:`SampledLinkData` whose every leaf but the features stacks
+    ``members``' (``[K, ...]``), for :func:`fit_links_sampled` with ``per_seed_data``:
+    the message graphs of random splits of one graph, one a seed.
+
+    Such splits keep as many edges each, so the arrays agree in shape; the
+    static fields are made to agree: the edge index keeps the most search
+    steps any needs, and the chunked graphs the longest chunk any has (a
+    chunk's edge slice is masked beyond its own edges).
+
+    Raises:
+      ValueError: members without a chunked graph, or whose shapes differ.
+    """
+    if any(m.chunked is None for m in members):
+        raise ValueError("per-seed sampled link data need each member's chunked graph")
+    steps = max(m.edges.steps for m in members)
+    longest = max(m.chunked.max_chunk_edges for m in members)
+    sizes = {m.chunked.chunk_size for m in members}
+    if len(sizes) > 1:
+        raise ValueError(f"per-seed sampled link data: chunk sizes {sorted(sizes)} differ")
+    features = members[0].features
+    members = [
+        m._replace(
+            edges=m.edges._replace(steps=steps),
+            chunked=dataclasses.replace(m.chunked, max_chunk_edges=longest),
+            features=None,
+        )
+        for m in members
+    ]
+    return _stack(members, "per-seed sampled link data")._replace(features=features)
+
+
+def per_seed_sampled_axes() -> SampledLinkData:
+    """``vmap``'s ``in_axes`` of a stacked :class:`SampledLinkData` (features shared)."""
+    return SampledLinkData._make([0, 0, None, 0, 0, 0])
 
 
 def batch_endpoints(pairs: jax.Array, negatives: jax.Array, *, shared_sources: bool = False):
@@ -936,6 +994,7 @@ def fit_links_sampled(
     caps=None,
     progress: bool = False,
     max_batches: int = 0,
+    per_seed_data: bool = False,
 ) -> LinkFitResult:
     """Trains on sampled mini-batches of train edges: one compiled epoch, seeds vmapped.
 
@@ -953,7 +1012,11 @@ def fit_links_sampled(
 
     ``sampler``, ``caps``: the neighbour sampler (``"tree"`` or ``"dedup"``
     with optional per-hop frontier caps, :func:`sampled_link_loss`).
-    ``progress``: a progress bar over the epochs. ``max_batches``: train only
+    ``per_seed_data``: ``data`` and ``eval_data`` hold one split a seed,
+    every leaf but the features stacked ``[K, ...]``
+    (:func:`stack_sampled_link_data`, :func:`stack_link_data`); seed ``k``
+    trains and is evaluated on its own, in the same program. ``progress``: a
+    progress bar over the epochs. ``max_batches``: train only
     the first this many batches of every epoch's shuffled order (0: all),
     each real pair of them weighing ``1 / (their count)``, as a whole epoch's
     do ``1 / P``; the evaluation is the full one.
@@ -997,7 +1060,7 @@ def fit_links_sampled(
     params, opt_state, train_keys, data, eval_data = _replicated(
         (params, opt_state, train_keys, data, eval_data), mesh
     )
-    p = int(data.train.shape[0])
+    p = int(data.train.shape[-2])
     padded = -(-p // batch_size) * batch_size
     batches = padded // batch_size
     if max_batches:
@@ -1036,15 +1099,19 @@ def fit_links_sampled(
         )
         return params, opt_state, step_keys[0], jnp.sum(losses)
 
+    data_axes = per_seed_sampled_axes() if per_seed_data else None
+
     def run_epoch(params, opt_state, keys, data):
-        return jax.vmap(epoch, in_axes=(0, 0, 0, None))(params, opt_state, keys, data)
+        return jax.vmap(epoch, in_axes=(0, 0, 0, data_axes))(params, opt_state, keys, data)
 
     compile_start = time.perf_counter()
     lowered = jax.jit(run_epoch, donate_argnums=(0, 1), **_jit_options(mesh)).lower(
         params, opt_state, train_keys, data
     )
     epoch_fn = lowered.compile()
-    assess_fn = PhasedEvaluation.compile(model, params, eval_data, config.metric)
+    assess_fn = PhasedEvaluation.compile(
+        model, params, eval_data, config.metric, per_seed=per_seed_data
+    )
     compile_s = time.perf_counter() - compile_start
     (params, opt_state, train_keys), history, seconds = _drive(
         epoch_fn,
@@ -1090,6 +1157,7 @@ __all__ = [
     "link_mesh",
     "make_optimizer",
     "per_seed_axes",
+    "per_seed_sampled_axes",
     "sampled_link_data",
     "sampled_link_loss",
     "sampled_link_step",
@@ -1097,5 +1165,6 @@ __all__ = [
     "split_metrics",
     "split_rows",
     "stack_link_data",
+    "stack_sampled_link_data",
     "train_step",
 ]

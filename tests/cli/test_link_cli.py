@@ -70,10 +70,6 @@ SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
             r"encoder='gcn' runs full batch only, choose one of \['sage', 'gat', 'gatv2', 'gin'\]",
         ),
         (
-            [*SAMPLED_GAE, "--seeds", "2"],
-            r"'cora' is split at random per seed, so seeds=2 is not supported .* --seeds 1",
-        ),
-        (
             ["--dataset", "cora", "--task", "link", "--model", "gae", "--batch-size", "64"],
             r"batch_size=64 \(--batch-size\) applies only to sampled mini-batch training",
         ),

@@ -386,3 +386,51 @@ def test_max_batches_trains_that_many_batches_and_all_of_them_is_the_whole_epoch
     assert max(moved) > 0  # fewer steps: other params
     with pytest.raises(ValueError, match="max_batches"):
         fit(-1)
+
+
+def test_sampled_per_seed_splits_in_one_program_equal_each_seed_alone():
+    """Kipf & Welling split anew for every run: sampled training takes one split a
+    seed too, stacked, in one program, and each seed equals its split trained alone."""
+    from sparsegcn.train.links import (
+        fit_links_sampled,
+        sampled_link_data,
+        stack_sampled_link_data,
+    )
+
+    graph, x = communities(n=24, seed=2)
+    model = create_model(
+        "gae", 4, 4, hidden=8, layers=2, dropout=0.0, encoder="sage", recon="sampled"
+    )
+    prepare = sg.nn.get_model_spec("sage").prepare_graph
+    members, evals = [], []
+    for seed in (3, 4):
+        split = random_link_split(graph, val=0.1, test=0.2, seed=seed)
+        members.append(sampled_link_data(split.graph, x, split.split["train"]))
+        evals.append(
+            data_of(graph, x, seed)._replace(graph=transforms.sort_edges(prepare(split.graph)))
+        )
+    config = LinkTrainConfig(epochs=2)
+
+    def fit(sampled, eval_data, seeds, per_seed):
+        return fit_links_sampled(
+            model,
+            sampled,
+            eval_data,
+            config,
+            fanouts=(5, 5),
+            batch_size=16,
+            seeds=seeds,
+            per_seed_data=per_seed,
+        )
+
+    together = fit(stack_sampled_link_data(members), stack_link_data(evals), (3, 4), True)
+    for k, seed in enumerate((3, 4)):
+        alone = fit(members[k], evals[k], (seed,), False)
+        np.testing.assert_allclose(together.losses[:, k], alone.losses[:, 0], rtol=1e-5)
+        for a, b in zip(
+            jax.tree.leaves(together.params), jax.tree.leaves(alone.params), strict=True
+        ):
+            np.testing.assert_allclose(np.asarray(a)[k], np.asarray(b)[0], rtol=1e-4, atol=1e-6)
+        for name in ("auc", "ap"):
+            np.testing.assert_allclose(together.test[name][k], alone.test[name][0], rtol=1e-5)
+    assert together.test["auc"][0] != together.test["auc"][1]  # each its own split
