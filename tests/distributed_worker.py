@@ -4,9 +4,9 @@
         --num-processes 2 --process-id I --out params-I.npz
 
 Joins the run, trains GraphSAGE data parallel and GCN edge-sharded for a
-few epochs on a mesh of one device per process, then GIN on a graph-level
-task and GAE on a link task (full batch and sampled), and writes the final
-params and curves of all (atomically) to ``--out``. :func:`train` is also what the
+few epochs on a mesh of one device per process (with ``--tasks``: GIN on a
+graph-level task and GAE on a link task, full batch and sampled), and writes
+the final params and curves (atomically) to ``--out``. :func:`train` is also what the
 test runs in a single process on the same number of devices, as the oracle.
 """
 
@@ -50,7 +50,6 @@ def train(devices) -> dict[str, np.ndarray]:
         for path, leaf in jax.tree_util.tree_leaves_with_path(result.state.params):
             out[name + jax.tree_util.keystr(path)] = np.asarray(leaf)
         out[f"{name}/loss"] = result.history["loss"]
-    out.update(train_tasks(devices))
     return out
 
 
@@ -122,13 +121,16 @@ def main() -> int:
     parser.add_argument("--num-processes", type=int, required=True)
     parser.add_argument("--process-id", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--tasks", action="store_true", help="train the graph and link models instead"
+    )
     args = parser.parse_args()
     from sparsegcn import parallel
     from sparsegcn.files import write_atomic
 
     parallel.initialize(args.coordinator, args.num_processes, args.process_id, timeout_s=60)
     try:
-        params = train(1)
+        params = train_tasks(1) if args.tasks else train(1)
         write_atomic(args.out, lambda f: np.savez(f, **params))
     finally:
         parallel.shutdown()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from distributed_worker import train
+from distributed_worker import train, train_tasks
 
 from sparsegcn.experiment import Experiment
 from sparsegcn.parallel import check_processes, parse_coordinator
@@ -92,9 +92,16 @@ def test_process_settings_are_checked_before_anything_starts():
     assert Experiment(coordinator="h:1", num_processes=2).parallel
 
 
-def test_two_processes_train_together_and_agree_with_one_process(tmp_path):
+@pytest.mark.parametrize(
+    "tasks",
+    # The graph and link trainers (11 s): slow; the CLI runs of every task across two
+    # processes are slow tests below.
+    [False, pytest.param(True, marks=pytest.mark.slow)],
+)
+def test_two_processes_train_together_and_agree_with_one_process(tmp_path, tasks):
     coordinator = f"127.0.0.1:{free_port()}"
     worker = [sys.executable, str(TESTS / "distributed_worker.py"), "--coordinator", coordinator]
+    worker += ["--tasks"] if tasks else []
     commands = [
         [
             *worker,
@@ -110,12 +117,13 @@ def test_two_processes_train_together_and_agree_with_one_process(tmp_path):
     run_together(commands, tmp_path)
     first, second = (dict(np.load(tmp_path / f"{i}.npz")) for i in range(2))
     assert sorted(first) == sorted(second)
-    assert {"sage/loss", "gcn/loss"} <= set(first)
+    names = {"graph/train_loss", "link/loss", "sampled_link/loss"}
+    assert (names if tasks else {"sage/loss", "gcn/loss"}) <= set(first)
     for name in first:
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
     # One process with two devices runs the same program: same keys, same
     # batches, the collectives summing in another order at most.
-    alone = train(2)
+    alone = train_tasks(2) if tasks else train(2)
     assert sorted(alone) == sorted(first)
     for name, value in alone.items():
         np.testing.assert_allclose(first[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
