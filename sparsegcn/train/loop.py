@@ -409,11 +409,8 @@ def drive(
             }
             if "grad_norm" in metrics:
                 counted["grad_norm"] = metrics["grad_norm"]
-            if "diverged" in metrics:
-                raise_if_diverged(
-                    dict(counted, diverged=metrics["diverged"], grad_norm=metrics["grad_norm"]),
-                    tuple(seeds),
-                )
+            if "diverged" in metrics:  # the program discarded the step (node trainers)
+                raise_if_diverged(dict(counted, diverged=metrics["diverged"]), tuple(seeds))
             else:
                 raise_if_not_finite(counted, tuple(seeds))
             trained = active.any(axis=1)
