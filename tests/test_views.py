@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from graphs import GRAPH_CASES, random_graph
+from sweep import covering
 
 import sparsegcn as sg
 from sparsegcn.backends import LAYOUTS, as_layout
@@ -35,8 +36,10 @@ def test_product_with_stored_weights_matches_dense(layout, case):
     np.testing.assert_allclose(sg.propagate(view, x), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("case", ["random", "unweighted", "single_node_loop", "isolated_heavy"])
+@pytest.mark.parametrize(
+    ("case", "layout"),
+    covering(["random", "unweighted", "single_node_loop", "isolated_heavy"], LAYOUTS, strength=1),
+)
 def test_product_with_run_time_head_weights_matches_dense_forward_and_gradient(layout, case):
     """Attention-style weights, per head, in the view's own edge order, eager and jitted."""
     view = as_layout(GRAPH_CASES[case](), layout)

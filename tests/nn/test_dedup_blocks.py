@@ -25,6 +25,16 @@ SAMPLED = [
 ]
 
 
+def halves(first: bool) -> list:
+    """``SAMPLED``, every other case slow: the two tests below split the registry's
+    sampled models by default (each runs in one of them), and run all of them with
+    ``-m slow``."""
+    return [
+        pytest.param(*case, marks=() if i % 2 == (0 if first else 1) else pytest.mark.slow)
+        for i, case in enumerate(SAMPLED)
+    ]
+
+
 def forest(roots: int, children: int, depth: int) -> sg.Graph:
     """Disjoint complete trees, edges towards the root: no node repeats in a sample."""
     senders, receivers, next_id, frontier = [], [], roots, list(range(roots))
@@ -72,7 +82,7 @@ def assert_same(a, b):
         np.testing.assert_allclose(ga, gb, **TOL)
 
 
-@pytest.mark.parametrize("name, options", SAMPLED, ids=lambda v: str(v))
+@pytest.mark.parametrize("name, options", halves(True), ids=lambda v: str(v))
 def test_dedup_equals_the_tree_when_no_node_repeats(name, options):
     g = forest(roots=5, children=4, depth=2)
     csr = g.to_csr()
@@ -88,7 +98,7 @@ def test_dedup_equals_the_tree_when_no_node_repeats(name, options):
     )
 
 
-@pytest.mark.parametrize("name, options", SAMPLED, ids=lambda v: str(v))
+@pytest.mark.parametrize("name, options", halves(False), ids=lambda v: str(v))
 def test_dedup_with_full_neighbourhoods_equals_the_full_graph(name, options):
     # Many repeats (a random graph, GAT's self-loops): every distinct node is one
     # row, and with fanouts >= every degree the seeds' outputs are the full graph's.

@@ -127,7 +127,7 @@ def nontrivial(model, seed: int):
     return params, stats
 
 
-@pytest.mark.parametrize("virtual_node", [False, True])
+@pytest.mark.parametrize("virtual_node", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_each_graph_alone_equals_its_row_forward_and_gradient(virtual_node):
     model = build_graph_model(
         DATA,
@@ -166,7 +166,8 @@ def test_each_graph_alone_equals_its_row_forward_and_gradient(virtual_node):
     assert checked == DATA.num_graphs
 
 
-@pytest.mark.parametrize("virtual_node", [False, True])
+# The virtual node by default here, and without it above.
+@pytest.mark.parametrize("virtual_node", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_padding_changes_no_real_output_gradient_or_statistic(virtual_node):
     model = graph_ogb(
         3,

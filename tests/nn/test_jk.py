@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from graphs import random_graph
+from sweep import covering
 
 import sparsegcn as sg
 from sparsegcn.backends import LAYOUTS, as_layout
@@ -41,8 +42,7 @@ def dense_jk(params, a, x, mode):
     return rows @ out["w"] + out["b"][None]
 
 
-@pytest.mark.parametrize("mode", ["cat", "max"])
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(("layout", "mode"), covering(LAYOUTS, ["cat", "max"], strength=1))
 def test_model_matches_dense_reference_forward_and_gradient(layout, mode):
     graph = normalized_graph()
     view = as_layout(graph, layout)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from graphs import random_graph
+from sweep import covering
 
 import sparsegcn as sg
 from sparsegcn.backends import LAYOUTS, as_layout
@@ -32,8 +33,9 @@ def dense_adjacency(graph) -> np.ndarray:
     return a
 
 
-@pytest.mark.parametrize("hops", [1, 2, pytest.param(3, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(
+    ("layout", "hops"), covering(LAYOUTS, [1, 2, 3], strength=1, within=lambda _, hops: hops < 3)
+)
 def test_logits_match_dense_propagation_forward_and_gradient(layout, hops):
     graph = normalized_graph()
     view = as_layout(graph, layout)

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from sweep import covering
 
 from sparsegcn.ops import (
     REDUCTIONS,
@@ -30,6 +31,7 @@ EDGE_CASES = {
     ),
 }
 TRAILING = {"flat": (), "heads": (3,)}
+JIT = {"eager": False, "jit": True}
 
 
 def case(name, trailing, seed=0):
@@ -128,10 +130,10 @@ def oracle_softmax_grad(logits, ids, n, cot, mask=None):
 # --- sum / mean / max / min --------------------------------------------------------
 
 
-@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
-@pytest.mark.parametrize("trailing", list(TRAILING))
-@pytest.mark.parametrize("name", list(EDGE_CASES))
-@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize(
+    ("reduce", "name", "trailing", "jit"),
+    covering(["sum", "mean", "max", "min"], list(EDGE_CASES), list(TRAILING), JIT),
+)
 def test_reduction_matches_loop_oracle(reduce, name, trailing, jit):
     _, ids, n, data, cot = case(name, trailing)
     fn = maybe_jit(lambda d: REDUCTIONS[reduce](d, jnp.asarray(ids), n), jit)
@@ -212,9 +214,9 @@ def test_no_recompile_for_new_values():
 # --- softmax -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
-@pytest.mark.parametrize("trailing", list(TRAILING))
-@pytest.mark.parametrize("name", list(EDGE_CASES))
+@pytest.mark.parametrize(
+    ("name", "trailing", "jit"), covering(list(EDGE_CASES), list(TRAILING), JIT)
+)
 def test_softmax_matches_loop_oracle(name, trailing, jit):
     _, ids, n, logits, _ = case(name, trailing)
     cot = np.random.default_rng(5).normal(size=logits.shape).astype(np.float32)

@@ -86,7 +86,10 @@ def exact_step(data, batch, request):
     return model, tx, (fanout, fanout), states, want
 
 
-@pytest.mark.parametrize("devices", [1, 2, 4, 8])
+@pytest.mark.parametrize(
+    "devices",
+    [pytest.param(1, marks=pytest.mark.slow), 2, pytest.param(4, marks=pytest.mark.slow), 8],
+)
 def test_one_step_equals_the_single_device_step_on_the_global_batch(
     data, batch, exact_step, devices
 ):

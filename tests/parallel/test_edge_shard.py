@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from graphs import GRAPH_CASES, random_graph
 from helpers import compiled_programs, two_communities
 from jax.sharding import PartitionSpec as P
+from sweep import covering
 
 import sparsegcn as sg
 from sparsegcn.cli import main
@@ -46,8 +47,11 @@ def test_partition_by_hand():
     np.testing.assert_array_equal(sharded.edge_values(np.arange(8) * 10), [0, 50, 20, 30, 10, 40])
 
 
-@pytest.mark.parametrize("devices", [1, 2, 3, 8])
-@pytest.mark.parametrize("case", sorted(GRAPH_CASES))
+@pytest.mark.parametrize(
+    ("case", "devices"),
+    # Each graph case on some number of devices by default; all of them with -m slow.
+    covering(sorted(GRAPH_CASES), [1, 2, 3, 8], strength=1, within=lambda _, d: d > 1),
+)
 def test_propagate_and_its_gradients_equal_single_device(case, devices):
     g = GRAPH_CASES[case]()
     x = jax.random.normal(jax.random.key(0), (g.num_nodes, 3))

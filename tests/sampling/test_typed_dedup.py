@@ -49,7 +49,14 @@ def in_neighbours(graph, edge_type) -> list[set[int]]:
     return [set(np.flatnonzero(row).tolist()) for row in a]
 
 
-@pytest.mark.parametrize(("num_bases", "layers"), [(0, 2), (2, 3)])
+@pytest.mark.parametrize(
+    ("num_bases", "layers"),
+    [
+        (2, 2),
+        pytest.param(0, 2, marks=pytest.mark.slow),
+        pytest.param(2, 3, marks=pytest.mark.slow),
+    ],
+)
 def test_full_fanouts_equal_the_dense_rgcn_forward_and_gradient(num_bases, layers):
     g = small_hetero().add_reverse_relations()
     model = rgcn(

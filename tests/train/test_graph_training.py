@@ -239,7 +239,7 @@ def _molecules(data, seed: int = 7):
     )
 
 
-@pytest.mark.parametrize("style", ["xu", "ogb"])
+@pytest.mark.parametrize("style", [pytest.param("xu", marks=pytest.mark.slow), "ogb"])
 def test_shards_merge_into_one_block_diagonal_batch(style):
     data = random_graphs(count=12, seed=5)
     if style == "ogb":  # OGB's baseline: atom and bond encoders, GINE, mean readout
