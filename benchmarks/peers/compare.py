@@ -165,9 +165,11 @@ def interleaved_rows(
 
     Args:
       case: the case name (rows get ``case + " | interleaved"``).
-      ours: ``(label, fn, args)``, or a list of them (each timed in every
-        round, in that order); ``jax.jit(fn)`` is compiled apart and called
-        with ``block_until_ready``.
+      ours: ``(label, fn, args)`` or ``(label, fn, args, steps)``, or a list
+        of them (each timed in every round, in that order); ``jax.jit(fn)``
+        is compiled apart and called with ``block_until_ready``. A call that
+        runs ``steps`` steps (a ``lax.scan`` of them, as a trainer's chunk
+        does) is reported per step: its time over ``steps``.
       theirs: ``(label, peer, peer_case, spec)``; ``spec`` goes to the peer's
         case builder (it names the shared ``.npz``).
       external: the started peers.
@@ -180,14 +182,14 @@ def interleaved_rows(
       process's peak resident set.
     """
     case = f"{case} | interleaved"
-    mine = []  # (label, compiled, args, compile seconds, times)
-    for label, fn, args in ours if isinstance(ours, list) else [ours]:
+    mine = []  # (label, compiled, args, compile seconds, times, steps a call)
+    for label, fn, args, *steps in ours if isinstance(ours, list) else [ours]:
         tick = time.perf_counter()
         compiled = jax.jit(fn).lower(*args).compile()
         compile_s = time.perf_counter() - tick
         for _ in range(2):
             jax.block_until_ready(compiled(*args))
-        mine.append((label, compiled, args, compile_s, []))
+        mine.append((label, compiled, args, compile_s, [], steps[0] if steps else 1))
     live, rows_after = [], {}
     for impl, name, peer_case, spec in theirs:
         peer = external.peers.get(name, f"{name} not requested")
@@ -203,11 +205,11 @@ def interleaved_rows(
     last_stats: dict[str, dict] = {}
     peak_rss: dict[str, float] = {}
     for _ in range(rounds.rounds):
-        for _, compiled, args, _, ours_times in mine:
+        for _, compiled, args, _, ours_times, steps in mine:
             for _ in range(rounds.per_round):
                 start = time.perf_counter()
                 jax.block_until_ready(compiled(*args))
-                ours_times.append(time.perf_counter() - start)
+                ours_times.append((time.perf_counter() - start) / steps)
         for entry in list(live):
             impl, peer, peer_case, _, times = entry
             try:
@@ -219,7 +221,10 @@ def interleaved_rows(
             times.extend(answer["times_s"])
             last_stats[impl] = answer["stats"]
             peak_rss[impl] = answer.get("peak_rss_gb")
-    rows = [_row(case, label, times, f"compile {c:.1f} s") for label, _, _, c, times in mine]
+    rows = [
+        _row(case, label, times, f"compile {c:.1f} s" + (f"; {k} steps a call" if k > 1 else ""))
+        for label, _, _, c, times, k in mine
+    ]
     versions = {}
     for impl, peer, _, info, times in live:
         row = _row(

@@ -43,7 +43,6 @@ _UNSUPPORTED = {
     "max_batches": (0,),
     "shard_features": (False,),
     "patience": (0,),
-    "epochs_per_call": (0,),
     "clip_norm": (0.0,),
 }
 
@@ -111,6 +110,11 @@ def check_sampled_links(exp) -> None:
     why = "--fanouts trains on sampled batches of train edges against sampled negatives"
     if options["recon"] != "sampled":
         raise ValueError(f"{why}; recon={options['recon']!r} is not supported with it")
+    if exp.epochs_per_call:
+        raise ValueError(
+            f"{why}, one epoch a compiled call; epochs_per_call={exp.epochs_per_call} "
+            "is not supported with it"
+        )
     if not get_model_spec(options["encoder"]).sampled:
         raise ValueError(
             f"{why}; encoder={options['encoder']!r} runs full batch only, choose one of "
@@ -231,6 +235,7 @@ def _prepare_links(exp, *, progress: bool = False):
         metric="" if metric in ("auc", "rocauc", "ap") else metric,
         divergence_factor=exp.divergence_factor or None,
         divergence_epochs=exp.divergence_epochs,
+        epochs_per_call=exp.epochs_per_call or None,
     )
     info = {
         "dataset": name,

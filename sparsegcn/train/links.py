@@ -8,10 +8,12 @@
   pair (``recon="full"``), loss, Adam update;
 - :func:`evaluate`: AUC and AP of the validation and test positives against
   their negatives, plus Hits@K or MRR when the dataset's metric asks;
-- :func:`fit_links`: ``jit(vmap(train_step))`` over seeds, compiled once ahead
-  of time (compile time apart), one call per epoch, each timed after
-  ``block_until_ready``; no early stopping (Kipf & Welling train 200 epochs
-  and report the last);
+- :func:`train_epochs`: a chunk of epochs of ``vmap(train_step)`` over seeds
+  as one ``lax.scan``;
+- :func:`fit_links`: :func:`train_epochs`, compiled once ahead of time
+  (compile time apart), called once a chunk (about 20 calls a run, or
+  ``epochs_per_call``), each call timed after ``block_until_ready``; no early
+  stopping (Kipf & Welling train 200 epochs and report the last);
 - :func:`fit_links_sampled`: sampled mini-batches of train edges, one compiled
   epoch (a ``lax.scan`` of steps), seeds vmapped. A batch's positives and
   fresh negatives → their distinct endpoint nodes (:func:`batch_endpoints`)
@@ -83,6 +85,7 @@ from sparsegcn.train.state import (
     DIVERGENCE_EPOCHS,
     DIVERGENCE_FACTOR,
     check_divergence,
+    epochs_per_chunk,
     seed_keys,
 )
 
@@ -147,6 +150,8 @@ class LinkTrainConfig:
         :class:`~sparsegcn.train.TrainConfig`'s (``None``: off); a
         non-finite training loss always stops the run
         (:func:`~sparsegcn.train.loop.drive`).
+      epochs_per_call: full-batch epochs per compiled call (:attr:`chunk`);
+        ``None``: about 20 calls a run. The sampled trainer runs one epoch a call.
     """
 
     epochs: int = 200
@@ -157,6 +162,13 @@ class LinkTrainConfig:
     metric: str = ""
     divergence_factor: float | None = DIVERGENCE_FACTOR
     divergence_epochs: int = DIVERGENCE_EPOCHS
+    epochs_per_call: int | None = None
+
+    @property
+    def chunk(self) -> int:
+        """Full-batch epochs per compiled call
+        (:func:`~sparsegcn.train.state.epochs_per_chunk`)."""
+        return epochs_per_chunk(self.epochs, self.epochs_per_call)
 
 
 @dataclasses.dataclass
@@ -170,7 +182,10 @@ class LinkFitResult:
       valid, test: ``{"auc", "ap"[, metric]}`` -> ``[K]`` (NumPy).
       test_scores: ``(positive [K, P], negative [K, Q] or [K, P, K'])`` logits.
       compile_s: seconds compiling the step and the evaluation.
-      step_ms: ``[epochs]`` wall time of each step (all seeds), after compile.
+      step_ms: wall time of one step (all seeds), after compile: of each call
+        (:func:`fit_links`: a chunk of epochs, so each entry is the call's
+        time over its epochs; :func:`fit_links_sampled`: an epoch, over its
+        batches).
       wall_s: seconds of the whole fit.
       devices: the devices each step was split over.
     """
@@ -450,6 +465,52 @@ def train_step(
     return params, opt_state, key, loss
 
 
+def train_epochs(
+    model: LinkModel,
+    tx,
+    config: LinkTrainConfig,
+    params,
+    opt_state,
+    keys,
+    first,
+    data,
+    *,
+    mesh: Mesh | None = None,
+    data_axis: Any = None,
+):
+    """``config.chunk`` full-batch epochs of ``K`` seeds, one ``lax.scan``.
+
+    Epoch ``first + i`` runs :func:`train_step` for every seed (``vmap``;
+    ``data_axis``: the seeds' axis in ``data``, ``None`` when they share it,
+    :func:`per_seed_axes` when each has its own split). Epochs at or past
+    ``config.epochs`` (the last chunk's tail) leave every state as it was.
+
+    Args:
+      params, opt_state, keys: ``[K, ...]`` each.
+      first: int32 scalar, the 0-based index of the chunk's first epoch.
+
+    Returns:
+      ``(params, opt_state, keys, loss [K, chunk], active [K, chunk])``;
+      ``active`` is false for the epochs that did not run.
+    """
+
+    def step(params, opt_state, keys):
+        return jax.vmap(
+            lambda p, o, k, d: train_step(model, tx, config, p, o, k, d, mesh=mesh),
+            in_axes=(0, 0, 0, data_axis),
+        )(params, opt_state, keys, data)
+
+    def one(state, epoch):
+        *new, loss = step(*state)
+        live = epoch < config.epochs
+        state = jax.tree.map(lambda n, o: jnp.where(live, n, o), tuple(new), state)
+        return state, (loss, jnp.broadcast_to(live, loss.shape))
+
+    epochs = first + jnp.arange(config.chunk, dtype=jnp.int32)
+    (params, opt_state, keys), (loss, active) = jax.lax.scan(one, (params, opt_state, keys), epochs)
+    return params, opt_state, keys, loss.T, active.T
+
+
 def _hits_k(metric: str) -> int | None:
     if metric.startswith("hits@"):
         return int(metric.split("@", 1)[1])
@@ -617,6 +678,8 @@ def check_link_config(config: LinkTrainConfig, model: LinkModel) -> None:
     from sparsegcn._checks import check_static_int
 
     check_static_int("epochs", config.epochs, minimum=1)
+    if config.epochs_per_call is not None:
+        check_static_int("epochs_per_call", config.epochs_per_call, minimum=1)
     check_static_int("negative_rounds", config.negative_rounds, minimum=0)
     check_divergence(config.divergence_factor, config.divergence_epochs)
     if config.metric and config.metric != "mrr" and _hits_k(config.metric) is None:
@@ -640,9 +703,12 @@ def fit_links(
     Every seed reads the same data, or with ``per_seed_data`` its own slice
     of ``data`` (every leaf but the features stacked ``[K, ...]``, :func:`stack_link_data`:
     a random split per seed, as Kipf & Welling re-split for every run); its
-    seed draws its initial params, its VGAE noise and its negatives. The step ``jit(vmap(train_step))`` is
-    compiled once, ahead of time, and called once per epoch; each call is
-    timed after ``block_until_ready`` (``step_ms``), compile time apart.
+    seed draws its initial params, its VGAE noise and its negatives. The
+    program (:func:`train_epochs`: ``config.chunk`` epochs of
+    ``vmap(train_step)`` in one ``lax.scan``) is compiled once, ahead of
+    time, and called once a chunk; each call is timed after
+    ``block_until_ready``, compile time apart, and ``step_ms`` holds each
+    call's time over its epochs.
 
     ``devices`` (a count of local devices or a mesh): every step's loss is
     split over them, the encoder replicated (see the module docstring); the
@@ -668,11 +734,10 @@ def fit_links(
 
     axis = per_seed_axes() if per_seed_data else None
 
-    def step(params, opt_state, keys, data):
-        return jax.vmap(
-            lambda p, o, k, d: train_step(model, tx, config, p, o, k, d, mesh=mesh),
-            in_axes=(0, 0, 0, axis),
-        )(params, opt_state, keys, data)
+    def epochs(params, opt_state, keys, first, data):
+        return train_epochs(
+            model, tx, config, params, opt_state, keys, first, data, mesh=mesh, data_axis=axis
+        )
 
     def assess(params, data):
         return jax.vmap(lambda p, d: evaluate(model, p, d, config.metric), in_axes=(0, axis))(
@@ -680,21 +745,31 @@ def fit_links(
         )
 
     compile_start = time.perf_counter()
-    lowered = jax.jit(step, donate_argnums=(0, 1), **_jit_options(mesh)).lower(
-        params, opt_state, train_keys, data
+    first = jnp.int32(0)
+    lowered = jax.jit(epochs, donate_argnums=(0, 1), **_jit_options(mesh)).lower(
+        params, opt_state, train_keys, first, data
     )
-    step_fn = lowered.compile()
+    epochs_fn = lowered.compile()
     assess_fn = jax.jit(assess).lower(params, data).compile()
     compile_s = time.perf_counter() - compile_start
-    (params, opt_state, train_keys), history, seconds = _drive(
-        step_fn,
-        (params, opt_state, train_keys),
-        data,
-        config,
-        seeds,
-        progress,
-        f"{model.name} x{len(seeds)}",
+
+    def advance(state: tuple) -> tuple[tuple, dict]:
+        params, opt_state, keys, first = state
+        params, opt_state, keys, loss, active = epochs_fn(params, opt_state, keys, first, data)
+        return (params, opt_state, keys, first + config.chunk), {"loss": loss, "active": active}
+
+    (params, opt_state, train_keys, _), history, seconds = drive(
+        advance,
+        (params, opt_state, train_keys, first),
+        epochs=config.epochs,
+        seeds=seeds,
+        progress=progress,
+        divergence_factor=config.divergence_factor,
+        divergence_epochs=config.divergence_epochs,
+        desc=f"{model.name} x{len(seeds)}",
     )
+    calls = len(seconds)
+    per_call = np.minimum(config.chunk, config.epochs - config.chunk * np.arange(calls))
     metrics = jax.tree.map(np.asarray, assess_fn(params, data))
     return LinkFitResult(
         seeds=seeds,
@@ -704,7 +779,7 @@ def fit_links(
         test=metrics["test"],
         test_scores=tuple(metrics["test_scores"]),
         compile_s=compile_s,
-        step_ms=1e3 * np.asarray(seconds),
+        step_ms=1e3 * np.asarray(seconds) / per_call,
         wall_s=time.perf_counter() - start,
         devices=1 if mesh is None else mesh.size,
     )

@@ -35,6 +35,19 @@ def check_divergence(factor: float | None, epochs: int) -> None:
     )
 
 
+CALLS_PER_RUN = 20
+"""How many compiled calls a run of ``epochs`` makes by default (:func:`epochs_per_chunk`)."""
+
+
+def epochs_per_chunk(epochs: int, epochs_per_call: int | None = None) -> int:
+    """Epochs one compiled call runs (a ``lax.scan``): ``epochs_per_call``
+    (at most ``epochs``), or by default about :data:`CALLS_PER_RUN` calls a run.
+    The progress bar, the divergence guard and checkpoints act between calls."""
+    if epochs_per_call is not None:
+        return min(epochs_per_call, epochs)
+    return max(1, -(-epochs // CALLS_PER_RUN))
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Hyperparameters of a full-batch run; defaults reproduce Kipf & Welling.
@@ -113,10 +126,8 @@ class TrainConfig:
 
     @property
     def chunk(self) -> int:
-        """Epochs per compiled call."""
-        if self.epochs_per_call is not None:
-            return min(self.epochs_per_call, self.epochs)
-        return max(1, -(-self.epochs // 20))
+        """Epochs per compiled call (:func:`epochs_per_chunk`)."""
+        return epochs_per_chunk(self.epochs, self.epochs_per_call)
 
 
 class NodeData(NamedTuple):

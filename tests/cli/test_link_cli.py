@@ -66,6 +66,11 @@ SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
             r"--fanouts trains on sampled batches .* recon='full' is not supported with it",
         ),
         (
+            [*SAMPLED_GAE, "--epochs-per-call", "4"],
+            r"--fanouts trains on sampled batches .* one epoch a compiled call; "
+            r"epochs_per_call=4 is not supported with it",
+        ),
+        (
             [*SAMPLED_GAE, "--encoder", "gcn"],
             r"encoder='gcn' runs full batch only, choose one of \['sage', 'gat', 'gatv2', 'gin'\]",
         ),

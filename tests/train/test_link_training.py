@@ -49,7 +49,8 @@ def test_training_compiles_once_learns_and_reports_sklearns_metrics(recon, monke
     model = model._replace(encode=counting)
     result = fit_links(model, data, LinkTrainConfig(epochs=60), seeds=(0, 1))
     assert traces["n"] == 1  # the training step traced once for 60 epochs
-    assert result.losses.shape == (60, 2) and result.step_ms.shape == (60,)
+    # 20 calls of 3 epochs (about 20 calls a run), each timed.
+    assert result.losses.shape == (60, 2) and result.step_ms.shape == (20,)
     assert (result.losses[-1] < result.losses[0]).all()
     for k in range(2):
         params = jax.tree.map(lambda a, k=k: a[k], result.params)
@@ -66,6 +67,22 @@ def test_training_compiles_once_learns_and_reports_sklearns_metrics(recon, monke
             result.test["ap"][k], average_precision_score(labels, scores), atol=1e-5
         )
     assert result.test["auc"].mean() > 0.75  # the communities are learnt
+
+
+def test_chunks_of_epochs_equal_one_epoch_a_call_and_the_tail_chunk_stops_at_the_end():
+    graph, x = communities(seed=2)
+    data = data_of(graph, x, 0)
+    model = create_model("vgae", 4, 4, hidden=8, layers=2, dropout=0.0)
+    one = fit_links(model, data, LinkTrainConfig(epochs=7, epochs_per_call=1), seeds=(0, 1))
+    # 3 calls: 3 + 3 + 1 epochs; the last call's two idle epochs change nothing.
+    chunked = fit_links(model, data, LinkTrainConfig(epochs=7, epochs_per_call=3), seeds=(0, 1))
+    assert one.step_ms.shape == (7,) and chunked.step_ms.shape == (3,)
+    np.testing.assert_allclose(chunked.losses, one.losses, rtol=1e-6)
+    for a, b in zip(jax.tree.leaves(chunked.params), jax.tree.leaves(one.params), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(chunked.test["auc"], one.test["auc"], rtol=1e-6)
+    with pytest.raises(ValueError, match="epochs_per_call must be"):
+        fit_links(model, data, LinkTrainConfig(epochs=7, epochs_per_call=0))
 
 
 def test_per_seed_splits_in_one_program_equal_each_seed_alone():
@@ -90,7 +107,13 @@ def test_trainer_refuses_bad_settings():
 
 
 @pytest.mark.parametrize(
-    ("sampler", "negatives"), [("tree", "pairs"), ("dedup", "pairs"), ("tree", "targets")]
+    ("sampler", "negatives"),
+    # Each sampler and each negative kind by default; the third pair is slow.
+    [
+        pytest.param("tree", "pairs", marks=pytest.mark.slow),
+        ("dedup", "pairs"),
+        ("tree", "targets"),
+    ],
 )
 def test_sampled_link_step_with_full_fanouts_equals_the_full_batch_step(sampler, negatives):
     from sparsegcn.nn.gae import sampled_reconstruction_loss
