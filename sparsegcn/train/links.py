@@ -745,9 +745,9 @@ def fit_links(
         )
 
     compile_start = time.perf_counter()
-    first = jnp.int32(0)
+    first = 0  # the next chunk's first epoch, a host int (as a NumPy scalar: replicated)
     lowered = jax.jit(epochs, donate_argnums=(0, 1), **_jit_options(mesh)).lower(
-        params, opt_state, train_keys, first, data
+        params, opt_state, train_keys, np.int32(first), data
     )
     epochs_fn = lowered.compile()
     assess_fn = jax.jit(assess).lower(params, data).compile()
@@ -755,7 +755,9 @@ def fit_links(
 
     def advance(state: tuple) -> tuple[tuple, dict]:
         params, opt_state, keys, first = state
-        params, opt_state, keys, loss, active = epochs_fn(params, opt_state, keys, first, data)
+        params, opt_state, keys, loss, active = epochs_fn(
+            params, opt_state, keys, np.int32(first), data
+        )
         return (params, opt_state, keys, first + config.chunk), {"loss": loss, "active": active}
 
     (params, opt_state, train_keys, _), history, seconds = drive(
