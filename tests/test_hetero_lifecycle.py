@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
@@ -14,8 +15,21 @@ from sparsegcn.cli import main
 from sparsegcn.datasets.mag import generate_mag, write_mag_raw
 from sparsegcn.experiment import Experiment, run_experiment
 from sparsegcn.nn.rgcn import rgcn
-from sparsegcn.tasks.hetero import CURVES, HeteroLifecycle, fit_hetero
-from sparsegcn.train.checkpoint import CheckpointError, list_checkpoints, read_manifest
+from sparsegcn.tasks.hetero import (
+    CURVES,
+    HeteroLifecycle,
+    build_model,
+    checkpoint_template,
+    fit_hetero,
+    prepare_hetero,
+)
+from sparsegcn.train.checkpoint import (
+    CheckpointError,
+    list_checkpoints,
+    load_checkpoint,
+    read_manifest,
+)
+from sparsegcn.train.optim import make_optimizer
 
 
 # The dedup case costs ~17 s of compilation: slow; the tree case stays in the default suite.
@@ -124,8 +138,48 @@ def test_resumed_run_equals_the_uninterrupted_one(tmp_path, monkeypatch, capsys)
     with pytest.raises(CheckpointError, match=r"metadata\.config\.epochs is 2 in the checkpoint"):
         run_experiment(dataclasses.replace(exp, epochs=3, resume=folder))
     assert [p.name for p in list_checkpoints(folder)] == ["ckpt-000001.json", "ckpt-000002.json"]
-    predict = ["predict", "--checkpoint", folder, "--out", str(tmp_path / "p.npy")]
-    assert main(predict) == 2
-    assert "heterogeneous (R-GCN) checkpoint, which sparsegcn predict does not read" in (
-        capsys.readouterr().err
+
+
+def test_predict_scores_every_paper_as_the_full_graph_and_training_did(tmp_path, capsys):
+    """With fanouts covering every neighbour the sampled neighbourhoods are whole:
+    predict's classes and embeddings are the full-graph R-GCN's with the checkpoint's
+    best params, and its test accuracy is the one training reported for the seed
+    trained last."""
+    # A quarter of tiny_spec's edges over more institutions and topics: whole
+    # neighbourhoods stay small (degrees <= 20).
+    base = tiny_spec()
+    spec = tiny_spec(
+        num_nodes={**base.num_nodes, "institution": 300, "field_of_study": 200},
+        num_edges={k: n // 4 for k, n in base.num_edges.items()},
     )
+    write_mag_raw(generate_mag(spec, seed=2), tmp_path / "ogbn_mag")
+    exp = Experiment(dataset="ogbn-mag", root=str(tmp_path), model="rgcn", hidden=8, seeds=2)
+    data = prepare_hetero(exp)
+    full = max(int(np.diff(np.asarray(p)).max()) for p in data.csr.indptr)
+    assert full <= 20
+    folder = str(tmp_path / "run")
+    exp = dataclasses.replace(
+        exp, fanouts=f"{full},{full}", batch_size=64, epochs=3, checkpoint=folder
+    )
+    report = run_experiment(exp)
+    out, emb, summary = (str(tmp_path / n) for n in ("p.npy", "e.npy", "p.json"))
+    argv = ["predict", "--checkpoint", folder, "--out", out, "--embeddings", emb]
+    assert main([*argv, "--json", summary]) == 0
+    assert "400 paper nodes, 1 member(s)" in capsys.readouterr().out
+    classes, embeddings = np.load(out), np.load(emb)
+    assert classes.dtype == np.int32 and classes.shape == (400,)
+    assert embeddings.dtype == np.float32 and embeddings.shape == (400, 8)
+    with open(summary) as f:
+        written = json.load(f)
+    assert written["seeds"] == [1] and written["test_acc"] == written["reported_test_acc"]
+    assert written["test_acc"] == [report["test_acc"][1]]
+
+    # The reference: the full graph, every neighbour, the seed's best params.
+    model = build_model(exp, data)
+    tx = make_optimizer(exp.train_config())
+    template = checkpoint_template(model, tx, 2, len(data.dataset.split["test"]))
+    params = load_checkpoint(folder, template).state.current.best_params
+    logits, hidden = model.apply(params, data.graph, data.features, embed=True)
+    np.testing.assert_array_equal(classes, np.argmax(np.asarray(logits), axis=1))
+    np.testing.assert_allclose(embeddings, np.asarray(hidden), rtol=1e-5, atol=1e-6)
+    assert main([*argv[:-2], "--params", "last"]) == 0

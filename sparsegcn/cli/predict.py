@@ -25,7 +25,14 @@ probabilities, ``[G, C]`` (softmax over classes) or ``[G, T]`` (a sigmoid per
 binary task), ``[K, ...]`` with several members (folds x seeds, fold-major);
 ``--embeddings`` the graphs' readout (Xu et al.'s GIN: every layer's,
 concatenated), ``[G, H]`` or ``[K, G, H]``; the summary gives the dataset's
-metric of the predictions on each member's test graphs. For ``ogbn-*`` datasets, when ``ogb`` is
+metric of the predictions on each member's test graphs.
+
+On a heterogeneous checkpoint (``sparsegcn train`` on ``ogbn-mag`` or
+``synthetic:mag``) the seed trained last predicts (a hetero checkpoint keeps
+only its params): ``--out`` holds int32 classes of every node of the target
+type (papers), ``[N_target]``, each scored on neighbourhoods sampled as in
+training; ``--embeddings`` the rows the last R-GCN layer reads, ``[N_target,
+H]``. For ``ogbn-*`` datasets, when ``ogb`` is
 installed, the summary also gives ogb's official ``Evaluator`` metric of
 the predictions on the test split (``ogb_evaluator`` in ``--json``). The params are the early-stopping
 restored ones (``--params best``, whose test accuracy ``sparsegcn train``
@@ -164,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_task_predict(args: argparse.Namespace, predict) -> int:
-    """``sparsegcn predict`` through a task's own ``predict`` (graph checkpoints)."""
+    """``sparsegcn predict`` through a task's own ``predict`` (graph and hetero checkpoints)."""
     result = predict(args.checkpoint, dataset=args.dataset, root=args.root, params=args.params)
     predictions, embeddings = result["predictions"], result["embeddings"]
     if predictions.shape[0] == 1:
@@ -193,15 +200,17 @@ def _run_task_predict(args: argparse.Namespace, predict) -> int:
             }
         )
     write_all_atomic(writers)
+    rows = result.get("rows", "graphs")
+    count = predictions.shape[-2] if rows == "graphs" else predictions.shape[-1]
     print(
-        f"{result['dataset']}: {predictions.shape[-2]} graphs, {len(result['seeds'])} member(s), "
+        f"{result['dataset']}: {count} {rows}, {len(result['seeds'])} member(s), "
         f"checkpoint epoch {result['epoch']}; test {metric} of the predictions "
         f"{test.mean():.4f} ± {test.std():.4f}"
     )
     if official:
         values = np.asarray(official["test"])
         print(f"ogb Evaluator test {official['metric']}: {values.mean():.4f} ± {values.std():.4f}")
-    print(f"predictions: {args.out} float32 {list(predictions.shape)}")
+    print(f"predictions: {args.out} {predictions.dtype} {list(predictions.shape)}")
     if args.embeddings:
         print(f"embeddings: {args.embeddings} float32 {list(embeddings.shape)}")
     return 0

@@ -272,7 +272,7 @@ def rgcn(
             for (name, v), k in zip(out.items(), keys, strict=True)
         }
 
-    def apply_full(params, graph: HeteroGraph, x, *, key=None, training=False):
+    def apply_full(params, graph: HeteroGraph, x, *, key=None, training=False, embed=False):
         if tuple(graph.edge_types) != edge_types:
             raise ValueError(
                 f"graph's edge types {graph.edge_types} differ from the model's {edge_types}"
@@ -280,16 +280,20 @@ def rgcn(
         h = inputs(params, x)
         keys = split_dropout_keys(key, num_layers, training, dropout_rate)
         for i_layer, layer in enumerate(params["layers"]):
+            if i_layer == num_layers - 1:
+                hidden = h[target]
             h = after(i_layer, rgcn_conv(layer, graph, h, layer_types[i_layer]), keys[i_layer])
-        return h[target]
+        return (h[target], hidden) if embed else h[target]
 
-    def apply_sampled(params, sample: TypedSample, x, *, key=None, training=False):
+    def apply_sampled(params, sample: TypedSample, x, *, key=None, training=False, embed=False):
         levels = typed_paths(edge_types, target, num_layers)
         if set(sample.nodes) != {p for level in levels for p in level}:
             raise ValueError(f"the sample's paths do not match {num_layers} hops from {target!r}")
         h = gather_typed(sample, inputs(params, x), edge_types, target)
         keys = split_dropout_keys(key, num_layers, training, dropout_rate)
         for i_layer, layer in enumerate(params["layers"]):
+            if i_layer == num_layers - 1:
+                hidden = h[()]
             w_rel = relation_weights(layer)
             out = {}
             for depth in range(num_layers - i_layer):
@@ -303,9 +307,9 @@ def rgcn(
                     }
                     out[p] = rgcn_combine(layer, t, h[p], means, w_rel)
             h = after(i_layer, out, keys[i_layer])
-        return h[()]
+        return (h[()], hidden) if embed else h[()]
 
-    def apply_dedup(params, sample: TypedDedupSample, x, *, key=None, training=False):
+    def apply_dedup(params, sample: TypedDedupSample, x, *, key=None, training=False, embed=False):
         if set(sample.edge_types) != set(edge_types) or sample.num_hops != num_layers:
             raise ValueError(
                 f"the sample's {sample.num_hops} hops over {sorted(sample.edge_types)} do not "
@@ -314,6 +318,8 @@ def rgcn(
         h = gather_typed_dedup(sample, inputs(params, x))
         keys = split_dropout_keys(key, num_layers, training, dropout_rate)
         for i_layer, layer in enumerate(params["layers"]):
+            if i_layer == num_layers - 1:
+                hidden = h[target][: sample.batch_size]
             parents = num_layers - i_layer  # targets: frontiers 0..parents-1 of each type
             w_rel = relation_weights(layer)
             out = {}
@@ -329,15 +335,20 @@ def rgcn(
                 }
                 out[t] = rgcn_combine(layer, t, h[t][: sample.offsets(t)[parents]], means, w_rel)
             h = after(i_layer, out, keys[i_layer])
-        return h[target][: sample.batch_size]
+        logits = h[target][: sample.batch_size]
+        return (logits, hidden) if embed else logits
 
-    def apply(params, graph, x, *, key=None, training=False):
+    def apply(params, graph, x, *, key=None, training=False, embed=False):
+        """``[B, C]`` logits of the target rows; with ``embed``, ``(logits,
+        embeddings [B, H])``: the target rows the last layer reads (its input;
+        the input features or embedding for a one-layer model)."""
+        kwargs = dict(key=key, training=training, embed=embed)
         if isinstance(graph, TypedSample):
-            return apply_sampled(params, graph, x, key=key, training=training)
+            return apply_sampled(params, graph, x, **kwargs)
         if isinstance(graph, TypedDedupSample):
-            return apply_dedup(params, graph, x, key=key, training=training)
+            return apply_dedup(params, graph, x, **kwargs)
         if isinstance(graph, HeteroGraph):
-            return apply_full(params, graph, x, key=key, training=training)
+            return apply_full(params, graph, x, **kwargs)
         raise TypeError(
             f"rgcn runs on a HeteroGraph, a TypedSample or a TypedDedupSample, got "
             f"{type(graph).__name__}"

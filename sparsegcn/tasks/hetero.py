@@ -39,7 +39,7 @@ import functools
 import importlib.util
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -1148,6 +1148,27 @@ def first_epoch_overflow(
     return {t: v.tolist() for t, v in counts.items()}
 
 
+def make_embed(model, fanouts, target: str, *, sampler: str = "tree", caps=None):
+    """The compiled predictor of :func:`predict_hetero_checkpoint`: ``embed(params,
+    key, csr, features, ids [nb, W], mask) -> (classes [nb, W], embeddings [nb, W, H])``,
+    each batch on its own sampled neighbourhoods, as :func:`make_predict` scores."""
+    from sparsegcn.sampling.typed_dedup import sample_hetero
+
+    @jax.jit
+    def embed(params, key, csr, features, ids, mask):
+        def one(batch):
+            b_ids, b_mask, b_key = batch
+            sample = sample_hetero(
+                sampler, csr, b_ids, fanouts, seed_type=target, key=b_key, mask=b_mask, caps=caps
+            )
+            logits, hidden = model.apply(params, sample, features, embed=True)
+            return jnp.argmax(logits, axis=-1).astype(jnp.int32), hidden
+
+        return jax.lax.map(one, (ids, mask, jax.random.split(key, ids.shape[0])))
+
+    return embed
+
+
 def predict_hetero_checkpoint(
     checkpoint: str,
     *,
@@ -1156,16 +1177,89 @@ def predict_hetero_checkpoint(
     params: str = "best",
     progress: bool = False,
 ) -> dict:
-    """``sparsegcn predict`` on a hetero checkpoint: refused, naming why.
+    """Class predictions and embeddings of every target node from a hetero checkpoint.
+
+    Seeds train in turn and a checkpoint keeps the params of the seed trained
+    last only (:class:`HeteroCheckpointState`): that seed predicts. Every node
+    of the target type (papers) is scored on neighbourhoods sampled as in
+    training (the run's fanouts and sampler), from the seed's key: with fanouts
+    that cover every neighbour the neighbourhoods are whole and the
+    predictions are the full graph's.
+
+    Args:
+      checkpoint: checkpoint folder (its newest checkpoint) or manifest file.
+      dataset: dataset name (default: the one trained on); its
+        :func:`hetero_fingerprint` must match the checkpoint's.
+      root: data root (default: the training run's).
+      params: ``"best"`` (the params of the best validation epoch, whose test
+        accuracy training reports) or ``"last"``.
+      progress: show loading progress.
+
+    Returns:
+      ``{"predictions": int32 [1, N_target] classes, "embeddings": float32
+      [1, N_target, H] (the target rows the last layer reads), "metric":
+      "acc", "test": [1] the accuracy of the predictions on the test split,
+      "reported_test": [1] as training recorded it (``best`` only), "seeds",
+      "epoch", "checkpoint", "dataset", "rows"}``, and ``"ogb_evaluator"``
+      for ``ogbn-mag`` when ``ogb`` is installed.
 
     Raises:
-      ValueError: always; a hetero checkpoint keeps the params of the seed
-        trained last only, and no typed predictor reads it yet.
+      ValueError: a bad ``params``; CheckpointError: another dataset, or a
+        checkpoint that is not a hetero run's.
     """
-    raise ValueError(
-        f"{checkpoint} is a heterogeneous (R-GCN) checkpoint, which sparsegcn predict does not "
-        "read yet; resume it with sparsegcn train --resume"
+    from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
+    from sparsegcn.sampling.typed import check_typed_fanouts
+    from sparsegcn.train.checkpoint import check_metadata, load_checkpoint, read_manifest
+    from sparsegcn.train.optim import make_optimizer
+
+    if params not in ("best", "last"):
+        raise ValueError(f"params must be 'best' or 'last', got {params!r}")
+    manifest = read_manifest(checkpoint)
+    exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
+    data = prepare_hetero(exp, progress=progress)
+    expect = {"dataset": hetero_fingerprint(data.dataset)}
+    check_metadata(manifest, expect)  # before the model is built or anything compiled
+    model = build_model(exp, data)
+    tx = make_optimizer(exp.train_config())
+    sampling = exp.minibatch_config()
+    _, test = eval_papers(data.dataset, sampling.batch_size, exp.max_batches)
+    seeds = exp.seed_list()
+    template: Any = checkpoint_template(model, tx, len(seeds), len(test))
+    ckpt = load_checkpoint(manifest["path"], template, expect=expect)
+    records, k = _Records.restore(ckpt)
+    current = cast(SeedState, records.current)
+    chosen = current.best_params if params == "best" else current.params
+    target = data.dataset.target
+    fanouts = check_typed_fanouts(sampling.fanouts, data.graph.edge_types)
+    embed = make_embed(model, fanouts, target, sampler=exp.sampler, caps=exp.dedup_caps)
+    num_target = int(data.dataset.graph.num_nodes[target])
+    ids, mask = _batches(np.arange(num_target, dtype=np.int32), sampling.batch_size)
+    classes, hidden = embed(
+        chosen, jax.random.key(seeds[k]), data.csr, data.features, jnp.asarray(ids), mask
     )
+    keep = mask.reshape(-1)
+    classes = np.asarray(classes).reshape(-1)[keep]
+    hidden = np.asarray(hidden, np.float32).reshape(keep.shape[0], -1)[keep]
+    all_test = np.asarray(data.dataset.split["test"])
+    truth = np.asarray(data.dataset.labels)
+    accuracy = float((classes[all_test] == truth[all_test]).mean())
+    reported = None
+    if params == "best":
+        reported = [float(ckpt.history["test_acc"][int(current.best_epoch) - 1, k])]
+    official = official_metric(data.dataset, [classes[all_test]])
+    return {
+        "predictions": classes[None],
+        "embeddings": hidden[None],
+        "metric": "acc",
+        "test": [accuracy],
+        "reported_test": reported,
+        "seeds": [seeds[k]],
+        "epoch": int(current.epoch),
+        "checkpoint": str(ckpt.path),
+        "dataset": data.dataset.name,
+        "rows": f"{target} nodes",
+        **({} if official is None else {"ogb_evaluator": official}),
+    }
 
 
 def describe_hetero(

@@ -80,6 +80,13 @@ def test_full_fanouts_equal_the_dense_rgcn_forward_and_gradient(num_bases, layer
     out = jax.jit(model.apply)(params, s, x)
     assert out.shape == (9, 3)
     np.testing.assert_allclose(out[:8], dense[real], rtol=1e-5, atol=1e-6)
+    # The rows the last layer reads (predict's embeddings) are the full graph's too.
+    logits, hidden = model.apply(params, s, x, embed=True)
+    full_logits, full_hidden = model.apply(params, g, x, embed=True)
+    np.testing.assert_allclose(logits, out, rtol=1e-6, atol=1e-7)
+    assert hidden.shape == (9, 5)
+    np.testing.assert_allclose(hidden[:8], full_hidden[real], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(full_logits, dense, rtol=1e-5, atol=1e-6)
     weights = jnp.asarray(np.random.default_rng(0).normal(size=(8, 3)), jnp.float32)
     grad_s = jax.jit(jax.grad(lambda p: jnp.sum(model.apply(p, s, x)[:8] * weights)))(params)
     grad_d = jax.jit(jax.grad(lambda p: jnp.sum(dense_rgcn(p, g, x, "paper")[real] * weights)))(
