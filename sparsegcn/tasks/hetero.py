@@ -1323,6 +1323,7 @@ __all__ = [
     "hetero_programs",
     "init_seed_key",
     "init_seed_state",
+    "make_embed",
     "make_epoch",
     "make_predict",
     "official_metric",

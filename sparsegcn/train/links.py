@@ -1243,5 +1243,6 @@ __all__ = [
     "split_rows",
     "stack_link_data",
     "stack_sampled_link_data",
+    "train_epochs",
     "train_step",
 ]
