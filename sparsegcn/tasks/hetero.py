@@ -29,7 +29,8 @@ masked), so an epoch compiles once (tested).
 With ``--devices D`` each step's batch is split over ``D`` devices (data
 parallel, :func:`fit_hetero`; the params, the learnable embedding tables
 among them, stay replicated); with ``--checkpoint``/``--resume`` the seeds'
-progress is saved and restored (:class:`HeteroLifecycle`).
+progress is saved and restored (:class:`HeteroLifecycle`), and ``sparsegcn
+predict`` reads the checkpoint (:func:`predict_hetero_checkpoint`).
 """
 
 from __future__ import annotations
