@@ -1199,7 +1199,8 @@ def predict_hetero_checkpoint(
     Returns:
       ``{"predictions": int32 [1, N_target] classes, "embeddings": float32
       [1, N_target, H] (the target rows the last layer reads), "metric":
-      "acc", "test": [1] the accuracy of the predictions on the test split,
+      "acc", "test": [1] the accuracy of the predictions on the test papers
+      training scored (the whole test split unless ``--max-batches``),
       "reported_test": [1] as training recorded it (``best`` only), "seeds",
       "epoch", "checkpoint", "dataset", "rows"}``, and ``"ogb_evaluator"``
       for ``ogbn-mag`` when ``ogb`` is installed.
@@ -1241,9 +1242,12 @@ def predict_hetero_checkpoint(
     keep = mask.reshape(-1)
     classes = np.asarray(classes).reshape(-1)[keep]
     hidden = np.asarray(hidden, np.float32).reshape(keep.shape[0], -1)[keep]
+    # The test papers training scored (the first --max-batches' worth, if set),
+    # so that the accuracy compares with the recorded one.
+    test = np.asarray(test)
     all_test = np.asarray(data.dataset.split["test"])
     truth = np.asarray(data.dataset.labels)
-    accuracy = float((classes[all_test] == truth[all_test]).mean())
+    accuracy = float((classes[test] == truth[test]).mean())
     reported = None
     if params == "best":
         reported = [float(ckpt.history["test_acc"][int(current.best_epoch) - 1, k])]
