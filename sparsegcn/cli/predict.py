@@ -22,7 +22,7 @@ Nodes are in the dataset's order.
 On a graph-level checkpoint (``sparsegcn train`` on a graph dataset) the
 outputs are per graph, in the dataset's order: ``--out`` holds float32
 probabilities, ``[G, C]`` (softmax over classes) or ``[G, T]`` (a sigmoid per
-binary task), ``[K, ...]`` with several members (folds x seeds, fold-major);
+binary task), or predicted targets ``[G, T]`` (regression datasets), ``[K, ...]`` with several members (folds x seeds, fold-major);
 ``--embeddings`` the graphs' readout (Xu et al.'s GIN: every layer's,
 concatenated), ``[G, H]`` or ``[K, G, H]``; the summary gives the dataset's
 metric of the predictions on each member's test graphs.

@@ -6,13 +6,18 @@
 :func:`~sparsegcn.datasets.graphs.load_graphs` picks the loader by the
 dataset's name. Loaders import this module, never the dispatcher.
 
-Two kinds of label:
+Three kinds of label (:attr:`GraphDataset.kind`):
 
 - ``"class"``: int32 ``[G]``, one class index per graph (TU datasets);
   ``num_classes`` is the number of classes ``C``.
 - ``"binary"``: float32 ``[G, T]``, one 0/1 label per graph and task, NaN
   where a label is missing (ogbg-molhiv, ogbg-molpcba); ``num_classes`` is
   the number of tasks ``T``, the model's output width.
+- ``"regression"``: float32 ``[G, T]``, one real target per graph and task,
+  NaN where missing (ogbg-molesol, ogbg-molfreesolv, ogbg-mollipo: metric
+  ``rmse``; TU datasets with graph attributes and no graph labels: ``mae``); the
+  dataset's metric is one of :data:`REGRESSION_METRICS`, which is what
+  tells these labels from binary ones.
 
 Node (and edge) features are float32 ``[n, F]``, or, when
 ``feature_dims`` (``edge_feature_dims``) is set, int32 ``[n, F]``
@@ -28,8 +33,22 @@ from collections.abc import Mapping
 
 import numpy as np
 
-METRICS = ("acc", "rocauc", "ap")
+METRICS = ("acc", "rocauc", "ap", "rmse", "mae")
 """The metrics a graph dataset may name as its own."""
+
+REGRESSION_METRICS = frozenset({"rmse", "mae"})
+"""The metrics of real-valued targets (kind ``"regression"``); lower is better. Each
+names its loss too: squared error for ``rmse`` (OGB's), absolute error for ``mae``
+(as the ZINC benchmark reports; for TU's regression sets)."""
+
+
+def label_kind(ndim: int, metric: str) -> str:
+    """The kind of labels of rank ``ndim`` that ``metric`` scores: ``"class"`` for
+    ``[G]``; for ``[G, T]``, ``"regression"`` under a metric of
+    :data:`REGRESSION_METRICS`, else ``"binary"``."""
+    if ndim == 1:
+        return "class"
+    return "regression" if metric in REGRESSION_METRICS else "binary"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -49,7 +68,8 @@ class GraphDataset:
         ``feature_dims`` is set.
       labels: int32 ``[G]`` class index in ``[0, num_classes)`` (kind
         ``"class"``), or float32 ``[G, T]`` 0/1 with NaN for a missing
-        label (kind ``"binary"``).
+        label (kind ``"binary"``), or float32 ``[G, T]`` real targets with
+        NaN for a missing one (kind ``"regression"``).
       num_classes: the model's output width: ``C`` classes or ``T`` tasks.
       classes: ``[C]`` the label value each class index stands for (``[T]``
         task indices for binary labels).
@@ -58,7 +78,8 @@ class GraphDataset:
       targets: float32 ``[G, T]`` graph attributes (regression targets) or ``None``.
       info: provenance.
       metric: the dataset's own metric, one of :data:`METRICS` (``"acc"``
-        for classes; OGB's ``eval metric`` for ``ogbg-*``).
+        for classes; OGB's ``eval metric`` for ``ogbg-*``; ``"mae"`` for
+        TU regression targets).
       split: the official split, ``{"train", "valid", "test"}`` int64 graph
         indices, or ``None`` (then k-fold cross-validation or a holdout).
       feature_dims: vocabulary size of each categorical node-feature column,
@@ -91,8 +112,13 @@ class GraphDataset:
             raise ValueError(f"{self.name}: labels must be [G] or [G, T], got {labels.shape}")
         if labels.ndim == 2 and labels.shape[1] != self.num_classes:
             raise ValueError(
-                f"{self.name}: binary labels {labels.shape} must have num_classes="
+                f"{self.name}: {self.kind} labels {labels.shape} must have num_classes="
                 f"{self.num_classes} columns"
+            )
+        if self.metric in REGRESSION_METRICS and labels.ndim != 2:
+            raise ValueError(
+                f"{self.name}: metric {self.metric!r} needs float [G, T] regression targets, "
+                f"got labels of shape {labels.shape}"
             )
         if self.split is not None:
             missing = {"train", "valid", "test"} - set(self.split)
@@ -101,8 +127,10 @@ class GraphDataset:
 
     @property
     def kind(self) -> str:
-        """``"class"`` (int ``[G]`` labels) or ``"binary"`` (float ``[G, T]``, NaN missing)."""
-        return "class" if np.ndim(self.labels) == 1 else "binary"
+        """``"class"`` (int ``[G]`` labels), ``"binary"`` (float ``[G, T]`` 0/1, NaN
+        missing) or ``"regression"`` (float ``[G, T]``, a metric of
+        :data:`REGRESSION_METRICS`)."""
+        return label_kind(np.ndim(self.labels), self.metric)
 
     @property
     def num_graphs(self) -> int:
@@ -125,4 +153,4 @@ class GraphDataset:
         return np.diff(self.edge_ptr)
 
 
-__all__ = ["METRICS", "GraphDataset"]
+__all__ = ["METRICS", "REGRESSION_METRICS", "GraphDataset", "label_kind"]

@@ -18,7 +18,9 @@ file                                          lines: content
 ``raw/edge-feat.csv.gz``                      one row per edge line: 3 integer bond features
                                               (ppa: 7 reals)
 ``raw/graph-label.csv.gz``                    ``G``: ``T`` binary labels (empty or ``nan``:
-                                              missing), or one class id (ppa)
+                                              missing), ``T`` real targets (regression;
+                                              empty or ``nan``: missing), or one class id
+                                              (ppa)
 ``split/<split>/{train,valid,test}.csv.gz``   graph ids, one a line (``<split>`` is
                                               ``scaffold`` or ``species``)
 ============================================  ===============================================
@@ -38,9 +40,11 @@ The dataset table (``num tasks``, ``eval metric``, ``task type``,
 ``add_inverse_edge``, the archive URL...) is read from the installed
 ``ogb`` package's ``graphproppred/master.csv`` as a plain file (located with
 ``importlib.util.find_spec``, so nothing imports torch); without ``ogb``,
-the copy in :data:`MASTER` serves. Supported: the binary-classification
-molecule datasets and the multiclass ``ogbg-ppa`` (:data:`NAMES`); the
-regression ones (esol, freesolv, lipo: metric rmse) and ogbg-code2 are not.
+the copy in :data:`MASTER` serves. Supported (:data:`NAMES`): the
+binary-classification molecule datasets, the regression ones (esol,
+freesolv, lipo: metric ``rmse``, lower is better) and the multiclass
+``ogbg-ppa``. ``ogbg-code2`` (sequences of sub-tokens, metric F1) is not: its
+labels are no per-graph class, task or target.
 
 A missing folder is downloaded from master.csv's URL (over https) only
 where the archive's sha256 is recorded (:data:`ARCHIVE_SHA256`), then
@@ -60,6 +64,7 @@ import gzip
 import importlib.util
 import io
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -83,7 +88,9 @@ BOND_FEATURE_DIMS = (5, 6, 2)
 conjugated."""
 
 
-def _mol_row(tasks: int, metric: str, download_name: str) -> dict[str, str]:
+def _mol_row(
+    tasks: int, metric: str, download_name: str, task_type: str = "binary classification"
+) -> dict[str, str]:
     return {
         "num tasks": str(tasks),
         "eval metric": metric,
@@ -96,8 +103,8 @@ def _mol_row(tasks: int, metric: str, download_name: str) -> dict[str, str]:
         "data type": "mol",
         "has_node_attr": "True",
         "has_edge_attr": "True",
-        "task type": "binary classification",
-        "num classes": "2",
+        "task type": task_type,
+        "num classes": "-1" if task_type == "regression" else "2",
         "split": "scaffold",
         "additional node files": "None",
         "additional edge files": "None",
@@ -115,6 +122,10 @@ MASTER: dict[str, dict[str, str]] = {
     "ogbg-moltox21": _mol_row(12, "rocauc", "tox21"),
     "ogbg-moltoxcast": _mol_row(617, "rocauc", "toxcast"),
     "ogbg-molhiv": _mol_row(1, "rocauc", "hiv"),
+    "ogbg-molesol": _mol_row(1, "rmse", "esol", "regression"),
+    "ogbg-molfreesolv": _mol_row(1, "rmse", "freesolv", "regression"),
+    "ogbg-mollipo": _mol_row(1, "rmse", "lipophilicity", "regression"),
+    "ogbg-molchembl": _mol_row(1310, "rocauc", "chembl"),
     "ogbg-ppa": {
         "num tasks": "1",
         "eval metric": "acc",
@@ -292,7 +303,11 @@ def read_csv_gz(path: str | os.PathLike, dtype, width: int | None = None) -> np.
       CorruptFileError: the file is not gzip, or truncated.
     """
     path = Path(path)
-    data = _read_gz(path)
+    return _parse_csv(path, _read_gz(path), dtype, width)
+
+
+def _parse_csv(path: Path, data: bytes, dtype, width: int | None) -> np.ndarray:
+    """:func:`read_csv_gz` of ``data``, the contents of ``path``."""
     floating = np.issubdtype(np.dtype(dtype), np.floating)
     blank = _blank_line(data)
     if blank is not None:
@@ -509,13 +524,36 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
     )
 
 
+def read_real_labels(path: str | os.PathLike, width: int) -> np.ndarray:
+    """float32 ``[lines, width]`` of a gzip file of real targets, NaN where missing.
+
+    A field is a number (``nan`` included) or empty (missing).
+
+    Raises:
+      ValueError: naming the file and line of a wrong count of values, a
+        value that is not a number, or an infinite one.
+    """
+    path = Path(path)
+    data = _read_gz(path)
+    # An empty field (at a line's start or end, or between two commas) is missing.
+    filled = re.sub(rb"(?m)(^|,)(?=,|$)", rb"\1nan", data) if data else data
+    values = _parse_csv(path, filled, np.float64, width)
+    infinite = np.isinf(values).any(axis=1)
+    if infinite.any():
+        raise _first_bad(path, infinite, lambda i: f"{_line_of(data, i)!r} holds an infinite value")
+    return values.astype(np.float32)
+
+
 def _labels(raw: Path, meta: dict, num_graphs: int):
     """``(labels, num_classes, classes)``: float32 ``[G, T]`` 0/1/NaN for binary tasks,
-    int32 ``[G]`` class ids for multiclass."""
+    float32 ``[G, T]`` reals/NaN for regression, int32 ``[G]`` class ids for multiclass."""
     path = _required(raw, "graph-label.csv.gz")
     tasks = int(meta["num tasks"])
     if meta["task type"] == "binary classification":
         values = read_binary_labels(path, tasks)
+        labels, num_classes, classes = values, tasks, np.arange(tasks)
+    elif meta["task type"] == "regression":
+        values = read_real_labels(path, tasks)
         labels, num_classes, classes = values, tasks, np.arange(tasks)
     elif meta["task type"] == "multiclass classification":
         values = read_csv_gz(path, np.int64, 1)[:, 0]
@@ -654,6 +692,8 @@ def evaluate_graphs(name: str, y_true, y_pred) -> float | None:
     Binary tasks (rocauc, ap): ``y_true`` float ``[G, T]`` 0/1 with NaN for
     missing labels, ``y_pred`` ``[G, T]`` scores (logits or probabilities);
     the metric is averaged over the tasks with both classes present.
+    Regression (rmse): ``y_true`` float ``[G, T]`` with NaN for missing
+    targets, ``y_pred`` ``[G, T]`` predictions; lower is better.
     Multiclass (acc): ``y_true`` and ``y_pred`` int ``[G]`` or ``[G, 1]`` class ids.
 
     Raises:
@@ -695,4 +735,5 @@ __all__ = [
     "read_csv_gz",
     "read_master",
     "read_ogbg",
+    "read_real_labels",
 ]

@@ -22,7 +22,9 @@ file                     dtype, shape                  content
 ``features.npy``         float32 or int32 ``[n, F]``   node features (int32: categorical
                                                        columns, vocabularies in the manifest)
 ``labels.npy``           int32 ``[G]`` or float32      class ids, or 0/1 per task with NaN
-                         ``[G, T]``                    where missing
+                         ``[G, T]``                    where missing, or real targets with
+                                                       NaN where missing (a regression
+                                                       ``metric``: rmse)
 ``classes.npy``          ``[C]``                       what each class index stands for
 ``edge_features.npy``    float32 or int32 ``[E, D]``   optional
 ``targets.npy``          float32 ``[G, T]``            optional regression targets
@@ -47,7 +49,7 @@ the manifest's keys; each file's size in bytes, dtype and shape against the
 manifest (a truncated file is caught here, before it is mapped); the
 offsets (start at 0, never decrease, end at ``n`` and ``E``); every edge
 inside its own graph; labels (class ids in range, binary values 0, 1 or
-NaN); categorical features inside their vocabularies; split ids in range,
+NaN, regression targets finite or NaN); categorical features inside their vocabularies; split ids in range,
 never repeated and in one split only. The first problem raises one
 :class:`~sparsegcn.datasets.ondisk.FormatError` naming the file and the
 field. ``verify=True`` also compares every file's sha256 (reads every byte).
@@ -67,7 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsegcn.datasets.base import check_disjoint_splits
-from sparsegcn.datasets.graph_dataset import GraphDataset
+from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS, GraphDataset
 from sparsegcn.datasets.ondisk import FormatError, open_listed_file, read_format_manifest
 from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
@@ -366,6 +368,9 @@ def _check_contents(folder: Path, manifest: dict, arrays: dict, chunk: int) -> N
         if labels.ndim == 1:
             bad = (part < 0) | (part >= c)
             what = f"outside [0, {c})"
+        elif manifest["metric"] in REGRESSION_METRICS:
+            bad = np.isinf(part)
+            what = "not a finite regression target or NaN (missing)"
         else:
             bad = ~(np.isnan(part) | (part == 0) | (part == 1))
             what = "not 0, 1 or NaN (missing)"

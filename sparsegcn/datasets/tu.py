@@ -1,4 +1,4 @@
-"""TU Dortmund graph-classification datasets (``tu:NAME``): many small graphs.
+"""TU Dortmund graph datasets (``tu:NAME``): many small graphs, classified or regressed.
 
 The format (the README shipped with every dataset, ``DS`` its name): all
 graphs share one numbering of nodes, ``1 .. n``, and of graphs, ``1 .. N``.
@@ -8,7 +8,7 @@ file                                  lines        content
 ====================================  ===========  ==============================
 ``DS_A.txt``                          ``m``        ``row, col``: one directed edge
 ``DS_graph_indicator.txt``            ``n``        the graph id of node ``i``
-``DS_graph_labels.txt``               ``N``        the class label of graph ``i``
+``DS_graph_labels.txt`` (see below)   ``N``        the class label of graph ``i``
 ``DS_node_labels.txt`` (optional)     ``n``        integer label(s) of node ``i``
 ``DS_node_attributes.txt`` (opt.)     ``n``        comma-separated reals
 ``DS_edge_labels.txt`` (optional)     ``m``        integer label(s) of edge ``i``
@@ -16,7 +16,13 @@ file                                  lines        content
 ``DS_graph_attributes.txt`` (opt.)    ``N``        regression target(s)
 ====================================  ===========  ==============================
 
-:func:`load_tu` reads every one of them. Node features are the one-hot node
+:func:`load_tu` reads every one of them. The graphs' labels are the class labels;
+a dataset without ``DS_graph_labels.txt`` but with ``DS_graph_attributes.txt``
+(TU's regression sets, such as QM9) is a regression dataset whose
+labels are those attributes, float32 ``[N, T]``, with metric ``"mae"`` (as
+PyG's ``TUDataset`` takes graph attributes as the target; where both files
+exist the class labels are the labels and the attributes stay in
+``targets``). Node features are the one-hot node
 labels (one block per label column, over the values present, as PyG's
 ``TUDataset``) followed by the node attributes; edge features likewise.
 A file that breaks the format is refused with a ``ValueError`` naming the
@@ -155,9 +161,15 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
         graphs.
     """
     folder = Path(folder)
-    for suffix in ("A", "graph_indicator", "graph_labels"):
+    for suffix in ("A", "graph_indicator"):
         if not (folder / f"{name}_{suffix}.txt").exists():
             raise ValueError(f"{folder / f'{name}_{suffix}.txt'} is missing (required by TU)")
+    regression = _optional(folder, name, "graph_labels") is None
+    if regression and _optional(folder, name, "graph_attributes") is None:
+        raise ValueError(
+            f"{folder / f'{name}_graph_labels.txt'} is missing, and so is "
+            f"{name}_graph_attributes.txt: TU needs one of them as the graphs' labels"
+        )
     path = folder / f"{name}_graph_indicator.txt"
     indicator = _rows(path, int, 1)[:, 0]
     step = np.diff(indicator)
@@ -172,10 +184,12 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
     node_graph = indicator - 1
     node_ptr = np.searchsorted(node_graph, np.arange(num_graphs + 1)).astype(np.int64)
 
-    path = folder / f"{name}_graph_labels.txt"
-    graph_labels = _rows(path, int, 1)[:, 0]
-    _check_lines(path, graph_labels[:, None], num_graphs, "graph")
-    classes, labels = np.unique(graph_labels, return_inverse=True)
+    if not regression:
+        path = folder / f"{name}_graph_labels.txt"
+        graph_labels = _rows(path, int, 1)[:, 0]
+        _check_lines(path, graph_labels[:, None], num_graphs, "graph")
+        classes, inverse = np.unique(graph_labels, return_inverse=True)
+        labels: np.ndarray = inverse.astype(np.int32)
 
     path = folder / f"{name}_A.txt"
     edges = _rows(path, int, 2)
@@ -231,6 +245,9 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
         values = _rows(path, float)
         _check_lines(path, values, num_graphs, "graph")
         targets = values.astype(np.float32)
+    if regression:  # the attributes are the labels (finite: _rows refuses the rest)
+        assert targets is not None
+        labels, classes = targets, np.arange(targets.shape[1])  # float32 [G, T]
 
     return GraphDataset(
         name=TU_PREFIX + name,
@@ -239,12 +256,13 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
         node_ptr=node_ptr,
         edge_ptr=edge_ptr,
         features=np.ascontiguousarray(features, np.float32),
-        labels=labels.astype(np.int32),
+        labels=labels,
         num_classes=int(classes.shape[0]),
         classes=classes,
         edge_features=edge_features,
         targets=targets,
         info={"source": TU_URL.format(name=name), "folder": str(folder)},
+        metric="mae" if regression else "acc",
     )
 
 

@@ -43,12 +43,13 @@ def resolve(target: str) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
-def _graph_loss(logits, batch):
-    """Cross-entropy over a batch's real graphs (int labels), or binary
-    cross-entropy over its labelled entries (``[G, T]`` labels, NaN missing)."""
+def _graph_loss(logits, batch, *, metric: str = ""):
+    """Cross-entropy over a batch's real graphs (int labels), binary
+    cross-entropy over its labelled entries (``[G, T]`` labels, NaN missing),
+    or, for a regression ``metric`` (RMSE, MAE), squared or absolute error over them."""
     from sparsegcn.train.graphs import graph_loss
 
-    return graph_loss(logits, batch)
+    return graph_loss(logits, batch, metric=metric)
 
 
 def _graph_metric(name: str) -> Callable:
@@ -95,12 +96,14 @@ class Task:
       description: one line for documentation.
       loss: the training objective, what the trainer minimises: the node
         task's ``loss(logits [N, C], labels [N], mask [N]) -> []``; the graph
-        task's ``loss(logits [G_b, C], batch) -> []``, which chooses by the
-        labels' kind (softmax cross-entropy for int ``[G_b]`` classes, binary
-        cross-entropy over labelled entries for ``[G_b, T]`` tasks).
+        task's ``loss(logits [G_b, C], batch, *, metric="") -> []``, which
+        chooses by the labels' kind (softmax cross-entropy for int ``[G_b]``
+        classes, binary cross-entropy over labelled entries for ``[G_b, T]``
+        tasks, squared or absolute error over them for regression targets,
+        as the dataset's ``metric``, RMSE or MAE, names).
       metrics: ``{name: metric(scores, labels, mask) -> []}``, what the
-        report holds (higher is better); a graph dataset reports and selects
-        on the one it names (``GraphDataset.metric``).
+        report holds (higher is better, but RMSE and MAE); a graph dataset reports and
+        selects on the one it names (``GraphDataset.metric``).
       datasets: dataset name prefixes this task owns; ``()`` for the
         default task, which owns every other name.
       prepare: ``"module:function"`` that turns a loaded dataset into what
@@ -215,12 +218,12 @@ TASKS: Mapping[str, Task] = MappingProxyType(
         ),
         "graph": Task(
             description=(
-                "a class, or binary tasks, per graph of many small graphs (padded batches, "
-                "k folds or an official split)"
+                "a class, binary tasks or real targets per graph of many small graphs "
+                "(padded batches, k folds or an official split)"
             ),
             loss=_graph_loss,
             # Each dataset names its own (GraphDataset.metric); selection maximises it.
-            metrics={name: _graph_metric(name) for name in ("acc", "rocauc", "ap")},
+            metrics={name: _graph_metric(name) for name in ("acc", "rocauc", "ap", "rmse", "mae")},
             prepare="sparsegcn.tasks.graph:prepare_graphs",
             pipeline="sparsegcn.tasks.graph:run_graph_experiment",
             datasets=("tu:", "ogbg-", "synthetic:mol"),

@@ -165,6 +165,15 @@ def _label_counts(dataset) -> dict:
         return {"class_counts": counts.tolist()}
     labels = np.asarray(dataset.labels)
     labelled = ~np.isnan(labels)
+    if dataset.kind == "regression":
+        known = labels[labelled]
+        return {
+            "labelled_fraction": float(labelled.mean()),
+            "target_mean": float(known.mean()) if known.size else float("nan"),
+            "target_std": float(known.std()) if known.size else float("nan"),
+            "target_min": float(known.min()) if known.size else float("nan"),
+            "target_max": float(known.max()) if known.size else float("nan"),
+        }
     return {
         "labelled_fraction": float(labelled.mean()),
         "positive_fraction": float(np.nansum(labels) / max(int(labelled.sum()), 1)),
@@ -175,6 +184,13 @@ def _label_row(dataset, stats: dict) -> tuple[str, str]:
     if dataset.kind == "class":
         pairs = zip(dataset.classes, stats["class_counts"], strict=True)
         return "classes", ", ".join(f"{c}: {n}" for c, n in pairs)
+    if dataset.kind == "regression":
+        return (
+            "regression targets",
+            f"{dataset.num_classes}; {100 * stats['labelled_fraction']:.1f} % labelled, "
+            f"mean {stats['target_mean']:.3g}, std {stats['target_std']:.3g}, "
+            f"range [{stats['target_min']:.3g}, {stats['target_max']:.3g}]",
+        )
     return (
         "binary tasks",
         f"{dataset.num_classes}; {100 * stats['labelled_fraction']:.1f} % labelled, "
@@ -409,8 +425,11 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
     """The report of a graph run; see ``docs/graph-tasks.md`` for every key.
 
     With k folds, means and deviations are over the folds (each fold's seeds
-    averaged); with an official split (one fold), over the seeds.
+    averaged); with an official split (one fold), over the seeds. ``cv_curve_best_*``
+    is the curve's best epoch: the highest mean, or the lowest for RMSE.
     """
+    from sparsegcn.train.graphs import selection_score
+
     m = result.metric
     folds, seeds = result.folds, len(result.seeds)
     test = result.test_metric.reshape(folds, seeds)
@@ -418,7 +437,8 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
     spread = test.reshape(-1) if official else test.mean(axis=1)
     val_spread = val.reshape(-1) if official else val.mean(axis=1)
     curve = result.curves.test_metric.mean(axis=1)  # [epochs], over folds and seeds
-    best = int(np.nanargmax(curve)) if np.isfinite(curve).any() else 0
+    score = selection_score(m, curve)  # the highest accuracy, the lowest RMSE
+    best = int(np.argmax(score)) if np.isfinite(score).any() else 0
     epochs = result.curves.test_metric.shape[0]
     budget = result.budget
     trained = max(epochs - result.start_epoch, 1)
@@ -547,8 +567,9 @@ def predict_graph_checkpoint(
       progress: show loading progress.
 
     Returns:
-      ``{"predictions": float32 [K, G, C] class probabilities (softmax) or
-      [K, G, T] task probabilities (sigmoid), "embeddings": float32 [K, G, H]
+      ``{"predictions": float32 [K, G, C] class probabilities (softmax),
+      [K, G, T] task probabilities (sigmoid) or [K, G, T] predicted regression
+      targets, "embeddings": float32 [K, G, H]
       (the readout, :func:`~sparsegcn.train.graphs.readout_params`),
       "metric", "test": [K] the dataset's metric of the predictions on each
       member's test graphs, "reported_test": [K] as recorded in training

@@ -15,21 +15,26 @@ epochs, inside it a permutation of the steps drawn on the device and a
 (validation and test) graphs, packed once per fold and shared by the
 fold's seeds: the scan collects their scores into ``[G, C]`` by
 ``graph_ids``, and the dataset's metric
-(:data:`METRICS`: accuracy, ROC-AUC or average precision, from
+(:data:`METRICS`: accuracy, ROC-AUC, average precision or RMSE, from
 :mod:`sparsegcn.metrics`) is taken over each member's validation and test
 graphs on the device. Nothing returns to the host between epochs but the
 per-epoch metrics.
 
-Two kinds of label (:attr:`~sparsegcn.datasets.graph_dataset.GraphDataset.kind`):
+Three kinds of label (:attr:`~sparsegcn.datasets.graph_dataset.GraphDataset.kind`):
 
 - ``"class"``: softmax cross-entropy per graph, averaged over the real
   graphs of a step;
 - ``"binary"``: ``T`` tasks, binary cross-entropy with logits over the
   labelled entries only (NaN labels are missing and masked from the loss and
   the metrics), averaged over the labelled entries of a step, as OGB's mol
-  baseline (``BCEWithLogitsLoss`` on ``y[is_labeled]``).
+  baseline (``BCEWithLogitsLoss`` on ``y[is_labeled]``);
+- ``"regression"``: ``T`` real targets, squared error (metric RMSE, as OGB's
+  mol baseline: ``MSELoss`` on ``y[is_labeled]``) or absolute error (metric
+  MAE, as the ZINC benchmark's ``L1Loss``) over the labelled entries,
+  averaged over them; the model's outputs are the predictions.
 
-Model selection is on the dataset's own metric (higher is better; ties: the
+Model selection is on the dataset's own metric (higher is better, but lower
+for RMSE and MAE, :data:`LOWER_IS_BETTER`; ties: the
 lower validation loss, then the earlier epoch), as Errica et al. (ICLR 2020)
 propose for k folds; the program keeps each member's best params and
 batch-norm statistics. Xu et al.'s figure, the epoch whose test accuracy
@@ -86,6 +91,7 @@ from sparsegcn.batch import (
     fit_budget,
     pack_graphs,
 )
+from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS
 from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
 from sparsegcn.nn.graph_model import GraphModel
 from sparsegcn.train.loop import drive
@@ -292,20 +298,59 @@ def binary_loss(
     return jnp.sum(jnp.where(labelled, losses, 0.0)), jnp.sum(weight)
 
 
-def loss_sums(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """:func:`class_loss` for int ``[G]`` labels, :func:`binary_loss` for ``[G, T]``."""
-    return (binary_loss if labels.ndim == 2 else class_loss)(logits, labels, mask)
+def regression_loss(
+    predictions: jax.Array, targets: jax.Array, mask: jax.Array, *, absolute: bool = False
+) -> tuple[jax.Array, jax.Array]:
+    """Squared (or, with ``absolute``, absolute) error summed over the labelled
+    entries of the graphs in ``mask``, and their count (OGB's mol baseline:
+    ``MSELoss`` on ``y[is_labeled]``; ZINC's: ``L1Loss``).
+
+    .. math::
+
+        \\ell_{gt} = (z_{gt} - y_{gt})^2 \\ \\text{or}\\ |z_{gt} - y_{gt}|,
+        \\qquad (g, t): m_g \\wedge y_{gt} \\ne \\mathrm{NaN}
+
+    Args:
+      predictions: ``[G, T]``.
+      targets: float ``[G, T]``, NaN where missing.
+      mask: bool ``[G]``.
+
+    Returns:
+      ``(sum, count)``, float32 scalars.
+    """
+    labelled = ~jnp.isnan(targets) & mask[:, None]
+    safe = jnp.where(labelled, targets, 0.0).astype(predictions.dtype)
+    error = predictions - safe
+    losses = jnp.abs(error) if absolute else jnp.square(error)
+    return jnp.sum(jnp.where(labelled, losses, 0.0)), jnp.sum(labelled.astype(predictions.dtype))
 
 
-def graph_loss(logits: jax.Array, batch: GraphBatch) -> jax.Array:
+def loss_sums(
+    logits: jax.Array, labels: jax.Array, mask: jax.Array, *, metric: str = ""
+) -> tuple[jax.Array, jax.Array]:
+    """The loss of the labels' kind: :func:`class_loss` for int ``[G]`` labels;
+    for ``[G, T]`` labels, :func:`regression_loss` when ``metric`` is one of
+    :data:`~sparsegcn.datasets.graph_dataset.REGRESSION_METRICS` (absolute
+    error for ``"mae"``), else :func:`binary_loss`."""
+    if labels.ndim == 1:
+        return class_loss(logits, labels, mask)
+    if metric in REGRESSION_METRICS:
+        return regression_loss(logits, labels, mask, absolute=metric == "mae")
+    return binary_loss(logits, labels, mask)
+
+
+def graph_loss(logits: jax.Array, batch: GraphBatch, *, metric: str = "") -> jax.Array:
     """The training loss of one padded batch: :func:`loss_sums` over its real
     graphs, divided by the count (0 for an empty batch).
 
     Args:
       logits: ``[G_b, C]`` (classes or tasks).
       batch: the :class:`~sparsegcn.batch.GraphBatch`.
+      metric: the dataset's metric, which names a regression loss.
     """
-    total, count = loss_sums(logits, jnp.asarray(batch.labels), jnp.asarray(batch.graph_mask))
+    total, count = loss_sums(
+        logits, jnp.asarray(batch.labels), jnp.asarray(batch.graph_mask), metric=metric
+    )
     return total / jnp.maximum(count, 1.0)
 
 
@@ -342,13 +387,64 @@ ap = _task_metric(average_precision)
 ap.__doc__ = """Average precision, as :func:`rocauc` averages ROC-AUC (ogb's ``ap``)."""
 ap.__name__ = ap.__qualname__ = "ap"
 
+
+def _per_task_error(predictions, targets, mask, absolute: bool) -> jax.Array:
+    """float ``[T]``: the mean squared (or absolute) error of each task over the
+    labelled entries of the graphs in ``mask``; NaN for a task without one."""
+    labelled = ~jnp.isnan(targets) & mask[:, None]
+    safe = jnp.where(labelled, targets, 0.0).astype(predictions.dtype)
+    error = jnp.where(labelled, predictions - safe, 0.0)
+    count = jnp.sum(labelled.astype(predictions.dtype), axis=0)
+    losses = jnp.abs(error) if absolute else jnp.square(error)
+    mean = jnp.sum(losses, axis=0) / jnp.maximum(count, 1.0)
+    return jnp.where(count > 0, mean, jnp.nan)
+
+
+def mae(predictions: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Array:
+    """Mean absolute error of each task over the labelled entries of the graphs in
+    ``mask``, averaged over the tasks that have one.
+
+    Args:
+      predictions: ``[G, T]``; targets: float ``[G, T]``, NaN missing; mask: bool ``[G]``.
+    """
+    return mean_over_tasks(_per_task_error(predictions, targets, mask, absolute=True))
+
+
+def rmse(predictions: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Array:
+    """Root mean squared error of each task over the labelled entries of the graphs
+    in ``mask``, averaged over the tasks that have one (ogb's ``rmse``).
+
+    .. math::
+
+        \\frac{1}{T} \\sum_t \\sqrt{\\frac{1}{|L_t|} \\sum_{g \\in L_t} (z_{gt} - y_{gt})^2},
+        \\qquad L_t = \\{g : m_g \\wedge y_{gt} \\ne \\mathrm{NaN}\\}
+
+    Args:
+      predictions: ``[G, T]``; targets: float ``[G, T]``, NaN missing; mask: bool ``[G]``.
+    """
+    return mean_over_tasks(jnp.sqrt(_per_task_error(predictions, targets, mask, absolute=False)))
+
+
 METRICS: Mapping[str, Callable[[jax.Array, jax.Array, jax.Array], jax.Array]] = {
     "acc": accuracy,
     "rocauc": rocauc,
     "ap": ap,
+    "rmse": rmse,
+    "mae": mae,
 }
 """``metric(scores [G, C], labels, mask [G]) -> []`` by the name a dataset gives
-(``GraphDataset.metric``); higher is better."""
+(``GraphDataset.metric``); higher is better but for :data:`LOWER_IS_BETTER`."""
+
+LOWER_IS_BETTER = REGRESSION_METRICS
+"""The metrics of :data:`METRICS` that model selection minimises (RMSE, MAE)."""
+
+
+def selection_score(metric: str, values):
+    """What model selection maximises: the values of ``metric``, negated for
+    :data:`LOWER_IS_BETTER`, with NaN as ``-inf`` (NumPy or JAX arrays alike)."""
+    xp = jnp if isinstance(values, jax.Array) else np
+    signed = -values if metric in LOWER_IS_BETTER else values
+    return xp.where(xp.isnan(signed), -xp.inf, signed)
 
 
 # -- state and results --------------------------------------------------------
@@ -362,8 +458,9 @@ class MemberState(NamedTuple):
         statistics and Adam's state.
       key: the member's PRNG key (split every epoch).
       best_params, best_stats: at ``best_epoch``.
-      best_metric: float32 ``[]`` validation metric at ``best_epoch`` (NaN
-        counts as ``-inf``); ``-inf`` before the first epoch.
+      best_metric: float32 ``[]`` :func:`selection_score` of the validation
+        metric at ``best_epoch`` (the metric, negated for RMSE; NaN counts as
+        ``-inf``); ``-inf`` before the first epoch.
       best_loss: float32 ``[]`` validation loss there; ``+inf`` before.
       best_epoch: int32 ``[]`` 0-based; ``-1`` before the first epoch.
     """
@@ -598,9 +695,8 @@ def _constrain(tree, mesh: Mesh | None):
 # -- the compiled epochs ------------------------------------------------------
 
 
-def _better(metric, loss, best_metric, best_loss):
-    score = jnp.where(jnp.isnan(metric), -jnp.inf, metric)
-    return (score > best_metric) | ((score == best_metric) & (loss < best_loss))
+def _better(score, loss, best_score, best_loss):
+    return (score > best_score) | ((score == best_score) & (loss < best_loss))
 
 
 def make_epochs_fn(
@@ -648,7 +744,7 @@ def make_epochs_fn(
 
             def loss_fn(p):
                 logits, new_stats = model.apply(p, stats, batch, key=k, training=True)
-                total, count = loss_sums(logits, batch.labels, batch.graph_mask)
+                total, count = loss_sums(logits, batch.labels, batch.graph_mask, metric=metric)
                 return total / jnp.maximum(count, 1.0), (new_stats, count)
 
             (loss, (new_stats, count)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
@@ -685,7 +781,7 @@ def make_epochs_fn(
 
     def evaluate(params, stats, eval_batches, labels, valid, test):
         scores = scores_of(params, stats, eval_batches)
-        total, count = loss_sums(scores, labels, valid)
+        total, count = loss_sums(scores, labels, valid, metric=metric)
         val_loss = total / jnp.maximum(count, 1.0)
         return val_loss, metric_fn(scores, labels, valid), metric_fn(scores, labels, test)
 
@@ -695,7 +791,8 @@ def make_epochs_fn(
             val_loss, val_metric, test_metric = evaluate(
                 state.params, state.stats, eval_batches, labels, valid, test
             )
-            better = _better(val_metric, val_loss, state.best_metric, state.best_loss)
+            score = selection_score(metric, val_metric)
+            better = _better(score, val_loss, state.best_metric, state.best_loss)
 
             def pick(new, old):
                 return jax.tree.map(lambda n, o: jnp.where(better, n, o), new, old)
@@ -703,11 +800,7 @@ def make_epochs_fn(
             state = state._replace(
                 best_params=pick(state.params, state.best_params),
                 best_stats=pick(state.stats, state.best_stats),
-                best_metric=jnp.where(
-                    better,
-                    jnp.where(jnp.isnan(val_metric), -jnp.inf, val_metric),
-                    state.best_metric,
-                ),
+                best_metric=jnp.where(better, score, state.best_metric),
                 best_loss=jnp.where(better, val_loss, state.best_loss),
                 best_epoch=jnp.where(better, epoch, state.best_epoch),
             )
@@ -884,13 +977,14 @@ def train_fill(
     )
 
 
-def select_best(curves: Curves) -> np.ndarray:
-    """int ``[M]``: each member's epoch of best validation metric (NaN counts as
-    ``-inf``; ties: lower validation loss, then earlier), as the program tracks it."""
+def select_best(curves: Curves, metric: str = "acc") -> np.ndarray:
+    """int ``[M]``: each member's epoch of best validation ``metric`` (highest, or
+    lowest for :data:`LOWER_IS_BETTER`; NaN counts as worst; ties: lower
+    validation loss, then earlier), as the program tracks it."""
     best = []
-    metric = np.where(np.isnan(curves.val_metric), -np.inf, curves.val_metric)
-    for m in range(metric.shape[1]):
-        order = np.lexsort((np.arange(metric.shape[0]), curves.val_loss[:, m], -metric[:, m]))
+    score = selection_score(metric, np.asarray(curves.val_metric))
+    for m in range(score.shape[1]):
+        order = np.lexsort((np.arange(score.shape[0]), curves.val_loss[:, m], -score[:, m]))
         best.append(int(order[0]))
     return np.asarray(best, np.int64)
 
@@ -1147,7 +1241,7 @@ def predict_graphs(
     budget: Budget | None = None,
     embeddings: bool = True,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Every graph's probabilities and embeddings under stacked params.
+    """Every graph's predictions and embeddings under stacked params.
 
     Args:
       model: the :class:`~sparsegcn.nn.graph_model.GraphModel` trained.
@@ -1157,13 +1251,14 @@ def predict_graphs(
       embeddings: also compute the embeddings (:func:`readout_params`).
 
     Returns:
-      ``(probabilities, embeddings)``: float32 ``[K, G, C]`` (softmax over
-      classes; a sigmoid per binary task) and float32 ``[K, G, H]`` (or ``None``).
+      ``(predictions, embeddings)``: float32 ``[K, G, C]`` (softmax over
+      classes; a sigmoid per binary task; the outputs themselves for
+      regression targets) and float32 ``[K, G, H]`` (or ``None``).
     """
     if budget is None:
         budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), batch_size)
     batches = pack_graphs(dataset, np.arange(dataset.num_graphs), budget, batch_size)
-    binary = np.ndim(dataset.labels) == 2
+    kind = dataset.kind
     ids = np.asarray(batches.graph_ids).reshape(-1)
     slots = np.flatnonzero(ids >= 0)
     rows = np.empty(dataset.num_graphs, np.int64)
@@ -1180,7 +1275,12 @@ def predict_graphs(
     @jax.jit
     def forward(params, stats, batches, rows):
         logits = jax.vmap(lambda p, s: gather(p, s, batches, rows))(params, stats)
-        probs = jax.nn.sigmoid(logits) if binary else jax.nn.softmax(logits, axis=-1)
+        if kind == "regression":
+            probs = logits
+        elif kind == "binary":
+            probs = jax.nn.sigmoid(logits)
+        else:
+            probs = jax.nn.softmax(logits, axis=-1)
         if not embeddings:
             return probs, None
         embedded = jax.vmap(lambda p, s: gather(readout_params(p), s, batches, rows))(params, stats)
@@ -1192,6 +1292,7 @@ def predict_graphs(
 
 __all__ = [
     "INNER_VALIDATION",
+    "LOWER_IS_BETTER",
     "METRICS",
     "Curves",
     "GraphCheckpointState",
@@ -1211,6 +1312,7 @@ __all__ = [
     "graph_loss",
     "init_member",
     "loss_sums",
+    "mae",
     "make_epochs_fn",
     "member_batches",
     "member_orders",
@@ -1223,8 +1325,11 @@ __all__ = [
     "packings_for",
     "predict_graphs",
     "readout_params",
+    "regression_loss",
+    "rmse",
     "rocauc",
     "select_best",
+    "selection_score",
     "step_count",
     "stratified_folds",
     "train_fill",

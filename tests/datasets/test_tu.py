@@ -80,7 +80,10 @@ def test_only_required_files_give_constant_features(tmp_path):
         ({"node_labels": "0\n2\n0\n1\n1\n"}, r"MINI_node_labels.txt: expected 6 lines"),
         ({"node_attributes": "1\n1\n1\n1\n1\nnan\n"}, r"node_attributes.txt line 6: 'nan'"),
         ({"edge_labels": "1\n1\n"}, r"MINI_edge_labels.txt: expected 6 lines"),
-        ({"graph_labels": None}, r"MINI_graph_labels.txt is missing"),
+        (
+            {"graph_labels": None, "graph_attributes": None},
+            r"MINI_graph_labels.txt is missing, and so is MINI_graph_attributes.txt",
+        ),
     ],
 )
 def test_malformed_files_are_refused_naming_file_and_line(tmp_path, changes, message):
