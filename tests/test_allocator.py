@@ -1,8 +1,11 @@
 """keep_freed_memory: large buffers are reused instead of being faulted in again.
 
-Each case runs in a fresh interpreter: the setting lasts for the whole process.
+Each case runs in a fresh interpreter: the setting lasts for the whole process. The
+interpreter loads ``sparsegcn.allocator`` alone, without the package's ``__init__`` (which
+imports JAX, about 2 s a process): the module needs nothing but the standard library.
 """
 
+import importlib.util
 import os
 import platform
 import subprocess
@@ -18,8 +21,11 @@ pytestmark = pytest.mark.skipif(
 # Allocates, touches and frees a buffer of `size` float64 `count` times, in the
 # main thread or in a new one (as XLA's worker threads do); prints the page faults.
 FAULTS = """
-import resource, sys, threading
+import resource, sys, threading, types
 import numpy as np
+package = types.ModuleType("sparsegcn")
+package.__path__ = {path!r}
+sys.modules["sparsegcn"] = package
 import sparsegcn.allocator as allocator
 np._core.multiarray._set_madvise_hugepage(False)  # count 4 KiB pages
 applied = {call}
@@ -44,7 +50,10 @@ print(applied, allocator.keeps_freed_memory(), after - before)
 def run(
     call: str, threaded: bool = False, size: int = 8 << 20, count: int = 20, **env
 ) -> tuple[str, str, int]:
-    code = FAULTS.format(call=call, threaded=threaded, size=size, count=count)
+    spec = importlib.util.find_spec("sparsegcn")  # finds the package without running it
+    assert spec is not None and spec.submodule_search_locations is not None
+    path = list(spec.submodule_search_locations)
+    code = FAULTS.format(call=call, threaded=threaded, size=size, count=count, path=path)
     out = subprocess.run(
         [sys.executable, "-c", code],
         env={
