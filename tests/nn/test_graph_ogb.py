@@ -310,7 +310,9 @@ def test_set2set_equals_a_loop_per_graph_with_masked_and_empty_graphs():
     for g in range(4):
         rows = h[(node_graph == g) & mask].astype(np.float64)
         np.testing.assert_allclose(out[g], numpy_set2set(params, rows, 3), rtol=1e-5, atol=1e-6)
-    grad = jax.grad(lambda h: jnp.sum(set2set(params, h, node_graph, 4, steps=2, node_mask=mask)))
+    grad = jax.jit(
+        jax.grad(lambda h: jnp.sum(set2set(params, h, node_graph, 4, steps=2, node_mask=mask)))
+    )
     assert np.all(np.asarray(grad(h))[~mask] == 0.0)
     with pytest.raises(ValueError, match="steps must be >= 1, got 0"):
         set2set(params, h, node_graph, 4, steps=0)
