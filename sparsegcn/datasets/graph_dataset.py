@@ -153,4 +153,32 @@ class GraphDataset:
         return np.diff(self.edge_ptr)
 
 
-__all__ = ["METRICS", "REGRESSION_METRICS", "GraphDataset", "label_kind"]
+def one_hot_degrees(dataset: GraphDataset) -> GraphDataset:
+    """``dataset`` with node features replaced by one-hot node degrees (Xu et al.'s
+    ``degree_as_tag``, their input for social networks, whose nodes carry no label).
+
+    A node's degree is the number of stored edges into it (TU and OGB store each
+    undirected edge in both directions, so it is the undirected degree). Column
+    ``j`` stands for the ``j``-th smallest degree present in the whole dataset, as
+    Xu et al. index the degrees they find; a graph's features thus depend on no
+    label and no split.
+
+    Returns:
+      A copy whose ``features`` are float32 ``[n, K]`` (``K`` distinct degrees),
+      ``feature_dims`` ``None``, and ``info["node_features"] = "one-hot degree"``;
+      everything else is shared with ``dataset``.
+    """
+    n = dataset.num_nodes
+    degree = np.bincount(np.asarray(dataset.receivers), minlength=n)
+    values, index = np.unique(degree, return_inverse=True)
+    features = np.zeros((n, values.shape[0]), np.float32)
+    features[np.arange(n), index] = 1.0
+    return dataclasses.replace(
+        dataset,
+        features=features,
+        feature_dims=None,
+        info={**dataset.info, "node_features": "one-hot degree", "degrees": values.tolist()},
+    )
+
+
+__all__ = ["METRICS", "REGRESSION_METRICS", "GraphDataset", "label_kind", "one_hot_degrees"]

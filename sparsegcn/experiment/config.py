@@ -369,8 +369,8 @@ class Experiment:
     )
     folds: int = _field(
         0,
-        "graph datasets (tu:NAME): stratified folds of cross-validation, each with an inner "
-        "validation split, trained together as one program (0: one holdout split)",
+        "graph datasets (tu:NAME): folds of cross-validation (stratified by class), each with "
+        "an inner validation split, trained together as one program (0: one holdout split)",
     )
     packing: str = _field(
         "balanced",
@@ -389,6 +389,11 @@ class Experiment:
     )
     virtual_node: bool = _field(
         False, "graph datasets: a virtual node joined to every node of its graph (GIN-virtual)"
+    )
+    degree_features: bool = _field(
+        False,
+        "graph datasets: node features are one-hot node degrees instead of the dataset's own "
+        "(Xu et al.'s input for social networks such as IMDB-BINARY, whose nodes have no label)",
     )
     edge_features: bool = _field(
         True,

@@ -234,6 +234,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
                 "readout": "sum",
                 "learn_eps": False,
                 "virtual_node": False,
+                "degree_features": False,
                 "packing": "balanced",
             },
             check="sparsegcn.tasks.graph:check_graph_experiment",

@@ -98,12 +98,21 @@ def prepare_graphs(exp, *, progress: bool = False):
       :class:`~sparsegcn.train.graphs.Splits` and
       :class:`~sparsegcn.train.graphs.GraphTrainConfig`.
     """
+    dataset = load_experiment_graphs(exp, progress=progress)
+    return dataset, graph_splits(exp, dataset), graph_config(exp)
+
+
+def load_experiment_graphs(exp, *, progress: bool = False):
+    """``exp.dataset`` as ``exp`` trains on it: loaded from ``exp.root`` (or the
+    default root), with one-hot node degrees as its features under
+    ``--degree-features`` (:func:`~sparsegcn.datasets.graph_dataset.one_hot_degrees`)."""
     from sparsegcn.datasets.base import default_root
+    from sparsegcn.datasets.graph_dataset import one_hot_degrees
     from sparsegcn.datasets.graphs import load_graphs
 
     root = default_root() if exp.root is None else exp.root
     dataset = load_graphs(exp.dataset, root, progress=progress)
-    return dataset, graph_splits(exp, dataset), graph_config(exp)
+    return one_hot_degrees(dataset) if exp.degree_features else dataset
 
 
 def graph_splits(exp, dataset):
@@ -576,8 +585,6 @@ def predict_graph_checkpoint(
       (``best`` only), "seeds", "epoch", "checkpoint", "dataset", "kind"}``,
       and ``"ogb_evaluator"`` for ``ogbg-*`` datasets when ``ogb`` is installed.
     """
-    from sparsegcn.datasets.base import default_root
-    from sparsegcn.datasets.graphs import load_graphs
     from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
     from sparsegcn.train.checkpoint import check_metadata, load_checkpoint, read_manifest
     from sparsegcn.train.graphs import (
@@ -591,9 +598,7 @@ def predict_graph_checkpoint(
         raise ValueError(f"params must be 'best' or 'last', got {params!r}")
     manifest = read_manifest(checkpoint)
     exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
-    data = load_graphs(
-        exp.dataset, default_root() if exp.root is None else exp.root, progress=progress
-    )
+    data = load_experiment_graphs(exp, progress=progress)
     expect = {"dataset": graph_fingerprint(data)}
     check_metadata(manifest, expect)  # before the model is built or anything compiled
     splits, config = graph_splits(exp, data), graph_config(exp)
@@ -642,6 +647,7 @@ __all__ = [
     "graph_config",
     "graph_fingerprint",
     "graph_splits",
+    "load_experiment_graphs",
     "predict_graph_checkpoint",
     "prepare_graphs",
     "run_graph_experiment",

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from graph_sets import write_mini
+from graph_sets import random_graphs, write_mini
 
 from sparsegcn.cli import main
 
@@ -28,6 +28,7 @@ def one_error(capsys) -> str:
         ),
         (["--learn-eps"], r"learn_eps=True \(--learn-eps\) applies only to graph-level datasets"),
         (["--virtual-node"], r"virtual_node=True \(--virtual-node\) applies only to graph-level"),
+        (["--degree-features"], r"degree_features=True \(--degree-features\) applies only to"),
         (["--packing", "random"], r"packing='random' \(--packing\) applies only to graph-level"),
         (["--dataset", "tu:MUTAG"], r"model 'gcn' does not train on it, choose one of \['gin'\]"),
         (["--dataset", "tu:MUTAG", "--model", "gin", "--folds", "1"], r"--folds must be 0"),
@@ -64,6 +65,39 @@ def test_info_shows_graph_counts_and_size_distributions(tmp_path, capsys):
     assert stats["num_graphs"] == 3 and stats["class_counts"] == [1, 2]
     assert stats["nodes_per_graph"]["max"] == 3 and stats["edges_per_graph"]["min"] == 0
     assert stats["num_features"] == 5 and stats["num_edge_features"] == 4
+
+
+def test_degree_features_train_checkpoint_and_predict_on_graphs_without_node_labels(tmp_path):
+    import numpy as np
+
+    data = random_graphs(count=30, seed=3)  # written without node labels: constant features
+    folder = tmp_path / "tu" / "PLAIN"
+    folder.mkdir(parents=True)
+    node_graph = np.repeat(np.arange(30), np.diff(data.node_ptr))
+    edges = np.stack([data.senders, data.receivers], 1) + 1
+    (folder / "PLAIN_A.txt").write_text("".join(f"{a}, {b}\n" for a, b in edges))
+    (folder / "PLAIN_graph_indicator.txt").write_text("".join(f"{g + 1}\n" for g in node_graph))
+    (folder / "PLAIN_graph_labels.txt").write_text("".join(f"{y}\n" for y in data.labels))
+    out, ckpt = tmp_path / "report.json", tmp_path / "ckpt"
+    argv = ["train", "--dataset", "tu:PLAIN", "--root", str(tmp_path), "--model", "gin"]
+    argv += ["--degree-features", "--hidden", "4", "--layers", "2", "--epochs", "2"]
+    argv += ["--no-progress", "--checkpoint", str(ckpt), "--json", str(out)]
+    assert main(argv) == 0
+    assert json.loads(out.read_text())["config"]["degree_features"] is True
+    # predict reads the checkpoint's setting and builds the same features (the dataset's
+    # fingerprint matches); the embeddings start with the one-hot degrees' readout.
+    emb = tmp_path / "e.npy"
+    predict = ["predict", "--checkpoint", str(ckpt), "--out", str(tmp_path / "p.npy")]
+    assert main([*predict, "--embeddings", str(emb)]) == 0
+    degrees = np.bincount(data.receivers, minlength=data.num_nodes)
+    distinct = np.unique(degrees)
+    embeddings = np.load(emb)
+    assert embeddings.shape == (30, distinct.size + 4)
+    counts = [
+        np.bincount(np.searchsorted(distinct, degrees[node_graph == g]), minlength=distinct.size)
+        for g in range(30)
+    ]
+    np.testing.assert_allclose(embeddings[:, : distinct.size], counts)  # the sum readout
 
 
 @pytest.mark.slow

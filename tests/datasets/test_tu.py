@@ -15,6 +15,7 @@ from graph_sets import write_mini
 from http_server import serve
 
 from sparsegcn.datasets import tu
+from sparsegcn.datasets.graph_dataset import one_hot_degrees
 from sparsegcn.datasets.tu import load_tu, read_tu
 
 
@@ -65,6 +66,21 @@ def test_only_required_files_give_constant_features(tmp_path):
     data = read_tu(folder, "MINI")
     np.testing.assert_array_equal(data.features, np.ones((6, 1), np.float32))
     assert data.edge_features is None and data.targets is None
+
+
+def test_one_hot_degrees_replace_the_features_by_hand(tmp_path):
+    # MINI: a path 1-2-3, an edge 4-5, node 6 alone: degrees 1, 2, 1, 1, 1, 0.
+    data = read_tu(write_mini(tmp_path), "MINI")
+    degrees = one_hot_degrees(data)
+    np.testing.assert_array_equal(
+        degrees.features,
+        [[0, 1, 0], [0, 0, 1], [0, 1, 0], [0, 1, 0], [0, 1, 0], [1, 0, 0]],
+    )
+    assert degrees.features.dtype == np.float32 and degrees.feature_dims is None
+    assert degrees.info["degrees"] == [0, 1, 2] and degrees.info["folder"] == data.info["folder"]
+    np.testing.assert_array_equal(degrees.labels, data.labels)
+    np.testing.assert_array_equal(degrees.senders, data.senders)
+    assert data.features.shape == (6, 5)  # the dataset itself is left alone
 
 
 @pytest.mark.parametrize(
