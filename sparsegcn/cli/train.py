@@ -13,11 +13,11 @@ from sparsegcn.cli.options import (
     given_options,
     model_options_from_args,
 )
-from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment, run_sweep
+from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment
 from sparsegcn.experiment.lifecycle import Lifecycle, run_inputs
 from sparsegcn.files import check_not_inputs, check_writable, write_json_atomic
 from sparsegcn.nn.registry import MODELS
-from sparsegcn.tasks import task_for
+from sparsegcn.tasks import resolve, task_for
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 # Experiment fields that place a run on devices and processes.
@@ -135,17 +135,20 @@ def run(args: argparse.Namespace) -> int:
     if experiment.coordinator is not None:
         # Before anything starts JAX's backend: it then sees every process's devices.
         parallel.initialize(experiment.coordinator, experiment.num_processes, experiment.process_id)
-    if args.sweep and not task_for(experiment.dataset, experiment.task).sweeps:
-        raise ValueError(f"--sweep does not run on {experiment.dataset}; train one setting per run")
     if args.sweep:
+        sweep = task_for(experiment.dataset, experiment.task).sweep
+        if sweep is None:
+            raise ValueError(
+                f"--sweep does not run on {experiment.dataset}; train one setting per run"
+            )
         axes = parse_sweep(args.sweep, Experiment, exclude=NOT_SWEEPABLE)
         if experiment.parallel or set(axes) & PLACEMENT:
             raise ValueError(
                 "--sweep trains on one device; drop --devices and --num-processes (and do "
                 "not sweep them), or run the points one by one"
             )
-        report = run_sweep(experiment, axes, progress=args.progress)
-        print(format_table(report["rows"], list(axes)))
+        report = resolve(sweep)(experiment, axes, progress=args.progress)
+        print(format_table(report["rows"], list(axes), report.get("metric", "acc")))
     else:
         report = run_experiment(experiment, progress=args.progress)
         print(format_report(report))

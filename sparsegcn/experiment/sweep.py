@@ -117,6 +117,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
         )
     return {
         "dataset": dataset.name,
+        "metric": "acc",
         "axes": {k: list(v) for k, v in axes.items()},
         "seeds": base.seed_list(),
         "rows": rank_rows(rows),

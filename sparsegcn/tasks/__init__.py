@@ -118,7 +118,9 @@ class Task:
         so another task's runs refuse them when set.
       check: ``"module:function"``, ``check(experiment)`` refusing settings
         the task does not support, before any data is read (or ``None``).
-      sweeps: whether ``--sweep`` runs on it.
+      sweep: ``"module:function"``, ``sweep(experiment, axes, *, progress) ->
+        report`` for ``--sweep`` (a ranked grid, ``report["rows"]`` and
+        ``report["metric"]``); ``None``: ``--sweep`` is refused on it.
       folder: ``"module:function"``, ``folder(path) -> bool``: whether a
         dataset folder (a path given as the dataset) holds this task's data
         (``None``: none does).
@@ -147,7 +149,7 @@ class Task:
     defaults: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     check: str | None = None
-    sweeps: bool = True
+    sweep: str | None = "sparsegcn.experiment.sweep:run_sweep"
     info: str | None = None
     predict: str | None = None
     folder: str | None = None
@@ -238,7 +240,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
                 "packing": "balanced",
             },
             check="sparsegcn.tasks.graph:check_graph_experiment",
-            sweeps=False,
+            sweep="sparsegcn.tasks.graph:run_graph_sweep",
             info="sparsegcn.tasks.graph:describe_graphs",
             predict="sparsegcn.tasks.graph:predict_graph_checkpoint",
             folder="sparsegcn.datasets.ondisk_graphs:is_graph_ondisk",
@@ -254,7 +256,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             models=("rgcn",),
             defaults={"rgcn": _OGB_MAG_RGCN},
             check="sparsegcn.tasks.hetero:check_hetero_experiment",
-            sweeps=False,
+            sweep=None,
             info="sparsegcn.tasks.hetero:describe_hetero",
             predict="sparsegcn.tasks.hetero:predict_hetero_checkpoint",
             folder="sparsegcn.datasets.ondisk_hetero:is_hetero_ondisk",
@@ -270,7 +272,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             pipeline="sparsegcn.experiment.run:run_node_experiment",
             datasets=("ogbn-proteins", "synthetic:proteins"),
             check="sparsegcn.tasks.multilabel:check_multilabel_experiment",
-            sweeps=False,
+            sweep=None,
             folder="sparsegcn.datasets.ondisk:is_multilabel_ondisk",
             objective=MULTILABEL,
         ),
@@ -285,7 +287,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             models=("gae", "vgae"),
             fields={"use_valid_edges": False},
             check="sparsegcn.tasks.link:check_link_experiment",
-            sweeps=False,
+            sweep=None,
             info="sparsegcn.tasks.link:describe_link_dataset",
             borrows=("node",),
             private_models=True,

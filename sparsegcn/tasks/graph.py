@@ -499,13 +499,17 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
     }
 
 
-def run_graph_experiment(exp, *, progress: bool = False) -> dict:
+def run_graph_experiment(exp, *, progress: bool = False, dataset=None) -> dict:
     """Loads, trains every fold and seed as one program, reports (see :func:`summarize_graphs`).
 
     Several devices or processes (``--devices``, ``--coordinator``,
     ``--num-processes``): the processes join first
     (:func:`sparsegcn.parallel.initialize`), then every step's batch is split
     over the devices of all of them; only process 0 writes checkpoints.
+
+    ``dataset``: the :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`
+    as ``exp`` trains on it (:func:`load_experiment_graphs`), when the caller
+    has loaded it (a sweep loads it once).
     """
     from sparsegcn import parallel
     from sparsegcn.train.graphs import fit_graphs, predict_graphs
@@ -515,7 +519,10 @@ def run_graph_experiment(exp, *, progress: bool = False) -> dict:
         parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
     # Refuses a device count this process lacks, before any data is read.
     mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
-    dataset, splits, config = prepare_graphs(exp, progress=progress)
+    if dataset is None:
+        dataset, splits, config = prepare_graphs(exp, progress=progress)
+    else:
+        splits, config = graph_splits(exp, dataset), graph_config(exp)
     model = _model(exp, dataset)
     # Several processes train the same members: process 0 alone writes checkpoints.
     writer = exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None)
@@ -554,6 +561,87 @@ def run_graph_experiment(exp, *, progress: bool = False) -> dict:
             report["ogb_evaluator"] = evaluated
     report["wall_s"] = time.perf_counter() - start
     return report
+
+
+def run_graph_sweep(base, axes: dict, *, progress: bool = False) -> dict:
+    """``sparsegcn train --sweep`` on a graph dataset: every point of the grid
+    ``axes`` around ``base`` trained as a run of its own (its folds and seeds
+    one program, as :func:`run_graph_experiment` trains them), on the dataset
+    loaded once; the rows ranked by the validation metric (highest, or lowest
+    for RMSE and MAE).
+
+    Every point is checked before anything is read or trained.
+
+    Returns:
+      ``{"rows", "programs", "metric", "axes", "base", "dataset", "seeds",
+      "wall_s", "device"}``: a row per point with its swept values,
+      ``val_<m>_mean``/``_std``, ``test_<m>_mean``/``_std``, ``test_<m>``
+      (per fold, or per seed on an official split), ``cv_curve_best_<m>`` and
+      ``cv_curve_best_epoch`` (Xu et al.'s figure, chosen on the test folds:
+      reported, never ranked on), ``best_epoch_mean``, ``train_graphs_per_s``,
+      ``program`` and ``rank``.
+    """
+    from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS, one_hot_degrees
+    from sparsegcn.experiment.sweep import NOT_SWEEPABLE
+    from sparsegcn.train.sweep import expand_grid, rank_rows
+
+    start = time.perf_counter()
+    if base.checkpoint or base.resume or base.plot:
+        raise ValueError("--checkpoint, --resume and --plot apply to single runs, not to --sweep")
+    bad = sorted(set(axes) & set(NOT_SWEEPABLE))
+    if bad:
+        raise ValueError(f"cannot sweep {bad}; sweepable fields exclude {list(NOT_SWEEPABLE)}")
+    points = expand_grid(axes)
+    experiments = [dataclasses.replace(base, **point) for point in points]
+    for exp in experiments:  # every point's settings, before any data is read
+        exp.check_applies()
+        check_graph_experiment(exp)
+    raw = load_experiment_graphs(
+        dataclasses.replace(base, degree_features=False), progress=progress
+    )
+    degrees = None
+    rows, programs = [], []
+    for program, (point, exp) in enumerate(zip(points, experiments, strict=True)):
+        tick = time.perf_counter()
+        dataset = raw
+        if exp.degree_features:
+            degrees = one_hot_degrees(raw) if degrees is None else degrees
+            dataset = degrees
+        report = run_graph_experiment(exp, progress=progress, dataset=dataset)
+        m = report["metric"]
+        keys = (f"val_{m}_mean", f"val_{m}_std", f"test_{m}_mean", f"test_{m}_std", f"test_{m}")
+        rows.append(
+            dict(
+                point,
+                **{k: report[k] for k in keys},
+                **{f"cv_curve_best_{m}": report[f"cv_curve_best_{m}"]},
+                cv_curve_best_epoch=report["cv_curve_best_epoch"],
+                best_epoch_mean=float(np.mean(report["best_epoch"])),
+                train_graphs_per_s=report["train_graphs_per_s"],
+                program=program,
+            )
+        )
+        programs.append(
+            {
+                "program": program,
+                "points": 1,
+                "members": len(report["test_" + m + "_per_member"]),
+                "compile_s": report["compile_s"],
+                "wall_s": time.perf_counter() - tick,
+            }
+        )
+    metric = raw.metric
+    return {
+        "dataset": raw.name,
+        "metric": metric,
+        "axes": {k: list(v) for k, v in axes.items()},
+        "seeds": base.seed_list(),
+        "rows": rank_rows(rows, metric, lower_is_better=metric in REGRESSION_METRICS),
+        "programs": programs,
+        "base": dataclasses.asdict(base),
+        "wall_s": time.perf_counter() - start,
+        "device": jax.devices()[0].device_kind,
+    }
 
 
 def predict_graph_checkpoint(
@@ -651,5 +739,6 @@ __all__ = [
     "predict_graph_checkpoint",
     "prepare_graphs",
     "run_graph_experiment",
+    "run_graph_sweep",
     "summarize_graphs",
 ]

@@ -252,27 +252,34 @@ def summarize_result(result: FitResult) -> dict:
     }
 
 
-def rank_rows(rows: Sequence[dict]) -> list[dict]:
-    """Rows sorted by validation accuracy (mean over seeds, then lower std), ``rank`` added.
+def rank_rows(
+    rows: Sequence[dict], metric: str = "acc", *, lower_is_better: bool = False
+) -> list[dict]:
+    """Rows sorted by the validation ``metric`` (``val_<metric>_mean``: highest, or
+    lowest with ``lower_is_better``; then the lower std; NaN last), ``rank`` added.
 
-    Ranking uses validation accuracy only: choosing by test accuracy would
+    Ranking uses the validation metric only: choosing by test figures would
     leak the test set into model selection.
     """
-    order = sorted(
-        range(len(rows)), key=lambda i: (-rows[i]["val_acc_mean"], rows[i]["val_acc_std"], i)
-    )
+
+    def key(i: int):
+        mean = float(rows[i][f"val_{metric}_mean"])
+        score = -math.inf if math.isnan(mean) else (-mean if lower_is_better else mean)
+        return (-score, rows[i][f"val_{metric}_std"], i)
+
+    order = sorted(range(len(rows)), key=key)
     return [dict(rows[i], rank=r) for r, i in enumerate(order, start=1)]
 
 
-def format_table(rows: Sequence[dict], names: Sequence[str]) -> str:
-    """A ranked plain-text table: rank, the swept values, val and test accuracy."""
-    header = ("rank", *names, "val acc", "test acc", "best epoch", "program")
+def format_table(rows: Sequence[dict], names: Sequence[str], metric: str = "acc") -> str:
+    """A ranked plain-text table: rank, the swept values, the validation and test ``metric``."""
+    header = ("rank", *names, f"val {metric}", f"test {metric}", "best epoch", "program")
     lines = [
         (
             str(row["rank"]),
             *(str(row[name]) for name in names),
-            f"{row['val_acc_mean']:.4f} ± {row['val_acc_std']:.4f}",
-            f"{row['test_acc_mean']:.4f} ± {row['test_acc_std']:.4f}",
+            f"{row[f'val_{metric}_mean']:.4f} ± {row[f'val_{metric}_std']:.4f}",
+            f"{row[f'test_{metric}_mean']:.4f} ± {row[f'test_{metric}_std']:.4f}",
             f"{row['best_epoch_mean']:.1f}",
             str(row["program"]),
         )

@@ -42,8 +42,8 @@ def one_error(capsys) -> str:
         ),
         (["--dataset", "tu:NOSUCH", "--model", "gin"], r"no recorded sha256"),
         (
-            ["--dataset", "tu:MUTAG", "--model", "gin", "--sweep", "lr=0.1,0.01"],
-            r"--sweep does not run on tu:MUTAG",
+            ["--dataset", "tu:MUTAG", "--model", "gin", "--sweep", "folds=1,3"],
+            r"--folds must be 0 \(one holdout split\) or at least 2, got 1",
         ),
     ],
 )
@@ -67,17 +67,26 @@ def test_info_shows_graph_counts_and_size_distributions(tmp_path, capsys):
     assert stats["num_features"] == 5 and stats["num_edge_features"] == 4
 
 
-def test_degree_features_train_checkpoint_and_predict_on_graphs_without_node_labels(tmp_path):
+def write_plain_tu(root, count: int = 30):
+    """``tu:PLAIN`` under ``root``: ``random_graphs(count, seed=3)`` in the TU format without
+    node labels. Returns the dataset and each node's graph."""
     import numpy as np
 
-    data = random_graphs(count=30, seed=3)  # written without node labels: constant features
-    folder = tmp_path / "tu" / "PLAIN"
+    data = random_graphs(count=count, seed=3)
+    folder = root / "tu" / "PLAIN"
     folder.mkdir(parents=True)
-    node_graph = np.repeat(np.arange(30), np.diff(data.node_ptr))
+    node_graph = np.repeat(np.arange(count), np.diff(data.node_ptr))
     edges = np.stack([data.senders, data.receivers], 1) + 1
     (folder / "PLAIN_A.txt").write_text("".join(f"{a}, {b}\n" for a, b in edges))
     (folder / "PLAIN_graph_indicator.txt").write_text("".join(f"{g + 1}\n" for g in node_graph))
     (folder / "PLAIN_graph_labels.txt").write_text("".join(f"{y}\n" for y in data.labels))
+    return data, node_graph
+
+
+def test_degree_features_train_checkpoint_and_predict_on_graphs_without_node_labels(tmp_path):
+    import numpy as np
+
+    data, node_graph = write_plain_tu(tmp_path)  # no node labels: constant features
     out, ckpt = tmp_path / "report.json", tmp_path / "ckpt"
     argv = ["train", "--dataset", "tu:PLAIN", "--root", str(tmp_path), "--model", "gin"]
     argv += ["--degree-features", "--hidden", "4", "--layers", "2", "--epochs", "2"]
@@ -98,6 +107,29 @@ def test_degree_features_train_checkpoint_and_predict_on_graphs_without_node_lab
         for g in range(30)
     ]
     np.testing.assert_allclose(embeddings[:, : distinct.size], counts)  # the sum readout
+
+
+def test_sweep_ranks_each_point_as_its_own_run(tmp_path, capsys):
+    write_plain_tu(tmp_path)
+    base = ["train", "--dataset", "tu:PLAIN", "--root", str(tmp_path), "--model", "gin"]
+    base += ["--folds", "3", "--layers", "2", "--epochs", "3", "--no-progress"]
+    out = tmp_path / "sweep.json"
+    sweep = ["--sweep", "hidden=8", "--sweep", "degree_features=false,true"]
+    assert main([*base, *sweep, "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "val acc" in table and "degree_features" in table
+    report = json.loads(out.read_text())
+    assert report["metric"] == "acc" and len(report["rows"]) == 2
+    means = [row["val_acc_mean"] for row in report["rows"]]
+    assert means == sorted(means, reverse=True)
+    assert [row["rank"] for row in report["rows"]] == [1, 2]
+    # Each row is what a run of that point alone reports.
+    row = next(r for r in report["rows"] if r["hidden"] == 8 and r["degree_features"])
+    alone = tmp_path / "alone.json"
+    assert main([*base, "--hidden", "8", "--degree-features", "--json", str(alone)]) == 0
+    single = json.loads(alone.read_text())
+    for key in ("val_acc_mean", "test_acc_mean", "test_acc", "cv_curve_best_acc"):
+        assert row[key] == pytest.approx(single[key], rel=1e-6), key
 
 
 @pytest.mark.slow

@@ -100,6 +100,21 @@ def test_rank_rows_orders_by_validation_not_test():
     ranked = rank_rows(rows)
     assert [r["test_acc_mean"] for r in ranked] == [0.2, 0.1, 0.9]
     assert [r["rank"] for r in ranked] == [1, 2, 3]
+    # An error metric ranks lowest first; NaN (no validation figure) last either way.
+    errors = [
+        {"val_rmse_mean": 0.5, "val_rmse_std": 0.0},
+        {"val_rmse_mean": float("nan"), "val_rmse_std": 0.0},
+        {"val_rmse_mean": 0.2, "val_rmse_std": 0.3},
+        {"val_rmse_mean": 0.2, "val_rmse_std": 0.1},
+    ]
+    ranked = rank_rows(errors, "rmse", lower_is_better=True)
+    assert [(r["val_rmse_mean"], r["val_rmse_std"]) for r in ranked[:3]] == [
+        (0.2, 0.1),
+        (0.2, 0.3),
+        (0.5, 0.0),
+    ]
+    assert np.isnan(ranked[3]["val_rmse_mean"])
+    assert np.isnan(rank_rows(errors[:2], "rmse")[1]["val_rmse_mean"])
 
 
 @pytest.fixture(scope="module")
