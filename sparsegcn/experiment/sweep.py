@@ -34,6 +34,23 @@ NOT_SWEEPABLE = (
 SWEEP_AS_DATA = {"lr": "learning_rate", "weight_decay": "weight_decay"}
 
 
+def sweep_points(base: Experiment, axes: dict) -> tuple[list[dict], list[Experiment]]:
+    """The grid ``axes`` around ``base``: ``(points, experiments)``, one of each per
+    point (:func:`~sparsegcn.train.sweep.expand_grid`), every task's sweep checks first.
+
+    Raises:
+      ValueError: ``base`` writes checkpoints, resumes or plots (single runs only), or
+        ``axes`` sweeps a field of :data:`NOT_SWEEPABLE`.
+    """
+    if base.checkpoint or base.resume or base.plot:
+        raise ValueError("--checkpoint, --resume and --plot apply to single runs, not to --sweep")
+    bad = sorted(set(axes) & set(NOT_SWEEPABLE))
+    if bad:
+        raise ValueError(f"cannot sweep {bad}; sweepable fields exclude {list(NOT_SWEEPABLE)}")
+    points = expand_grid(axes)
+    return points, [dataclasses.replace(base, **point) for point in points]
+
+
 def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
     """Trains the grid ``axes`` around ``base``; returns the ranked report.
 
@@ -53,13 +70,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
       index of the program that trained it.
     """
     start = time.perf_counter()
-    if base.checkpoint or base.resume or base.plot:
-        raise ValueError("--checkpoint, --resume and --plot apply to single runs, not to --sweep")
-    bad = sorted(set(axes) & set(NOT_SWEEPABLE))
-    if bad:
-        raise ValueError(f"cannot sweep {bad}; sweepable fields exclude {list(NOT_SWEEPABLE)}")
-    points = expand_grid(axes)
-    experiments = [dataclasses.replace(base, **point) for point in points]
+    points, experiments = sweep_points(base, axes)
     dataset = load(base.dataset, base.root, scale=base.scale, progress=progress)
     dataset.require_splits()
     experiments = [fit_to_graph(exp, dataset) for exp in experiments]

@@ -582,17 +582,11 @@ def run_graph_sweep(base, axes: dict, *, progress: bool = False) -> dict:
       ``program`` and ``rank``.
     """
     from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS, one_hot_degrees
-    from sparsegcn.experiment.sweep import NOT_SWEEPABLE
-    from sparsegcn.train.sweep import expand_grid, rank_rows
+    from sparsegcn.experiment.sweep import sweep_points
+    from sparsegcn.train.sweep import rank_rows
 
     start = time.perf_counter()
-    if base.checkpoint or base.resume or base.plot:
-        raise ValueError("--checkpoint, --resume and --plot apply to single runs, not to --sweep")
-    bad = sorted(set(axes) & set(NOT_SWEEPABLE))
-    if bad:
-        raise ValueError(f"cannot sweep {bad}; sweepable fields exclude {list(NOT_SWEEPABLE)}")
-    points = expand_grid(axes)
-    experiments = [dataclasses.replace(base, **point) for point in points]
+    points, experiments = sweep_points(base, axes)
     for exp in experiments:  # every point's settings, before any data is read
         exp.check_applies()
         check_graph_experiment(exp)
