@@ -156,6 +156,7 @@ NOT_APPLYING = {
     "readout": ({"dataset": "cora"}, "mean"),
     "learn_eps": ({"dataset": "cora"}, True),
     "virtual_node": ({"dataset": "cora"}, True),
+    "degree_features": ({"dataset": "cora"}, True),
     "packing": ({"dataset": "cora"}, "random"),
     # the link task's own field, on a node run
     "use_valid_edges": ({"dataset": "cora"}, True),
@@ -183,7 +184,7 @@ def test_options_that_apply_are_accepted():
     assert Experiment(dataset="synthetic:tiny", scale=0.5).scale == 0.5
     graph = Experiment(
         dataset="tu:MUTAG", model="gin", folds=3, readout="mean", learn_eps=True,
-        virtual_node=True, batch_size=16,
+        virtual_node=True, batch_size=16, degree_features=True,
     )  # fmt: skip
     assert (graph.folds, graph.readout, graph.batch_size) == (3, "mean", 16)
     assert Experiment(dataset="tu:MUTAG", model="gin").batch_size == 32  # the task's default

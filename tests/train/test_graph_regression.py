@@ -259,6 +259,9 @@ def test_tu_attributes_without_labels_are_regression_targets_and_one_is_needed(t
         read_tu(tmp_path / "REG", "REG")
 
 
+# The regression pipeline runs end to end in the molesol test above; this one differs by the
+# absolute-error loss (checked with its gradient above) and the folds: slow.
+@pytest.mark.slow
 def test_cli_cross_validates_a_tu_regression_set_on_mae(tmp_path, capsys):
     targets = write_tu_regression(tmp_path / "tu" / "REG", "REG", count=90)
     out = tmp_path / "report.json"
