@@ -163,6 +163,9 @@ def test_fit_refuses_programs_made_for_other_settings():
         )
 
 
+# Slow: the dedup sampler's overflow counts are checked by hand in
+# tests/sampling/test_typed_dedup.py; the hetero CLI runs in the default suite above.
+@pytest.mark.slow
 def test_cli_trains_with_the_dedup_sampler_and_reports_what_the_caps_drop(tmp_path):
     data = generate_mag(tiny_spec(), seed=4)
     write_mag_raw(data, tmp_path / "ogbn_mag")

@@ -173,6 +173,9 @@ def test_sampled_multilabel_learns_and_each_program_compiles_once():
     assert result.test_acc.min() > 0.75  # ROC-AUC averaged over the 4 tasks, each seed
 
 
+# Slow: data parallelism equals one device for node training in
+# tests/parallel/test_data_parallel.py; this case adds the multi-label loss.
+@pytest.mark.slow
 def test_data_parallel_multilabel_training_on_2_devices_equals_1():
     """Sampled GraphSAGE with every batch split over 2 devices trains as on one.
 
@@ -201,6 +204,8 @@ def test_data_parallel_multilabel_training_on_2_devices_equals_1():
     assert_runs_agree(*runs)
 
 
+# Slow: edge sharding equals one device in tests/parallel/test_edge_shard.py.
+@pytest.mark.slow
 def test_edge_sharded_multilabel_training_on_2_devices_equals_1():
     """Full-batch GCN with the edges split over 2 devices trains as on one (no
     dropout): the sharded run all-gathers the same logits (its padding rows in

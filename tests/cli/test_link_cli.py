@@ -322,6 +322,8 @@ def test_a_sampled_link_run_with_the_dedup_sampler_reports_it(tmp_path):
     assert np.isfinite(report["loss_curve"]).all() and 0.0 <= report["test_auc_mean"] <= 1.0
 
 
+# Slow: two devices equal one for the link trainer in tests/train/test_link_training.py.
+@pytest.mark.slow
 def test_a_sampled_link_run_on_two_devices_reports_them(tmp_path):
     out = tmp_path / "sampled-2.json"
     argv = ["train", "--dataset", "synthetic:tiny", "--scale", "0.05", "--root", str(tmp_path)]

@@ -548,6 +548,8 @@ def _recorded(process: subprocess.Popen) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
+# Slow (a fresh interpreter importing torch and ogb, about 9 s).
+@pytest.mark.slow
 def test_importing_through_the_module_starts_no_version_check_thread():
     # Two fresh interpreters (ogb runs its check once, at first import), run
     # side by side: a plain import as the control, and ours.

@@ -155,6 +155,9 @@ def test_to_disk_writes_synthetic_proteins_and_refuses_an_existing_folder(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
 
 
+# Slow: the saved folder's arrays are checked against the dataset above; training from a
+# saved folder through the CLI runs in the default suite in tests/datasets/test_ondisk_hetero.py.
+@pytest.mark.slow
 def test_a_saved_proteins_folder_trains_sage_through_the_cli(saved, tmp_path):
     _, folder = saved
     out = tmp_path / "report.json"

@@ -325,6 +325,8 @@ def sampled_setup(n=24):
     return split, sampled, model, (degree, degree)
 
 
+# Slow: the full-batch link step on two devices is checked above (default suite).
+@pytest.mark.slow
 def test_sampled_epochs_on_two_devices_equal_one_and_compile_once():
     from sparsegcn.train.links import fit_links_sampled
 
@@ -378,6 +380,8 @@ def test_more_devices_than_there_are_are_refused_before_training():
         fit_links(model, data_of(graph, x, 0), LinkTrainConfig(epochs=1), devices=64)
 
 
+# Slow: --max-batches is the node runs' option too, tested in tests/train/test_streamed.py.
+@pytest.mark.slow
 def test_max_batches_trains_that_many_batches_and_all_of_them_is_the_whole_epoch():
     from sparsegcn.train.links import fit_links_sampled
 

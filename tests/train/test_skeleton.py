@@ -166,6 +166,9 @@ def test_the_hetero_trainer_stops_on_divergence():
         )
 
 
+# Slow: the graph and link trainers' divergence stops are checked above, and the CLI's
+# one-line report in tests/train/test_guard.py.
+@pytest.mark.slow
 def test_cli_graph_and_link_runs_report_divergence_in_one_line_and_exit_2(tmp_path, capsys):
     write_mini(tmp_path / "tu" / "MINI")
     runs = [
