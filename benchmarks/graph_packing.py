@@ -25,7 +25,7 @@ balanced's graphs/s over random's.
 
 Usage::
 
-    python benchmarks/graph_packing.py --root /work/shared/data \\
+    python benchmarks/graph_packing.py --root DIR \\
         --out benchmarks/results/graph-packing-epochs.json
 """
 

@@ -65,7 +65,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
 
-DEFAULT_DGL = "/work/peers/dgl/bin/python"
 RSS_TARGET_GB = 20.0
 
 
@@ -164,7 +163,11 @@ def parse_args(argv=None):
         help="embed every node with all neighbours, layer by layer (chunked), or only the "
         "ranked nodes on sampled neighbourhoods (the training sampler, fanouts and caps)",
     )
-    p.add_argument("--dgl-python", default=os.environ.get("SPARSEGCN_DGL_PYTHON", DEFAULT_DGL))
+    p.add_argument(
+        "--dgl-python",
+        default=os.environ.get("SPARSEGCN_DGL_PYTHON"),
+        help="the Python of DGL's own environment (default: $SPARSEGCN_DGL_PYTHON; unset: no DGL)",
+    )
     p.add_argument("--dgl-order", choices=("per-hop", "as-given"), default="per-hop")
     p.add_argument("--dgl-threads", type=int, default=0, help="torch threads (0: its default)")
     p.add_argument("--out", default=None, help="JSON path (default: benchmarks/results/...)")
