@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+from jax.custom_batching import custom_vmap
 
 from sparsegcn import _checks
 from sparsegcn.graph import Graph
@@ -75,3 +76,22 @@ def fence(values, ids: jax.Array):
         return values
     never = ids.reshape(-1)[0] < 0
     return jax.lax.cond(never, lambda v: jax.tree.map(jnp.zeros_like, v), lambda v: v, values)
+
+
+@custom_vmap
+def fence_ids(ids: jax.Array) -> jax.Array:
+    """Integer ``ids`` (all ``>= 0``) unchanged, materialised as by :func:`fence`,
+    under ``vmap`` too.
+
+    Under ``vmap`` with batched ``ids``, :func:`fence`'s conditional becomes
+    a select, which XLA fuses through. Here the batching rule fences the
+    whole batch at once, so the predicate stays a scalar. Integer ids have
+    no tangents; the values of a differentiated computation need
+    :func:`fence`.
+    """
+    return fence(ids, ids)
+
+
+@fence_ids.def_vmap
+def _fence_ids_batched(axis_size, in_batched, ids):
+    return fence_ids(ids), in_batched[0]

@@ -55,6 +55,14 @@ def prepare_graph(
 ):
     """The graph ``model``'s ``apply`` reads, in the layout it will run on; host-side, once.
 
+    :func:`model_graph` of ``dataset.graph``.
+    """
+    return model_graph(dataset.graph, model, packed=packed, backend=backend)
+
+
+def model_graph(graph, model: str, *, packed: bool | None = None, backend: str = "segment"):
+    """``graph`` prepared for ``model`` and put in the layout it will run on; host-side, once.
+
     The preparation is the model's (:mod:`sparsegcn.nn.registry`): GCN's
     ``Â = D^-1/2 (A + I) D^-1/2``, GAT's self-loops, GraphSAGE's ``D^-1 A``,
     or the graph as it is. Then the layout is chosen once, here:
@@ -72,15 +80,15 @@ def prepare_graph(
     """
     spec = get_model_spec(model)
     if not spec.uses_graph:
-        return dataset.graph
+        return graph
     if backend != "segment":
-        return get_backend(backend).view(spec.prepare_graph(dataset.graph))
+        return get_backend(backend).view(spec.prepare_graph(graph))
     if packed is None:
         on_cpu = jax.default_backend() == "cpu"
-        packed = dataset.graph.num_edges >= PACK_MIN_EDGES or not on_cpu
+        packed = graph.num_edges >= PACK_MIN_EDGES or not on_cpu
     if packed and spec.prepare == "gcn_norm":
-        return pack_gcn_norm(dataset.graph, format=PACK_FORMAT)
-    prepared = spec.prepare_graph(dataset.graph)
+        return pack_gcn_norm(graph, format=PACK_FORMAT)
+    prepared = spec.prepare_graph(graph)
     return pack(prepared, format=PACK_FORMAT) if packed else transforms.sort_edges(prepared)
 
 

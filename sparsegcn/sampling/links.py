@@ -8,11 +8,16 @@ negative pairs sampled on the device inside the compiled epoch.
   Vectorised NumPy, seeded.
 - :class:`EdgeIndex` and :func:`edge_index`: the true edges as a receiver-sorted
   CSR, so :func:`is_edge` answers "is ``(u, v)`` an edge?" on the device with a
-  fixed number of binary-search steps (int32 throughout: no ``N²`` keys).
+  fixed number of binary-search steps (int32 throughout: no ``N²`` keys). A
+  graph of at most :data:`BITMAP_MAX_NODES` nodes also gets an ``N²``-bit
+  map, which answers with one gather instead.
 - :func:`uniform_negatives` (uniform pairs) and :func:`corrupt_targets`
   (per-source corruption, for MRR-style ranking): drawn on the device with
-  rejection of true edges and self-loops; the accepted pairs are exactly
-  uniform over the non-edges (rejection sampling). On a sparse graph,
+  rejection of true edges and self-loops. Candidate nodes are uniform to a
+  relative deviation of at most ``N / 2^32``
+  (:func:`~sparsegcn.ops.random.uniform_below` of
+  :func:`~sparsegcn.ops.random.hash_bits`, the neighbour sampler's draws),
+  and rejection keeps them uniform over the non-edges. On a sparse graph,
   :func:`uniform_negatives` draws one candidate a slot and refills the
   rejected slots from a shared pool of spare candidates
   (:func:`spare_pool_size`: about ``count d`` plus a margin, ``d`` the
@@ -41,7 +46,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sparsegcn.backends.base import fence_ids
 from sparsegcn.graph import Graph
+from sparsegcn.ops.random import hash_bits, uniform_below
 
 NEGATIVE_ROUNDS = 3
 """Default redraw rounds of the device negative samplers (see the module docstring)."""
@@ -179,6 +186,14 @@ def _draw_negatives(
     return np.stack([chosen // n, chosen % n], axis=1)
 
 
+BITMAP_MAX_NODES = 8192
+"""Nodes up to which :func:`edge_index` adds the ``N²``-bit map (8 MiB at most).
+
+On a small graph the binary search's steps are each a separate gather
+whose fixed cost dominates a full-batch step; the map answers with one.
+"""
+
+
 class EdgeIndex(NamedTuple):
     """The true edges as a CSR for membership tests on the device; a pytree.
 
@@ -187,22 +202,27 @@ class EdgeIndex(NamedTuple):
         ``indices[indptr[u]:indptr[u + 1]]``.
       indices: int32 ``[E]``, sorted within each row.
       steps: static: binary-search steps, ``ceil(log2(max degree + 1)) + 1``.
+      bitmap: uint32 ``[ceil(N² / 32)]`` or ``None``: bit ``u N + v`` (word
+        ``k >> 5``, bit ``k & 31``) is set when ``(u, v)`` is an edge;
+        :func:`edge_index` builds it for at most :data:`BITMAP_MAX_NODES` nodes.
     """
 
     indptr: jax.Array
     indices: jax.Array
     steps: int
+    bitmap: jax.Array | None = None
 
 
 jax.tree_util.register_pytree_node(
     EdgeIndex,
-    lambda e: ((e.indptr, e.indices), e.steps),
-    lambda steps, children: EdgeIndex(*children, steps),
+    lambda e: ((e.indptr, e.indices, e.bitmap), e.steps),
+    lambda steps, children: EdgeIndex(children[0], children[1], steps, children[2]),
 )
 
 
 def edge_index(pairs: np.ndarray, num_nodes: int, *, symmetric: bool = True) -> EdgeIndex:
-    """An :class:`EdgeIndex` of ``pairs`` ``[P, 2]`` (and their reverses if ``symmetric``)."""
+    """An :class:`EdgeIndex` of ``pairs`` ``[P, 2]`` (and their reverses if ``symmetric``),
+    with its bitmap when ``num_nodes <= BITMAP_MAX_NODES``."""
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
     u, v = pairs[:, 0], pairs[:, 1]
     if symmetric:
@@ -212,17 +232,28 @@ def edge_index(pairs: np.ndarray, num_nodes: int, *, symmetric: bool = True) -> 
     degree = np.bincount(rows, minlength=num_nodes)
     indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int32)
     steps = math.ceil(math.log2(int(degree.max(initial=0)) + 1)) + 1
-    return EdgeIndex(jnp.asarray(indptr), jnp.asarray(cols.astype(np.int32)), steps)
+    bitmap = None
+    if num_nodes <= BITMAP_MAX_NODES:
+        words = np.zeros(-(-(num_nodes * num_nodes) // 32), np.uint32)
+        np.bitwise_or.at(words, keys >> 5, np.left_shift(1, keys & 31).astype(np.uint32))
+        bitmap = jnp.asarray(words)
+    return EdgeIndex(jnp.asarray(indptr), jnp.asarray(cols.astype(np.int32)), steps, bitmap)
 
 
 def is_edge(index: EdgeIndex, u: jax.Array, v: jax.Array) -> jax.Array:
     """Whether each ``(u[i], v[i])`` is an edge of ``index``; bool, ``u``'s shape.
 
-    A binary search of ``v`` in row ``u``'s sorted targets, ``index.steps``
-    vectorised steps: exact, ``O(log max degree)`` per pair, int32 only.
+    With a bitmap, bit ``u N + v``: one gather. Otherwise a binary search
+    of ``v`` in row ``u``'s sorted targets, ``index.steps`` vectorised
+    steps: exact, ``O(log max degree)`` per pair, int32 only.
     """
     if index.indices.shape[0] == 0:
         return jnp.zeros(jnp.shape(u), bool)
+    if index.bitmap is not None:
+        n = index.indptr.shape[0] - 1
+        key = u * n + v
+        word = index.bitmap.at[key >> 5].get(mode="promise_in_bounds")
+        return ((word >> (key & 31).astype(jnp.uint32)) & 1) == 1
     lo = index.indptr[u]
     end = index.indptr[u + 1]
     hi = end
@@ -233,6 +264,21 @@ def is_edge(index: EdgeIndex, u: jax.Array, v: jax.Array) -> jax.Array:
         lo = jnp.where(right, mid + 1, lo)
         hi = jnp.where(right, hi, mid)
     return (lo < end) & (index.indices[jnp.minimum(lo, last)] == v)
+
+
+def _uniform_nodes(
+    key: jax.Array, shape: tuple[int, ...], num_nodes: int, materialize: bool
+) -> jax.Array:
+    """int32 node ids of ``shape`` in ``[0, num_nodes)``, uniform to a relative
+    deviation of at most ``num_nodes / 2^32``: one fused hash of ``key``
+    (:func:`~sparsegcn.ops.random.hash_bits`, :func:`~sparsegcn.ops.random.uniform_below`).
+
+    ``materialize``: computed in one vectorised loop of their own
+    (:func:`~sparsegcn.backends.base.fence_ids`); fused into the membership
+    test's gather, XLA computes the hash there one element at a time.
+    """
+    nodes = uniform_below(hash_bits(key, shape), jnp.int32(num_nodes))
+    return fence_ids(nodes) if materialize else nodes
 
 
 def _reject(index: EdgeIndex, u: jax.Array, v: jax.Array) -> jax.Array:
@@ -281,6 +327,7 @@ def uniform_negatives(
     index: EdgeIndex,
     *,
     rounds: int = NEGATIVE_ROUNDS,
+    materialize: bool = False,
 ) -> jax.Array:
     """``count`` uniform node pairs that are no edge of ``index`` and no self-loop.
 
@@ -301,16 +348,23 @@ def uniform_negatives(
       candidate rejected keeps its first, a residual rate of about
       ``d ** (rounds + 1)``. ``rounds=0``: one candidate, no redraw.
 
+    Args:
+      materialize: compute the candidate nodes before the membership test,
+        in a vectorised loop of their own (faster on CPU). Its fence reads
+        one element of the whole array: leave it off where the array is
+        split over devices inside the program (the sampled step's
+        per-device sub-batches), which it would make gather.
+
     Returns:
       int32 ``[count, 2]``.
     """
     spare = spare_pool_size(count, num_nodes, index.indices.shape[0]) if rounds >= 1 else None
     if spare is None:
         draws = rounds + 1
-        u, v = jax.random.randint(key, (2, draws, count), 0, num_nodes, jnp.int32)
+        u, v = _uniform_nodes(key, (2, draws, count), num_nodes, materialize)
         pick = _first_accepted(_reject(index, u, v))
         return jnp.stack([_take(u, pick), _take(v, pick)], axis=1)
-    u, v = jax.random.randint(key, (2, count + spare), 0, num_nodes, jnp.int32)
+    u, v = _uniform_nodes(key, (2, count + spare), num_nodes, materialize)
     rejected = _reject(index, u, v)
     head, accepted_spare = rejected[:count], ~rejected[count:]
     # The positions of the accepted spares, in order (padded with 0: never read).
@@ -329,6 +383,7 @@ def corrupt_targets(
     index: EdgeIndex,
     *,
     rounds: int = NEGATIVE_ROUNDS,
+    materialize: bool = False,
 ) -> jax.Array:
     """``per_source`` random targets for each source that it has no edge to.
 
@@ -339,6 +394,11 @@ def corrupt_targets(
 
     Args:
       sources: int32 ``[P]``.
+      materialize: compute the candidate nodes before the membership test,
+        in a vectorised loop of their own (faster on CPU). Its fence reads
+        one element of the whole array: leave it off where the array is
+        split over devices inside the program (the sampled step's
+        per-device sub-batches), which it would make gather.
 
     Returns:
       int32 ``[P, per_source]`` targets.
@@ -346,12 +406,13 @@ def corrupt_targets(
     sources = jnp.asarray(sources, jnp.int32)
     shape = (sources.shape[0], per_source)
     draws = rounds + 1
-    v = jax.random.randint(key, (draws, *shape), 0, num_nodes, jnp.int32)
+    v = _uniform_nodes(key, (draws, *shape), num_nodes, materialize)
     u = jnp.broadcast_to(sources[None, :, None], v.shape)
     return _take(v, _first_accepted(_reject(index, u, v)))
 
 
 __all__ = [
+    "BITMAP_MAX_NODES",
     "NEGATIVE_ROUNDS",
     "SPARE_POOL_MAX_DENSITY",
     "EdgeIndex",

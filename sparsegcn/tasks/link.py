@@ -28,7 +28,6 @@ import time
 import jax
 import numpy as np
 
-from sparsegcn import transforms
 from sparsegcn.features import as_features, normalize
 
 # Experiment settings the link trainer does not read, with the values that mean "unset".
@@ -162,12 +161,28 @@ def prepare_links(exp, *, progress: bool = False):
     return _prepare_links(exp, progress=progress)[:4]
 
 
+def encoder_packed() -> bool:
+    """Whether the full-batch encoder's graph is packed in CSR
+    (:func:`~sparsegcn.experiment.build.model_graph`), whatever its size.
+
+    On an accelerator, and on CPU where the native CSR kernel runs the
+    product (:func:`~sparsegcn.backends.native.ffi_available`): a Cora GAE
+    step (sparse features) then runs in about 0.88 of the edge list's time
+    and compiles faster (``docs/link-prediction.md``). Without the kernel,
+    the edge list.
+    """
+    from sparsegcn.backends import native
+
+    return jax.default_backend() != "cpu" or native.ffi_available()
+
+
 def _prepare_links(exp, *, progress: bool = False):
     """:func:`prepare_links`'s four, and the sampled epoch's
     :class:`~sparsegcn.train.links.SampledLinkData` of the first split (its
     message graph unprepared, as the neighbour sampler reads it)."""
     from sparsegcn.datasets.base import default_root
-    from sparsegcn.nn.registry import create_model, get_model_spec
+    from sparsegcn.experiment.build import model_graph
+    from sparsegcn.nn.registry import create_model
     from sparsegcn.train.links import LinkTrainConfig, eval_set, link_data, stack_link_data
 
     root = default_root() if exp.root is None else exp.root
@@ -200,12 +215,13 @@ def _prepare_links(exp, *, progress: bool = False):
         splits = [random_link_split(dataset.graph, seed=seed) for seed in exp.seed_list()]
         graph, split, undirected = splits[0]
     n = graph.num_nodes
-    encoder = get_model_spec(options["encoder"])
     x = as_features(normalize(features, link_feature_normalization(exp)), n)
+
+    packed = encoder_packed()
 
     def data_of(graph, split, train):
         return link_data(
-            transforms.sort_edges(encoder.prepare_graph(graph)),
+            model_graph(graph, options["encoder"], packed=packed),
             x,
             n,
             train,
@@ -242,6 +258,7 @@ def _prepare_links(exp, *, progress: bool = False):
         "num_nodes": n,
         "num_edges": num_edges,
         "num_message_edges": int(graph.num_edges),
+        "layout": data.graph.layout_name,
         "metric": metric,
         "split": "official" if _owns(exp.dataset) else "random per seed (85/5/10, seeded by it)",
         "split_sizes": {k: int(np.asarray(v).shape[0]) for k, v in split.items()},
@@ -297,7 +314,6 @@ def summarize_links(exp, info: dict, result, wall_s: float, ogb_metric: dict | N
         "recon": exp.options()["recon"],
         "negatives": exp.options()["negatives"],
         "backend": "segment",
-        "layout": "edges",
         "seeds": len(result.seeds),
         "seed_list": list(result.seeds),
     }
@@ -500,6 +516,7 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
         batches = -(-int(sampled.train.shape[-2]) // batch.batch_size)
         batching = {
             "sampled": True,
+            "layout": f"sampled-{batch.sampler}",
             "fanouts": list(batch.fanouts),
             "batch_size": batch.batch_size,
             "batches_per_epoch": batches,

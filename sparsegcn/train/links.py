@@ -377,7 +377,13 @@ def _jit_options(mesh: Mesh | None) -> dict:
 
 
 def draw_negatives(
-    kind: str, key: jax.Array, positives: jax.Array, index: EdgeIndex, rounds: int
+    kind: str,
+    key: jax.Array,
+    positives: jax.Array,
+    index: EdgeIndex,
+    rounds: int,
+    *,
+    materialize: bool = False,
 ) -> jax.Array:
     """One training negative per positive, drawn on the device: int32 ``[P, 2]``.
 
@@ -388,15 +394,21 @@ def draw_negatives(
     ``(u, v)``, ``t`` uniform among the nodes ``u`` has no edge to, not ``u``
     (:func:`~sparsegcn.sampling.links.corrupt_targets`, DGL's
     ``negative_sampler.Uniform(1)``): a sampled batch then has 3 endpoints a
-    pair, not 4.
+    pair, not 4. ``materialize``: as the samplers take it (the full-batch
+    step sets it; the sampled step, whose sub-batches are split over the
+    devices, does not).
     """
     n = index.indptr.shape[0] - 1
     if kind == "pairs":
-        return uniform_negatives(key, positives.shape[0], n, index, rounds=rounds)
+        return uniform_negatives(
+            key, positives.shape[0], n, index, rounds=rounds, materialize=materialize
+        )
     if kind != "targets":
         raise ValueError(f"negatives must be 'pairs' or 'targets', got {kind!r}")
     sources = positives[:, 0]
-    targets = corrupt_targets(key, sources, 1, n, index, rounds=rounds)[:, 0]
+    targets = corrupt_targets(key, sources, 1, n, index, rounds=rounds, materialize=materialize)[
+        :, 0
+    ]
     return jnp.stack([sources, targets], axis=1)
 
 
@@ -428,11 +440,13 @@ def link_loss(
         logits = split_rows(model.decode_all(params, z), mesh)
         loss = full_reconstruction_loss(logits, data.labels, data.pos_weight, data.norm)
     else:
-        drawn = draw_negatives(negatives, negative_key, data.train, data.edges, rounds)
-        positives, drawn = split_rows(data.train, mesh), split_rows(drawn, mesh)
-        loss = sampled_reconstruction_loss(
-            model.decode(params, z, positives), model.decode(params, z, drawn)
+        drawn = draw_negatives(
+            negatives, negative_key, data.train, data.edges, rounds, materialize=True
         )
+        # Row i holds positive i and its negative: one decoding pass over both.
+        pairs = split_rows(jnp.stack([data.train, drawn], axis=1), mesh)
+        logits = model.decode(params, z, pairs)
+        loss = sampled_reconstruction_loss(logits[:, 0], logits[:, 1])
     return loss + kl / n
 
 
@@ -446,10 +460,15 @@ def train_step(
     data,
     *,
     mesh: Mesh | None = None,
+    live: jax.Array | None = None,
 ):
     """One optimizer step of one seed (its pairs split over ``mesh``, :func:`link_loss`).
-    Returns ``(params, opt_state, key, loss)``."""
-    key, step_key = jax.random.split(key)
+    Returns ``(params, opt_state, key, loss)``.
+
+    ``live``: a bool scalar; where false, the loss is computed but params,
+    optimizer state and key come back as they were (an epoch past the end).
+    """
+    next_key, step_key = jax.random.split(key)
     loss, grads = jax.value_and_grad(
         lambda p: link_loss(
             model,
@@ -461,8 +480,17 @@ def train_step(
             negatives=model.config.get("negatives", "pairs"),
         )
     )(params)
-    params, opt_state = apply_optimizer(tx, grads, opt_state, params)
-    return params, opt_state, key, loss
+    if live is None:
+        params, opt_state = apply_optimizer(tx, grads, opt_state, params)
+        return params, opt_state, next_key, loss
+    # A branch around the update only: the forward and backward pass stay
+    # outside it, where XLA can hoist what they share across epochs.
+    params, opt_state = jax.lax.cond(
+        live,
+        lambda: apply_optimizer(tx, grads, opt_state, params),
+        lambda: (params, opt_state),
+    )
+    return params, opt_state, jnp.where(live, next_key, key), loss
 
 
 def train_epochs(
@@ -494,17 +522,16 @@ def train_epochs(
       ``active`` is false for the epochs that did not run.
     """
 
-    def step(params, opt_state, keys):
+    def step(params, opt_state, keys, live):
         return jax.vmap(
-            lambda p, o, k, d: train_step(model, tx, config, p, o, k, d, mesh=mesh),
+            lambda p, o, k, d: train_step(model, tx, config, p, o, k, d, mesh=mesh, live=live),
             in_axes=(0, 0, 0, data_axis),
         )(params, opt_state, keys, data)
 
     def one(state, epoch):
-        *new, loss = step(*state)
         live = epoch < config.epochs
-        state = jax.tree.map(lambda n, o: jnp.where(live, n, o), tuple(new), state)
-        return state, (loss, jnp.broadcast_to(live, loss.shape))
+        *new, loss = step(*state, live)
+        return tuple(new), (loss, jnp.broadcast_to(live, loss.shape))
 
     epochs = first + jnp.arange(config.chunk, dtype=jnp.int32)
     (params, opt_state, keys), (loss, active) = jax.lax.scan(one, (params, opt_state, keys), epochs)

@@ -12,6 +12,7 @@ import scipy.stats
 import sparsegcn as sg
 from sparsegcn.sampling import links as links_module
 from sparsegcn.sampling.links import (
+    BITMAP_MAX_NODES,
     corrupt_targets,
     edge_index,
     is_edge,
@@ -89,17 +90,28 @@ def test_split_refuses_bad_fractions_and_tiny_graphs():
         random_link_split(sg.Graph(np.array([0, 1]), np.array([1, 0]), None, 3))
 
 
-def test_is_edge_equals_set_membership():
-    graph = random_undirected(50, 0.1, 3)
+@pytest.mark.parametrize("lookup", ["bitmap", "binary search"])
+def test_is_edge_equals_set_membership(lookup):
+    # 33 nodes: 1,089 bits, so the map's last word is partly used.
+    graph = random_undirected(33, 0.15, 3)
     pairs = np.stack([graph.senders, graph.receivers], 1)
-    index = edge_index(pairs, 50, symmetric=False)
-    u, v = np.meshgrid(np.arange(50), np.arange(50), indexing="ij")
+    index = edge_index(pairs, 33, symmetric=False)
+    assert index.bitmap is not None and index.bitmap.shape == (35,)
+    if lookup == "binary search":
+        index = index._replace(bitmap=None)
+    u, v = np.meshgrid(np.arange(33), np.arange(33), indexing="ij")
     got = np.asarray(jax.jit(is_edge)(index, u.ravel(), v.ravel()))
     edges = pair_set(pairs)
     want = np.array([(a, b) in edges for a, b in zip(u.ravel(), v.ravel(), strict=True)])
     np.testing.assert_array_equal(got, want)
     empty = edge_index(np.zeros((0, 2), np.int64), 4)
     assert not np.asarray(is_edge(empty, np.arange(4), np.arange(4))).any()
+
+
+def test_edge_index_keeps_the_bitmap_to_small_graphs():
+    pairs = np.array([[0, 1]])
+    assert edge_index(pairs, BITMAP_MAX_NODES).bitmap.shape == (BITMAP_MAX_NODES**2 // 32,)
+    assert edge_index(pairs, BITMAP_MAX_NODES + 1).bitmap is None
 
 
 @pytest.mark.parametrize("rounds", [0, 1, 2])
@@ -187,3 +199,19 @@ def test_corrupt_targets_keep_sources_and_exclude_their_edges():
     rate = np.array([np.mean([(s, int(t)) in edges or s == t for t in raw[s]]) for s in range(n)])
     expected = (degree + 1) / n  # without redraws: the chance of hitting a neighbour or itself
     assert np.abs(rate - expected).max() < 5 * np.sqrt(0.25 / 2000)
+
+
+def test_materialized_candidates_are_the_same_draws_alone_and_under_vmap():
+    """``materialize`` only changes where XLA computes the candidates."""
+    graph = random_undirected(40, 0.1, 5)
+    index = edge_index(np.stack([graph.senders, graph.receivers], 1), 40, symmetric=False)
+    keys = jax.random.split(jax.random.key(3), 3)
+    sources = np.arange(40, dtype=np.int32)
+    for sample in (
+        lambda k, m: uniform_negatives(k, 50, 40, index, materialize=m),
+        lambda k, m: corrupt_targets(k, sources, 2, 40, index, materialize=m),
+    ):
+        plain = jax.jit(jax.vmap(lambda k, s=sample: s(k, False)))(keys)
+        fenced = jax.jit(jax.vmap(lambda k, s=sample: s(k, True)))(keys)
+        np.testing.assert_array_equal(fenced, plain)
+        np.testing.assert_array_equal(jax.jit(lambda k, s=sample: s(k, True))(keys[1]), plain[1])

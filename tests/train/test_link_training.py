@@ -462,3 +462,30 @@ def test_sampled_per_seed_splits_in_one_program_equal_each_seed_alone():
         for name in ("auc", "ap"):
             np.testing.assert_allclose(together.test[name][k], alone.test[name][0], rtol=1e-5)
     assert together.test["auc"][0] != together.test["auc"][1]  # each its own split
+
+
+@pytest.mark.parametrize("recon", ["full", "sampled"])
+def test_the_packed_encoder_graph_trains_as_the_edge_list(recon):
+    """What `sparsegcn train --task link` prepares (CSR, one split a seed,
+    stacked) against the receiver-sorted edge list: the same run."""
+    from sparsegcn.experiment.build import model_graph
+
+    graph, x = communities(seed=3)
+    runs = {}
+    for packed in (False, True):
+        members = []
+        for seed in (0, 1):
+            split = random_link_split(graph, val=0.1, test=0.2, seed=seed)
+            members.append(
+                data_of(graph, x, seed)._replace(
+                    graph=model_graph(split.graph, "gcn", packed=packed)
+                )
+            )
+        data = stack_link_data(members)
+        assert data.graph.layout_name == ("csr" if packed else "edges")
+        model = create_model("gae", 4, 4, hidden=8, layers=2, dropout=0.0, recon=recon)
+        runs[packed] = fit_links(
+            model, data, LinkTrainConfig(epochs=20), seeds=(0, 1), per_seed_data=True
+        )
+    np.testing.assert_allclose(runs[True].losses, runs[False].losses, rtol=2e-5)
+    np.testing.assert_allclose(runs[True].test["auc"], runs[False].test["auc"], atol=1e-4)
