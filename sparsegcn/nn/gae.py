@@ -92,40 +92,11 @@ def init_decoder(name: str, key: jax.Array, dim: int) -> dict:
     return {"hidden": linear_params(k1, dim, dim), "out": linear_params(k2, dim, 1)}
 
 
-@jax.custom_vjp
-def inner_products(z: jax.Array, pairs: jax.Array) -> jax.Array:
-    """:math:`s_p = z_{u_p}^\top z_{v_p}` for ``pairs`` ``[..., 2]`` -> ``[...]``.
-
-    Its gradient adds every pair's two rows into ``∂z`` with one scatter
-    (both endpoints' rows in one list) from the rows the forward pass
-    gathered, where autodiff gathers them again and scatters each side
-    apart.
-    """
-    return jnp.sum(z[pairs[..., 0]] * z[pairs[..., 1]], axis=-1)
-
-
-def _inner_products_fwd(z, pairs):
-    zu, zv = z[pairs[..., 0]], z[pairs[..., 1]]
-    return jnp.sum(zu * zv, axis=-1), (zu, zv, pairs, z.shape[0])
-
-
-def _inner_products_bwd(residuals, g):
-    zu, zv, pairs, n = residuals
-    g = g[..., None]
-    rows = jnp.concatenate([(g * zv).reshape(-1, zv.shape[-1]), (g * zu).reshape(-1, zu.shape[-1])])
-    ids = jnp.concatenate([pairs[..., 0].reshape(-1), pairs[..., 1].reshape(-1)])
-    dz = jax.ops.segment_sum(rows, ids, num_segments=n)
-    return dz, None
-
-
-inner_products.defvjp(_inner_products_fwd, _inner_products_bwd)
-
-
 def decode_pairs(name: str, params: dict, z: jax.Array, pairs: jax.Array) -> jax.Array:
     """Decoder ``name``'s logit of each pair: ``[P, 2]`` node ids -> ``[P]``."""
-    if name == "inner":
-        return inner_products(z, pairs)
     zu, zv = z[pairs[..., 0]], z[pairs[..., 1]]
+    if name == "inner":
+        return jnp.sum(zu * zv, axis=-1)
 
     def row(vector):  # broadcast a [D] vector against [..., D] explicitly
         return vector.reshape((1,) * (zu.ndim - 1) + vector.shape)
@@ -321,7 +292,6 @@ __all__ = [
     "full_reconstruction_loss",
     "graph_autoencoder",
     "init_decoder",
-    "inner_products",
     "kl_divergence",
     "sampled_reconstruction_loss",
 ]

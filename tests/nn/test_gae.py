@@ -14,7 +14,6 @@ from sparsegcn.nn.gae import (
     decode_pairs,
     full_reconstruction_loss,
     init_decoder,
-    inner_products,
     kl_divergence,
     sampled_reconstruction_loss,
 )
@@ -70,20 +69,6 @@ def test_decoders_equal_numpy_forward_and_gradient(name):
             w @ numpy_decode(name, params, up, PAIRS) - w @ numpy_decode(name, params, down, PAIRS)
         ) / (2 * eps)
     np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-4)
-
-
-def test_inner_products_gradient_on_stacked_pairs_and_under_vmap():
-    """The hand-written gradient: each pair adds g s_v to row u and g s_u to row v."""
-    pairs = np.stack([PAIRS, PAIRS[::-1]], axis=1)  # [5, 2, 2], as the link step stacks them
-    zs = RNG.normal(size=(3, 7, 4)).astype(np.float32)
-    g = RNG.normal(size=(5, 2)).astype(np.float32)
-    got = jax.jit(jax.vmap(jax.grad(lambda z: jnp.sum(g * inner_products(z, pairs)))))(zs)
-    for k in range(3):
-        want = np.zeros((7, 4))
-        for (u, v), w in zip(pairs.reshape(-1, 2), g.reshape(-1), strict=True):
-            want[u] += w * zs[k, v]
-            want[v] += w * zs[k, u]
-        np.testing.assert_allclose(got[k], want, rtol=1e-5, atol=1e-5)
 
 
 def test_dense_decoder_refuses_hadamard():
