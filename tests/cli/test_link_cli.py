@@ -12,6 +12,7 @@ import pytest
 
 from sparsegcn.cli import main
 from sparsegcn.metrics import hits_at_k, mrr
+from sparsegcn.tasks.link import encoder_packed
 
 
 def one_error(capsys) -> str:
@@ -127,6 +128,8 @@ def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path
     report = json.loads(out.read_text())
     assert report["task"] == "link" and report["model"] == "gae" and report["seeds"] == 2
     assert report["sampled"] is False
+    # The encoder's graph: CSR wherever the native kernel runs the product.
+    assert report["layout"] == ("csr" if encoder_packed() else "edges")
     for key in ("test_auc_mean", "test_ap_mean", "test_auc_std", "val_auc_mean"):
         assert 0.0 <= report[key] <= 1.0
     assert len(report["test_auc"]) == 2 and report["train_step_ms_median"] > 0
@@ -230,6 +233,7 @@ def test_sampled_link_run_equals_fit_links_sampled_and_learns(tmp_path):
     assert main([*argv, "--epochs", "20", "--no-progress", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["sampled"] is True and report["fanouts"] == [5, 5]
+    assert report["layout"] == f"sampled-{report['sampler']}"
     assert report["encoder"] == "sage" and report["recon"] == "sampled"
     assert report["negatives"] == "pairs"
     train = report["split_sizes"]["train"]
