@@ -371,6 +371,278 @@ ffi::Error CsrSpmm(ffi::BufferR1<ffi::S32> indptr, ffi::BufferR1<ffi::S32> colum
   return ffi::Error::Success();
 }
 
+// ---------------------------------------------------------------------------
+// Pair scores: the inner-product (and DistMult) link decoder and its gradient.
+//
+//   s[p] = sum over d of z[u_p, d] * r[d] * z[v_p, d]      (r = 1 unless weighted)
+//
+// and, for an upstream gradient g[p],
+//
+//   dz[u_p, :] += g[p] * r * z[v_p, :],   dz[v_p, :] += g[p] * r * z[u_p, :],
+//   dr[d] = sum over p of g[p] * z[u_p, d] * z[v_p, d].
+//
+// Both read two rows of z per pair and nothing else, where XLA's CPU gather
+// and scatter-add run as several passes over [P, D] temporaries. One thread:
+// a link step's pairs are a few thousand, and the gradient's scatter would
+// race across threads. Pairs are taken in order, so results are bitwise
+// reproducible.
+
+struct PairProblem {
+  const float* z;
+  const std::int32_t* pairs;  // [P, 2]
+  const float* relation;      // [D], read only when weighted
+  std::int64_t nodes, dim, count;
+  bool weighted;
+};
+
+__attribute__((always_inline)) inline bool PairIds(const PairProblem& p, std::int64_t i,
+                                                   std::int64_t* u, std::int64_t* v) {
+  const std::uint32_t a = static_cast<std::uint32_t>(p.pairs[2 * i]);
+  const std::uint32_t b = static_cast<std::uint32_t>(p.pairs[2 * i + 1]);
+  *u = a;
+  *v = b;
+  return a < static_cast<std::uint64_t>(p.nodes) && b < static_cast<std::uint64_t>(p.nodes);
+}
+
+// z_u . (r * z_v), 8 columns at a time in one vector register, then the rest.
+__attribute__((always_inline)) inline float PairDot(const PairProblem& p, const float* zu,
+                                                    const float* zv) {
+  const std::int64_t dim = p.dim, vectors = dim / 8 * 8;
+  Vec8 acc{};
+  float rest = 0.0f;
+  if (p.weighted) {
+    for (std::int64_t d = 0; d < vectors; d += 8) {
+      acc += *reinterpret_cast<const Vec8*>(zu + d) *
+             *reinterpret_cast<const Vec8*>(p.relation + d) * *reinterpret_cast<const Vec8*>(zv + d);
+    }
+    for (std::int64_t d = vectors; d < dim; ++d) rest += zu[d] * p.relation[d] * zv[d];
+  } else {
+    for (std::int64_t d = 0; d < vectors; d += 8) {
+      acc += *reinterpret_cast<const Vec8*>(zu + d) * *reinterpret_cast<const Vec8*>(zv + d);
+    }
+    for (std::int64_t d = vectors; d < dim; ++d) rest += zu[d] * zv[d];
+  }
+  // A tree, not a chain of 8 adds: the next pair's loads need not wait on it.
+  typedef float Vec4 __attribute__((vector_size(16)));
+  const Vec4 quad = Vec4{acc[0], acc[1], acc[2], acc[3]} + Vec4{acc[4], acc[5], acc[6], acc[7]};
+  return ((quad[0] + quad[2]) + (quad[1] + quad[3])) + rest;
+}
+
+__attribute__((always_inline)) inline bool ScoresBody(const PairProblem& p, float* s) {
+  for (std::int64_t i = 0; i < p.count; ++i) {
+    std::int64_t u, v;
+    if (__builtin_expect(!PairIds(p, i, &u, &v), 0)) return false;
+    s[i] = PairDot(p, p.z + u * p.dim, p.z + v * p.dim);
+  }
+  return true;
+}
+
+// dz[u] += w r z_v, then dz[v] += w r z_u (each read after the write before it,
+// so a self-pair, u == v, adds both halves to its one row), and dr += w z_u z_v.
+__attribute__((always_inline)) inline bool ScoresGradBody(const PairProblem& p, const float* g,
+                                                          float* dz, float* dr) {
+  const std::int64_t dim = p.dim, vectors = dim / 8 * 8;
+  std::fill(dz, dz + p.nodes * dim, 0.0f);
+  std::fill(dr, dr + dim, 0.0f);
+  for (std::int64_t i = 0; i < p.count; ++i) {
+    std::int64_t u, v;
+    if (__builtin_expect(!PairIds(p, i, &u, &v), 0)) return false;
+    const float* zu = p.z + u * dim;
+    const float* zv = p.z + v * dim;
+    float* du = dz + u * dim;
+    float* dv = dz + v * dim;
+    const float w = g[i];
+    for (std::int64_t d = 0; d < vectors; d += 8) {
+      const Vec8 a = *reinterpret_cast<const Vec8*>(zu + d);
+      const Vec8 b = *reinterpret_cast<const Vec8*>(zv + d);
+      Vec8 wa = w * a, wb = w * b;
+      if (p.weighted) {
+        const Vec8 r = *reinterpret_cast<const Vec8*>(p.relation + d);
+        *reinterpret_cast<Vec8*>(dr + d) += wa * b;
+        wa *= r;
+        wb *= r;
+      }
+      *reinterpret_cast<Vec8*>(du + d) += wb;
+      *reinterpret_cast<Vec8*>(dv + d) += wa;
+    }
+    for (std::int64_t d = vectors; d < dim; ++d) {
+      const float a = zu[d], b = zv[d];
+      const float r = p.weighted ? p.relation[d] : 1.0f;
+      if (p.weighted) dr[d] += w * a * b;
+      du[d] += w * r * b;
+      dv[d] += w * r * a;
+    }
+  }
+  return true;
+}
+
+bool ScoresBaseline(const PairProblem& p, float* s) { return ScoresBody(p, s); }
+bool ScoresGradBaseline(const PairProblem& p, const float* g, float* dz, float* dr) {
+  return ScoresGradBody(p, g, dz, dr);
+}
+
+using ScoresFn = bool (*)(const PairProblem&, float*);
+using ScoresGradFn = bool (*)(const PairProblem&, const float*, float*, float*);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) bool ScoresAvx2(const PairProblem& p, float* s) {
+  return ScoresBody(p, s);
+}
+__attribute__((target("avx2,fma"))) bool ScoresGradAvx2(const PairProblem& p, const float* g,
+                                                        float* dz, float* dr) {
+  return ScoresGradBody(p, g, dz, dr);
+}
+const ScoresFn kBestScores = kBestRows == RowsBaseline ? ScoresBaseline : ScoresAvx2;
+const ScoresGradFn kBestScoresGrad =
+    kBestRows == RowsBaseline ? ScoresGradBaseline : ScoresGradAvx2;
+#else
+const ScoresFn kBestScores = ScoresBaseline;
+const ScoresGradFn kBestScoresGrad = ScoresGradBaseline;
+#endif
+
+// Leading dimensions are a batch (vmapped seeds, a map over chunks): z [B..., N, D],
+// pairs [B..., P, 2], relation [B..., D] (or [B..., 0] unweighted), g [B..., P]. An
+// argument's leading dimension of size 1 is broadcast (vmap gives unbatched
+// arguments one, so a shared z is read in place, never copied per element). One
+// problem per batch element, run in turn.
+constexpr std::size_t kMaxBatchRank = 8;
+
+struct PairBatch {
+  PairProblem p;  // element 0; the others are offset by the strides
+  std::size_t rank = 0;
+  std::int64_t dims[kMaxBatchRank] = {};     // the batch's leading dimensions
+  std::int64_t z_step[kMaxBatchRank] = {};   // elements of z between neighbours, 0: broadcast
+  std::int64_t pair_step[kMaxBatchRank] = {};
+  std::int64_t rel_step[kMaxBatchRank] = {};
+  std::int64_t grad_step[kMaxBatchRank] = {};  // of g (pairs' batch layout, one value a pair)
+  std::int64_t batch = 1;                       // product of dims
+  std::int64_t relation_size = 0;               // per element: D or 0
+};
+
+// Checks shared by both handlers; fills `b` or says what is wrong. `g` may be null.
+ffi::Error PairSetup(const char* name, ffi::Buffer<ffi::F32>& z, ffi::Buffer<ffi::S32>& pairs,
+                     ffi::Buffer<ffi::F32>& relation, const ffi::Buffer<ffi::F32>* g,
+                     std::int64_t weighted, PairBatch* b) {
+  const auto z_dims = z.dimensions();
+  const auto pair_dims = pairs.dimensions();
+  const auto rel_dims = relation.dimensions();
+  const std::string who(name);
+  const std::size_t lead = z_dims.size() < 2 ? 0 : z_dims.size() - 2;
+  if (z_dims.size() < 2 || pair_dims.size() != lead + 2 || rel_dims.size() != lead + 1 ||
+      (g != nullptr && g->dimensions().size() != lead + 1) || lead > kMaxBatchRank) {
+    return ffi::Error::InvalidArgument(who + ": expected z [..., N, D], pairs [..., P, 2], "
+                                       "relation [..., D] with the same number of leading "
+                                       "dimensions");
+  }
+  const std::int64_t nodes = z_dims[lead], dim = z_dims[lead + 1], count = pair_dims[lead];
+  if (pair_dims[lead + 1] != 2) return ffi::Error::InvalidArgument(who + ": pairs must be [P, 2]");
+  if (g != nullptr && g->dimensions()[lead] != count) {
+    return ffi::Error::InvalidArgument(who + ": g must be [P]");
+  }
+  const std::int64_t relation_size = rel_dims[lead];
+  if (weighted != 0 && relation_size != dim) {
+    return ffi::Error::InvalidArgument(who + ": relation must be [D]");
+  }
+  b->rank = lead;
+  b->relation_size = relation_size;
+  // Strides from the innermost leading dimension out; size-1 dimensions broadcast.
+  std::int64_t z_stride = nodes * dim, pair_stride = count * 2, rel_stride = relation_size,
+               grad_stride = count;
+  for (std::size_t i = lead; i-- > 0;) {
+    const std::int64_t sizes[4] = {z_dims[i], pair_dims[i], rel_dims[i],
+                                   g != nullptr ? g->dimensions()[i] : 1};
+    std::int64_t n = 1;
+    for (std::int64_t size : sizes) n = std::max(n, size);
+    for (std::int64_t size : sizes) {
+      if (size != n && size != 1) {
+        return ffi::Error::InvalidArgument(who + ": leading dimensions differ");
+      }
+    }
+    b->dims[i] = n;
+    b->z_step[i] = z_dims[i] == 1 ? 0 : z_stride;
+    b->pair_step[i] = pair_dims[i] == 1 ? 0 : pair_stride;
+    b->rel_step[i] = rel_dims[i] == 1 ? 0 : rel_stride;
+    b->grad_step[i] = g == nullptr || g->dimensions()[i] == 1 ? 0 : grad_stride;
+    z_stride *= z_dims[i];
+    pair_stride *= pair_dims[i];
+    rel_stride *= rel_dims[i];
+    grad_stride *= g != nullptr ? g->dimensions()[i] : 1;
+    b->batch *= n;
+  }
+  b->p = PairProblem{z.typed_data(), pairs.typed_data(), relation.typed_data(), nodes, dim, count,
+                     weighted != 0};
+  return ffi::Error::Success();
+}
+
+// Batch element k of `b` (row-major over the leading dimensions), and its g offset.
+PairProblem Element(const PairBatch& b, std::int64_t k, std::int64_t* grad_offset) {
+  PairProblem p = b.p;
+  std::int64_t g = 0;
+  for (std::size_t i = b.rank; i-- > 0;) {
+    const std::int64_t index = k % b.dims[i];
+    k /= b.dims[i];
+    p.z += index * b.z_step[i];
+    p.pairs += index * b.pair_step[i];
+    p.relation += index * b.rel_step[i];
+    g += index * b.grad_step[i];
+  }
+  *grad_offset = g;
+  return p;
+}
+
+ffi::Error OutOfRange(const char* name, std::int64_t nodes) {
+  return ffi::Error::InvalidArgument(std::string(name) + ": a node id is outside [0, " +
+                                     std::to_string(nodes) + ")");
+}
+
+// isa: 0 the best the CPU has, 1 the baseline build.
+ffi::Error PairScores(ffi::Buffer<ffi::F32> z, ffi::Buffer<ffi::S32> pairs,
+                      ffi::Buffer<ffi::F32> relation, ffi::ResultBuffer<ffi::F32> s,
+                      std::int64_t weighted, std::int64_t isa) {
+  PairBatch b;
+  if (ffi::Error e = PairSetup("pair_scores", z, pairs, relation, nullptr, weighted, &b);
+      e.failure()) {
+    return e;
+  }
+  if (static_cast<std::int64_t>(s->element_count()) != b.batch * b.p.count) {
+    return ffi::Error::InvalidArgument("pair_scores: output is not [..., P]");
+  }
+  const ScoresFn fn = isa == 1 ? ScoresBaseline : kBestScores;
+  for (std::int64_t k = 0; k < b.batch; ++k) {
+    std::int64_t unused;
+    if (!fn(Element(b, k, &unused), s->typed_data() + k * b.p.count)) {
+      return OutOfRange("pair_scores", b.p.nodes);
+    }
+  }
+  return ffi::Error::Success();
+}
+
+ffi::Error PairScoresGrad(ffi::Buffer<ffi::F32> z, ffi::Buffer<ffi::S32> pairs,
+                          ffi::Buffer<ffi::F32> relation, ffi::Buffer<ffi::F32> g,
+                          ffi::ResultBuffer<ffi::F32> dz, ffi::ResultBuffer<ffi::F32> dr,
+                          std::int64_t weighted, std::int64_t isa) {
+  PairBatch b;
+  if (ffi::Error e = PairSetup("pair_scores_grad", z, pairs, relation, &g, weighted, &b);
+      e.failure()) {
+    return e;
+  }
+  const PairProblem& p = b.p;
+  if (static_cast<std::int64_t>(dz->element_count()) != b.batch * p.nodes * p.dim ||
+      static_cast<std::int64_t>(dr->element_count()) != b.batch * p.dim) {
+    return ffi::Error::InvalidArgument("pair_scores_grad: dz or dr has the wrong shape");
+  }
+  const ScoresGradFn fn = isa == 1 ? ScoresGradBaseline : kBestScoresGrad;
+  for (std::int64_t k = 0; k < b.batch; ++k) {
+    std::int64_t offset;
+    const PairProblem element = Element(b, k, &offset);
+    if (!fn(element, g.typed_data() + offset, dz->typed_data() + k * p.nodes * p.dim,
+            dr->typed_data() + k * p.dim)) {
+      return OutOfRange("pair_scores_grad", p.nodes);
+    }
+  }
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SparsegcnCsrSpmm, CsrSpmm,
@@ -382,6 +654,26 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SparsegcnCsrSpmm, CsrSpmm,
                                   .Ret<ffi::BufferR2<ffi::F32>>()  // y [rows, F]
                                   .Attr<std::int64_t>("isa")
                                   .Attr<std::int64_t>("threads"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SparsegcnPairScores, PairScores,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // z [..., N, D]
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // pairs [..., P, 2]
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // relation [..., D] or [..., 0]
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // s [..., P]
+                                  .Attr<std::int64_t>("weighted")
+                                  .Attr<std::int64_t>("isa"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SparsegcnPairScoresGrad, PairScoresGrad,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // z [..., N, D]
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // pairs [..., P, 2]
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // relation [..., D] or [..., 0]
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // g [..., P]
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // dz [..., N, D]
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // dr [..., D]
+                                  .Attr<std::int64_t>("weighted")
+                                  .Attr<std::int64_t>("isa"));
 
 // The hot loop chosen at load: "avx2+fma" or "baseline".
 extern "C" __attribute__((visibility("default"))) const char* SparsegcnCsrIsa() {

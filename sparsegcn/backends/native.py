@@ -13,6 +13,11 @@ that have it). :func:`csr_spmm` calls it; :mod:`sparsegcn.backends.csr`
 picks it for the CPU when a program is lowered and keeps XLA's kernel on
 other platforms or when the library is missing.
 
+The same library holds the inner-product (and DistMult) link decoder's
+kernels, :func:`pair_scores` and :func:`pair_scores_grad`: two rows of ``z``
+read per pair, where XLA's CPU gather and scatter-add make several passes
+over ``[P, D]`` temporaries.
+
 The library is loaded and registered with JAX once per process, on first
 use (``jax.ffi.register_ffi_target`` is process-wide). When it was not built
 (no C++ compiler at install time) :func:`ffi_available` is False and
@@ -35,6 +40,11 @@ import jax.numpy as jnp
 
 TARGET = "sparsegcn_csr_spmm"
 """The FFI target name the kernel is registered under (CPU only)."""
+PAIR_TARGETS = {
+    "sparsegcn_pair_scores": "SparsegcnPairScores",
+    "sparsegcn_pair_scores_grad": "SparsegcnPairScoresGrad",
+}
+"""The pair-score kernels' FFI target names and their symbols in the library."""
 LIBRARY_STEM = "_csr_kernel"
 BUILD_ERROR = f"{LIBRARY_STEM}.build-error.txt"  # written by setup.py when the build fails
 ISAS = ("auto", "baseline")
@@ -79,6 +89,9 @@ def _load() -> _Library:
         isa = library.SparsegcnCsrIsa().decode()
         threads = int(library.SparsegcnCsrThreads())
         jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(handler), platform="cpu")
+        for target, symbol in PAIR_TARGETS.items():
+            capsule = jax.ffi.pycapsule(getattr(library, symbol))
+            jax.ffi.register_ffi_target(target, capsule, platform="cpu")
     except (OSError, AttributeError) as error:
         return _Library(path, "", 0, f"the native CSR kernel at {path} failed to load: {error}")
     return _Library(path, isa, threads, None)
@@ -104,6 +117,22 @@ def kernel_info() -> dict:
         "threads": lib.threads or None,
         "reason": lib.error,
     }
+
+
+def _check_arrays(name: str, expected) -> None:
+    """``ValueError`` naming the first ``(arg, value, dtype, ndim)`` that does not match."""
+    for arg, value, dtype, ndim in expected:
+        if value.dtype != dtype or value.ndim != ndim:
+            raise ValueError(
+                f"{name} needs {arg} as {jnp.dtype(dtype).name} with {ndim} dimension(s), "
+                f"got {value.dtype} with shape {value.shape}"
+            )
+
+
+def _require_library() -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(reason)
 
 
 def csr_spmm(
@@ -145,15 +174,103 @@ def csr_spmm(
         ("data", data, jnp.float32, 1),
         ("x", x, jnp.float32, 2),
     )
-    for name, value, dtype, ndim in expected:
-        if value.dtype != dtype or value.ndim != ndim:
-            raise ValueError(
-                f"csr_spmm needs {name} as {jnp.dtype(dtype).name} with {ndim} dimension(s), "
-                f"got {value.dtype} with shape {value.shape}"
-            )
-    reason = unavailable_reason()
-    if reason is not None:
-        raise RuntimeError(reason)
+    _check_arrays("csr_spmm", expected)
+    _require_library()
     out = jax.ShapeDtypeStruct((indptr.shape[0] - 1, x.shape[1]), jnp.float32)
     call = jax.ffi.ffi_call(TARGET, out, vmap_method="sequential")
     return call(indptr, columns, data, x, isa=ISAS.index(isa), threads=threads)
+
+
+def _check_pairs(name: str, z, pairs, relation) -> None:
+    expected = (
+        ("z", z, jnp.float32, 2),
+        ("pairs", pairs, jnp.int32, 2),
+        ("relation", relation, jnp.float32, 1),
+    )
+    _check_arrays(name, expected)
+    if pairs.shape[1] != 2:
+        raise ValueError(f"{name} needs pairs as [P, 2], got shape {pairs.shape}")
+    if relation.shape[0] not in (0, z.shape[1]):
+        raise ValueError(
+            f"{name} needs relation as [D] = [{z.shape[1]}] (or [0] for none), "
+            f"got shape {relation.shape}"
+        )
+    _require_library()
+
+
+def pair_scores(
+    z: jax.Array, pairs: jax.Array, relation: jax.Array | None = None, *, isa: str = "auto"
+) -> jax.Array:
+    """Each pair's score on the native kernel (CPU only, one thread):
+
+    .. math:: s_p = \\sum_d z_{u_p d} \\, r_d \\, z_{v_p d}
+
+    with :math:`r = 1` when ``relation`` is None (the inner product).
+
+    Args:
+      z: float32 ``[N, D]``.
+      pairs: int32 ``[P, 2]``, rows ``(u, v)`` of ``z``.
+      relation: float32 ``[D]`` (DistMult's diagonal), or None.
+      isa: as :func:`csr_spmm`.
+
+    Returns:
+      float32 ``[P]``, pairs summed in order (8 columns a vector register):
+      the same bits from call to call.
+
+    Raises:
+      RuntimeError: the library is not available.
+      ValueError: wrong dtypes or shapes, or an unknown ``isa``; a node id
+        outside ``[0, N)`` fails when the program runs.
+    """
+    if isa not in ISAS:
+        raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
+    weighted = relation is not None
+    relation = jnp.zeros((0,), jnp.float32) if relation is None else relation
+    _check_pairs("pair_scores", z, pairs, relation)
+    out = jax.ShapeDtypeStruct((pairs.shape[0],), jnp.float32)
+    # Under vmap an unbatched argument gets a batch axis of 1, which the kernel
+    # reads in place for every element (a shared z is never copied).
+    call = jax.ffi.ffi_call("sparsegcn_pair_scores", out, vmap_method="expand_dims")
+    return call(z, pairs, relation, weighted=int(weighted), isa=ISAS.index(isa))
+
+
+def pair_scores_grad(
+    z: jax.Array,
+    pairs: jax.Array,
+    relation: jax.Array | None,
+    g: jax.Array,
+    *,
+    isa: str = "auto",
+) -> tuple[jax.Array, jax.Array]:
+    """The gradient of ``Σ_p g_p s_p`` (:func:`pair_scores`) on the native kernel:
+
+    .. math::
+
+        \\partial z_u = \\sum_{p: u_p = u} g_p \\, r \\odot z_{v_p}
+            + \\sum_{p: v_p = u} g_p \\, r \\odot z_{u_p}, \\qquad
+        \\partial r = \\sum_p g_p \\, z_{u_p} \\odot z_{v_p}
+
+    Args:
+      z, pairs, relation, isa: as :func:`pair_scores`.
+      g: float32 ``[P]``.
+
+    Returns:
+      ``(dz [N, D], dr [D])`` float32; ``dr`` is zeros when ``relation`` is None.
+      Pairs are added in order: the same bits from call to call.
+    """
+    if isa not in ISAS:
+        raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
+    weighted = relation is not None
+    relation = jnp.zeros((0,), jnp.float32) if relation is None else relation
+    _check_pairs("pair_scores_grad", z, pairs, relation)
+    if g.dtype != jnp.float32 or g.shape != (pairs.shape[0],):
+        raise ValueError(
+            f"pair_scores_grad needs g as float32 [{pairs.shape[0]}], got {g.dtype} {g.shape}"
+        )
+    out = (
+        jax.ShapeDtypeStruct(z.shape, jnp.float32),
+        jax.ShapeDtypeStruct((z.shape[1],), jnp.float32),
+    )
+    call = jax.ffi.ffi_call("sparsegcn_pair_scores_grad", out, vmap_method="expand_dims")
+    dz, dr = call(z, pairs, relation, g, weighted=int(weighted), isa=ISAS.index(isa))
+    return dz, dr

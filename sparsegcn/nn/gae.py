@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from sparsegcn.backends import native
 from sparsegcn.nn.initializers import linear_params
 from sparsegcn.nn.model import Model
 
@@ -65,7 +66,8 @@ class LinkModel(NamedTuple):
       name, config: as :class:`~sparsegcn.nn.Model`.
       encode: ``encode(params, graph, x, *, key=None, training=False) ->
         (Z [N, D], kl [])``; ``kl`` is 0 for GAE.
-      decode: ``decode(params, z, pairs [P, 2]) -> logits [P]``.
+      decode: ``decode(params, z, pairs [P, 2], *, kernel="auto") -> logits [P]``
+        (``kernel``: as :func:`pair_scores`).
       decode_all: ``decode_all(params, z) -> logits [N, N]`` (``None`` for the
         ``hadamard`` decoder).
       variational: VGAE.
@@ -92,17 +94,104 @@ def init_decoder(name: str, key: jax.Array, dim: int) -> dict:
     return {"hidden": linear_params(k1, dim, dim), "out": linear_params(k2, dim, 1)}
 
 
-def decode_pairs(name: str, params: dict, z: jax.Array, pairs: jax.Array) -> jax.Array:
-    """Decoder ``name``'s logit of each pair: ``[P, 2]`` node ids -> ``[P]``."""
-    zu, zv = z[pairs[..., 0]], z[pairs[..., 1]]
+def _xla_pair_scores(z: jax.Array, pairs: jax.Array, relation: jax.Array) -> jax.Array:
+    return jnp.sum(z[pairs[:, 0]] * relation[None, :] * z[pairs[:, 1]], axis=-1)
+
+
+@jax.custom_vjp
+def _native_pair_scores(z: jax.Array, pairs: jax.Array, relation: jax.Array) -> jax.Array:
+    return native.pair_scores(z, pairs, relation)
+
+
+def _native_pair_scores_fwd(z, pairs, relation):
+    return native.pair_scores(z, pairs, relation), (z, pairs, relation)
+
+
+def _native_pair_scores_bwd(residuals, g):
+    z, pairs, relation = residuals
+    dz, dr = native.pair_scores_grad(z, pairs, relation, g)
+    return dz, None, dr
+
+
+_native_pair_scores.defvjp(_native_pair_scores_fwd, _native_pair_scores_bwd)
+
+
+@jax.custom_vjp
+def _native_inner_scores(z: jax.Array, pairs: jax.Array) -> jax.Array:
+    return native.pair_scores(z, pairs)
+
+
+def _native_inner_scores_fwd(z, pairs):
+    return native.pair_scores(z, pairs), (z, pairs)
+
+
+def _native_inner_scores_bwd(residuals, g):
+    z, pairs = residuals
+    return native.pair_scores_grad(z, pairs, None, g)[0], None
+
+
+_native_inner_scores.defvjp(_native_inner_scores_fwd, _native_inner_scores_bwd)
+
+
+def pair_scores(
+    z: jax.Array, pairs: jax.Array, relation: jax.Array | None = None, *, kernel: str = "auto"
+) -> jax.Array:
+    """:math:`s_p = \\sum_d z_{u_p d}\\, r_d\\, z_{v_p d}` for ``pairs`` ``[..., 2]`` -> ``[...]``.
+
+    The inner-product decoder (``relation`` None, :math:`r = 1`) and DistMult.
+    ``kernel``: ``"auto"`` runs the native CPU kernels
+    (:func:`sparsegcn.backends.native.pair_scores` and its gradient: two rows
+    of ``z`` read per pair, nothing written but the scores, or ``∂z``) for
+    float32 ``z`` and int32 ``pairs`` when the program is lowered for the CPU
+    and the library is built, XLA's gathers otherwise; ``"xla"`` always XLA's.
+    Both give the same values up to float summation order.
+    """
+    if kernel not in ("auto", "xla"):
+        raise ValueError(f"kernel must be 'auto' or 'xla', got {kernel!r}")
+    flat = pairs.reshape(-1, 2)
+    if relation is None:
+        relation = jnp.ones((z.shape[-1],), z.dtype)
+        native_relation = False
+    else:
+        native_relation = True
+    usable = (
+        kernel == "auto"
+        and z.dtype == jnp.float32
+        and flat.dtype == jnp.int32
+        and relation.dtype == jnp.float32
+        and native.ffi_available()
+    )
+    if not usable:
+        scores = _xla_pair_scores(z, flat, relation)
+    else:
+
+        def on_cpu(z, flat, relation):
+            if native_relation:
+                return _native_pair_scores(z, flat, relation)
+            # No relation: the kernel skips the multiply, and ∂r is not needed.
+            return _native_inner_scores(z, flat)
+
+        # Lowering keeps only the branch of the platform compiled for.
+        scores = jax.lax.platform_dependent(z, flat, relation, cpu=on_cpu, default=_xla_pair_scores)
+    return scores.reshape(pairs.shape[:-1])
+
+
+def decode_pairs(
+    name: str, params: dict, z: jax.Array, pairs: jax.Array, *, kernel: str = "auto"
+) -> jax.Array:
+    """Decoder ``name``'s logit of each pair: ``[..., 2]`` node ids -> ``[...]``.
+
+    ``kernel``: as :func:`pair_scores`, for ``inner`` and ``distmult``.
+    """
     if name == "inner":
-        return jnp.sum(zu * zv, axis=-1)
+        return pair_scores(z, pairs, kernel=kernel)
+    if name == "distmult":
+        return pair_scores(z, pairs, params["relation"], kernel=kernel)
+    zu, zv = z[pairs[..., 0]], z[pairs[..., 1]]
 
     def row(vector):  # broadcast a [D] vector against [..., D] explicitly
         return vector.reshape((1,) * (zu.ndim - 1) + vector.shape)
 
-    if name == "distmult":
-        return jnp.sum(zu * row(params["relation"]) * zv, axis=-1)
     h = jax.nn.relu((zu * zv) @ params["hidden"]["w"] + row(params["hidden"]["b"]))
     return (h @ params["out"]["w"] + row(params["out"]["b"]))[..., 0]
 
@@ -163,16 +252,31 @@ def full_reconstruction_loss(
     """
     n2 = logits.shape[0] * logits.shape[1]
     at = logits[positives[:, 0], positives[:, 1]]
-    total = jnp.sum(jax.nn.softplus(logits)) + jnp.sum(
-        pos_weight * jax.nn.softplus(-at) - jax.nn.softplus(at)
-    )
+    total = jnp.sum(softplus(logits)) + jnp.sum(pos_weight * softplus(-at) - softplus(at))
     return norm * total / n2
+
+
+@jax.custom_jvp
+def softplus(x: jax.Array) -> jax.Array:
+    """:math:`\\log(1 + e^x) = \\max(x, 0) + \\log(1 + e^{-|x|})`, elementwise,
+    with the derivative :math:`\\sigma(x)`.
+
+    ``jax.nn.softplus`` to float rounding (the same at ``±inf``), in fewer
+    XLA ops on CPU than ``logaddexp`` and its derivative rule.
+    """
+    return jnp.maximum(x, 0.0) + jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+
+@softplus.defjvp
+def _softplus_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return softplus(x), t * jax.nn.sigmoid(x)
 
 
 def sampled_reconstruction_loss(pos_logits: jax.Array, neg_logits: jax.Array) -> jax.Array:
     """PyG's ``GAE.recon_loss``: the mean cross-entropy of the positives plus
     that of the negatives, ``mean softplus(-s⁺) + mean softplus(s⁻)``."""
-    return jnp.mean(jax.nn.softplus(-pos_logits)) + jnp.mean(jax.nn.softplus(neg_logits))
+    return jnp.mean(softplus(-pos_logits)) + jnp.mean(softplus(neg_logits))
 
 
 def graph_autoencoder(
@@ -261,8 +365,8 @@ def graph_autoencoder(
     def embed(params, graph, x):
         return encode(params, graph, x)[0]
 
-    def decode(params, z, pairs):
-        return decode_pairs(decoder, params["decoder"], z, pairs)
+    def decode(params, z, pairs, *, kernel="auto"):
+        return decode_pairs(decoder, params["decoder"], z, pairs, kernel=kernel)
 
     def decode_all(params, z):
         return decode_dense(decoder, params["decoder"], z)
@@ -293,5 +397,7 @@ __all__ = [
     "graph_autoencoder",
     "init_decoder",
     "kl_divergence",
+    "pair_scores",
     "sampled_reconstruction_loss",
+    "softplus",
 ]

@@ -71,6 +71,7 @@ from sparsegcn.nn.gae import (
     LinkModel,
     full_reconstruction_loss,
     sampled_reconstruction_loss,
+    softplus,
 )
 from sparsegcn.sampling.links import (
     NEGATIVE_ROUNDS,
@@ -445,7 +446,9 @@ def link_loss(
         )
         # Row i holds positive i and its negative: one decoding pass over both.
         pairs = split_rows(jnp.stack([data.train, drawn], axis=1), mesh)
-        logits = model.decode(params, z, pairs)
+        # The native pair kernel has no rule for splitting over devices: with
+        # a mesh, XLA's gathers keep each device on its own rows.
+        logits = model.decode(params, z, pairs, kernel="auto" if mesh is None else "xla")
         loss = sampled_reconstruction_loss(logits[:, 0], logits[:, 1])
     return loss + kl / n
 
@@ -992,9 +995,10 @@ def sampled_link_loss(
 
     def share_loss(pairs, negatives, weights, index):
         keys = (jax.random.fold_in(tree_key, index), jax.random.fold_in(encode_key, index))
-        return _tree_loss(
-            model, params, data, pairs, negatives, weights, keys, fanouts, sampler, caps, shared
-        )
+        batch = (model, params, data, pairs, negatives, weights, keys, fanouts, sampler, caps)
+        # Sub-batches split over devices: XLA's gathers (the native pair
+        # kernel has no rule for splitting).
+        return _tree_loss(*batch, shared, kernel="xla")
 
     losses = jax.vmap(share_loss)(
         shares(pairs), shares(drawn), shares(weights), jnp.arange(d, dtype=jnp.int32)
@@ -1014,8 +1018,10 @@ def _tree_loss(
     sampler="tree",
     caps=None,
     shared_sources=False,
+    kernel="auto",
 ):
-    """:func:`sampled_link_loss` of given negatives; ``keys``: ``(tree, encode)``."""
+    """:func:`sampled_link_loss` of given negatives; ``keys``: ``(tree, encode)``;
+    ``kernel``: the pair decoder's (:func:`~sparsegcn.nn.gae.pair_scores`)."""
     from sparsegcn.sampling.dedup import sample_batch
 
     tree_key, encode_key = keys
@@ -1027,9 +1033,9 @@ def _tree_loss(
         sampler, data.indptr, data.indices, nodes, fanouts, key=tree_key, mask=mask, caps=caps
     )
     z, kl = model.encode(params, sample, data.features, key=encode_key, training=True)
-    pos = model.decode(params, z, local_pos)
-    neg = model.decode(params, z, local_neg)
-    loss = jnp.sum(weights * (jax.nn.softplus(-pos) + jax.nn.softplus(neg)))
+    pos = model.decode(params, z, local_pos, kernel=kernel)
+    neg = model.decode(params, z, local_neg, kernel=kernel)
+    loss = jnp.sum(weights * (softplus(-pos) + softplus(neg)))
     return loss + kl / n * jnp.sum(weights)
 
 
