@@ -9,7 +9,8 @@ the packed CSR product
 for float32 values and int32 offsets and columns, multi-threaded, gathering
 the rows of ``x`` with software prefetch and summing each output row in
 registers (an AVX2 + FMA build of the loop is chosen at load time on CPUs
-that have it). :func:`csr_spmm` calls it; :mod:`sparsegcn.backends.csr`
+that have it); the rows of an ``x`` larger than half the L2 cache are
+prefetched a few entries ahead. :func:`csr_spmm` calls it; :mod:`sparsegcn.backends.csr`
 picks it for the CPU when a program is lowered and keeps XLA's kernel on
 other platforms or when the library is missing.
 
@@ -55,6 +56,7 @@ class _Library(NamedTuple):
     isa: str  # the hot loop chosen at load: "avx2+fma" or "baseline"
     threads: int
     error: str | None
+    resident_bytes: int = 0  # the largest x read without prefetching its rows
 
 
 def library_path() -> Path | None:
@@ -88,13 +90,15 @@ def _load() -> _Library:
         library.SparsegcnCsrIsa.restype = ctypes.c_char_p
         isa = library.SparsegcnCsrIsa().decode()
         threads = int(library.SparsegcnCsrThreads())
+        library.SparsegcnCsrResidentBytes.restype = ctypes.c_int64
+        resident = int(library.SparsegcnCsrResidentBytes())
         jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(handler), platform="cpu")
         for target, symbol in PAIR_TARGETS.items():
             capsule = jax.ffi.pycapsule(getattr(library, symbol))
             jax.ffi.register_ffi_target(target, capsule, platform="cpu")
     except (OSError, AttributeError) as error:
         return _Library(path, "", 0, f"the native CSR kernel at {path} failed to load: {error}")
-    return _Library(path, isa, threads, None)
+    return _Library(path, isa, threads, None, resident)
 
 
 def ffi_available() -> bool:
@@ -108,13 +112,16 @@ def unavailable_reason() -> str | None:
 
 
 def kernel_info() -> dict:
-    """What the loaded kernel is: ``available``, ``path``, ``isa``, ``threads``, ``reason``."""
+    """What the loaded kernel is: ``available``, ``path``, ``isa``, ``threads``,
+    ``resident_bytes`` (the largest ``x`` whose rows the product reads without
+    prefetching them: half this CPU's L2 cache), ``reason``."""
     lib = _load()
     return {
         "available": lib.error is None,
         "path": None if lib.path is None else str(lib.path),
         "isa": lib.isa or None,
         "threads": lib.threads or None,
+        "resident_bytes": lib.resident_bytes or None,
         "reason": lib.error,
     }
 

@@ -126,6 +126,24 @@ def test_every_width_up_to_130_matches_scipy(isa):
 
 @needs_library
 @needs_cpu
+@pytest.mark.parametrize("isa", native.ISAS)
+def test_both_sides_of_the_prefetch_threshold_match_scipy(isa):
+    """An ``x`` that stays in the cache is read without prefetching its rows,
+    a larger one with: the same sums either way, including the widths whose
+    rows take a tail or a partial tile."""
+    resident = native.kernel_info()["resident_bytes"]
+    assert resident is not None and resident > 0
+    rng = np.random.default_rng(7)
+    for width in (16, 37, 64):
+        for rows in (max(resident // (4 * width) - 1, 1), resident // (4 * width) + 50):
+            a = random_csr(300, rows, min(0.05, 2000 / (300 * rows)), seed=rows + width)
+            x = rng.standard_normal((rows, width)).astype(np.float32)
+            y = native.csr_spmm(*csr_arrays(a), jnp.asarray(x), isa=isa)
+            np.testing.assert_allclose(y, a @ x.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+@needs_library
+@needs_cpu
 def test_rows_without_entries_and_a_matrix_without_entries():
     x = jnp.ones((4, 9), jnp.float32)
     empty = sp.csr_array(
