@@ -442,7 +442,12 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
     z = jax.jit(jax.vmap(embed, in_axes=(0, axis)))(params, data)
     scores = None
     if pairs is not None:
-        scores = jax.jit(jax.vmap(model.decode, in_axes=(0, 0, None)))(
+        # XLA's gathers, as the evaluation scores (the native pair kernels
+        # serve the full-batch training step).
+        def decode(p, z, pairs):
+            return model.decode(p, z, pairs, kernel="xla")
+
+        scores = jax.jit(jax.vmap(decode, in_axes=(0, 0, None)))(
             params, z, np.asarray(pairs, np.int32)
         )
         scores = np.asarray(scores)

@@ -182,3 +182,27 @@ def test_softplus_matches_float64_and_its_derivative_is_the_sigmoid():
     assert float(jax.grad(softplus)(0.0)) == 0.5
     edge = softplus(jnp.array([-np.inf, np.inf], jnp.float32))
     np.testing.assert_array_equal(edge, [0.0, np.inf])
+
+
+@needs_library
+def test_the_full_batch_link_step_scores_on_the_kernels_and_the_evaluation_does_not():
+    """Where the trainers use the kernels: the full-batch step's loss and
+    gradient (one device); the evaluation keeps XLA's gathers."""
+    from link_graphs import communities, data_of
+
+    from sparsegcn.nn.registry import create_model
+    from sparsegcn.train.links import link_loss, score_set
+
+    graph, x = communities(n=24, seed=2)
+    data = data_of(graph, x, 0)
+    model = create_model("gae", 4, 4, hidden=8, layers=2, dropout=0.0, recon="sampled")
+    params = model.init(jax.random.key(0))
+
+    def loss(p):
+        return link_loss(model, p, data, jax.random.key(1), 3)
+
+    step = jax.jit(jax.grad(loss)).lower(params).compile().as_text()
+    assert "sparsegcn_pair_scores" in step and "sparsegcn_pair_scores_grad" in step
+    z = model.embed(params, data.graph, data.features)
+    scoring = jax.jit(lambda z: score_set(model, params, z, data.test)).lower(z)
+    assert "sparsegcn_pair_scores" not in scoring.compile().as_text()
