@@ -22,6 +22,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -98,39 +99,24 @@ def _xla_pair_scores(z: jax.Array, pairs: jax.Array, relation: jax.Array) -> jax
     return jnp.sum(z[pairs[:, 0]] * relation[None, :] * z[pairs[:, 1]], axis=-1)
 
 
-@jax.custom_vjp
-def _native_pair_scores(z: jax.Array, pairs: jax.Array, relation: jax.Array) -> jax.Array:
-    return native.pair_scores(z, pairs, relation)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _native_pair_scores(weighted: bool, z, pairs, relation) -> jax.Array:
+    """The native kernels; unweighted (the inner product) they skip ``relation``
+    and its gradient is zeros."""
+    return native.pair_scores(z, pairs, relation if weighted else None)
 
 
-def _native_pair_scores_fwd(z, pairs, relation):
-    return native.pair_scores(z, pairs, relation), (z, pairs, relation)
+def _native_pair_scores_fwd(weighted, z, pairs, relation):
+    return _native_pair_scores(weighted, z, pairs, relation), (z, pairs, relation)
 
 
-def _native_pair_scores_bwd(residuals, g):
+def _native_pair_scores_bwd(weighted, residuals, g):
     z, pairs, relation = residuals
-    dz, dr = native.pair_scores_grad(z, pairs, relation, g)
+    dz, dr = native.pair_scores_grad(z, pairs, relation if weighted else None, g)
     return dz, None, dr
 
 
 _native_pair_scores.defvjp(_native_pair_scores_fwd, _native_pair_scores_bwd)
-
-
-@jax.custom_vjp
-def _native_inner_scores(z: jax.Array, pairs: jax.Array) -> jax.Array:
-    return native.pair_scores(z, pairs)
-
-
-def _native_inner_scores_fwd(z, pairs):
-    return native.pair_scores(z, pairs), (z, pairs)
-
-
-def _native_inner_scores_bwd(residuals, g):
-    z, pairs = residuals
-    return native.pair_scores_grad(z, pairs, None, g)[0], None
-
-
-_native_inner_scores.defvjp(_native_inner_scores_fwd, _native_inner_scores_bwd)
 
 
 def pair_scores(
@@ -149,11 +135,9 @@ def pair_scores(
     if kernel not in ("auto", "xla"):
         raise ValueError(f"kernel must be 'auto' or 'xla', got {kernel!r}")
     flat = pairs.reshape(-1, 2)
+    weighted = relation is not None
     if relation is None:
         relation = jnp.ones((z.shape[-1],), z.dtype)
-        native_relation = False
-    else:
-        native_relation = True
     usable = (
         kernel == "auto"
         and z.dtype == jnp.float32
@@ -164,14 +148,8 @@ def pair_scores(
     if not usable:
         scores = _xla_pair_scores(z, flat, relation)
     else:
-
-        def on_cpu(z, flat, relation):
-            if native_relation:
-                return _native_pair_scores(z, flat, relation)
-            # No relation: the kernel skips the multiply, and ∂r is not needed.
-            return _native_inner_scores(z, flat)
-
         # Lowering keeps only the branch of the platform compiled for.
+        on_cpu = functools.partial(_native_pair_scores, weighted)
         scores = jax.lax.platform_dependent(z, flat, relation, cpu=on_cpu, default=_xla_pair_scores)
     return scores.reshape(pairs.shape[:-1])
 
