@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import json
+import os
 import pickle
 
 import jax
@@ -16,6 +19,7 @@ from sparsegcn.datasets.download import sha256_file
 from sparsegcn.datasets.planetoid import PARTS
 from sparsegcn.ops.ordering import ORDER_LIBRARIES
 from sparsegcn.train import NodeData, index_mask
+from sparsegcn.train.checkpoint import LOCK_NAME
 
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
@@ -141,3 +145,18 @@ def toy_ondisk(folder, *, n=12, f=3, split=None, features=None, shift=1):
     }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
+
+
+@contextlib.contextmanager
+def folder_locked_by(folder, pid: int | None):
+    """Holds ``folder``'s checkpoint lock as another process would, made if missing;
+    the lock file says ``pid`` (``None``: nothing yet). Yields the lock's fd."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if pid is not None:
+            os.write(fd, f"{pid}\n".encode())
+        yield fd
+    finally:
+        os.close(fd)

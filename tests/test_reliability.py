@@ -9,7 +9,6 @@ whose tests skip without the shared data.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import math
 import os
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import write_mini
+from helpers import folder_locked_by, write_mini
 
 from sparsegcn.cli import main
 from sparsegcn.cli import train as train_cli
@@ -162,18 +161,12 @@ def _tiny_state():
 
 def test_a_locked_folder_is_refused_naming_the_holder(tmp_path, capsys):
     folder = tmp_path / "ck"
-    folder.mkdir()
-    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.write(fd, b"424242\n")
+    with folder_locked_by(folder, 424242):
         with pytest.raises(CheckpointLockedError, match="in use by process 424242") as info:
             CheckpointHook(folder, seeds=[0])
         assert info.value.pid == 424242
         assert main(["train", *FAST, "--checkpoint", str(folder)]) == 2
         assert "in use by process 424242" in error_line(capsys)
-    finally:
-        os.close(fd)
     hook = CheckpointHook(folder, seeds=[0])  # free again
     assert (folder / LOCK_NAME).read_text().strip() == str(os.getpid())
     hook.close()
@@ -183,17 +176,12 @@ def test_a_holder_that_has_not_yet_written_its_pid_is_still_named(tmp_path):
     # The holder truncates then writes its pid (on acquiring, and on each
     # pending-list rewrite): a refused run reading in between waits for it.
     folder = tmp_path / "ck"
-    folder.mkdir()
-    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with folder_locked_by(folder, None) as fd:
         timer = threading.Timer(0.1, lambda: os.write(fd, b"424243\n"))
         timer.start()
         with pytest.raises(CheckpointLockedError, match="in use by process 424243"):
             CheckpointHook(folder, seeds=[0])
         timer.join()
-    finally:
-        os.close(fd)
 
 
 def test_concurrent_runs_one_writes_the_other_is_refused(tmp_path):

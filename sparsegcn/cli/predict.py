@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     if is_link_model(args.checkpoint):
         return run_link(args)
     if args.pairs is not None:
+        if not os.path.exists(args.checkpoint):
+            raise ValueError(f"--checkpoint {args.checkpoint!r} does not exist")
         raise ValueError(
             f"--pairs scores node pairs with a link model; {args.checkpoint!r} is a node "
             "or graph classification checkpoint"
@@ -219,13 +221,18 @@ def _run_task_predict(args: argparse.Namespace, predict) -> int:
 def run_link(args: argparse.Namespace) -> int:
     """``predict`` of a link model: pair scores and embeddings, all outputs or none."""
     from sparsegcn.files import load_npy
-    from sparsegcn.tasks.link import predict_links
+    from sparsegcn.tasks.link import link_model_inputs, predict_links
 
     if args.pairs is None:
         raise ValueError(f"{args.checkpoint!r} holds a link model: pass --pairs PATH ([P, 2] .npy)")
     if args.dataset is not None:
         raise ValueError("--dataset: a link model predicts on the dataset it was trained on")
     _check_npy_path("--pairs", args.pairs)
+    # No output may replace what this run reads: the pairs, the model, the dataset.
+    inputs = [("--pairs", args.pairs), *link_model_inputs(args.checkpoint, root=args.root)]
+    check_not_inputs(
+        {"--out": args.out, "--embeddings": args.embeddings, "--json": args.json}, inputs
+    )
     pairs = load_npy(args.pairs)
     result = predict_links(args.checkpoint, pairs, root=args.root)
     scores, embeddings = result["scores"].astype(np.float32), result["embeddings"]

@@ -13,6 +13,7 @@ from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import APPLIES, Experiment, without_inapplicable
 from sparsegcn.nn import Model
 from sparsegcn.plots import plot_curves
+from sparsegcn.tasks import task_for
 from sparsegcn.train import FitResult, NodeData, init_state, make_optimizer, predict
 from sparsegcn.train.checkpoint import (
     Checkpoint,
@@ -136,13 +137,21 @@ class Lifecycle:
         The checkpoint resumed from must be a readable manifest, and the
         checkpoint folder must not be locked by another process nor hold
         another run's checkpoints (a resumed run owns its own; ``--overwrite``
-        allows the rest). :meth:`start` checks again when it takes the folder.
+        allows the rest), nor files of the other kind than the task keeps
+        there (the task's ``saves``). :meth:`start` (a link
+        run: ``sparsegcn.tasks.link.claim_link_folder``) checks again
+        when it takes the folder.
         """
         run_ids: tuple[str | None, ...] = ()
         if exp.resume:
             run_ids = (read_manifest(exp.resume).get("run_id"),)
         if exp.checkpoint:
-            check_checkpoint_folder(exp.checkpoint, run_ids=run_ids, overwrite=exp.overwrite)
+            check_checkpoint_folder(
+                exp.checkpoint,
+                run_ids=run_ids,
+                overwrite=exp.overwrite,
+                kind=task_for(exp.dataset, exp.task).saves,
+            )
 
     @classmethod
     def start(cls, exp: Experiment, dataset: Dataset, model: Model) -> Lifecycle:

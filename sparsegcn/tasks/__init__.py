@@ -137,6 +137,10 @@ class Task:
         asked by name (``--task link`` on a node dataset such as ``cora``).
       private_models: its ``models`` train under this task only; another
         task refuses them.
+      saves: what its runs keep in a ``--checkpoint`` folder, one of
+        :data:`sparsegcn.train.checkpoint.FOLDER_KINDS`: ``"checkpoints"``
+        (every few epochs, resumable) or ``"link-model"`` (the final params,
+        once). A folder holds one kind.
     """
 
     description: str
@@ -156,6 +160,7 @@ class Task:
     objective: Any = None
     borrows: tuple[str, ...] = ()
     private_models: bool = False
+    saves: str = "checkpoints"
 
     def owns(self, dataset: str) -> bool:
         """Whether ``dataset`` names one of this task's datasets: by its name's
@@ -291,6 +296,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             info="sparsegcn.tasks.link:describe_link_dataset",
             borrows=("node",),
             private_models=True,
+            saves="link-model",
         ),
     }
 )

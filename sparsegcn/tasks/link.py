@@ -29,6 +29,7 @@ import jax
 import numpy as np
 
 from sparsegcn.features import as_features, normalize
+from sparsegcn.train.checkpoint import LINK_MODEL_FILES, FolderLock, check_checkpoint_folder
 
 # Experiment settings the link trainer does not read, with the values that mean "unset".
 _UNSUPPORTED = {
@@ -46,11 +47,6 @@ _UNSUPPORTED = {
 }
 
 OGB_LINK_PREFIX = "ogbl-"
-
-LINK_MODEL_FILES = ("link-model.json", "link-model.npz")
-"""What ``--checkpoint DIR`` of a link run writes there, once, at the end: the
-run's settings and seeds, and every seed's final params (``arr_<i>`` arrays,
-``[K, ...]``, in the model's flattening order)."""
 
 
 def check_link_experiment(exp) -> None:
@@ -83,11 +79,8 @@ def check_link_experiment(exp) -> None:
             f"--negatives {options['negatives']} chooses the negatives of --recon sampled; "
             "--recon full scores every pair and draws none"
         )
-    if exp.checkpoint and is_link_model(exp.checkpoint) and not exp.overwrite:
-        raise ValueError(
-            f"--checkpoint {exp.checkpoint!r} already holds a link model; pass --overwrite to "
-            "replace it, or choose another folder"
-        )
+    if exp.checkpoint:
+        check_checkpoint_folder(exp.checkpoint, overwrite=exp.overwrite, kind="link-model")
     if exp.use_valid_edges and not _owns(exp.dataset):
         raise ValueError(
             f"--use-valid-edges adds the official validation edges to the message-passing graph; "
@@ -378,11 +371,75 @@ def save_link_model(folder, exp, result) -> str:
     return str(folder)
 
 
+def claim_link_folder(exp) -> FolderLock | None:
+    """Takes ``exp.checkpoint``'s lock for this run, or ``None`` without a folder.
+
+    A link run's folder belongs to it from before its data is read until
+    its model is written: the lock (:class:`~sparsegcn.train.checkpoint.FolderLock`,
+    the checkpoints' own) refuses a second run on the folder, and the folder
+    is checked again under it (:func:`~sparsegcn.train.checkpoint.check_checkpoint_folder`
+    with ``kind="link-model"``), so no model another run saved meanwhile
+    is replaced without ``--overwrite``. Release it with ``release()``.
+
+    Raises:
+      CheckpointLockedError: another process holds the folder.
+      CheckpointError: the folder holds checkpoints of a node or graph run,
+        or a link model and ``exp.overwrite`` is false.
+    """
+    if not exp.checkpoint:
+        return None
+    check_checkpoint_folder(exp.checkpoint, overwrite=exp.overwrite, kind="link-model")
+    lock = FolderLock(exp.checkpoint).acquire()
+    try:
+        check_checkpoint_folder(exp.checkpoint, overwrite=exp.overwrite, kind="link-model")
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
 def is_link_model(folder) -> bool:
     """Whether ``folder`` holds a link run's :data:`LINK_MODEL_FILES`."""
     from pathlib import Path
 
     return Path(folder).is_dir() and (Path(folder) / LINK_MODEL_FILES[0]).is_file()
+
+
+def _saved_link_run(folder, root: str | None):
+    """``(meta, exp)``: a saved link model's settings and the experiment that trained it."""
+    from pathlib import Path
+
+    from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
+    from sparsegcn.files import read_json
+
+    meta_file = LINK_MODEL_FILES[0]
+    meta = read_json(Path(folder) / meta_file, what="the link model's settings")
+    if not isinstance(meta, dict) or meta.get("format") != "sparsegcn-link-model":
+        raise ValueError(f"{folder} holds no sparsegcn link model ({meta_file})")
+    config = {**meta["config"], "checkpoint": None}  # predicting writes no model
+    exp = experiment_from_checkpoint(
+        {"metadata": {"config": config}, "path": str(folder)}, root=root
+    )
+    return meta, exp
+
+
+def link_model_inputs(folder, *, root: str | None = None) -> list[tuple[str, object]]:
+    """``(description, path)`` of what predicting from a saved link model reads,
+    for :func:`~sparsegcn.files.check_not_inputs`: its two files and the
+    dataset's file or folder (``root`` as :func:`predict_links` takes it).
+
+    Raises:
+      ValueError: ``folder`` holds no readable link model.
+    """
+    from pathlib import Path
+
+    from sparsegcn.datasets import data_location
+
+    _, exp = _saved_link_run(folder, root)
+    inputs: list[tuple[str, object]] = [
+        ("the link model's file", Path(folder) / name) for name in LINK_MODEL_FILES
+    ]
+    return [*inputs, ("the dataset", data_location(exp.dataset, exp.root))]
 
 
 def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool = False) -> dict:
@@ -407,25 +464,16 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
     """
     from pathlib import Path
 
-    from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
-    from sparsegcn.files import read_json
-
-    meta_file, params_file = LINK_MODEL_FILES
-    meta = read_json(Path(folder) / meta_file, what="the link model's settings")
-    if not isinstance(meta, dict) or meta.get("format") != "sparsegcn-link-model":
-        raise ValueError(f"{folder} holds no sparsegcn link model ({meta_file})")
-    config = {**meta["config"], "checkpoint": None}  # predicting writes no model
-    exp = experiment_from_checkpoint(
-        {"metadata": {"config": config}, "path": str(folder)}, root=root
-    )
-    info, data, model, _ = prepare_links(exp, progress=progress)
-    n = info["num_nodes"]
     if pairs is not None:
         pairs = np.asarray(pairs)
         if pairs.ndim != 2 or pairs.shape[1] != 2 or not np.issubdtype(pairs.dtype, np.integer):
             raise ValueError(f"pairs must be an int array [P, 2], got {pairs.dtype} {pairs.shape}")
-        if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
-            raise ValueError(f"pairs hold node ids outside [0, {n}): {pairs.min()}..{pairs.max()}")
+    meta, exp = _saved_link_run(folder, root)
+    info, data, model, _ = prepare_links(exp, progress=progress)
+    n = info["num_nodes"]
+    params_file = LINK_MODEL_FILES[1]
+    if pairs is not None and pairs.size and (pairs.min() < 0 or pairs.max() >= n):
+        raise ValueError(f"pairs hold node ids outside [0, {n}): {pairs.min()}..{pairs.max()}")
     with np.load(Path(folder) / params_file, allow_pickle=False) as stored:
         leaves = [stored[f"arr_{i}"] for i in range(int(meta["leaves"]))]
     structure = jax.tree_util.tree_structure(model.init(jax.random.key(0)))
@@ -493,16 +541,31 @@ def run_link_experiment(exp, *, progress: bool = False) -> dict:
     (:func:`sparsegcn.parallel.initialize`); a device count (``exp.devices``)
     this process lacks is refused next, before any data is read. Each step
     is then split over the devices of every process, and only process 0
-    writes ``--checkpoint``'s model files.
+    writes ``--checkpoint``'s model files; it holds that folder
+    (:func:`claim_link_folder`) from before the data is read until they are
+    written.
     """
     from sparsegcn.parallel import initialize
-    from sparsegcn.train.links import fit_links, link_mesh
+    from sparsegcn.train.links import link_mesh
 
     start = time.perf_counter()
     if exp.coordinator is not None:
         initialize(exp.coordinator, exp.num_processes, exp.process_id)
     mesh = link_mesh(exp.devices)
     devices = 1 if mesh is None else mesh
+    # Only process 0 writes the model, so only it claims the folder.
+    lock = claim_link_folder(exp) if jax.process_index() == 0 else None
+    try:
+        report = _run_links(exp, devices, start, progress=progress)
+    finally:
+        if lock is not None:
+            lock.release()
+    return report
+
+
+def _run_links(exp, devices, start: float, *, progress: bool) -> dict:
+    from sparsegcn.train.links import fit_links
+
     info, data, model, config, sampled = _prepare_links(exp, progress=progress)
     if sampled is None:
         result = fit_links(
@@ -544,9 +607,11 @@ __all__ = [
     "LINK_MODEL_FILES",
     "check_link_experiment",
     "check_sampled_links",
+    "claim_link_folder",
     "describe_link_dataset",
     "is_link_model",
     "link_feature_normalization",
+    "link_model_inputs",
     "ogb_link_metric",
     "predict_links",
     "prepare_links",

@@ -19,7 +19,8 @@ A folder belongs to one run. Each manifest records its writer's ``run_id``
 (a random hex string a :class:`CheckpointHook` makes, or continues when
 resuming); pruning touches only the writer's own checkpoints, and a hook
 refuses a folder that holds another run's checkpoints unless told to
-``overwrite`` them (it then deletes them first). Nothing else is ever
+``overwrite`` them (it then deletes them first), and refuses a folder holding
+a link run's model (:data:`LINK_MODEL_FILES`) in any case. Nothing else is ever
 deleted: pruning removes manifests and the arrays files they list (or that
 the lock file records as being written, after a ``kill -9``), never a file
 that merely has a checkpoint's name. A writer holds an
@@ -86,6 +87,16 @@ _ARRAYS = re.compile(r"^ckpt-(\d{6,})-[0-9a-f]{12}\.npz$")
 _TEMP = re.compile(r"^\.ckpt-\d{6,}(?:-[0-9a-f]{12}\.npz|\.json)\.[a-z0-9_]{8}\.tmp$")
 LOCK_NAME = ".lock"
 _PENDING = "arrays "
+
+LINK_MODEL_FILES = ("link-model.json", "link-model.npz")
+"""What a link run's ``--checkpoint`` folder holds
+(``sparsegcn.tasks.link.save_link_model``), written once, at the end: the
+run's settings and seeds, and every seed's final params."""
+
+FOLDER_KINDS = ("checkpoints", "link-model")
+"""What a run keeps in its ``--checkpoint`` folder: this module's checkpoints
+(node and graph runs), or a link model (:data:`LINK_MODEL_FILES`). A folder
+holds one kind: each refuses a folder holding the other, ``--overwrite`` or not."""
 
 
 class CheckpointError(ValueError):
@@ -307,15 +318,32 @@ def foreign_checkpoints(directory: str | os.PathLike, run_ids) -> list[Path]:
 
 
 def check_checkpoint_folder(
-    directory: str | os.PathLike, *, run_ids=(), overwrite: bool = False
+    directory: str | os.PathLike,
+    *,
+    run_ids=(),
+    overwrite: bool = False,
+    kind: str = "checkpoints",
 ) -> None:
     """Refuses a checkpoint folder a new writer may not use, without touching it.
 
+    Args:
+      directory: the folder (it need not exist).
+      run_ids: the runs whose checkpoints the writer may write beside
+        (a resumed run's).
+      overwrite: whether the writer may replace another run's files of
+        its own kind (``--overwrite``).
+      kind: what the writer keeps there, one of :data:`FOLDER_KINDS`.
+
     Raises:
       CheckpointLockedError: another process holds the folder's lock.
-      CheckpointError: the folder holds checkpoints of runs other than
-        ``run_ids`` and ``overwrite`` is false; or it is not a folder.
+      CheckpointError: the folder holds files of the other kind (whatever
+        ``overwrite`` says: neither kind deletes the other's); or
+        checkpoints of runs other than ``run_ids`` (a link model, for
+        ``"link-model"``) and ``overwrite`` is false; or it is not a folder.
+      ValueError: an unknown ``kind``.
     """
+    if kind not in FOLDER_KINDS:
+        raise ValueError(f"kind must be one of {FOLDER_KINDS}, got {kind!r}")
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise CheckpointError(f"checkpoint folder {directory} exists and is not a folder")
@@ -335,6 +363,28 @@ def check_checkpoint_folder(
                 raise
             finally:
                 os.close(fd)
+    link_files = [name for name in LINK_MODEL_FILES if (directory / name).exists()]
+    if kind == "link-model":
+        found = list_checkpoints(directory)
+        if found:
+            raise CheckpointError(
+                f"checkpoint folder {directory} holds {len(found)} checkpoint(s) of a node or "
+                f"graph run (newest {found[-1].name}); a link model never shares their folder, "
+                f"and --overwrite does not remove them: choose another --checkpoint folder"
+            )
+        if link_files and not overwrite:
+            raise CheckpointError(
+                f"checkpoint folder {directory} already holds a link model "
+                f"({', '.join(link_files)}); pass --overwrite to replace it, or choose "
+                f"another --checkpoint folder"
+            )
+        return
+    if link_files:
+        raise CheckpointError(
+            f"checkpoint folder {directory} holds a link run's model ({', '.join(link_files)}); "
+            f"checkpoints never share its folder, and --overwrite does not remove it: choose "
+            f"another --checkpoint folder"
+        )
     foreign = foreign_checkpoints(directory, run_ids)
     strangers = [path for path in foreign if _arrays_of(path) is None]
     if strangers and overwrite:
@@ -1101,8 +1151,10 @@ def fingerprint_expectation(manifest: Mapping, fingerprint: Mapping) -> dict:
 
 
 __all__ = [
+    "FOLDER_KINDS",
     "FORMAT",
     "FORMAT_VERSION",
+    "LINK_MODEL_FILES",
     "Checkpoint",
     "CheckpointError",
     "CheckpointHook",

@@ -9,6 +9,7 @@ import types
 
 import numpy as np
 import pytest
+from helpers import folder_locked_by
 
 from sparsegcn.cli import main
 from sparsegcn.metrics import hits_at_k, mrr
@@ -151,10 +152,79 @@ def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path
     np.testing.assert_allclose(s[1], (z[1][pairs[:, 0]] * z[1][pairs[:, 1]]).sum(1), rtol=1e-4)
     labels = np.r_[np.ones(len(split["test"])), np.zeros(len(split["test_neg"]))]
     assert np.isclose(roc_auc_score(labels, s[1]), report["test_auc"][1], atol=1e-4)
+    # No output may replace an input: the pairs, the model's files, the dataset.
+    before = (tmp_path / "pairs.npy").read_bytes(), (folder / "link-model.json").read_bytes()
+    assert main([*predict, "--out", str(tmp_path / "pairs.npy")]) == 2
+    assert "would overwrite --pairs" in one_error(capsys)
+    assert main([*predict, "--out", str(scores), "--json", str(folder / "link-model.json")]) == 2
+    assert "would overwrite the link model's file" in one_error(capsys)
+    after = (tmp_path / "pairs.npy").read_bytes(), (folder / "link-model.json").read_bytes()
+    assert after == before
     np.save(tmp_path / "bad.npy", np.array([[0, 9999]]))
     bad = ["predict", "--checkpoint", str(folder), "--pairs", str(tmp_path / "bad.npy")]
     assert main([*bad, "--out", str(tmp_path / "x.npy")]) == 2
     assert "outside [0, 2708)" in one_error(capsys)
+
+
+LINK_RUN = ["train", "--dataset", "synthetic:tiny", "--task", "link", "--model", "gae"]
+NODE_RUN = ["train", "--dataset", "synthetic:tiny", "--epochs", "2", "--no-progress"]
+
+
+def test_a_link_models_folder_is_its_runs_alone(tmp_path, capsys):
+    """A link run's ``--checkpoint`` folder: locked while a run holds it, never
+    shared with node or graph checkpoints (``--overwrite`` or not), and checked
+    again once locked. Every refusal comes before any data is read."""
+    import fcntl
+    import os
+
+    from sparsegcn.experiment.config import Experiment
+    from sparsegcn.tasks.link import claim_link_folder
+    from sparsegcn.train.checkpoint import LOCK_NAME, CheckpointError
+
+    root = ["--root", str(tmp_path / "data"), "--epochs", "2", "--no-progress"]
+    folder = tmp_path / "model"
+    with folder_locked_by(folder, 424242):
+        assert main([*LINK_RUN, *root, "--checkpoint", str(folder)]) == 2
+        assert "in use by process 424242" in one_error(capsys)
+    # The run holds the lock from its claim until it releases it.
+    exp = Experiment(dataset="synthetic:tiny", task="link", model="gae", checkpoint=str(folder))
+    lock = claim_link_folder(exp)
+    probe = os.open(folder / LOCK_NAME, os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.release()
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again
+    finally:
+        os.close(probe)
+    # A model saved by another run meanwhile is not replaced without --overwrite.
+    (folder / "link-model.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="already holds a link model"):
+        claim_link_folder(exp)
+    # Node and graph checkpoints never share a link model's folder, and back.
+    assert not list(tmp_path.glob("data/*"))
+    assert (
+        main(
+            [
+                *NODE_RUN,
+                "--root",
+                str(tmp_path / "data"),
+                "--checkpoint",
+                str(folder),
+                "--overwrite",
+            ]
+        )
+        == 2
+    )
+    assert "holds a link run's model (link-model.json)" in one_error(capsys)
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    (nodes / "ckpt-000002.json").write_text("{}")
+    assert main([*LINK_RUN, *root, "--checkpoint", str(nodes), "--overwrite"]) == 2
+    assert "holds 1 checkpoint(s) of a node or graph run" in one_error(capsys)
+    assert (folder / "link-model.json").read_text() == "{}"
+    assert (nodes / "ckpt-000002.json").read_text() == "{}"
+    assert not (tmp_path / "data").exists()  # nothing was read or downloaded
 
 
 def _csv(path, rows) -> None:
