@@ -860,6 +860,8 @@ def read_json(path: str | os.PathLike, *, what: str | None = None):
         deep = _nested_deeper(value, MAX_JSON_DEPTH)
     except RecursionError:
         deep = True
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
     if deep:
         raise ValueError(f"{path}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
     return value

@@ -22,8 +22,12 @@ process lacks is refused before any data is read.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.util
+import io
 import time
+import zipfile
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -347,28 +351,90 @@ def save_link_model(folder, exp, result) -> str:
     Returns:
       the folder's path.
     """
-    from pathlib import Path
-
     from sparsegcn.files import json_writer, write_all_atomic
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     leaves = jax.tree_util.tree_leaves(result.params)
-    arrays = [np.asarray(leaf) for leaf in leaves]
+    buffer = io.BytesIO()
+    np.savez(buffer, *[np.asarray(leaf) for leaf in leaves])
+    blob = buffer.getvalue()
     meta = {
         "format": "sparsegcn-link-model",
         "config": dataclasses.asdict(exp),
         "seeds": list(result.seeds),
         "leaves": len(leaves),
+        "params_bytes": len(blob),
+        "params_sha256": hashlib.sha256(blob).hexdigest(),
     }
     meta_file, params_file = LINK_MODEL_FILES
     write_all_atomic(
-        {
-            folder / meta_file: json_writer(meta),
-            folder / params_file: lambda f: np.savez(f, *arrays),
-        }
+        {folder / meta_file: json_writer(meta), folder / params_file: lambda f: f.write(blob)}
     )
     return str(folder)
+
+
+def read_link_params(folder, meta: dict, template) -> dict:
+    """A saved link model's params, checked against the model they are for.
+
+    Args:
+      folder: the model's folder (:func:`save_link_model`).
+      meta: its settings, as read from ``link-model.json``.
+      template: one seed's params (``model.init(key)``), for the tree, the
+        shapes and the dtypes.
+
+    Returns:
+      every seed's params: ``template``'s tree, each leaf ``[K, ...]``.
+
+    Raises:
+      ValueError: naming the file and what is wrong: a truncated or corrupt
+        arrays file (its sha256 differs from the one ``meta`` records, or
+        it is no ``.npz``), arrays that are not the ones ``meta`` lists, or
+        a leaf whose shape or dtype is not the model's.
+    """
+    from sparsegcn.files import open_regular
+
+    meta_file, params_file = LINK_MODEL_FILES
+    path = Path(folder) / params_file
+    count, seeds = meta.get("leaves"), meta.get("seeds")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"{Path(folder) / meta_file}: 'leaves' must be an int >= 1, got {count!r}")
+    if not isinstance(seeds, list) or not seeds:
+        raise ValueError(f"{Path(folder) / meta_file}: 'seeds' must be a non-empty list")
+    with open_regular(path, what="the link model's params") as f:
+        blob = f.read()
+    digest = meta.get("params_sha256")
+    if digest is not None and hashlib.sha256(blob).hexdigest() != digest:
+        raise ValueError(
+            f"{path} is truncated or corrupt: {len(blob)} bytes whose sha256 is not the one "
+            f"{meta_file} records (saved: {meta.get('params_bytes')} bytes)"
+        )
+    names = [f"arr_{i}" for i in range(count)]
+    try:
+        with np.load(io.BytesIO(blob), allow_pickle=False) as stored:
+            held = sorted(getattr(stored, "files", []))
+            leaves = [stored[name] for name in names] if held == sorted(names) else None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path} is not a readable .npz of params ({err})") from None
+    if leaves is None:
+        raise ValueError(
+            f"{path} holds {len(held)} array(s), but {meta_file} lists {count}: the two files "
+            f"are not from one save"
+        )
+    expected = jax.tree_util.tree_leaves_with_path(template)
+    if len(expected) != count:
+        raise ValueError(
+            f"{path} holds {count} array(s), but the model {meta_file} describes has "
+            f"{len(expected)} params"
+        )
+    for (where, want), leaf in zip(expected, leaves, strict=True):
+        shape = (len(seeds), *want.shape)
+        if leaf.shape != shape or leaf.dtype != want.dtype:
+            raise ValueError(
+                f"{path}: param {jax.tree_util.keystr(where)} is {leaf.dtype} {list(leaf.shape)}, "
+                f"but the model {meta_file} describes has {want.dtype} {list(shape)}"
+            )
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), leaves)
 
 
 def claim_link_folder(exp) -> FolderLock | None:
@@ -400,15 +466,11 @@ def claim_link_folder(exp) -> FolderLock | None:
 
 def is_link_model(folder) -> bool:
     """Whether ``folder`` holds a link run's :data:`LINK_MODEL_FILES`."""
-    from pathlib import Path
-
     return Path(folder).is_dir() and (Path(folder) / LINK_MODEL_FILES[0]).is_file()
 
 
 def _saved_link_run(folder, root: str | None):
     """``(meta, exp)``: a saved link model's settings and the experiment that trained it."""
-    from pathlib import Path
-
     from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
     from sparsegcn.files import read_json
 
@@ -431,8 +493,6 @@ def link_model_inputs(folder, *, root: str | None = None) -> list[tuple[str, obj
     Raises:
       ValueError: ``folder`` holds no readable link model.
     """
-    from pathlib import Path
-
     from sparsegcn.datasets import data_location
 
     _, exp = _saved_link_run(folder, root)
@@ -462,7 +522,6 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
       ValueError: pairs that are not ``[P, 2]`` node ids in ``[0, N)``, or
         a folder whose files do not match.
     """
-    from pathlib import Path
 
     if pairs is not None:
         pairs = np.asarray(pairs)
@@ -471,13 +530,9 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
     meta, exp = _saved_link_run(folder, root)
     info, data, model, _ = prepare_links(exp, progress=progress)
     n = info["num_nodes"]
-    params_file = LINK_MODEL_FILES[1]
     if pairs is not None and pairs.size and (pairs.min() < 0 or pairs.max() >= n):
         raise ValueError(f"pairs hold node ids outside [0, {n}): {pairs.min()}..{pairs.max()}")
-    with np.load(Path(folder) / params_file, allow_pickle=False) as stored:
-        leaves = [stored[f"arr_{i}"] for i in range(int(meta["leaves"]))]
-    structure = jax.tree_util.tree_structure(model.init(jax.random.key(0)))
-    params = jax.tree_util.tree_unflatten(structure, leaves)
+    params = read_link_params(folder, meta, model.init(jax.random.key(0)))
     axis = None
     if not _owns(exp.dataset):
         from sparsegcn.train.links import per_seed_axes
@@ -615,6 +670,7 @@ __all__ = [
     "ogb_link_metric",
     "predict_links",
     "prepare_links",
+    "read_link_params",
     "run_link_experiment",
     "save_link_model",
     "summarize_links",

@@ -408,3 +408,40 @@ def test_a_sampled_link_run_on_two_devices_reports_them(tmp_path):
     assert report["sampled"] is True and report["config"]["devices"] == 2
     assert (report["devices"], report["parallelism"]) == (2, "link-pairs")
     assert np.isfinite(report["loss_curve"]).all()
+
+
+def test_a_saved_link_models_params_are_checked_before_use(tmp_path):
+    """``read_link_params``: the params round-trip bitwise; a truncated file, arrays
+    that are not the ones the settings list, and a leaf of another shape are each
+    refused naming the file (a file saved without its sha256 still by its content)."""
+    import jax
+
+    from sparsegcn.experiment.config import Experiment
+    from sparsegcn.nn.registry import create_model
+    from sparsegcn.tasks.link import read_link_params, save_link_model
+    from sparsegcn.train.checkpoint import LINK_MODEL_FILES
+
+    model = create_model("gae", 5, 4, hidden=8, layers=2, dropout=0.0)
+    params = jax.vmap(model.init)(jax.random.split(jax.random.key(0), 2))
+    template = model.init(jax.random.key(1))
+    folder = tmp_path / "model"
+    exp = Experiment(dataset="cora", task="link", model="gae", hidden=8)
+    save_link_model(folder, exp, types.SimpleNamespace(params=params, seeds=[0, 1]))
+    meta_path, params_path = (folder / name for name in LINK_MODEL_FILES)
+    meta = json.loads(meta_path.read_text())
+    got = read_link_params(folder, meta, template)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(a, b)
+    blob = params_path.read_bytes()
+    params_path.write_bytes(blob[:1000])
+    with pytest.raises(ValueError, match=r"link-model.npz is truncated or corrupt: 1000 bytes"):
+        read_link_params(folder, meta, template)
+    unhashed = {k: v for k, v in meta.items() if k != "params_sha256"}
+    with pytest.raises(ValueError, match=r"link-model.npz is not a readable .npz"):
+        read_link_params(folder, unhashed, template)
+    params_path.write_bytes(blob)
+    with pytest.raises(ValueError, match=r"holds 4 array\(s\), but link-model.json lists 5"):
+        read_link_params(folder, {**meta, "leaves": 5}, template)
+    wider = create_model("gae", 5, 4, hidden=9, layers=2, dropout=0.0).init(jax.random.key(1))
+    with pytest.raises(ValueError, match=r"param \['encoder'\]\['layers'\]\[0\]\['b'\] is "):
+        read_link_params(folder, meta, wider)
