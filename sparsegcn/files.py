@@ -693,6 +693,55 @@ def _output_targets(path: Path) -> set[str]:
     return {os.path.join(parent, path.name), os.path.realpath(path)}
 
 
+def _hard_linked(a: Path, b: Path) -> bool:
+    """Whether two existing regular files are one file (hard links: the same inode)."""
+    if not (a.is_file() and b.is_file()):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_distinct_outputs(
+    files: Mapping[str, str | os.PathLike | None],
+    folders: Mapping[str, tuple[str | os.PathLike | None, Callable[[str], bool]]] | None = None,
+) -> None:
+    """Refuses outputs of one run that would land on one another, before any work is done.
+
+    Two file outputs naming one file (compared as :func:`check_not_inputs`
+    compares: real paths, and hard links by identity), or a file output
+    inside an output folder under a name that folder's writer writes or
+    deletes there (a checkpoint's manifest in ``--checkpoint DIR``, say).
+
+    Args:
+      files: ``{flag: path}`` of the file outputs; ``None`` entries are skipped.
+      folders: ``{flag: (path, owns)}`` of the folder outputs, ``owns(name)``
+        telling whether the run writes or deletes a file named ``name`` there.
+
+    Raises:
+      ValueError: naming both flags and the path.
+    """
+    named = [(flag, Path(p)) for flag, p in files.items() if p is not None]
+    for i, (flag, path) in enumerate(named):
+        targets = _output_targets(path)
+        for other, other_path in named[:i]:
+            if targets & _output_targets(other_path) or _hard_linked(path, other_path):
+                raise ValueError(
+                    f"{flag} and {other} name the same file {str(path)!r}: one would replace "
+                    f"the other; give each its own path"
+                )
+        for folder_flag, (folder, owns) in (folders or {}).items():
+            if folder is None:
+                continue
+            real = os.path.realpath(folder)
+            if any(os.path.dirname(t) == real and owns(os.path.basename(t)) for t in targets):
+                raise ValueError(
+                    f"{flag} {str(path)!r} names a file that {folder_flag} {str(folder)!r} "
+                    f"writes or deletes; write it elsewhere"
+                )
+
+
 def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) -> None:
     """Refuses an output that is one of the run's inputs, or lies inside an input folder.
 
@@ -721,12 +770,7 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
                 clash = any(
                     t == real or t.startswith(real.rstrip(os.sep) + os.sep) for t in targets
                 )
-            if not clash and out.is_file() and source.is_file():
-                try:
-                    clash = os.path.samefile(out, source)
-                except OSError:
-                    clash = False
-            if clash:
+            if clash or _hard_linked(out, source):
                 raise ValueError(
                     f"{flag} {out} would overwrite {what} {source}, an input of this run; "
                     f"write it elsewhere"

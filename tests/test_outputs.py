@@ -19,6 +19,7 @@ import pytest
 
 from sparsegcn.files import (
     _host_tag,
+    check_distinct_outputs,
     check_mapped,
     check_not_inputs,
     check_writable,
@@ -150,6 +151,39 @@ def test_an_output_inside_an_input_folder_or_linked_to_an_input_is_refused(tmp_p
     check_not_inputs(
         {"--json": tmp_path / "ds2" / "x.json", "--plot": None}, inputs
     )  # beside: fine
+
+
+def test_outputs_that_would_land_on_one_another_are_refused(tmp_path, capsys):
+    from sparsegcn.cli import main
+    from sparsegcn.experiment.precompute import cache_owns
+    from sparsegcn.train.checkpoint import folder_owns
+
+    report = tmp_path / "report.json"
+    with pytest.raises(ValueError, match=r"--plot and --json name the same file"):
+        check_distinct_outputs({"--json": report, "--plot": report, "--x": None})
+    link = tmp_path / "link.png"
+    link.symlink_to(report)  # dangling: the write would land on report.json
+    with pytest.raises(ValueError, match=r"--plot and --json name the same file"):
+        check_distinct_outputs({"--json": report, "--plot": link})
+    report.write_text("{}")
+    hard = tmp_path / "hard.png"
+    os.link(report, hard)
+    with pytest.raises(ValueError, match=r"--plot and --json name the same file"):
+        check_distinct_outputs({"--json": report, "--plot": hard})
+    ck, cache = tmp_path / "ck", tmp_path / "cache"
+    folders = {"--checkpoint": (ck, folder_owns), "--feature-cache": (cache, cache_owns)}
+    for name in ("ckpt-000004.json", "ckpt-000004-0123456789ab.npz", ".lock", "link-model.json"):
+        with pytest.raises(ValueError, match=r"--json .* names a file that --checkpoint .* writes"):
+            check_distinct_outputs({"--json": ck / name}, folders)
+    with pytest.raises(ValueError, match=r"that --feature-cache .* writes or deletes"):
+        check_distinct_outputs({"--json": cache / "sgc-0a1b.npz"}, folders)
+    check_distinct_outputs({"--json": ck / "report.json", "--plot": ck / "curve.png"}, folders)
+    # The command refuses before any work, and nothing is written.
+    argv = ["train", "--epochs", "2", "--no-progress", "--checkpoint", str(ck)]
+    assert main([*argv, "--json", str(ck / "ckpt-000002.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "names a file that --checkpoint" in err[0]
+    assert not ck.exists()
 
 
 # -- full disks -------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 from sparsegcn.bench import PRESETS, format_table, plot_report, run_matrix
 from sparsegcn.bench.plot import require_matplotlib
-from sparsegcn.files import check_writable, write_json_atomic
+from sparsegcn.files import check_distinct_outputs, check_writable, write_json_atomic
 
 _LISTS: dict[str, tuple[str, Callable[[str], Any]]] = {
     # option: (Matrix field, element parser)
@@ -83,6 +83,7 @@ def matrix_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     matrix = matrix_from_args(args)
+    check_distinct_outputs({"--json": args.json, "--plot": args.plot})
     if args.json:
         check_writable(args.json, what="--json")
     if args.plot:

@@ -49,6 +49,7 @@ import numpy as np
 from sparsegcn.experiment import predict_checkpoint
 from sparsegcn.experiment.lifecycle import experiment_from_checkpoint, run_inputs
 from sparsegcn.files import (
+    check_distinct_outputs,
     check_not_inputs,
     check_writable,
     json_writer,
@@ -103,12 +104,10 @@ def run(args: argparse.Namespace) -> int:
     _check_npy_path("--out", args.out)
     _check_npy_path("--embeddings", args.embeddings)
     outputs = {"--out": args.out, "--embeddings": args.embeddings, "--json": args.json}
-    named = [(flag, os.path.realpath(path)) for flag, path in outputs.items() if path]
-    for i, (flag, path) in enumerate(named):
-        for other, other_path in named[:i]:
-            if path == other_path:
-                raise ValueError(f"{flag} and {other} name the same file {outputs[flag]!r}")
-        check_writable(path, what=flag)
+    check_distinct_outputs(outputs)
+    for flag, path in outputs.items():
+        if path:
+            check_writable(path, what=flag)
     from sparsegcn.tasks.link import is_link_model
 
     if is_link_model(args.checkpoint):

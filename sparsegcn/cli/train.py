@@ -15,9 +15,16 @@ from sparsegcn.cli.options import (
 )
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment
 from sparsegcn.experiment.lifecycle import Lifecycle, run_inputs
-from sparsegcn.files import check_not_inputs, check_writable, write_json_atomic
+from sparsegcn.experiment.precompute import cache_owns
+from sparsegcn.files import (
+    check_distinct_outputs,
+    check_not_inputs,
+    check_writable,
+    write_json_atomic,
+)
 from sparsegcn.nn.registry import MODELS
 from sparsegcn.tasks import resolve, task_for
+from sparsegcn.train.checkpoint import folder_owns
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 # Experiment fields that place a run on devices and processes.
@@ -119,6 +126,13 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
         check_writable(experiment.checkpoint, what="--checkpoint", folder=True)
     if experiment.feature_cache:
         check_writable(experiment.feature_cache, what="--feature-cache", folder=True)
+    check_distinct_outputs(
+        {"--json": json_path, "--plot": experiment.plot},
+        {
+            "--checkpoint": (experiment.checkpoint, folder_owns),
+            "--feature-cache": (experiment.feature_cache, cache_owns),
+        },
+    )
     Lifecycle.check(experiment)
     inputs = run_inputs(experiment)
     check_not_inputs({"--json": json_path, "--plot": experiment.plot}, inputs)

@@ -175,4 +175,9 @@ def sgc_precompute(
     return as_features(rows, dataset.num_nodes), False
 
 
-__all__ = ["CACHE_FORMAT", "precompute_key", "sgc_precompute"]
+def cache_owns(name: str) -> bool:
+    """Whether :func:`sgc_precompute` writes a file named ``name`` in its cache folder."""
+    return name.startswith("sgc-") and (name.endswith(".npz") or name.endswith(".tmp"))
+
+
+__all__ = ["CACHE_FORMAT", "cache_owns", "precompute_key", "sgc_precompute"]

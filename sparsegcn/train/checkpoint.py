@@ -93,6 +93,15 @@ LINK_MODEL_FILES = ("link-model.json", "link-model.npz")
 (``sparsegcn.tasks.link.save_link_model``), written once, at the end: the
 run's settings and seeds, and every seed's final params."""
 
+
+def folder_owns(name: str) -> bool:
+    """Whether a run writes or deletes a file named ``name`` in its checkpoint
+    folder: a checkpoint's manifest or arrays (or their temporary files), the
+    lock, or a link model's files."""
+    named = _MANIFEST.match(name) or _ARRAYS.match(name) or _TEMP.match(name)
+    return bool(named) or name == LOCK_NAME or name in LINK_MODEL_FILES
+
+
 FOLDER_KINDS = ("checkpoints", "link-model")
 """What a run keeps in its ``--checkpoint`` folder: this module's checkpoints
 (node and graph runs), or a link model (:data:`LINK_MODEL_FILES`). A folder
@@ -1167,6 +1176,7 @@ __all__ = [
     "describe_tree",
     "features_sha256",
     "fingerprint_expectation",
+    "folder_owns",
     "foreign_checkpoints",
     "graph_sha256",
     "latest_checkpoint",
