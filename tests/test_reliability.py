@@ -308,6 +308,13 @@ def test_predict_writes_all_outputs_or_none(tmp_path, readonly_dir, capsys, monk
     assert not out.exists() and not emb.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck", "ro"]
     assert main(argv) == 0 and out.exists() and emb.exists()
+    # No output may replace a file of the checkpoint's folder, read by this run or not.
+    manifest = sorted(folder.glob("ckpt-*.json"))[-1]
+    before = manifest.read_bytes()
+    for target in (manifest, folder / ".lock", folder / "ckpt-000001.json"):
+        assert main([*argv[:-2], "--json", str(target)]) == 2
+        assert "names a file that --checkpoint" in error_line(capsys)
+    assert manifest.read_bytes() == before and not (folder / "ckpt-000001.json").exists()
 
 
 # -- 5. manifests validated by type -------------------------------------------

@@ -57,7 +57,7 @@ from sparsegcn.files import (
     write_all_atomic,
 )
 from sparsegcn.tasks import resolve, task_for
-from sparsegcn.train.checkpoint import read_manifest
+from sparsegcn.train.checkpoint import folder_owns, read_manifest
 
 
 def add_parser(subparsers) -> None:
@@ -104,7 +104,10 @@ def run(args: argparse.Namespace) -> int:
     _check_npy_path("--out", args.out)
     _check_npy_path("--embeddings", args.embeddings)
     outputs = {"--out": args.out, "--embeddings": args.embeddings, "--json": args.json}
-    check_distinct_outputs(outputs)
+    # Nor may an output replace any file of the checkpoint's folder (an older
+    # checkpoint's manifest, its lock), not only those this run reads.
+    folder = args.checkpoint if os.path.isdir(args.checkpoint) else os.path.dirname(args.checkpoint)
+    check_distinct_outputs(outputs, {"--checkpoint": (folder or ".", folder_owns)})
     for flag, path in outputs.items():
         if path:
             check_writable(path, what=flag)
