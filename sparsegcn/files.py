@@ -717,7 +717,9 @@ def check_distinct_outputs(
     Args:
       files: ``{flag: path}`` of the file outputs; ``None`` entries are skipped.
       folders: ``{flag: (path, owns)}`` of the folder outputs, ``owns(name)``
-        telling whether the run writes or deletes a file named ``name`` there.
+        telling whether a file named ``name`` is one that folder keeps (a
+        checkpoint's manifest or arrays, its lock, a cached result): what a
+        run writes or deletes there, or reads from it.
 
     Raises:
       ValueError: naming both flags and the path.
@@ -737,8 +739,8 @@ def check_distinct_outputs(
             real = os.path.realpath(folder)
             if any(os.path.dirname(t) == real and owns(os.path.basename(t)) for t in targets):
                 raise ValueError(
-                    f"{flag} {str(path)!r} names a file that {folder_flag} {str(folder)!r} "
-                    f"writes or deletes; write it elsewhere"
+                    f"{flag} {str(path)!r} names one of the files the folder of {folder_flag} "
+                    f"{str(folder)!r} keeps; write it elsewhere"
                 )
 
 

@@ -173,16 +173,25 @@ def test_outputs_that_would_land_on_one_another_are_refused(tmp_path, capsys):
     ck, cache = tmp_path / "ck", tmp_path / "cache"
     folders = {"--checkpoint": (ck, folder_owns), "--feature-cache": (cache, cache_owns)}
     for name in ("ckpt-000004.json", "ckpt-000004-0123456789ab.npz", ".lock", "link-model.json"):
-        with pytest.raises(ValueError, match=r"--json .* names a file that --checkpoint .* writes"):
+        with pytest.raises(
+            ValueError,
+            match=r"--json .* names one of the files the folder of --checkpoint .* keeps",
+        ):
             check_distinct_outputs({"--json": ck / name}, folders)
-    with pytest.raises(ValueError, match=r"that --feature-cache .* writes or deletes"):
+    with pytest.raises(ValueError, match=r"the folder of --feature-cache .* keeps"):
         check_distinct_outputs({"--json": cache / "sgc-0a1b.npz"}, folders)
     check_distinct_outputs({"--json": ck / "report.json", "--plot": ck / "curve.png"}, folders)
+    # A resumed run's folder keeps its checkpoints too, the one resumed from or not.
+    resumed = tmp_path / "resumed"
+    with pytest.raises(ValueError, match=r"the folder of --resume .* keeps"):
+        check_distinct_outputs(
+            {"--json": resumed / "ckpt-000006.json"}, {"--resume": (resumed, folder_owns)}
+        )
     # The command refuses before any work, and nothing is written.
     argv = ["train", "--epochs", "2", "--no-progress", "--checkpoint", str(ck)]
     assert main([*argv, "--json", str(ck / "ckpt-000002.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "names a file that --checkpoint" in err[0]
+    assert len(err) == 1 and "the files the folder of --checkpoint" in err[0]
     assert not ck.exists()
 
 

@@ -313,7 +313,7 @@ def test_predict_writes_all_outputs_or_none(tmp_path, readonly_dir, capsys, monk
     before = manifest.read_bytes()
     for target in (manifest, folder / ".lock", folder / "ckpt-000001.json"):
         assert main([*argv[:-2], "--json", str(target)]) == 2
-        assert "names a file that --checkpoint" in error_line(capsys)
+        assert "the files the folder of --checkpoint" in error_line(capsys)
     assert manifest.read_bytes() == before and not (folder / "ckpt-000001.json").exists()
 
 

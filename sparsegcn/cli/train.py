@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from sparsegcn import parallel
 from sparsegcn.bench.plot import require_matplotlib
@@ -126,10 +127,14 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
         check_writable(experiment.checkpoint, what="--checkpoint", folder=True)
     if experiment.feature_cache:
         check_writable(experiment.feature_cache, what="--feature-cache", folder=True)
+    resumed = experiment.resume
+    if resumed and not os.path.isdir(resumed):
+        resumed = os.path.dirname(resumed) or "."
     check_distinct_outputs(
         {"--json": json_path, "--plot": experiment.plot},
         {
             "--checkpoint": (experiment.checkpoint, folder_owns),
+            "--resume": (resumed, folder_owns),
             "--feature-cache": (experiment.feature_cache, cache_owns),
         },
     )

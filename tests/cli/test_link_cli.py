@@ -157,7 +157,7 @@ def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path
     assert main([*predict, "--out", str(tmp_path / "pairs.npy")]) == 2
     assert "would overwrite --pairs" in one_error(capsys)
     assert main([*predict, "--out", str(scores), "--json", str(folder / "link-model.json")]) == 2
-    assert "would overwrite the link model's file" in one_error(capsys)
+    assert "the files the folder of --checkpoint" in one_error(capsys)
     after = (tmp_path / "pairs.npy").read_bytes(), (folder / "link-model.json").read_bytes()
     assert after == before
     np.save(tmp_path / "bad.npy", np.array([[0, 9999]]))
