@@ -1,6 +1,7 @@
 """``sparsegcn predict``: a round trip through training, checkpoint and prediction."""
 
 import json
+import os
 import sys
 
 import jax
@@ -125,9 +126,13 @@ def test_an_output_that_is_an_input_is_refused_before_work(trained, tmp_path, ca
     argv = ["predict", "--checkpoint", str(ckpt), "--out", str(tmp_path / "p.npy")]
     assert main([*argv, "--json", str(manifest["path"])]) == 2
     assert "--json" in capsys.readouterr().err
-    link = tmp_path / "link.npy"  # a symbolic link to an input is one too
+    link = tmp_path / "link.npy"  # a symbolic link into the checkpoint's folder
     link.symlink_to(arrays)
     assert main(["predict", "--checkpoint", str(ckpt), "--out", str(link)]) == 2
+    assert "the files the folder of --checkpoint" in capsys.readouterr().err
+    hard = tmp_path / "hard.npy"  # a hard link to an input is one too
+    os.link(arrays, hard)
+    assert main(["predict", "--checkpoint", str(ckpt), "--out", str(hard)]) == 2
     assert "would overwrite the checkpoint file" in capsys.readouterr().err
     assert arrays.read_bytes() == before
     # predict --dataset DS --embeddings DS/features.npy replaced the features.
