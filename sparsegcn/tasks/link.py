@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import io
+import os
 import time
 import zipfile
 from pathlib import Path
@@ -401,21 +402,31 @@ def read_link_params(folder, meta: dict, template) -> dict:
         raise ValueError(f"{Path(folder) / meta_file}: 'leaves' must be an int >= 1, got {count!r}")
     if not isinstance(seeds, list) or not seeds:
         raise ValueError(f"{Path(folder) / meta_file}: 'seeds' must be a non-empty list")
+    digest, saved = meta.get("params_sha256"), meta.get("params_bytes")
     with open_regular(path, what="the link model's params") as f:
+        size = os.fstat(f.fileno()).st_size
+        if digest is not None and size != saved:  # refused unread, whatever its size
+            raise ValueError(
+                f"{path} is truncated or corrupt: {size} bytes where {meta_file} records {saved}"
+            )
         blob = f.read()
-    digest = meta.get("params_sha256")
     if digest is not None and hashlib.sha256(blob).hexdigest() != digest:
         raise ValueError(
-            f"{path} is truncated or corrupt: {len(blob)} bytes whose sha256 is not the one "
-            f"{meta_file} records (saved: {meta.get('params_bytes')} bytes)"
+            f"{path} is truncated or corrupt: its sha256 is not the one {meta_file} records"
         )
     names = [f"arr_{i}" for i in range(count)]
     try:
-        with np.load(io.BytesIO(blob), allow_pickle=False) as stored:
-            held = sorted(getattr(stored, "files", []))
-            leaves = [stored[name] for name in names] if held == sorted(names) else None
+        stored = np.load(io.BytesIO(blob), allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise ValueError(f"{path} is not a readable .npz of params ({err})") from None
+    if not isinstance(stored, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path} is not a readable .npz of params (it holds one bare array)")
+    with stored:
+        held = sorted(stored.files)
+        try:
+            leaves = [stored[name] for name in names] if held == sorted(names) else None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+            raise ValueError(f"{path} is not a readable .npz of params ({err})") from None
     if leaves is None:
         raise ValueError(
             f"{path} holds {len(held)} array(s), but {meta_file} lists {count}: the two files "

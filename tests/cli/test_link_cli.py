@@ -436,8 +436,18 @@ def test_a_saved_link_models_params_are_checked_before_use(tmp_path):
     params_path.write_bytes(blob[:1000])
     with pytest.raises(ValueError, match=r"link-model.npz is truncated or corrupt: 1000 bytes"):
         read_link_params(folder, meta, template)
+    flipped = bytearray(blob)
+    flipped[len(blob) // 2] ^= 1
+    params_path.write_bytes(bytes(flipped))
+    with pytest.raises(ValueError, match=r"corrupt: its sha256 is not the one link-model.json"):
+        read_link_params(folder, meta, template)
+    params_path.write_bytes(blob[:1000])
     unhashed = {k: v for k, v in meta.items() if k != "params_sha256"}
     with pytest.raises(ValueError, match=r"link-model.npz is not a readable .npz"):
+        read_link_params(folder, unhashed, template)
+    np.save(params_path.with_suffix(".npy"), np.zeros(3))
+    params_path.write_bytes(params_path.with_suffix(".npy").read_bytes())
+    with pytest.raises(ValueError, match=r"not a readable .npz of params \(it holds one bare"):
         read_link_params(folder, unhashed, template)
     params_path.write_bytes(blob)
     with pytest.raises(ValueError, match=r"holds 4 array\(s\), but link-model.json lists 5"):
