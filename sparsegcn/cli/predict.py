@@ -57,7 +57,7 @@ from sparsegcn.files import (
     write_all_atomic,
 )
 from sparsegcn.tasks import resolve, task_for
-from sparsegcn.train.checkpoint import folder_owns, read_manifest
+from sparsegcn.train.checkpoint import folder_of, folder_owns, read_manifest
 
 
 def add_parser(subparsers) -> None:
@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = {"--out": args.out, "--embeddings": args.embeddings, "--json": args.json}
     # Nor may an output replace any file of the checkpoint's folder (an older
     # checkpoint's manifest, its lock), not only those this run reads.
-    folder = args.checkpoint if os.path.isdir(args.checkpoint) else os.path.dirname(args.checkpoint)
-    check_distinct_outputs(outputs, {"--checkpoint": (folder or ".", folder_owns)})
+    check_distinct_outputs(outputs, {"--checkpoint": (folder_of(args.checkpoint), folder_owns)})
     for flag, path in outputs.items():
         if path:
             check_writable(path, what=flag)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from sparsegcn import parallel
 from sparsegcn.bench.plot import require_matplotlib
@@ -25,7 +24,7 @@ from sparsegcn.files import (
 )
 from sparsegcn.nn.registry import MODELS
 from sparsegcn.tasks import resolve, task_for
-from sparsegcn.train.checkpoint import folder_owns
+from sparsegcn.train.checkpoint import folder_of, folder_owns
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 # Experiment fields that place a run on devices and processes.
@@ -127,9 +126,7 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
         check_writable(experiment.checkpoint, what="--checkpoint", folder=True)
     if experiment.feature_cache:
         check_writable(experiment.feature_cache, what="--feature-cache", folder=True)
-    resumed = experiment.resume
-    if resumed and not os.path.isdir(resumed):
-        resumed = os.path.dirname(resumed) or "."
+    resumed = folder_of(experiment.resume) if experiment.resume else None
     check_distinct_outputs(
         {"--json": json_path, "--plot": experiment.plot},
         {

@@ -94,6 +94,12 @@ LINK_MODEL_FILES = ("link-model.json", "link-model.npz")
 run's settings and seeds, and every seed's final params."""
 
 
+def folder_of(path: str | os.PathLike) -> str:
+    """The folder of a ``--checkpoint``/``--resume`` path: the path itself when it
+    is a folder, else the folder of the manifest it names."""
+    return str(path) if os.path.isdir(path) else os.path.dirname(os.fspath(path)) or "."
+
+
 def folder_owns(name: str) -> bool:
     """Whether a run writes or deletes a file named ``name`` in its checkpoint
     folder: a checkpoint's manifest or arrays (or their temporary files), the
@@ -1176,6 +1182,7 @@ __all__ = [
     "describe_tree",
     "features_sha256",
     "fingerprint_expectation",
+    "folder_of",
     "folder_owns",
     "foreign_checkpoints",
     "graph_sha256",
