@@ -84,8 +84,6 @@ def check_link_experiment(exp) -> None:
             f"--negatives {options['negatives']} chooses the negatives of --recon sampled; "
             "--recon full scores every pair and draws none"
         )
-    if exp.checkpoint:
-        check_checkpoint_folder(exp.checkpoint, overwrite=exp.overwrite, kind="link-model")
     if exp.use_valid_edges and not _owns(exp.dataset):
         raise ValueError(
             f"--use-valid-edges adds the official validation edges to the message-passing graph; "
@@ -375,23 +373,23 @@ def save_link_model(folder, exp, result) -> str:
     return str(folder)
 
 
-def read_link_params(folder, meta: dict, template) -> dict:
-    """A saved link model's params, checked against the model they are for.
+def read_link_arrays(folder, meta: dict) -> list[np.ndarray]:
+    """A saved link model's arrays, checked against its settings (not yet against
+    a model: :func:`read_link_params`); cheap, so callers run it before any data
+    is read.
 
     Args:
       folder: the model's folder (:func:`save_link_model`).
       meta: its settings, as read from ``link-model.json``.
-      template: one seed's params (``model.init(key)``), for the tree, the
-        shapes and the dtypes.
 
     Returns:
-      every seed's params: ``template``'s tree, each leaf ``[K, ...]``.
+      the ``meta["leaves"]`` arrays, in the model's flattening order.
 
     Raises:
-      ValueError: naming the file and what is wrong: a truncated or corrupt
-        arrays file (its sha256 differs from the one ``meta`` records, or
-        it is no ``.npz``), arrays that are not the ones ``meta`` lists, or
-        a leaf whose shape or dtype is not the model's.
+      ValueError: naming the file and what is wrong: settings without a
+        leaf count or seeds, a truncated or corrupt arrays file (another
+        size or sha256 than ``meta`` records, or no ``.npz``), or arrays
+        that are not the ones ``meta`` lists.
     """
     from sparsegcn.files import open_regular
 
@@ -432,6 +430,30 @@ def read_link_params(folder, meta: dict, template) -> dict:
             f"{path} holds {len(held)} array(s), but {meta_file} lists {count}: the two files "
             f"are not from one save"
         )
+    return leaves
+
+
+def read_link_params(folder, meta: dict, template, *, arrays=None) -> dict:
+    """A saved link model's params, checked against the model they are for.
+
+    Args:
+      folder: the model's folder (:func:`save_link_model`).
+      meta: its settings, as read from ``link-model.json``.
+      template: one seed's params (``model.init(key)``), for the tree, the
+        shapes and the dtypes.
+      arrays: :func:`read_link_arrays`'s result, when already read.
+
+    Returns:
+      every seed's params: ``template``'s tree, each leaf ``[K, ...]``.
+
+    Raises:
+      ValueError: what :func:`read_link_arrays` refuses, or a leaf count,
+        shape or dtype that is not the model's, naming the file and the param.
+    """
+    meta_file, params_file = LINK_MODEL_FILES
+    path = Path(folder) / params_file
+    leaves = read_link_arrays(folder, meta) if arrays is None else arrays
+    count, seeds = len(leaves), meta["seeds"]
     expected = jax.tree_util.tree_leaves_with_path(template)
     if len(expected) != count:
         raise ValueError(
@@ -465,6 +487,7 @@ def claim_link_folder(exp) -> FolderLock | None:
     """
     if not exp.checkpoint:
         return None
+    # First unlocked, so a refused folder is not made (acquiring makes it).
     check_checkpoint_folder(exp.checkpoint, overwrite=exp.overwrite, kind="link-model")
     lock = FolderLock(exp.checkpoint).acquire()
     try:
@@ -539,11 +562,12 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
         if pairs.ndim != 2 or pairs.shape[1] != 2 or not np.issubdtype(pairs.dtype, np.integer):
             raise ValueError(f"pairs must be an int array [P, 2], got {pairs.dtype} {pairs.shape}")
     meta, exp = _saved_link_run(folder, root)
+    arrays = read_link_arrays(folder, meta)  # before the data is read
     info, data, model, _ = prepare_links(exp, progress=progress)
     n = info["num_nodes"]
     if pairs is not None and pairs.size and (pairs.min() < 0 or pairs.max() >= n):
         raise ValueError(f"pairs hold node ids outside [0, {n}): {pairs.min()}..{pairs.max()}")
-    params = read_link_params(folder, meta, model.init(jax.random.key(0)))
+    params = read_link_params(folder, meta, model.init(jax.random.key(0)), arrays=arrays)
     axis = None
     if not _owns(exp.dataset):
         from sparsegcn.train.links import per_seed_axes
@@ -681,6 +705,7 @@ __all__ = [
     "ogb_link_metric",
     "predict_links",
     "prepare_links",
+    "read_link_arrays",
     "read_link_params",
     "run_link_experiment",
     "save_link_model",
