@@ -8,6 +8,7 @@ leaves a partial file where a complete one is expected.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import gzip
 import hashlib
@@ -18,6 +19,7 @@ import re
 import shutil
 import socket
 import stat
+import sys
 import tempfile
 import traceback
 import zipfile
@@ -511,7 +513,7 @@ def _host_tag() -> str:
 
 def _temp_pattern(stem: str) -> re.Pattern:
     return re.compile(
-        rf"^\.{re.escape(stem)}\.[a-z]+-(?P<host>[0-9a-f]{{8}})-(?P<pid>\d+)-[a-z0-9_]+"
+        rf"^\.{re.escape(stem)}\.(?P<kind>[a-z]+)-(?P<host>[0-9a-f]{{8}})-(?P<pid>\d+)-[a-z0-9_]+"
         rf"{re.escape(_TEMP_SUFFIX)}$"
     )
 
@@ -562,7 +564,10 @@ def remove_stale_temp_folders(parent: str | os.PathLike, stem: str) -> list[Path
 
     Only folders named as :func:`temp_folder` names them, made on this host
     by a process that no longer runs, owned by this user and not symbolic
-    links, are removed; anything else is left alone.
+    links, are removed; anything else is left alone. An ``old`` folder
+    (:func:`replace_folder`) whose process died after moving ``parent/stem``
+    into it and before moving the new folder in holds the only copy: while
+    ``parent/stem`` is missing, its ``data`` is moved back there first.
 
     Returns:
       The folders removed.
@@ -587,9 +592,91 @@ def remove_stale_temp_folders(parent: str | os.PathLike, stem: str) -> list[Path
             continue
         if pid == os.getpid() or _alive(pid):
             continue
+        kept = Path(entry.path) / "data"
+        target = Path(parent) / stem
+        # Unless the new folder made it into place, this is the only copy: put it back.
+        if match["kind"] == "old" and os.path.lexists(kept) and not os.path.lexists(target):
+            try:
+                os.replace(kept, target)
+            except OSError:
+                continue  # keep it where it is
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))
     return removed
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swaps the entries ``a`` and ``b`` in one step (Linux ``renameat2`` with
+    ``RENAME_EXCHANGE``); False where the system or file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # glibc before 2.28, another libc
+        return False
+    renameat2.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), os.fspath(b))
+
+
+def replace_folder(new: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Moves the finished folder ``new`` to ``path``, replacing what is there.
+
+    ``new`` must be in ``path``'s parent folder (a :func:`temp_folder`). An
+    empty folder or nothing at ``path`` is replaced by one rename. A folder
+    with contents is swapped with ``new`` in one step where Linux can
+    (``renameat2(RENAME_EXCHANGE)``), then removed; elsewhere it is first
+    moved aside into an ``old`` :func:`temp_folder`, and put back if moving
+    ``new`` in fails (an exception, ``KeyboardInterrupt`` included). A
+    process killed between the two renames leaves the old folder's only copy
+    in that ``old`` folder, and the next :func:`temp_folder` for ``path``
+    moves it back (:func:`remove_stale_temp_folders`). At no point is
+    neither the old nor the new folder at ``path`` for longer than that.
+
+    Returns:
+      ``path`` as a :class:`~pathlib.Path`.
+    """
+    new, path = Path(new), Path(path)
+    if not (path.is_dir() and any(path.iterdir())):
+        os.replace(new, path)
+    elif _exchange(new, path):
+        fsync_directory(path.parent)
+        if new.is_symlink():  # path was a link to a folder: the link is replaced, not its target
+            new.unlink()
+        else:
+            shutil.rmtree(new, ignore_errors=True)  # now the old folder
+        return path
+    else:
+        old = temp_folder(path.parent, path.name, "old")
+        os.replace(path, old / "data")
+        try:
+            os.replace(new, path)
+        except BaseException:
+            if not os.path.lexists(path):
+                with contextlib.suppress(OSError):
+                    os.replace(old / "data", path)
+            if not os.path.lexists(old / "data"):
+                shutil.rmtree(old, ignore_errors=True)
+            raise
+        fsync_directory(path.parent)
+        shutil.rmtree(old, ignore_errors=True)
+        return path
+    fsync_directory(path.parent)
+    return path
 
 
 # -- space and mapped files ---------------------------------------------------

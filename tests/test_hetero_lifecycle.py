@@ -66,6 +66,21 @@ def test_too_many_devices_are_refused_before_the_data_is_read(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_outputs_into_ogbn_mags_folder_are_refused_and_its_files_kept(tmp_path, capsys):
+    # ogbn-mag is read from <root>/ogbn_mag: a report or checkpoint inside it would
+    # replace (or sit among) its raw and split files.
+    folder = write_mag_raw(generate_mag(tiny_spec(), seed=1), tmp_path / "ogbn_mag")
+    split = folder / "split" / "time" / "paper" / "train.csv.gz"
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    data = ["--dataset", "ogbn-mag", "--root", str(tmp_path)]
+    assert main(["info", *data, "--json", str(split)]) == 2
+    assert f"--json {split} would overwrite the dataset {folder}" in capsys.readouterr().err
+    train = ["train", *data, "--model", "rgcn", "--epochs", "1", "--no-progress"]
+    assert main([*train, "--checkpoint", str(folder / "split" / "time" / "paper")]) == 2
+    assert "would overwrite the dataset" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+
 class Crash(Exception):
     pass
 

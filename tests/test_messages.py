@@ -78,6 +78,18 @@ def test_data_location_follows_the_same_names(tmp_path, monkeypatch):
     assert data_location("./cora", root) == Path("./cora")
     assert data_location("tu:MUTAG", root) == root / "tu" / "MUTAG"
     assert data_location("synthetic:tiny", root) == root / "synthetic"
+    # Every name a task reads from the root has a place there (ogbn-mag's was missing,
+    # so a report could be written over its raw files).
+    from sparsegcn.datasets import names
+    from sparsegcn.datasets.mag import mag_folder
+    from sparsegcn.tasks import TASKS
+
+    listed = [d for task in TASKS.values() for d in task.datasets if not d.endswith((":", "-"))]
+    for name in [*names(), *listed, "ogbl-collab", "ogbg-molhiv", "tu:MUTAG"]:
+        assert data_location(name, root) is not None, name
+    assert data_location("ogbn-mag", root) == mag_folder("ogbn-mag", root) == root / "ogbn_mag"
+    assert data_location("ogbn-proteins", root) == root / "ogbn_proteins"
+    assert data_location("no-such-dataset", root) is None
 
 
 def test_a_registered_name_is_not_shadowed_by_a_folder(tmp_path, monkeypatch):

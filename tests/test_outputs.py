@@ -24,6 +24,7 @@ from sparsegcn.files import (
     check_not_inputs,
     check_writable,
     remove_stale_temp_folders,
+    replace_folder,
     reserve_space,
     temp_folder,
     write_all_atomic,
@@ -233,6 +234,68 @@ def test_temp_folders_follow_the_umask_and_stale_ones_are_removed(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [folder.name, ".out.pairs-00000000-1-abcdefgh.sparsegcn", ".out.tmp-mine"]
     )
+
+
+def _folder(path, text):
+    path.mkdir()
+    (path / "file").write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
+def test_a_folder_replaced_is_never_lost(tmp_path, monkeypatch, exchange):
+    import sparsegcn.files as files
+
+    if not exchange:
+        monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+    path = _folder(tmp_path / "ds", "old")
+    assert replace_folder(_folder(tmp_path / ".new1", "new"), path) == path
+    assert (path / "file").read_text() == "new" and sorted(os.listdir(tmp_path)) == ["ds"]
+    target = _folder(tmp_path / "target", "theirs")  # a link to a folder: the link is replaced
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    replace_folder(_folder(tmp_path / ".new2", "new"), link)
+    assert not link.is_symlink() and (link / "file").read_text() == "new"
+    assert (target / "file").read_text() == "theirs"
+    assert sorted(os.listdir(tmp_path)) == ["ds", "link", "target"]
+    if exchange:
+        return
+    # Interrupted between moving the old folder aside and moving the new one in
+    # (Ctrl-C): the old folder is put back, the new one is the caller's to remove.
+    real = os.replace
+    calls = []
+
+    def interrupted(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", interrupted)
+    new = _folder(tmp_path / ".new3", "newer")
+    with pytest.raises(KeyboardInterrupt):
+        replace_folder(new, path)
+    monkeypatch.setattr(files.os, "replace", real)
+    assert (path / "file").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == [".new3", "ds", "link", "target"]
+
+
+def test_a_folder_moved_aside_by_a_killed_process_is_put_back(tmp_path):
+    # kill -9 between replace_folder's two renames: the old copy is all there is.
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    aside = tmp_path / f".ds.old-{_host_tag()}-{ended.pid}-abcdefgh.sparsegcn"
+    aside.mkdir()
+    _folder(aside / "data", "only copy")
+    assert remove_stale_temp_folders(tmp_path, "ds") == [aside]
+    assert (tmp_path / "ds" / "file").read_text() == "only copy"
+    assert sorted(os.listdir(tmp_path)) == ["ds"]
+    # Once the new folder is in place, an old copy left behind is stale.
+    aside.mkdir()
+    _folder(aside / "data", "older")
+    temp_folder(tmp_path, "ds").rmdir()
+    assert (tmp_path / "ds" / "file").read_text() == "only copy"
+    assert sorted(os.listdir(tmp_path)) == ["ds"]
 
 
 # -- files truncated under a run ----------------------------------------------------

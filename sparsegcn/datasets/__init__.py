@@ -190,18 +190,16 @@ def data_location(name: str, root: str | Path | None = None) -> Path | None:
 
     What a run's outputs may not overwrite (see
     :func:`~sparsegcn.files.check_not_inputs`): an on-disk dataset's folder,
-    ``<root>/planetoid``, ``<root>/ogbn_arxiv`` etc., ``<root>/synthetic``,
-    ``<root>/tu/NAME``;
-    ``None`` for a name :func:`load` would refuse.
+    ``<root>/planetoid``, ``<root>/ogbn_arxiv`` etc. (``ogbn-mag`` and the
+    ``ogbl-``/``ogbg-`` datasets too), ``<root>/synthetic``, ``<root>/tu/NAME``;
+    ``None`` for a name no loader accepts.
     """
     if is_path(name):
         return Path(os.path.expanduser(name))
     root = default_root() if root is None else Path(root)
     if name in PLANETOID:
         return root / "planetoid"
-    if name in OGB or name == "ogbn-proteins":
-        return root / name.replace("-", "_")
-    if name in OGBL:
+    if name in OGB or name in OGBL or name in ("ogbn-proteins", "ogbn-mag"):
         return root / name.replace("-", "_")
     if name.startswith(SYNTHETIC_PREFIX):
         return root / "synthetic"

@@ -245,7 +245,11 @@ def _missing_raw(name: str, dataset_dir: Path, raw: str) -> FileNotFoundError:
 
 def _dataset_class(nodeproppred, raw: str):
     """``NodePropPredDataset`` with its cache read by :func:`load_processed`, and never a
-    download: ``ogb``'s own (unverified, then ``shutil.rmtree`` of the folder) is refused."""
+    download: ``ogb``'s own (unverified, then ``shutil.rmtree`` of the folder) is refused.
+    A ``split/<type>/split_dict.pt`` is read by
+    :func:`~sparsegcn.datasets.torchfile.read_torch_file` (a restricted unpickler), not
+    by ``ogb``'s ``torch.load``, which runs its pickle where
+    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is set."""
 
     class SafeNodePropPredDataset(nodeproppred.NodePropPredDataset):
         def pre_process(self):
@@ -257,6 +261,18 @@ def _dataset_class(nodeproppred, raw: str):
                 return
             loaded = load_processed(cache)
             self.graph, self.labels = loaded["graph"], loaded["labels"]
+
+        def get_idx_split(self, split_type=None):
+            folder = Path(self.root) / "split" / (split_type or self.meta_info["split"])
+            path = folder / "split_dict.pt"
+            if not path.is_file():
+                return super().get_idx_split(split_type)
+            from sparsegcn.datasets.torchfile import read_torch_file
+
+            split = read_torch_file(path)
+            if not isinstance(split, dict) or not {"train", "valid", "test"} <= set(split):
+                raise CorruptFileError(path, "not a dict with keys train, valid and test")
+            return split
 
     return SafeNodePropPredDataset
 

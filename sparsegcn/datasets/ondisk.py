@@ -125,6 +125,7 @@ from sparsegcn.files import (
     naming_errors,
     read_json,
     release_pages,
+    replace_folder,
     reserve_space,
     temp_folder,
 )
@@ -434,14 +435,7 @@ class DatasetWriter:
         _fsync_dir(self.tmp)
         self._validate()
         _check_target(self.path, self.overwrite)
-        old = None
-        if self.path.is_dir() and any(self.path.iterdir()):
-            old = temp_folder(self.path.parent, self.path.name, "old")
-            os.replace(self.path, old / "data")
-        os.replace(self.tmp, self.path)  # an empty target folder is replaced too
-        _fsync_dir(self.path.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_folder(self.tmp, self.path)  # an empty target folder is replaced too
         self._tmp = None
         return self.path
 

@@ -62,7 +62,6 @@ dataset of this format (its manifest and the files it lists, nothing else).
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -74,9 +73,9 @@ from sparsegcn.datasets.ondisk import FormatError, open_listed_file, read_format
 from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
     check_not_inputs,
-    fsync_directory,
     read_json,
     release_pages,
+    replace_folder,
     save_npy_atomic,
     sha256_file,
     temp_folder,
@@ -191,14 +190,7 @@ def save_graphs(dataset: GraphDataset, path, *, overwrite: bool = False) -> Path
                 path / err.file.name, err.field, f"{err.message} (so nothing was written)"
             ) from None
         _check_target(path, overwrite)
-        old = None
-        if path.is_dir() and any(path.iterdir()):
-            old = temp_folder(path.parent, path.name, "old")
-            os.replace(path, old / "data")
-        os.replace(tmp, path)
-        fsync_directory(path.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_folder(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

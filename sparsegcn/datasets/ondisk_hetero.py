@@ -91,9 +91,9 @@ from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
     NotRegularFileError,
     check_not_inputs,
-    fsync_directory,
     read_json,
     release_pages,
+    replace_folder,
     save_npy_atomic,
     sha256_file,
     temp_folder,
@@ -255,14 +255,7 @@ def save_hetero(dataset: HeteroDataset, path, *, overwrite: bool = False) -> Pat
                 path / err.file.name, err.field, f"{err.message} (so nothing was written)"
             ) from None
         check_target(path, overwrite, FORMAT)
-        old = None
-        if path.is_dir() and any(path.iterdir()):
-            old = temp_folder(path.parent, path.name, "old")
-            os.replace(path, old / "data")
-        os.replace(tmp, path)
-        fsync_directory(path.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_folder(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -280,14 +280,17 @@ def check_tu_name(dataset: str) -> str:
 def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bool = False):
     """Fetches ``NAME.zip`` from the TU site into ``folder`` (which must not exist).
 
-    The archive is unpacked into a temporary folder beside ``folder``; every
-    data file must match :data:`TU_SHA256`, and only then is the folder
-    renamed into place. Nothing is left behind on failure.
+    The recorded data files (:data:`TU_SHA256`) are unpacked into a temporary
+    folder beside ``folder``; each must match its sha256, and only then is
+    the folder renamed into place. Nothing is left behind on failure. Other
+    members (a README) are not unpacked, and a ``NAME_*`` file without a
+    recorded sha256 (``NAME_node_attributes.txt``, which :func:`read_tu`
+    would read) refuses the archive: every file the loader reads is checked.
 
     Raises:
       ValueError: ``name`` has no recorded checksums (the message says where
         to put the files instead), an archive member that would land outside
-        the folder, or a checksum mismatch.
+        the folder, an unrecorded data file, or a checksum mismatch.
       OSError: the download failed.
     """
     if name not in TU_SHA256:
@@ -310,6 +313,13 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
                     continue
                 if ".." in Path(member).parts or Path(member).is_absolute():
                     raise ValueError(f"{name}.zip: member {member!r} leaves the folder")
+                if base not in TU_SHA256[name]:
+                    if base.startswith(f"{name}_"):
+                        raise ValueError(
+                            f"{name}.zip holds {member!r}, a data file without a recorded "
+                            f"sha256 (recorded: {sorted(TU_SHA256[name])}); nothing was installed"
+                        )
+                    continue
                 (staging / base).write_bytes(zf.read(member))
         archive.unlink()
         for file, expected in TU_SHA256[name].items():

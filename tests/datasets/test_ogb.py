@@ -505,6 +505,34 @@ def test_processed_cache_is_read_with_a_restricted_unpickler(tmp_path):
         load_processed(cache)
 
 
+def test_a_split_dict_is_read_with_a_restricted_unpickler(tmp_path, monkeypatch):
+    # ogb's get_idx_split reads split/<type>/split_dict.pt with torch.load, which
+    # runs the pickle when TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set.
+    from sparsegcn.datasets.torchfile import write_torch_file
+
+    folder = write_arxiv(tmp_path)
+    split = {"train": np.array([8, 7]), "valid": np.array([0]), "test": np.array([1, 2])}
+    write_torch_file(split, folder / "split" / "time" / "split_dict.pt")
+    data = load_ogb("ogbn-arxiv", tmp_path)
+    for key, idx in split.items():
+        np.testing.assert_array_equal(data.split[key], idx)
+
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            return (os.mkdir, (str(marker),))
+
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with zipfile.ZipFile(folder / "split" / "time" / "split_dict.pt", "w") as archive:
+        archive.writestr("split_dict/data.pkl", pickle.dumps({"train": Exploit()}, protocol=2))
+    with pytest.raises(
+        pickle.UnpicklingError, match=r"split_dict.pt: .*refusing to load global posix.mkdir"
+    ):
+        load_ogb("ogbn-arxiv", tmp_path)
+    assert not marker.exists()
+
+
 def test_missing_torch_or_ogb_says_how_to_install(monkeypatch):
     for module in ("torch", "ogb.nodeproppred"):
         with monkeypatch.context() as patch:

@@ -150,6 +150,29 @@ def test_download_with_a_wrong_file_leaves_nothing(tmp_path, monkeypatch):
     assert list((root / "tu").iterdir()) == []
 
 
+def test_download_installs_only_checked_files(tmp_path, monkeypatch):
+    # A data file the checksums do not cover would be read by read_tu (node
+    # attributes become features): it refuses the archive; a README is skipped.
+    source = write_mini(tmp_path / "source")
+    attributes = (source / "MINI_node_attributes.txt").read_bytes()
+    (source / "MINI_node_attributes.txt").unlink()  # as MUTAG has none
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()}
+    monkeypatch.setitem(tu.TU_SHA256, "MINI", digests)
+    (source / "README.txt").write_text("about MINI")
+    root = tmp_path / "root"
+    with serve({"/MINI.zip": _zipped(source)}) as (_, url):
+        load_tu("tu:MINI", root, url=f"{url}/MINI.zip")
+    assert sorted(p.name for p in (root / "tu" / "MINI").iterdir()) == sorted(digests)
+    (source / "MINI_node_attributes.txt").write_bytes(attributes)
+    other = tmp_path / "other"
+    with (
+        serve({"/MINI.zip": _zipped(source)}) as (_, url),
+        pytest.raises(ValueError, match=r"MINI_node_attributes\.txt', a data file without"),
+    ):
+        load_tu("tu:MINI", other, url=f"{url}/MINI.zip")
+    assert list((other / "tu").iterdir()) == []
+
+
 def test_unrecorded_dataset_is_not_downloaded(tmp_path):
     with pytest.raises(ValueError, match="no recorded sha256"):
         load_tu("tu:NOSUCH", tmp_path, url="http://127.0.0.1:9/NOSUCH.zip")
