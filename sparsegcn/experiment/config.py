@@ -357,7 +357,9 @@ class Experiment:
     num_processes: int = _field(1, "multi-process run: number of processes")
     process_id: int = _field(0, "multi-process run: this process's index in [0, num-processes)")
     overwrite: bool = _field(
-        False, "let --checkpoint replace the checkpoints of another run in that folder"
+        False,
+        "let --checkpoint replace the checkpoints of another run in that folder (once this "
+        "run has written its first)",
     )
     divergence_factor: float = _field(
         DIVERGENCE_FACTOR,

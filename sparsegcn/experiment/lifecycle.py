@@ -136,21 +136,24 @@ class Lifecycle:
 
         The checkpoint resumed from must be a readable manifest, and the
         checkpoint folder must not be locked by another process nor hold
-        another run's checkpoints (a resumed run owns its own; ``--overwrite``
-        allows the rest), nor files of the other kind than the task keeps
-        there (the task's ``saves``). :meth:`start` (a link
+        another run's checkpoints (a resumed run owns its own up to the
+        epoch it resumes from; ``--overwrite`` allows the rest), nor files
+        of the other kind than the task keeps there (the task's ``saves``). :meth:`start` (a link
         run: ``sparsegcn.tasks.link.claim_link_folder``) checks again
         when it takes the folder.
         """
         run_ids: tuple[str | None, ...] = ()
+        after_epoch = None
         if exp.resume:
-            run_ids = (read_manifest(exp.resume).get("run_id"),)
+            manifest = read_manifest(exp.resume)
+            run_ids, after_epoch = (manifest.get("run_id"),), manifest.get("epoch")
         if exp.checkpoint:
             check_checkpoint_folder(
                 exp.checkpoint,
                 run_ids=run_ids,
                 overwrite=exp.overwrite,
                 kind=task_for(exp.dataset, exp.task).saves,
+                after_epoch=after_epoch if isinstance(after_epoch, int) else None,
             )
 
     @classmethod

@@ -19,7 +19,8 @@ A folder belongs to one run. Each manifest records its writer's ``run_id``
 (a random hex string a :class:`CheckpointHook` makes, or continues when
 resuming); pruning touches only the writer's own checkpoints, and a hook
 refuses a folder that holds another run's checkpoints unless told to
-``overwrite`` them (it then deletes them first), and refuses a folder holding
+``overwrite`` them (it then deletes them once it has written its own first
+checkpoint, so a run that fails sooner loses nothing), and refuses a folder holding
 a link run's model (:data:`LINK_MODEL_FILES`) in any case. Nothing else is ever
 deleted: pruning removes manifests and the arrays files they list (or that
 the lock file records as being written, after a ``kill -9``), never a file
@@ -225,13 +226,26 @@ def _record_pending(directory: Path, name: str) -> None:
 
 def _open_lock(directory: Path, flags: int) -> int:
     """Opens the lock file without blocking (a FIFO in its place would wait for a
-    writer), refusing anything but a regular file."""
+    writer), refusing anything but a regular file of its own: the lock is rewritten
+    (truncated), so a symbolic link or a hard link in its place would have another
+    file's contents replaced by a pid."""
     path = directory / LOCK_NAME
-    fd = os.open(path, flags | os.O_NONBLOCK, 0o666)
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOFOLLOW, 0o666)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise CheckpointError(
+                f"checkpoint lock {path} is a symbolic link; remove it (the file it names "
+                f"would be overwritten)"
+            ) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
         os.close(fd)
-        raise CheckpointError(f"checkpoint lock {path} is not a regular file; remove it")
+        what = "not a regular file" if not stat.S_ISREG(info.st_mode) else "a hard link"
+        raise CheckpointError(
+            f"checkpoint lock {path} is {what}; remove it (it would be overwritten)"
+        )
     return fd
 
 
@@ -321,13 +335,27 @@ def _manifest_run_id(path: Path) -> tuple[bool, str | None]:
     return True, run_id if isinstance(run_id, str) else None
 
 
-def foreign_checkpoints(directory: str | os.PathLike, run_ids) -> list[Path]:
-    """The manifests in ``directory`` not written by one of ``run_ids`` (``None``: no id)."""
+def _epoch_of(path: Path) -> int:
+    match = _MANIFEST.match(path.name)
+    return int(match.group(1)) if match else -1
+
+
+def foreign_checkpoints(
+    directory: str | os.PathLike, run_ids, *, after_epoch: int | None = None
+) -> list[Path]:
+    """The manifests in ``directory`` not written by one of ``run_ids`` (``None``: no id).
+
+    With ``after_epoch`` (a run resumed from that epoch), the run's own
+    checkpoints of later epochs count too: they are another branch of it,
+    which the resumed run would mix with its own (its pruning, the folder's
+    newest checkpoint).
+    """
     own = set(run_ids)
     foreign = []
     for path in list_checkpoints(directory):
         readable, run_id = _manifest_run_id(path)
-        if not readable or run_id not in own:
+        later = after_epoch is not None and _epoch_of(path) > after_epoch
+        if not readable or run_id not in own or later:
             foreign.append(path)
     return foreign
 
@@ -338,6 +366,7 @@ def check_checkpoint_folder(
     run_ids=(),
     overwrite: bool = False,
     kind: str = "checkpoints",
+    after_epoch: int | None = None,
 ) -> None:
     """Refuses a checkpoint folder a new writer may not use, without touching it.
 
@@ -345,6 +374,9 @@ def check_checkpoint_folder(
       directory: the folder (it need not exist).
       run_ids: the runs whose checkpoints the writer may write beside
         (a resumed run's).
+      after_epoch: the epoch a resumed run starts from: its run's
+        checkpoints of later epochs count as another run's
+        (:func:`foreign_checkpoints`).
       overwrite: whether the writer may replace another run's files of
         its own kind (``--overwrite``).
       kind: what the writer keeps there, one of :data:`FOLDER_KINDS`.
@@ -400,7 +432,7 @@ def check_checkpoint_folder(
             f"checkpoints never share its folder, and --overwrite does not remove it: choose "
             f"another --checkpoint folder"
         )
-    foreign = foreign_checkpoints(directory, run_ids)
+    foreign = foreign_checkpoints(directory, run_ids, after_epoch=after_epoch)
     strangers = [path for path in foreign if _arrays_of(path) is None]
     if strangers and overwrite:
         raise CheckpointError(
@@ -410,6 +442,14 @@ def check_checkpoint_folder(
         )
     if foreign and not overwrite:
         _, other = _manifest_run_id(foreign[-1])
+        if other is not None and other in set(run_ids):
+            raise CheckpointError(
+                f"checkpoint folder {directory} holds {len(foreign)} checkpoint(s) of the "
+                f"resumed run after its epoch {after_epoch} (newest {foreign[-1].name}): resumed "
+                f"from there, the run would branch from them; pass --overwrite to replace them "
+                f"once this run has written its first checkpoint, resume from the newest with "
+                f"--resume {directory}, or choose another --checkpoint folder"
+            )
         raise CheckpointError(
             f"checkpoint folder {directory} holds {len(foreign)} checkpoint(s) of another run "
             f"(newest {foreign[-1].name}, run {other or 'without an id'}); pass --overwrite to "
@@ -512,6 +552,7 @@ def save_checkpoint(
     metadata: Mapping | None = None,
     keep: int | None = None,
     run_id: str | None = None,
+    supersedes: Sequence[Path] = (),
 ) -> Path:
     """Saves ``state`` (leading ``[K]`` axis) as one checkpoint in ``directory``.
 
@@ -525,6 +566,10 @@ def save_checkpoint(
       keep: keep only the newest ``keep`` checkpoints of ``run_id``
         (``None``: keep all); other runs' checkpoints are never pruned.
       run_id: the writing run's id, recorded in the manifest.
+      supersedes: manifests (of another run, or another branch of this one)
+        to remove once this checkpoint is written, with their arrays; not
+        before, so that a run that fails first loses nothing
+        (:class:`CheckpointHook` with ``overwrite``).
 
     Returns:
       The manifest's path. Saving the same epoch again replaces it.
@@ -573,7 +618,7 @@ def save_checkpoint(
         write_atomic(directory / arrays_name, lambda f: f.write(payload))
         text = json_text(manifest)
         write_atomic(path, lambda f: f.write(text.encode()))
-        _prune(directory, keep, run_id)
+        _prune(directory, keep, run_id, drop=[p for p in supersedes if p != path])
     return path
 
 
@@ -616,7 +661,11 @@ def _prune(directory: Path, keep: int | None, run_id: str | None, drop=()) -> No
     candidates = set(_pending(directory))
     doomed = list(drop)
     if keep is not None:
-        own = [p for p in list_checkpoints(directory) if _manifest_run_id(p) == (True, run_id)]
+        own = [
+            p
+            for p in list_checkpoints(directory)
+            if p not in doomed and _manifest_run_id(p) == (True, run_id)
+        ]
         doomed += own[:-keep]
     for manifest in doomed:
         arrays = _arrays_of(manifest)
@@ -946,8 +995,11 @@ class CheckpointHook:
 
     The hook claims its folder when it is made: it takes the folder's lock
     (:class:`FolderLock`, held until :meth:`close`) and refuses a folder
-    holding checkpoints of another run (:func:`check_checkpoint_folder`)
-    unless ``overwrite``, in which case those checkpoints are deleted.
+    holding checkpoints of another run (:func:`check_checkpoint_folder`),
+    or of its own run after ``start_epoch`` (another branch of a resumed
+    run), unless ``overwrite``. Those checkpoints are then deleted when the
+    hook writes its first checkpoint, not before: a run that fails or is
+    killed before then leaves them as they were.
 
     Args:
       directory: checkpoint folder.
@@ -959,8 +1011,8 @@ class CheckpointHook:
       run_id: this run's id; pass the resumed checkpoint's to continue its
         run (``None`` for one written before runs had ids). Default
         :data:`NEW_RUN`: a new id (:func:`new_run_id`).
-      overwrite: delete another run's checkpoints in ``directory`` instead
-        of refusing the folder.
+      overwrite: replace another run's checkpoints in ``directory`` (once
+        this run's first is written) instead of refusing the folder.
 
     Raises:
       CheckpointLockedError: another process writes to ``directory``.
@@ -1017,10 +1069,12 @@ class CheckpointHook:
         check_checkpoint_folder(self.directory, run_ids=(self.run_id,), overwrite=True)
         self._lock = FolderLock(self.directory).acquire()
         try:
-            foreign = foreign_checkpoints(self.directory, (self.run_id,))
-            if foreign:
-                check_checkpoint_folder(self.directory, run_ids=(self.run_id,), overwrite=overwrite)
-            _prune(self.directory, None, self.run_id, drop=foreign)
+            mine = {"run_ids": (self.run_id,), "after_epoch": start_epoch}
+            # Replaced by the first save (save_checkpoint's supersedes), not now.
+            self._superseded = foreign_checkpoints(self.directory, **mine)
+            if self._superseded:
+                check_checkpoint_folder(self.directory, overwrite=overwrite, **mine)
+            _prune(self.directory, None, self.run_id)  # what a killed writer left in flight
         except BaseException:
             self.close()
             raise
@@ -1042,7 +1096,9 @@ class CheckpointHook:
             metadata=self.metadata,
             keep=self.keep,
             run_id=self.run_id,
+            supersedes=self._superseded,
         )
+        self._superseded = []
         self.saved.append(path)
         return path
 

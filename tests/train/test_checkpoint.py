@@ -25,7 +25,11 @@ from sparsegcn.train import (
     save_checkpoint,
     state_template,
 )
-from sparsegcn.train.checkpoint import dataset_fingerprint, list_checkpoints
+from sparsegcn.train.checkpoint import (
+    check_checkpoint_folder,
+    dataset_fingerprint,
+    list_checkpoints,
+)
 
 SEEDS = [0, 1]
 # patience makes early-stopping state (bad_epochs, best, done) part of what must resume.
@@ -171,9 +175,43 @@ def test_overwrite_deletes_only_checkpoints_and_refuses_lookalikes(run, dataset,
         CheckpointHook(tmp_path, seeds=SEEDS, overwrite=True)
     assert (tmp_path / "ckpt-000007.json").read_text() == '{"my": "data"}'
     (tmp_path / "ckpt-000007.json").unlink()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    CheckpointHook(tmp_path, seeds=SEEDS, overwrite=True).close()  # ended before saving
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({*before, ".lock"})
     hook = CheckpointHook(tmp_path, seeds=SEEDS, overwrite=True)
+    path = hook.save(full.state, full.history)  # the other run's epoch, by name
     hook.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]  # the other run's, listed
+    assert list_checkpoints(tmp_path) == [path]
+    assert json.loads(path.read_text())["run_id"] == hook.run_id
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+
+
+def test_checkpoints_replaced_go_only_once_the_run_has_written_one(run, dataset, tmp_path):
+    # --overwrite used to delete the other run's checkpoints when the run started, so a
+    # run that failed or was killed before its first checkpoint left none. And a run
+    # resumed from an older checkpoint into its own folder counted that run's later
+    # checkpoints as its own: pruning (keep) deleted its new ones, the old branch's
+    # newest stayed the folder's newest.
+    folder, _, full = run
+    template = template_for(make_model(dataset), CONFIG, 2)
+    early, mid = (
+        load_checkpoint(folder / f"ckpt-{e:06d}.json", template, seeds=SEEDS) for e in (50, 100)
+    )
+    for ckpt in (early, mid, full):
+        save_checkpoint(tmp_path, ckpt.state, seeds=SEEDS, history=ckpt.history, run_id="r")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(CheckpointError, match=r"resumed run after its epoch 50 \(newest ckpt-0001"):
+        CheckpointHook(tmp_path, seeds=SEEDS, start_epoch=50, run_id="r")
+    with pytest.raises(CheckpointError, match=r"resumed run after its epoch 50"):
+        check_checkpoint_folder(tmp_path, run_ids=("r",), after_epoch=50)
+    check_checkpoint_folder(tmp_path, run_ids=("r",), after_epoch=int(full.state.epoch.max()))
+    CheckpointHook(tmp_path, seeds=SEEDS, start_epoch=50, run_id="r", overwrite=True).close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == names  # nothing written, nothing lost
+    hook = CheckpointHook(tmp_path, seeds=SEEDS, start_epoch=50, run_id="r", overwrite=True, keep=1)
+    path = hook.save(mid.state, mid.history)  # epoch 100 again, on the new branch
+    hook.close()
+    assert list_checkpoints(tmp_path) == [path] and path.name == "ckpt-000100.json"
+    assert len(list(tmp_path.glob("*.npz"))) == 1
 
 
 def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
@@ -368,3 +406,21 @@ def test_fit_validates_a_given_history(run, dataset, data):
         sg.fit(model, data, CONFIG, seeds=SEEDS, history={"loss": np.zeros((3, 2))})
     with pytest.raises(ValueError, match=r"state holds 2 members .* but 1 seeds were given"):
         sg.fit(model, data, CONFIG, seeds=[0], state=full.state)
+
+
+def test_a_lock_file_linked_to_another_file_is_refused_and_that_file_kept(tmp_path):
+    # The lock is truncated and rewritten with a pid: through a link it replaced the
+    # contents of whatever file the link named.
+    from sparsegcn.train.checkpoint import FolderLock
+
+    important = tmp_path / "important.txt"
+    important.write_text("important data")
+    for name, link in (("symbolic", os.symlink), ("hard", os.link)):
+        folder = tmp_path / name
+        folder.mkdir()
+        link(important, folder / ".lock")
+        with pytest.raises(CheckpointError, match=rf"\.lock is a {name} link; remove it"):
+            FolderLock(folder).acquire()
+        with pytest.raises(CheckpointError, match=rf"\.lock is a {name} link"):
+            check_checkpoint_folder(folder)
+    assert important.read_text() == "important data"
