@@ -131,6 +131,7 @@ def node_data(
     backend: str = "segment",
     options: Mapping | None = None,
     feature_cache: str | Path | None = None,
+    write_feature_cache: bool = True,
 ) -> NodeData:
     """Builds the :class:`NodeData` a full-batch trainer reads from a :class:`Dataset`.
 
@@ -147,6 +148,7 @@ def node_data(
         registry entry sets ``precompute`` (SGC's ``Â^K X``, see
         :mod:`sparsegcn.experiment.precompute`); ``None`` computes them
         without caching.
+      write_feature_cache: store a miss in ``feature_cache`` (``False``: read only).
     """
     n = dataset.num_nodes
     spec = get_model_spec(model)
@@ -162,6 +164,7 @@ def node_data(
             hops=resolved["hops"],
             normalize_features=normalize_features,
             cache_dir=feature_cache,
+            write=write_feature_cache,
         )
     return NodeData(
         graph=prepare_graph(dataset, model, packed=packed, backend=backend),

@@ -280,6 +280,7 @@ def predict_checkpoint(
         normalize_features=exp.normalize_features,
         options=exp.options(),
         feature_cache=exp.feature_cache,
+        write_feature_cache=False,  # the training run's cache: read, never created here
     )
     # Trained on sampled blocks: layer-wise inference over node chunks.
     data: NodeData | MinibatchData = minibatch_data(full) if exp.sampled else full

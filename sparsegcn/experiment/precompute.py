@@ -136,6 +136,7 @@ def sgc_precompute(
     hops: int,
     normalize_features: str,
     cache_dir: str | Path | None = None,
+    write: bool = True,
 ) -> tuple[Features, bool]:
     """``Â^K X`` of ``dataset`` with ``Â = gcn_norm(graph)``, from ``cache_dir`` when there.
 
@@ -148,6 +149,8 @@ def sgc_precompute(
         of the key).
       cache_dir: folder of cached results, created when missing; ``None``
         computes without caching.
+      write: store a miss in ``cache_dir``; ``False`` only reads it (``predict``
+        uses the training run's cache but creates none).
 
     Returns:
       ``(features, hit)``: ``[N, F]`` dense float32 features, and whether
@@ -170,7 +173,7 @@ def sgc_precompute(
             return as_features(cached, n), True
     x = as_features(features, n)
     rows = np.asarray(sgc_features(transforms.gcn_norm(graph), x, hops=hops), np.float32)
-    if path is not None:
+    if path is not None and write:
         _write(path, key, rows)
     return as_features(rows, dataset.num_nodes), False
 

@@ -152,7 +152,7 @@ def test_the_trained_model_gives_the_in_step_models_logits(dataset):
         sg.create_model("gcn", 4, 2, hidden=8, layers=2, dropout=0.5, precomputed=True)
 
 
-def test_cli_training_and_prediction_reuse_the_cache(propagations, tmp_path):
+def test_cli_training_and_prediction_reuse_the_cache(propagations, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     argv = ["train", "--model", "sgc", "--scale", "0.1", "--epochs", "3", "--no-progress"]
     argv += ["--feature-cache", str(cache), "--checkpoint", str(tmp_path / "ckpt")]
@@ -163,6 +163,16 @@ def test_cli_training_and_prediction_reuse_the_cache(propagations, tmp_path):
     assert propagations == [2], "predict reads the training run's cache"
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["model"] == "sgc" and len(list(cache.iterdir())) == 1
+    # Recorded as a relative path, the cache is elsewhere from another folder: predict
+    # then computes the features, and creates no cache the user did not ask for.
+    ckpt = tmp_path / "rel"
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv[:-4], "--feature-cache", "cache", "--checkpoint", str(ckpt)]) == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["predict", "--checkpoint", str(ckpt), "--out", str(tmp_path / "q.npy")]) == 0
+    assert propagations == [2, 2] and list(elsewhere.iterdir()) == []
 
 
 def test_the_cache_option_is_refused_where_it_does_nothing(tmp_path):
