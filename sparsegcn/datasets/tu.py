@@ -68,6 +68,10 @@ TU_SHA256: dict[str, dict[str, str]] = {
 }
 """The sha256 of every data file of a downloadable dataset, as extracted."""
 
+MAX_MEMBER_BYTES = 1 << 30
+"""The most bytes one file of a downloaded TU archive may expand to: an archive is
+unpacked in memory, so a member claiming more is refused before it is read."""
+
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
@@ -313,6 +317,12 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
                     continue
                 if ".." in Path(member).parts or Path(member).is_absolute():
                     raise ValueError(f"{name}.zip: member {member!r} leaves the folder")
+                size = zf.getinfo(member).file_size
+                if size > MAX_MEMBER_BYTES:  # a zip bomb would fill memory before the check
+                    raise ValueError(
+                        f"{name}.zip: member {member!r} expands to {size:,} bytes, over the "
+                        f"{MAX_MEMBER_BYTES:,} a TU data file may have; nothing was installed"
+                    )
                 if base not in TU_SHA256[name]:
                     if base.startswith(f"{name}_"):
                         raise ValueError(

@@ -171,6 +171,13 @@ def test_download_installs_only_checked_files(tmp_path, monkeypatch):
     ):
         load_tu("tu:MINI", other, url=f"{url}/MINI.zip")
     assert list((other / "tu").iterdir()) == []
+    monkeypatch.setattr(tu, "MAX_MEMBER_BYTES", 10)
+    with (
+        serve({"/MINI.zip": _zipped(source)}) as (_, url),
+        pytest.raises(ValueError, match=r"expands to \d+ bytes, over the 10 a TU data file"),
+    ):
+        load_tu("tu:MINI", other, url=f"{url}/MINI.zip")
+    assert list((other / "tu").iterdir()) == []
 
 
 def test_unrecorded_dataset_is_not_downloaded(tmp_path):
