@@ -1069,11 +1069,13 @@ class CheckpointHook:
         check_checkpoint_folder(self.directory, run_ids=(self.run_id,), overwrite=True)
         self._lock = FolderLock(self.directory).acquire()
         try:
-            mine = {"run_ids": (self.run_id,), "after_epoch": start_epoch}
+            mine = (self.run_id,)
             # Replaced by the first save (save_checkpoint's supersedes), not now.
-            self._superseded = foreign_checkpoints(self.directory, **mine)
+            self._superseded = foreign_checkpoints(self.directory, mine, after_epoch=start_epoch)
             if self._superseded:
-                check_checkpoint_folder(self.directory, overwrite=overwrite, **mine)
+                check_checkpoint_folder(
+                    self.directory, run_ids=mine, overwrite=overwrite, after_epoch=start_epoch
+                )
             _prune(self.directory, None, self.run_id)  # what a killed writer left in flight
         except BaseException:
             self.close()
