@@ -434,7 +434,8 @@ def _(tmp):
 
 @case("output paths", "train --plot names a folder")
 def _(tmp):
-    return _refused_before_reading("--plot", tmp, tmp, "is a folder")
+    (tmp / "curves.png").mkdir()
+    return _refused_before_reading("--plot", tmp / "curves.png", tmp, "is a folder")
 
 
 @case("output paths", "train --checkpoint names a file")

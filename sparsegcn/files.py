@@ -136,8 +136,88 @@ def _umask() -> int:
 
 def _through_link(path: Path) -> Path:
     """Where a write of ``path`` lands: a symbolic link's target (the link itself is not
-    replaced; ``/dev/stdout`` writes to what the process's stdout is), else ``path``."""
+    replaced), else ``path``. Callers first divert paths of this process's descriptors
+    (:func:`_own_descriptor`), which name an open file, not a place to rename into."""
     return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+# /proc/PID/fd or /proc/PID/task/TID/fd, as realpath spells /proc/self/fd, /dev/fd and
+# /proc/thread-self/fd.
+_FD_FOLDER = re.compile(r"/proc/(?P<pid>[0-9]+)(?:/task/[0-9]+)?/fd")
+
+
+def _own_descriptor(path: Path) -> int | None:
+    """The descriptor of this process that ``path`` names, or ``None``.
+
+    ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N`` and
+    ``/proc/<this pid>/fd/N`` (and links to them) name a file this process
+    already holds open: the one the shell redirected to (``>> runs.log``), a
+    pipe (``| head``), a terminal. Linux shows them as links to that file,
+    so following the link and renaming a new file over its target would
+    replace the user's ``runs.log`` instead of writing to it, and fail for
+    a pipe (``pipe:[123]`` names no file). Only the path is read: the
+    descriptor need not be open.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    for _ in range(40):  # the kernel's limit on links followed
+        try:
+            folder = os.path.realpath(path.parent)
+            match = _FD_FOLDER.fullmatch(folder)
+            if match and int(match["pid"]) == os.getpid():
+                name = path.name
+                return int(name) if name.isascii() and name.isdigit() else None
+            if not path.is_symlink():
+                return None
+            path = Path(folder, os.readlink(path))  # an absolute target replaces folder
+        except OSError:
+            return None
+    return None
+
+
+def _check_descriptor(fd: int) -> str | None:
+    """Why this process cannot write to its descriptor ``fd``, or ``None``."""
+    import fcntl
+
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    except OSError:
+        return f"descriptor {fd} is not open in this process"
+    if flags & os.O_ACCMODE == os.O_RDONLY:
+        return f"descriptor {fd} is open for reading only"
+    return None
+
+
+def _write_descriptor(path: Path, fd: int, data: bytes) -> None:
+    """Writes ``data`` to this process's open descriptor ``fd``, where its offset is.
+
+    Nothing is opened, truncated or renamed: ``--json /dev/stdout >> runs.log``
+    appends the report after what the run printed. Python's buffered
+    ``sys.stdout`` and ``sys.stderr`` are flushed first (both: ``2>&1`` makes
+    them one file), so the bytes follow the text printed before them.
+    """
+    import select
+
+    for number, stream in ((1, sys.stdout), (2, sys.stderr)):
+        if stream is None or stream.closed:
+            continue
+        try:
+            stream.flush()
+        except OSError as err:  # another stream's trouble is not this output's
+            if number == fd:
+                raise _naming(err, path) from err
+    problem = _check_descriptor(fd)
+    if problem is not None:
+        raise OSError(f"cannot write {path}: {problem}")
+    view = memoryview(data)
+    try:
+        while view:
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:  # a descriptor someone made non-blocking: wait, as print does
+                select.select([], [fd], [])
+    except OSError as err:
+        raise _naming(err, path) from err
 
 
 def _sink_kind(path: Path) -> str | None:
@@ -215,12 +295,19 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     as it was. A symbolic link is written through: its target is replaced,
     the link stays. A character device or FIFO at ``path`` (``/dev/null``, a
     terminal, a named pipe; see :data:`SINKS`) is written in place, never
-    replaced; any other non-regular file is refused.
+    replaced; any other non-regular file is refused. A path naming one of
+    this process's open descriptors (``/dev/stdout``, ``/dev/stderr``,
+    ``/dev/fd/N``, ``/proc/self/fd/N``) is written to that descriptor, at
+    its offset (appended after ``>>``), whatever file it is open on.
 
     Returns:
       ``path`` as a :class:`~pathlib.Path`.
     """
     path = Path(path)
+    fd = _own_descriptor(path)
+    if fd is not None:
+        _write_descriptor(path, fd, _to_bytes(write))
+        return path
     target = _through_link(path)
     kind = _sink_kind(target)
     if kind is not None:
@@ -390,7 +477,10 @@ def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) 
 
     A temporary file is created and removed in the nearest existing folder
     on the way to ``path`` (folders still missing are made when the output
-    is written). Nothing else is touched.
+    is written), and an existing file at ``path`` must be one this process
+    may rename over (:func:`_sticky_refusal`). Nothing else is touched. A
+    path naming one of this process's descriptors (``/dev/stdout``) must
+    name one open for writing; it is written to, never replaced.
 
     Args:
       path: the file to be written later (with ``folder``: the folder files
@@ -406,9 +496,17 @@ def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) 
       NotADirectoryError: a parent of ``path`` (or, with ``folder``,
         ``path`` itself) is a file.
       PermissionError, OSError: the folder cannot be written (read-only,
-        full, ...); the message names ``what``, ``path`` and the folder.
+        full, ...), or the file there cannot be replaced (another user's, in
+        a folder with the sticky bit); the message names ``what``, ``path``
+        and the folder or file.
     """
     path = Path(path)
+    fd = None if folder else _own_descriptor(path)
+    if fd is not None:
+        problem = _check_descriptor(fd)
+        if problem is not None:
+            raise OSError(f"{what} {path} cannot be written: {problem}")
+        return path
     if path.is_dir() and not folder:
         raise IsADirectoryError(f"{what} {path} is a folder; give the path of a file to write")
     target = path if folder else _through_link(path)
@@ -434,57 +532,175 @@ def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) 
         ) from None
     os.close(fd)
     os.unlink(probe)
+    refusal = None if folder else _sticky_refusal(target)
+    if refusal is not None:
+        raise PermissionError(f"{what} {path} cannot be replaced: {refusal}")
     return path
+
+
+def _sticky_refusal(target: Path) -> str | None:
+    """Why this process could not rename a new file over the existing ``target``, or ``None``.
+
+    In a folder with the sticky bit (mode ``+t``, as ``/tmp``), only the
+    owner of an entry or of the folder may rename over it or remove it (or a
+    process with ``CAP_FOWNER``; root is taken to have it), however writable
+    the folder is: creating a new file there succeeds, replacing another
+    user's fails with ``EPERM``. A missing ``target`` is fine.
+    """
+    try:
+        entry = os.lstat(target)
+        folder = os.stat(target.parent)
+    except OSError:
+        return None
+    euid = os.geteuid()
+    if not folder.st_mode & stat.S_ISVTX or euid in (0, entry.st_uid, folder.st_uid):
+        return None
+    return (
+        f"it belongs to another user (uid {entry.st_uid}), and its folder {target.parent} has "
+        f"the sticky bit, so only that user (or the folder's owner) may replace it; remove it "
+        f"as that user, or write elsewhere"
+    )
 
 
 def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], object]]) -> None:
     """Writes several files so that all of them appear or none does.
 
     Every file is first written in full to a temporary file beside it and
-    fsynced; only when all are written are they renamed into place (renames
-    within a folder do not fail for want of space). On an error before the
-    renames, every temporary file is removed and no ``path`` is touched. A
-    character device or FIFO among the paths (:data:`SINKS`) is written in
-    place after the renames; any other non-regular file is refused first.
+    fsynced; only when all are written are they renamed into place
+    (:func:`_replace_all`: a rename that fails puts every file already
+    replaced back as it was). On any error, every temporary file is removed
+    and every ``path`` is as it was; the error names the ``path``. A
+    character device or FIFO among the paths (:data:`SINKS`), or one of this
+    process's descriptors (``/dev/stdout``), is written in place after the
+    renames; any other non-regular file is refused first.
 
     Args:
       writers: ``{path: write(file)}``.
     """
-    temps: list[tuple[str, Path]] = []
-    sinks: list[tuple[Path, bytes]] = []
-    path = None
+    temps: list[tuple[str, Path, Path]] = []  # (temporary file, target, path as given)
+    sinks: list[tuple[Path, bytes, int | None]] = []  # (path, bytes, descriptor)
+    named = None
     try:
-        for path, write in writers.items():
-            path = _through_link(Path(path))
-            kind = _sink_kind(path)
-            if kind is not None:
-                _check_sink(path, kind)
-                sinks.append((path, _to_bytes(write)))
+        for given, write in writers.items():
+            named = Path(given)
+            fd = _own_descriptor(named)
+            if fd is not None:
+                problem = _check_descriptor(fd)
+                if problem is not None:
+                    raise OSError(f"cannot write {named}: {problem}")
+                sinks.append((named, _to_bytes(write), fd))
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            temps.append((tmp, path))
+            target = _through_link(named)
+            kind = _sink_kind(target)
+            if kind is not None:
+                _check_sink(named, kind)
+                sinks.append((named, _to_bytes(write), None))
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            temps.append((tmp, target, named))
             os.chmod(tmp, 0o666 & ~_umask())
             with os.fdopen(fd, "wb") as f:
                 write(f)
                 f.flush()
                 os.fsync(f.fileno())
-        for _tmp, path in temps:
-            kind = _sink_kind(path)
+        for _tmp, target, given_path in temps:
+            named = given_path
+            kind = _sink_kind(target)
             if kind is not None:
                 raise OSError(f"it is a {kind}, not a regular file, and is not replaced")
     except BaseException as err:
-        for tmp, _ in temps:
+        for tmp, _, _ in temps:
             Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and path is not None and not str(err).startswith("cannot "):
-            raise _naming(err, path) from err
+        if isinstance(err, OSError) and named is not None and not str(err).startswith("cannot "):
+            raise _naming(err, named) from err
         raise
-    for tmp, path in temps:
-        os.replace(tmp, path)
-    for folder in {path.parent for _, path in temps}:
+    _replace_all(temps)
+    for folder in {target.parent for _, target, _ in temps}:
         fsync_directory(folder)
-    for path, data in sinks:
-        _write_sink(path, data)
+    for named, data, fd in sinks:
+        if fd is None:
+            _write_sink(named, data)
+        else:
+            _write_descriptor(named, fd, data)
+
+
+def _replace_all(temps: list[tuple[str, Path, Path]]) -> None:
+    """Renames each temporary file over its target: all of them, or none.
+
+    Each existing target is first kept under a backup name beside it, a hard
+    link (the target never goes missing), or, where the file system has no
+    hard links, the target itself renamed. Should a rename fail (a target
+    another user owns in a sticky folder) or the process be interrupted
+    (Ctrl-C), every target already replaced gets its backup back, a target
+    that did not exist before is removed again, and the remaining temporary
+    files and the backups are deleted. On success the backups are deleted.
+    A ``kill -9`` in between can leave a backup (``.NAME.<hex>.old``) behind.
+
+    Args:
+      temps: ``(temporary file, target, path as given)``; errors name the last.
+
+    Raises:
+      OSError: naming the output whose backup or rename failed, and any
+        previous file that could not be put back (where its copy is).
+    """
+    backups: list[tuple[Path, Path, bool]] = []  # (target, backup, made by renaming target)
+    done: list[Path] = []
+    named = None
+    try:
+        for _, target, given in temps:
+            named = given
+            if os.path.lexists(target):
+                backups.append((target, *_keep_aside(target)))
+        for tmp, target, given in temps:
+            named = given
+            _replace_regular(tmp, target)
+            done.append(target)
+    except BaseException as err:
+        kept = _put_back(backups, done)
+        for tmp, _, _ in temps:
+            Path(tmp).unlink(missing_ok=True)
+        if not isinstance(err, OSError) or named is None:
+            raise
+        failed = err if str(err).startswith("cannot ") else _naming(err, named)
+        if kept:
+            failed = type(failed)(f"{failed}; {kept}")
+            failed.errno = err.errno
+        raise failed from err
+    for _, backup, _ in backups:
+        backup.unlink(missing_ok=True)
+
+
+def _keep_aside(target: Path) -> tuple[Path, bool]:
+    """A backup of ``target`` beside it: ``(backup, whether target was renamed to it)``."""
+    while True:
+        backup = target.with_name(f".{target.name}.{os.urandom(6).hex()}.old")
+        try:
+            os.link(target, backup)
+            return backup, False
+        except FileExistsError:
+            continue
+        except OSError:  # no hard links on this file system (EPERM, EOPNOTSUPP, EMLINK)
+            os.rename(target, backup)
+            return backup, True
+
+
+def _put_back(backups: list[tuple[Path, Path, bool]], done: list[Path]) -> str:
+    """Restores the targets :func:`_replace_all` replaced or moved; what could not be."""
+    kept = []
+    for target, backup, moved in reversed(backups):
+        try:
+            if moved or target in done:
+                os.replace(backup, target)
+            else:
+                backup.unlink()
+        except OSError as err:
+            kept.append(f"the previous {target} is kept as {backup} ({err.strerror or err})")
+    had = {target for target, _, _ in backups}
+    for target in done:
+        if target not in had:
+            target.unlink(missing_ok=True)
+    return "; ".join(kept)
 
 
 def npy_writer(array: np.ndarray) -> Callable[[BinaryIO], object]:
@@ -780,6 +996,16 @@ def _output_targets(path: Path) -> set[str]:
     return {os.path.join(parent, path.name), os.path.realpath(path)}
 
 
+def _written_in_place(path: Path) -> bool:
+    """Whether a write of ``path`` goes into an open stream that outputs share without
+    replacing one another: one of this process's descriptors (``/dev/stdout``), or a
+    character device (``/dev/null``, a terminal). Not a FIFO: each output opens it anew,
+    and its reader may stop at the end of the first."""
+    return _own_descriptor(path) is not None or _sink_kind(_through_link(path)) == (
+        "character device"
+    )
+
+
 def _hard_linked(a: Path, b: Path) -> bool:
     """Whether two existing regular files are one file (hard links: the same inode)."""
     if not (a.is_file() and b.is_file()):
@@ -800,6 +1026,12 @@ def check_distinct_outputs(
     compares: real paths, and hard links by identity), or a file output
     inside an output folder under a name that folder's writer writes or
     deletes there (a checkpoint's manifest in ``--checkpoint DIR``, say).
+    Outputs that are both written in place, to this process's descriptors
+    or a character device (``--json /dev/stdout --plot /dev/stdout``,
+    ``/dev/null`` twice), are allowed: each is written after the other,
+    nothing is replaced. One of them and a file replaced by rename are
+    still refused when they land on one file (``--json /dev/stdout --plot
+    runs.log`` with stdout redirected to ``runs.log``).
 
     Args:
       files: ``{flag: path}`` of the file outputs; ``None`` entries are skipped.
@@ -814,7 +1046,10 @@ def check_distinct_outputs(
     named = [(flag, Path(p)) for flag, p in files.items() if p is not None]
     for i, (flag, path) in enumerate(named):
         targets = _output_targets(path)
+        in_place = _written_in_place(path)
         for other, other_path in named[:i]:
+            if in_place and _written_in_place(other_path):
+                continue
             if targets & _output_targets(other_path) or _hard_linked(path, other_path):
                 raise ValueError(
                     f"{flag} and {other} name the same file {str(path)!r}: one would replace "

@@ -71,6 +71,28 @@ def seed_bands(
     return epochs[keep], mean, mean - spread, mean + spread
 
 
+def check_plot_path(path: str | os.PathLike, *, what: str = "plot path") -> Path:
+    """Refuses a plot path that does not end in ``.png``, the one format drawn.
+
+    Called by the commands with ``--plot`` before any work, so a run does not
+    train for an hour and then fail on the name of its plot.
+
+    Args:
+      path: the PNG to be written.
+      what: how the message names it, e.g. ``"--plot"``.
+
+    Returns:
+      ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+      ValueError: naming ``what`` and ``path``.
+    """
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise ValueError(f"{what} must end in .png, got {str(path)!r}")
+    return path
+
+
 def plot_curves(
     history: Mapping,
     path: str | os.PathLike,
@@ -98,9 +120,7 @@ def plot_curves(
       ImportError: matplotlib is missing (names the ``sparsegcn[plot]`` extra).
       ValueError: a missing metric or a path not ending in ``.png``.
     """
-    path = Path(path)
-    if path.suffix.lower() != ".png":
-        raise ValueError(f"plot path must end in .png, got {str(path)!r}")
+    path = check_plot_path(path)
     bands = {name: seed_bands(history, name) for name, _ in PANELS}
     Figure, FigureCanvasAgg = _matplotlib()
     num_seeds = np.asarray(history["loss"]).shape[1]
@@ -120,4 +140,4 @@ def plot_curves(
     return write_atomic(path, lambda f: fig.savefig(f, format="png"))
 
 
-__all__ = ["plot_curves", "seed_bands"]
+__all__ = ["check_plot_path", "plot_curves", "seed_bands"]

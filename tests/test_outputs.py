@@ -8,11 +8,15 @@ under a running job, and temporary folders a killed process left behind.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import re
 import socket
 import stat
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,6 +132,62 @@ def test_a_symbolic_link_is_written_through_not_replaced(tmp_path):
     ]
 
 
+def test_a_descriptor_of_this_process_is_written_to_not_replaced(tmp_path, monkeypatch):
+    # `--json /dev/stdout >> runs.log`: /dev/stdout links to /proc/self/fd/1, which links
+    # to runs.log; renaming over that replaced the user's log with the report.
+    log = tmp_path / "runs.log"
+    log.write_text("run 1\n")
+    inode = log.stat().st_ino
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    saved = os.dup(1)
+    try:
+        os.dup2(fd, 1)
+        with open(1, "w", closefd=False) as stdout:  # buffered, as a redirected stdout is
+            monkeypatch.setattr(sys, "stdout", stdout)
+            print("table")
+            assert check_writable("/dev/stdout", what="--json") == Path("/dev/stdout")
+            write_json_atomic("/dev/stdout", {"a": 1})
+        for path in (f"/dev/fd/{fd}", f"/proc/self/fd/{fd}", f"/proc/{os.getpid()}/fd/{fd}"):
+            assert check_writable(path, what="--json") == Path(path)
+            write_atomic(path, lambda f: f.write(b"x\n"))
+        write_all_atomic(
+            {f"/dev/fd/{fd}": lambda f: f.write(b"y\n"), tmp_path / "b": lambda f: None}
+        )
+        # Two outputs to descriptors follow one another; one replaced by rename is refused.
+        check_distinct_outputs({"--json": "/dev/stdout", "--plot": f"/dev/fd/{fd}"})
+        check_distinct_outputs({"--json": os.devnull, "--plot": os.devnull})
+        with pytest.raises(ValueError, match=r"--plot and --json name the same file"):
+            check_distinct_outputs({"--json": f"/dev/fd/{fd}", "--plot": log})
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(fd)
+    assert log.read_text() == 'run 1\ntable\n{\n  "a": 1\n}\nx\nx\nx\ny\n'
+    assert log.stat().st_ino == inode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "runs.log"]  # no temp left
+
+
+def test_a_pipe_descriptor_is_written_and_a_closed_one_is_named(tmp_path):
+    # `--json /dev/stdout | head`: /proc/self/fd/1 links to "pipe:[123]", no file at all.
+    read, write = os.pipe()
+    try:
+        assert check_writable(f"/dev/fd/{write}", what="--json") == Path(f"/dev/fd/{write}")
+        write_json_atomic(f"/dev/fd/{write}", {"a": 1})
+        assert os.read(read, 100) == b'{\n  "a": 1\n}\n'
+        with pytest.raises(OSError, match=rf"--json /dev/fd/{read} .*open for reading only"):
+            check_writable(f"/dev/fd/{read}", what="--json")
+        os.close(read)
+        with pytest.raises(OSError, match=rf"cannot write /dev/fd/{write}: Broken pipe"):
+            write_atomic(f"/dev/fd/{write}", lambda f: f.write(b"x"))
+    finally:
+        for fd in (read, write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    with pytest.raises(OSError, match=rf"/dev/fd/{write} .*descriptor {write} is not open"):
+        check_writable(f"/dev/fd/{write}", what="--json")
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- outputs that are inputs ----------------------------------------------------
 
 
@@ -194,6 +254,98 @@ def test_outputs_that_would_land_on_one_another_are_refused(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "the files the folder of --checkpoint" in err[0]
     assert not ck.exists()
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["hard-link", "no-hard-links"])
+def test_a_failed_rename_puts_every_output_back(tmp_path, monkeypatch, links):
+    # A link model's json + npz: the npz in a sticky folder owned by another user.
+    import sparsegcn.files as files
+
+    model, arrays, new = tmp_path / "m.json", tmp_path / "m.npz", tmp_path / "new.txt"
+    model.write_text("old json")
+    arrays.write_text("old npz")
+    real = os.replace
+
+    def refused(src, dst):
+        if Path(dst) == arrays and str(src).endswith(".tmp"):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real(src, dst)
+
+    def no_links(src, dst):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(files.os, "replace", refused)
+    if not links:
+        monkeypatch.setattr(files.os, "link", no_links)
+    writers = {
+        new: lambda f: f.write(b"new"),
+        model: lambda f: f.write(b"new json"),
+        arrays: lambda f: f.write(b"new npz"),
+    }
+    with pytest.raises(
+        PermissionError, match=rf"^cannot write {re.escape(str(arrays))}: Operation not permitted$"
+    ):
+        write_all_atomic(writers)
+    assert model.read_text() == "old json" and arrays.read_text() == "old npz"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.npz"]  # no temp, no backup
+    monkeypatch.setattr(files.os, "replace", real)
+    write_all_atomic(writers)
+    assert [p.read_text() for p in (new, model, arrays)] == ["new", "new json", "new npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.npz", "new.txt"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_another_users_file_in_a_sticky_folder_is_refused_before_any_work(tmp_path, monkeypatch):
+    # As in /tmp: anyone may create files, only a file's owner (or the folder's) replace it.
+    import sparsegcn.files as files
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    theirs, mine = shared / "r.json", shared / "m.json"
+    for path, uid in ((theirs, 4242), (mine, 1000)):
+        path.write_text("kept")
+        os.chown(path, uid, uid)
+    monkeypatch.setattr(files.os, "geteuid", lambda: 1000)
+    link = tmp_path / "report.json"
+    link.symlink_to(theirs)
+    for path in (theirs, link):
+        with pytest.raises(
+            PermissionError,
+            match=rf"--json {re.escape(str(path))} cannot be replaced: it belongs to another user "
+            rf"\(uid 4242\), and its folder {re.escape(str(shared))} has the sticky bit",
+        ):
+            check_writable(path, what="--json")
+    for path in (mine, shared / "new.json"):
+        check_writable(path, what="--json")
+    shared.chmod(0o777)
+    check_writable(theirs, what="--json")  # no sticky bit: the folder's writers may
+    shared.chmod(0o1777)
+    monkeypatch.setattr(files.os, "geteuid", lambda: 0)
+    check_writable(theirs, what="--json")  # root (CAP_FOWNER) may
+    assert sorted(p.name for p in shared.iterdir()) == ["m.json", "r.json"]
+
+
+def test_a_plot_that_is_not_a_png_is_refused_before_any_work(tmp_path, capsys):
+    from sparsegcn.cli import main
+
+    ck, plot = tmp_path / "ck", tmp_path / "curves.pdf"
+    argv = ["train", "--epochs", "2", "--no-progress", "--checkpoint", str(ck), "--plot", str(plot)]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == [
+        f"sparsegcn train: error: --plot must end in .png, got {str(plot)!r}"
+    ]
+    assert not ck.exists()
+    from sparsegcn.experiment import Experiment
+
+    with pytest.raises(ValueError, match=r"--plot must end in \.png"):
+        Experiment(plot=str(plot))  # the Python API: refused before any data is read
+    argv = ["bench", "--quick", "--nodes", "64", "--repeats", "1", "--no-progress"]
+    assert main([*argv, "--plot", str(plot)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--plot must end in .png" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 # -- full disks -------------------------------------------------------------------

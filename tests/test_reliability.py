@@ -267,7 +267,7 @@ def test_unwritable_outputs_are_refused_before_data_is_read(flag, readonly_dir, 
         pytest.importorskip("matplotlib")
     root = tmp_path / "empty-root"
     root.mkdir()
-    target = readonly_dir / ("ck" if flag == "--checkpoint" else "out.json")
+    target = readonly_dir / {"--checkpoint": "ck", "--plot": "out.png"}.get(flag, "out.json")
     argv = ["train", "--dataset", "cora", "--root", str(root), *FAST, flag, str(target)]
     assert main(argv) == 2
     line = error_line(capsys)

@@ -10,6 +10,7 @@ from typing import Any
 from sparsegcn.bench import PRESETS, format_table, plot_report, run_matrix
 from sparsegcn.bench.plot import require_matplotlib
 from sparsegcn.files import check_distinct_outputs, check_writable, write_json_atomic
+from sparsegcn.plots import check_plot_path
 
 _LISTS: dict[str, tuple[str, Callable[[str], Any]]] = {
     # option: (Matrix field, element parser)
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         check_writable(args.json, what="--json")
     if args.plot:
+        check_plot_path(args.plot, what="--plot")
         require_matplotlib()  # fail before measuring, not after
         check_writable(args.plot, what="--plot")
     report = run_matrix(matrix, progress=args.progress, seed=args.seed)

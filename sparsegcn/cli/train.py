@@ -23,6 +23,7 @@ from sparsegcn.files import (
     write_json_atomic,
 )
 from sparsegcn.nn.registry import MODELS
+from sparsegcn.plots import check_plot_path
 from sparsegcn.tasks import resolve, task_for
 from sparsegcn.train.checkpoint import folder_of, folder_owns
 from sparsegcn.train.sweep import format_table, parse_sweep
@@ -120,6 +121,7 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
     if json_path:
         check_writable(json_path, what="--json")
     if experiment.plot:
+        check_plot_path(experiment.plot, what="--plot")
         require_matplotlib()
         check_writable(experiment.plot, what="--plot")
     if experiment.checkpoint:

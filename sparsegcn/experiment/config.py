@@ -478,6 +478,10 @@ class Experiment:
         )
         if self.monitor not in MONITORS:
             raise ValueError(f"monitor must be one of {list(MONITORS)}, got {self.monitor!r}")
+        if self.plot is not None:  # not found out after training
+            from sparsegcn.plots import check_plot_path
+
+            check_plot_path(self.plot, what="--plot")
         for name in ("dataset", "fanouts", "decay_layers"):
             value = getattr(self, name)
             if not isinstance(value, str) and not (name == "fanouts" and value is None):

@@ -146,8 +146,8 @@ def test_train_and_info_refuse_an_output_that_is_one_of_their_inputs(tmp_path, c
     assert main([*argv, "--json", str(folder / "manifest.json")]) == 2
     err = capsys.readouterr().err
     assert f"--json {folder / 'manifest.json'} would overwrite the dataset {folder}" in err
-    assert main([*argv, "--plot", str(folder / "labels.npy")]) == 2
-    assert "--plot" in capsys.readouterr().err
+    assert main([*argv, "--plot", str(folder / "curves.png")]) == 2
+    assert f"--plot {folder / 'curves.png'} would overwrite the dataset" in capsys.readouterr().err
     assert main([*argv, "--checkpoint", str(folder)]) == 2
     assert "--checkpoint" in capsys.readouterr().err
     assert main(["info", "--dataset", str(folder), "--json", str(folder / "test.npy")]) == 2
