@@ -16,6 +16,7 @@ import json
 import mmap
 import os
 import re
+import secrets
 import shutil
 import socket
 import stat
@@ -765,6 +766,20 @@ def temp_folder(parent: str | os.PathLike, stem: str, kind: str = "tmp") -> Path
     return folder
 
 
+def temp_file_path(parent: str | os.PathLike, stem: str, kind: str = "part") -> Path:
+    """A fresh name in ``parent`` for a temporary file building ``parent/stem`` (not created).
+
+    Named as :func:`temp_folder` names folders, so that once its process is
+    gone a later call removes it (:func:`remove_stale_temp_folders`, called
+    here first): a download killed with ``kill -9`` leaves its partial file
+    only until the next one into that folder. Create it with ``open(path, "xb")``.
+    """
+    parent = Path(parent)
+    remove_stale_temp_folders(parent, stem)
+    random = secrets.token_hex(8)
+    return parent / f".{stem}.{kind}-{_host_tag()}-{os.getpid()}-{random}{_TEMP_SUFFIX}"
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -776,7 +791,7 @@ def _alive(pid: int) -> bool:
 
 
 def remove_stale_temp_folders(parent: str | os.PathLike, stem: str) -> list[Path]:
-    """Removes the temporary folders of ``parent/stem`` whose process has ended.
+    """Removes the temporary folders (and files) of ``parent/stem`` whose process has ended.
 
     Only folders named as :func:`temp_folder` names them, made on this host
     by a process that no longer runs, owned by this user and not symbolic
@@ -804,9 +819,14 @@ def remove_stale_temp_folders(parent: str | os.PathLike, stem: str) -> list[Path
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        is_folder, is_file = stat.S_ISDIR(info.st_mode), stat.S_ISREG(info.st_mode)
+        if not (is_folder or is_file) or info.st_uid != os.geteuid():
             continue
         if pid == os.getpid() or _alive(pid):
+            continue
+        if is_file:  # a temp_file_path's partial file
+            Path(entry.path).unlink(missing_ok=True)
+            removed.append(Path(entry.path))
             continue
         kept = Path(entry.path) / "data"
         target = Path(parent) / stem

@@ -327,8 +327,10 @@ def test_an_ondisk_dataset_with_json_for_features_says_so(tmp_path):
 
 
 def test_download_errors_name_the_destination_not_the_temporary_file(tmp_path, monkeypatch):
+    from sparsegcn.files import temp_file_path
+
     monkeypatch.setattr("secrets.token_hex", lambda n: "abcd")
-    (tmp_path / ".ind.cora.y.abcd.part").mkdir()  # opening the temporary file fails
+    temp_file_path(tmp_path, "ind.cora.y").mkdir()  # opening the temporary file fails
     with pytest.raises(OSError) as info:
         download_file("http://127.0.0.1:9/x", tmp_path / "ind.cora.y", sha256=None)
     assert f"cannot write {tmp_path / 'ind.cora.y'}" in str(info.value)

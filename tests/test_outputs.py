@@ -432,6 +432,20 @@ def test_a_folder_replaced_is_never_lost(tmp_path, monkeypatch, exchange):
     assert sorted(os.listdir(tmp_path)) == [".new3", "ds", "link", "target"]
 
 
+def test_a_partial_download_a_killed_process_left_is_removed_by_the_next(tmp_path):
+    from sparsegcn.files import temp_file_path
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    mine = temp_file_path(tmp_path, "ind.cora.x")
+    stale = tmp_path / mine.name.replace(f"-{os.getpid()}-", f"-{ended.pid}-")
+    stale.write_bytes(b"half a download")
+    (tmp_path / "ind.cora.x").write_bytes(b"the file")
+    (tmp_path / ".ind.cora.x.0123.part").write_bytes(b"not named as ours")
+    assert temp_file_path(tmp_path, "ind.cora.x").parent == tmp_path
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".ind.cora.x.0123.part", "ind.cora.x"]
+
+
 def test_a_folder_moved_aside_by_a_killed_process_is_put_back(tmp_path):
     # kill -9 between replace_folder's two renames: the old copy is all there is.
     ended = subprocess.Popen(["true"])

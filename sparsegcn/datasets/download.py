@@ -14,7 +14,6 @@ import hashlib
 import http.client
 import os
 import re
-import secrets
 import socket
 import threading
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from sparsegcn.files import naming_errors, sha256_file
+from sparsegcn.files import naming_errors, sha256_file, temp_file_path
 
 _CHUNK = 1 << 20
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -305,8 +304,9 @@ def download_file(
         raise ValueError(f"dest {str(dest)!r} is a directory; give the path of the file to write")
     dest.parent.mkdir(parents=True, exist_ok=True)
     # A random name opened with "x" (not tempfile.mkstemp) so that the file
-    # gets the permissions the umask gives, like any other file the user writes.
-    tmp = dest.parent / f".{dest.name}.{secrets.token_hex(8)}.part"
+    # gets the permissions the umask gives, like any other file the user writes;
+    # named with this pid, so that a later download removes it after a kill -9.
+    tmp = temp_file_path(dest.parent, dest.name)
     with naming_errors(dest):  # an error names dest, not the temporary name
         out = open(tmp, "xb")  # noqa: SIM115 -- closed by the `with` below, inside the cleanup
     try:

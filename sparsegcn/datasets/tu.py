@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import io
 import re
-import secrets
 import shutil
 import zipfile
 from pathlib import Path
@@ -49,6 +48,7 @@ import numpy as np
 from sparsegcn.datasets import TU_PREFIX
 from sparsegcn.datasets.download import download_file, sha256_file
 from sparsegcn.datasets.graph_dataset import GraphDataset
+from sparsegcn.files import temp_folder
 
 TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip"
 """Where a missing ``<root>/tu/NAME/`` folder is downloaded from."""
@@ -303,9 +303,7 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
             f"against (recorded: {sorted(TU_SHA256)}); put {name}_A.txt, "
             f"{name}_graph_indicator.txt, {name}_graph_labels.txt, ... into {folder}"
         )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = folder.parent / f".{name}.{secrets.token_hex(8)}.part"
-    staging.mkdir()
+    staging = temp_folder(folder.parent, name, "part")  # a kill -9's is removed next time
     try:
         archive = download_file(
             url or TU_URL.format(name=name), staging / f"{name}.zip", sha256=None, progress=progress
