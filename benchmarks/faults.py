@@ -2682,9 +2682,11 @@ for _content, _label in ((b'{"a": 1}', "JSON"), (b"1 2 3\n", "text"), (b"", "an 
 def _(tmp):
     import secrets
 
+    from sparsegcn.files import temp_file_path
+
     saved = secrets.token_hex
     secrets.token_hex = lambda n: "abcd"
-    (tmp / ".ind.cora.y.abcd.part").mkdir()
+    temp_file_path(tmp, "ind.cora.y").mkdir()
     try:
         result = api(lambda: download_file("http://127.0.0.1:9/x", tmp / "ind.cora.y", sha256=None),
                      words=f"cannot write {tmp / 'ind.cora.y'}")  # fmt: skip
