@@ -23,6 +23,7 @@ from sparsegcn.experiment.lifecycle import (
     checkpoint_metadata,
     experiment_from_checkpoint,
     predict_checkpoint,
+    process_settings,
     restore_checkpoint,
 )
 from sparsegcn.experiment.precompute import precompute_key, sgc_precompute
@@ -44,6 +45,7 @@ __all__ = [
     "precompute_key",
     "predict_checkpoint",
     "prepare_graph",
+    "process_settings",
     "reorder_dataset",
     "restore_checkpoint",
     "run_experiment",

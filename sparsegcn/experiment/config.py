@@ -195,6 +195,10 @@ model (:meth:`~sparsegcn.nn.registry.ModelSpec.resolve_options`). A new option
 that applies only sometimes needs one row here and nothing else."""
 
 
+WRITER_OPTIONS = ("checkpoint", "plot", "checkpoint_every", "keep", "overwrite")
+"""What only process 0 of a multi-process run uses (:meth:`Experiment.for_process`)."""
+
+
 def without_inapplicable(settings: dict) -> dict:
     """``settings`` (:class:`Experiment` field values, every field present, as a
     checkpoint records them) with each field that does not apply (:data:`APPLIES`)
@@ -656,3 +660,18 @@ class Experiment:
 
     def seed_list(self) -> list[int]:
         return list(range(self.seed, self.seed + self.seeds))
+
+    def for_process(self, index: int) -> Experiment:
+        """What process ``index`` of a multi-process run writes of this run.
+
+        Every process trains the same seeds; process 0 alone writes the
+        checkpoints and draws the plot. Another process gets this run
+        without ``checkpoint`` and ``plot``, and with the options that apply
+        only to a checkpoint folder (:data:`WRITER_OPTIONS`) at their defaults.
+        """
+        if index == 0:
+            return self
+        defaults: dict = {
+            f.name: f.default for f in dataclasses.fields(self) if f.name in WRITER_OPTIONS
+        }
+        return dataclasses.replace(self, **defaults)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -64,6 +66,40 @@ RESUME_MAY_CHANGE = frozenset(
         "packing",
     }
 )
+
+
+# What the processes of one multi-process run may be given differently: its own index,
+# the coordinator as each reaches it, where each finds the data, and where process 0's
+# outputs go (whether there are any must agree).
+PER_PROCESS = frozenset({"process_id", "coordinator", "root"})
+PRESENCE_ONLY = frozenset({"checkpoint", "plot", "feature_cache"})
+
+
+def process_settings(exp: Experiment) -> dict[str, str]:
+    """What every process of a multi-process run must agree on, as ``{field: text}``
+    (:func:`~sparsegcn.parallel.check_same_settings`).
+
+    Every :class:`Experiment` field but :data:`PER_PROCESS`; the output folders
+    and files of :data:`PRESENCE_ONLY` by whether they are given; a dataset
+    folder by its manifest (its path may differ by host) and ``resume`` by
+    the checkpoint's epoch and arrays sha256 (the same file, wherever it is).
+    """
+    settings = {}
+    for field in dataclasses.fields(exp):
+        if field.name in PER_PROCESS:
+            continue
+        value = getattr(exp, field.name)
+        if field.name in PRESENCE_ONLY:
+            value = value is not None
+        settings[field.name] = repr(value)
+    if is_path(exp.dataset):
+        manifest = Path(exp.dataset).expanduser() / "manifest.json"
+        if manifest.is_file():
+            settings["dataset"] = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    if exp.resume:
+        resumed = read_manifest(exp.resume)
+        settings["resume"] = f"epoch {resumed.get('epoch')}, {resumed.get('arrays_sha256')}"
+    return settings
 
 
 def checkpoint_metadata(exp: Experiment, dataset: Dataset) -> dict:

@@ -25,7 +25,7 @@ from sparsegcn.experiment.build import (
     use_edge_features,
 )
 from sparsegcn.experiment.config import Experiment
-from sparsegcn.experiment.lifecycle import Lifecycle, check_dataset
+from sparsegcn.experiment.lifecycle import Lifecycle, check_dataset, process_settings
 from sparsegcn.experiment.resources import fit_to_graph
 from sparsegcn.tasks import task_for, task_name
 from sparsegcn.train import FitResult, fit
@@ -126,8 +126,16 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     """Runs ``exp`` through the pipeline of the task that owns its dataset.
 
     The task registry (:mod:`sparsegcn.tasks`) declares each task's data,
-    trainer and report; the report names the task (``"task"``).
+    trainer and report; the report names the task (``"task"``). A
+    multi-process run (``exp.coordinator``) joins first and refuses, on
+    every process, settings that differ between them
+    (:func:`~sparsegcn.experiment.lifecycle.process_settings`).
     """
+    if exp.coordinator is not None:
+        # Before any data is read: processes given different settings would train
+        # different replicas with the same collectives, and save the mix.
+        parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
+        parallel.check_same_settings(process_settings(exp))
     report = task_for(exp.dataset, exp.task).run(exp, progress=progress)
     return {"task": task_name(exp.dataset, exp.task), **report}
 
@@ -199,9 +207,7 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             feature_cache=exp.feature_cache,
         )
     model = build_model(exp, dataset)
-    writer = (
-        exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None, plot=None)
-    )
+    writer = exp.for_process(jax.process_index())
     lifecycle = Lifecycle.start(writer, dataset, model)
     # What sampled training steps on and evaluates with (layer-wise, over node chunks).
     with _staging(exp):

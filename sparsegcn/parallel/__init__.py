@@ -26,6 +26,7 @@ from sparsegcn.parallel.data_parallel import (
 )
 from sparsegcn.parallel.distributed import (
     check_processes,
+    check_same_settings,
     initialize,
     parse_coordinator,
     shutdown,
@@ -62,6 +63,7 @@ __all__ = [
     "as_mesh",
     "check_devices",
     "check_processes",
+    "check_same_settings",
     "data_parallel_chunk_fn",
     "data_parallel_step_fn",
     "edge_sharded_chunk_fn",

@@ -14,7 +14,11 @@ It must run before anything starts JAX's backend (creating an array,
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
+
 import jax
+import numpy as np
 
 from sparsegcn import _checks
 
@@ -106,6 +110,48 @@ def initialize(
             f"{num_processes} (multi-process initialization must come before JAX is used, and "
             f"every process must reach the coordinator within {timeout_s} s): {err}"
         ) from err
+
+
+def check_same_settings(settings: Mapping[str, str]) -> None:
+    """Refuses a multi-process run whose processes were given different settings.
+
+    Every process passes the settings that must agree (``{name: text}``; the
+    same names on every process); each setting's sha256 is gathered from
+    every process (``multihost_utils.process_allgather``, one collective of
+    ``8 K`` bytes a process) and compared with process 0's. Processes that
+    train on different data, hyperparameters or checkpoints would run the
+    same collectives on different replicas: the result (and a checkpoint
+    process 0 writes) would be wrong without any error. Does nothing in a
+    one-process run.
+
+    Raises:
+      ValueError: on every process alike, naming the settings that differ and
+        the processes that hold another value than process 0.
+    """
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    names = sorted(settings)
+    rows = [hashlib.sha256(f"{n}\0{settings[n]}".encode()).digest()[:8] for n in names]
+    ours = np.frombuffer(b"".join(rows), np.uint32).reshape(len(names), 2)
+    counts = np.asarray(multihost_utils.process_allgather(np.array([len(names)], np.int32)))
+    if len(set(counts.ravel().tolist())) > 1:
+        raise ValueError(
+            f"the processes of this run compare {sorted(set(counts.ravel().tolist()))} settings: "
+            f"run the same sparsegcn version on every process"
+        )
+    every = np.asarray(multihost_utils.process_allgather(ours))  # [P, K, 2]
+    differ = (every != every[:1]).any(axis=2)  # [P, K]
+    if differ.any():
+        which = [names[k] for k in np.flatnonzero(differ.any(axis=0))]
+        processes = np.flatnonzero(differ.any(axis=1)).tolist()
+        raise ValueError(
+            f"the processes of this run were given different {', '.join(which)}: process(es) "
+            f"{processes} differ from process 0; run the same command on every process (only "
+            f"--process-id, --root and the output paths may differ; a checkpoint to resume "
+            f"from must be the same file everywhere)"
+        )
 
 
 def shutdown() -> None:

@@ -525,7 +525,7 @@ def run_graph_experiment(exp, *, progress: bool = False, dataset=None) -> dict:
         splits, config = graph_splits(exp, dataset), graph_config(exp)
     model = _model(exp, dataset)
     # Several processes train the same members: process 0 alone writes checkpoints.
-    writer = exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None)
+    writer = exp.for_process(jax.process_index())
     lifecycle = GraphLifecycle.start(writer, dataset, model, splits, config)
     try:
         result = fit_graphs(

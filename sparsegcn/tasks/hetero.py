@@ -1008,7 +1008,7 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
     tx = make_optimizer(exp.train_config())
     fanouts = exp.minibatch_config().fanouts
     # Several processes train the same seeds: process 0 alone writes checkpoints.
-    writer = exp if jax.process_index() == 0 else dataclasses.replace(exp, checkpoint=None)
+    writer = exp.for_process(jax.process_index())
     lifecycle = HeteroLifecycle.start(writer, data, model, tx)
     train = np.asarray(data.dataset.split["train"])
     batches = _batches(train, exp.batch_size, exp.max_batches)[0].shape[0]

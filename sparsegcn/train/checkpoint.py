@@ -572,7 +572,13 @@ def save_checkpoint(
         (:class:`CheckpointHook` with ``overwrite``).
 
     Returns:
-      The manifest's path. Saving the same epoch again replaces it.
+      The manifest's path. Saving the same epoch of the same run again
+      replaces it.
+
+    Raises:
+      CheckpointError: the folder holds a link model; or a file by this
+        epoch's name that is not a checkpoint manifest, or is another run's
+        (and not in ``supersedes``): it is never replaced.
 
     The folder's lock (:class:`FolderLock`) is held while saving (it is
     already held when a :class:`CheckpointHook` saves).
@@ -611,6 +617,25 @@ def save_checkpoint(
         raise TypeError(f"run_id must be a string or None, got {run_id!r}")
     with FolderLock(directory):
         path = directory / f"ckpt-{epoch:06d}.json"
+        link_files = [name for name in LINK_MODEL_FILES if (directory / name).exists()]
+        if link_files:
+            raise CheckpointError(
+                f"checkpoint folder {directory} holds a link run's model "
+                f"({', '.join(link_files)}); checkpoints never share its folder"
+            )
+        if path.exists() and path not in supersedes:
+            readable, owner = _manifest_run_id(path)
+            if not readable or _arrays_of(path) is None:
+                raise CheckpointError(
+                    f"{path} is named like a checkpoint but is not a {FORMAT} manifest; it is "
+                    f"not replaced: move it, or save elsewhere"
+                )
+            if owner != run_id:
+                raise CheckpointError(
+                    f"{path} is a checkpoint of run {owner or 'without an id'}, not of run "
+                    f"{run_id or 'without an id'}; it is not replaced (pass it in supersedes, "
+                    f"or CheckpointHook(overwrite=True), to replace that run's checkpoints)"
+                )
         replaced = _arrays_of(path) if path.exists() else None
         if replaced is not None:  # saving an epoch again orphans its old arrays
             _record_pending(directory, replaced)

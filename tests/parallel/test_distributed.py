@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -34,8 +35,9 @@ def worker_env() -> dict:
     return env
 
 
-def run_together(commands: list[list[str]], cwd: Path) -> list[str]:
-    """Runs the commands as concurrent processes; returns their output; always reaps them."""
+def run_together(commands: list[list[str]], cwd: Path, returncode: int = 0) -> list[str]:
+    """Runs the commands as concurrent processes; returns their output; always reaps them.
+    Each must exit with ``returncode``."""
     procs = [
         subprocess.Popen(
             cmd, cwd=cwd, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -58,7 +60,9 @@ def run_together(commands: list[list[str]], cwd: Path) -> list[str]:
             if proc.stdout is not None:  # a timed-out pipe, else a ResourceWarning later
                 proc.stdout.close()
     for i, (proc, out) in enumerate(zip(procs, outputs, strict=True)):
-        assert proc.returncode == 0, f"process {i} exited with {proc.returncode}:\n{out[-4000:]}"
+        assert proc.returncode == returncode, (
+            f"process {i} exited with {proc.returncode}:\n{out[-4000:]}"
+        )
     return outputs
 
 
@@ -135,7 +139,8 @@ def test_cli_runs_across_two_processes(tmp_path):
     argv = ["train", "--model", "sage", "--epochs", "3", "--seeds", "2", "--hidden", "8"]
     argv += ["--fanouts", "5,3", "--batch-size", "64", "--no-progress"]
     argv += ["--coordinator", coordinator, "--num-processes", "2"]
-    argv += ["--checkpoint", str(tmp_path / "ckpt")]
+    # The checkpoint folder's options on every process (process 1 used to refuse them).
+    argv += ["--checkpoint", str(tmp_path / "ckpt"), "--keep", "1", "--checkpoint-every", "1"]
     commands = [
         [sys.executable, "-m", "sparsegcn", *argv, "--process-id", str(i), "--json", f"{i}.json"]
         for i in range(2)
@@ -216,3 +221,58 @@ def test_cli_task_runs_across_two_processes_equal_one_process_of_two_devices(
     assert main([*base, "--devices", "2", "--json", str(tmp_path / "one.json")]) == 0
     alone = json.loads((tmp_path / "one.json").read_text())
     np.testing.assert_allclose(reports[0][key], alone[key], rtol=1e-4, atol=1e-6)
+
+
+class _State(NamedTuple):
+    """The least save_checkpoint takes: a pytree with an ``epoch`` per seed."""
+
+    epoch: np.ndarray
+    w: np.ndarray
+
+
+def test_processes_given_different_settings_are_refused_before_the_data_is_read(tmp_path):
+    # Resumed from two different checkpoints, or trained with two learning rates, the
+    # processes ran the same collectives on different replicas and process 0 saved the
+    # mix as a well-formed checkpoint.
+    from sparsegcn.experiment import process_settings
+    from sparsegcn.train import save_checkpoint
+    from sparsegcn.train.checkpoint import read_manifest
+
+    for name, epoch in (("a", 3), ("b", 4)):
+        state = {"epoch": np.full(1, epoch), "w": np.full(2, float(epoch), np.float32)}
+        save_checkpoint(tmp_path / name, _State(**state), seeds=[0])
+    assert read_manifest(tmp_path / "a")["epoch"] == 3
+    root = tmp_path / "missing-root"  # nothing is read: it need not exist
+    coordinator = f"127.0.0.1:{free_port()}"
+    argv = ["train", "--dataset", "cora", "--root", str(root), "--epochs", "5", "--no-progress"]
+    argv += ["--coordinator", coordinator, "--num-processes", "2"]
+    differ = [["--lr", "0.01", "--resume", "a"], ["--lr", "0.02", "--resume", "b"]]
+    commands = [
+        [sys.executable, "-m", "sparsegcn", *argv, *differ[i], "--process-id", str(i)]
+        for i in range(2)
+    ]
+    outputs = run_together(commands, tmp_path, returncode=2)
+    for out in outputs:
+        assert out.strip().splitlines()[-1] == (
+            "sparsegcn train: error: the processes of this run were given different lr, "
+            "resume: process(es) [1] differ from process 0; run the same command on every "
+            "process (only --process-id, --root and the output paths may differ; a checkpoint "
+            "to resume from must be the same file everywhere)"
+        )
+    assert not root.exists()
+    # What may differ: the index, the data root, where the outputs go (not whether).
+    base = Experiment(coordinator="h:1", num_processes=2, checkpoint="ck", plot="p.png")
+    other = Experiment(
+        coordinator="h2:1", num_processes=2, process_id=1, root="/elsewhere", checkpoint="c2",
+        plot="q.png",
+    )  # fmt: skip
+    assert process_settings(base) == process_settings(other)
+    assert process_settings(base) != process_settings(
+        Experiment(coordinator="h:1", num_processes=2)
+    )
+    # Process 1 writes nothing: its run drops the checkpoint folder's options (with
+    # --keep, --checkpoint-every or --overwrite it used to be refused, and process 0 hung).
+    writer = Experiment(checkpoint="ck", keep=2, checkpoint_every=10, overwrite=True, plot="p.png")
+    assert writer.for_process(0) is writer
+    alone = writer.for_process(1)
+    assert (alone.checkpoint, alone.plot, alone.keep, alone.overwrite) == (None, None, 3, False)

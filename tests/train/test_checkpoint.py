@@ -424,3 +424,29 @@ def test_a_lock_file_linked_to_another_file_is_refused_and_that_file_kept(tmp_pa
         with pytest.raises(CheckpointError, match=rf"\.lock is a {name} link"):
             check_checkpoint_folder(folder)
     assert important.read_text() == "important data"
+
+
+def test_save_checkpoint_replaces_only_its_own_runs_checkpoints(run, tmp_path):
+    # It replaced another run's manifest of the same epoch (and deleted its arrays),
+    # and wrote checkpoints beside a link model.
+    _, _, full = run
+    theirs = save_checkpoint(tmp_path, full.state, seeds=SEEDS, history=full.history, run_id="a")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    with pytest.raises(CheckpointError, match=r"is a checkpoint of run a, not of run b; it is not"):
+        save_checkpoint(tmp_path, full.state, seeds=SEEDS, run_id="b")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    assert save_checkpoint(tmp_path, full.state, seeds=SEEDS, run_id="a") == theirs  # its own
+    mine = save_checkpoint(tmp_path, full.state, seeds=SEEDS, run_id="b", supersedes=[theirs])
+    assert list_checkpoints(tmp_path) == [mine] and json.loads(mine.read_text())["run_id"] == "b"
+    lookalike = tmp_path / "other"
+    lookalike.mkdir()
+    (lookalike / theirs.name).write_text('{"my": "data"}')
+    with pytest.raises(CheckpointError, match=r"named like a checkpoint but is not"):
+        save_checkpoint(lookalike, full.state, seeds=SEEDS)
+    assert (lookalike / theirs.name).read_text() == '{"my": "data"}'
+    link = tmp_path / "link"
+    link.mkdir()
+    (link / "link-model.json").write_text("{}")
+    with pytest.raises(CheckpointError, match=r"holds a link run's model \(link-model.json\)"):
+        save_checkpoint(link, full.state, seeds=SEEDS)
+    assert sorted(p.name for p in link.iterdir()) == [".lock", "link-model.json"]
