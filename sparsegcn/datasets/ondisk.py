@@ -525,7 +525,9 @@ def save(
     Raises:
       ValueError: ``path`` is a non-empty folder (without ``overwrite``, or
         not a sparsegcn dataset folder) or
-        a file, the graph has weights, or a bad ``features_dtype``.
+        a file, lies inside the folder ``dataset`` was read from
+        (``info["folder"]``; that folder itself may be replaced, with
+        ``overwrite``), the graph has weights, or a bad ``features_dtype``.
 
     A multi-label dataset (labels ``[N, T]``) is written with ``multilabel``
     in its manifest (module docstring).
@@ -536,6 +538,9 @@ def save(
         raise ValueError(
             "the on-disk format stores no edge weights, but the dataset's graph has them"
         )
+    source = dataset.info.get("folder")  # a loaded folder: replaced whole, never written into
+    if source is not None and os.path.realpath(path) != os.path.realpath(source):
+        _files.check_not_inputs({"path": path}, [("the dataset's own folder", source)])
     if features_dtype is None:
         features_dtype = "float16" if dataset.features.dtype == np.float16 else "float32"
     indptr, senders, order = _host_csr(dataset.graph)

@@ -156,6 +156,16 @@ def test_overwrite_replaces_only_a_sparsegcn_dataset_folder(tmp_path, plant):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp left
 
 
+def test_a_loaded_dataset_is_saved_over_its_folder_but_never_into_it(saved):
+    dataset, path = saved
+    loaded = load(str(path))
+    with pytest.raises(ValueError, match=r"path .*small/sub would overwrite the dataset's own"):
+        save(loaded, path / "sub")
+    assert not (path / "sub").exists()
+    assert save(loaded, path, overwrite=True) == path  # replaced whole, from its own mapping
+    np.testing.assert_array_equal(load(str(path)).features, dataset.features)
+
+
 def test_overwrite_refuses_a_dataset_folder_holding_a_user_file(saved):
     _, path = saved
     (path / "notes.txt").write_text("mine")
