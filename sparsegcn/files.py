@@ -874,7 +874,9 @@ def replace_folder(new: str | os.PathLike, path: str | os.PathLike) -> Path:
 
     ``new`` must be in ``path``'s parent folder (a :func:`temp_folder`). An
     empty folder or nothing at ``path`` is replaced by one rename. A folder
-    with contents is swapped with ``new`` in one step where Linux can
+    with contents, or a symbolic link (to a folder, an empty one, or
+    nothing: the link is replaced, never what it names), is swapped with
+    ``new`` in one step where Linux can
     (``renameat2(RENAME_EXCHANGE)``), then removed; elsewhere it is first
     moved aside into an ``old`` :func:`temp_folder`, and put back if moving
     ``new`` in fails (an exception, ``KeyboardInterrupt`` included). A
@@ -887,7 +889,8 @@ def replace_folder(new: str | os.PathLike, path: str | os.PathLike) -> Path:
       ``path`` as a :class:`~pathlib.Path`.
     """
     new, path = Path(new), Path(path)
-    if not (path.is_dir() and any(path.iterdir())):
+    empty = path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+    if empty or not os.path.lexists(path):
         os.replace(new, path)
     elif _exchange(new, path):
         fsync_directory(path.parent)
@@ -1119,6 +1122,57 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
                     f"{flag} {out} would overwrite {what} {source}, an input of this run; "
                     f"write it elsewhere"
                 )
+
+
+def check_outputs(
+    outputs: Mapping[str, str | os.PathLike | None],
+    inputs=(),
+    *,
+    defaults: Mapping[str, str | os.PathLike] | None = None,
+) -> None:
+    """Refuses a run's output paths before any work is done, so a bad one costs no run.
+
+    The checks a command with output options makes once, right after parsing
+    its arguments: the outputs are distinct (:func:`check_distinct_outputs`),
+    each can be written (:func:`check_writable`), none is an input
+    (:func:`check_not_inputs`), and none is a default path whose file exists
+    already. A default path names a kept result (``benchmarks/results/...``)
+    that a run without the output option would replace unasked; a path given
+    explicitly may be replaced as usual. Nothing is created or changed.
+
+    Args:
+      outputs: ``{flag: path}`` of the files the run writes, e.g.
+        ``{"--json": args.json}``; ``None`` entries are skipped.
+      inputs: ``(description, path)`` pairs of what the run reads: a file, or
+        a folder whose every file is an input (a dataset's folder, e.g.
+        :func:`sparsegcn.datasets.data_location`); ``None`` paths are skipped.
+      defaults: ``{flag: path}`` of the outputs the run chose itself because
+        the flag was not given.
+
+    Raises:
+      ValueError: two outputs name one file, or an output is (or lies inside)
+        an input; the message names the flag and the paths.
+      FileExistsError: an output is its flag's default path and that file
+        exists; the message names the flag and the file.
+      OSError: an output cannot be written (:func:`check_writable`); the
+        message names the flag and the path.
+    """
+    check_distinct_outputs(outputs)
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        default = (defaults or {}).get(flag)
+        if (
+            default is not None
+            and os.path.realpath(path) == os.path.realpath(default)
+            and os.path.lexists(path)
+        ):
+            raise FileExistsError(
+                f"{flag} defaults to {path}, which exists (a kept result); pass {flag} PATH "
+                f"to write elsewhere, or {flag} {path} to replace it"
+            )
+        check_writable(path, what=flag)
+    check_not_inputs(outputs, inputs)
 
 
 # -- reading inputs -------------------------------------------------------------------

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import re
+import shutil
 import socket
 import stat
 import subprocess
@@ -410,6 +411,16 @@ def test_a_folder_replaced_is_never_lost(tmp_path, monkeypatch, exchange):
     assert not link.is_symlink() and (link / "file").read_text() == "new"
     assert (target / "file").read_text() == "theirs"
     assert sorted(os.listdir(tmp_path)) == ["ds", "link", "target"]
+    # A link to an empty folder, or to nothing, was refused only at the end (ENOTDIR).
+    (tmp_path / "empty").mkdir()
+    for name, to in (("to-empty", tmp_path / "empty"), ("dangling", tmp_path / "nowhere")):
+        (tmp_path / name).symlink_to(to)
+        replace_folder(_folder(tmp_path / f".new-{name}", name), tmp_path / name)
+        assert (tmp_path / name / "file").read_text() == name
+        assert not (tmp_path / name).is_symlink()
+    assert list((tmp_path / "empty").iterdir()) == [] and not (tmp_path / "nowhere").exists()
+    for name in ("to-empty", "dangling", "empty"):
+        shutil.rmtree(tmp_path / name)
     if exchange:
         return
     # Interrupted between moving the old folder aside and moving the new one in
@@ -493,3 +504,51 @@ def test_a_mapped_file_truncated_under_a_run_is_an_error_not_sigbus(tmp_path):
             csr.read(rows)
     finally:
         store.close()
+
+
+# -- a command's outputs, checked before the run -------------------------------------
+
+
+def test_check_outputs_refuses_each_bad_output_before_any_work(tmp_path):
+    from sparsegcn.files import check_outputs
+
+    data = tmp_path / "data" / "planetoid"
+    data.mkdir(parents=True)
+    (data / "ind.cora.x").write_bytes(b"cora")
+    (tmp_path / "folder").mkdir()
+    kept = tmp_path / "results" / "kept.json"
+    kept.parent.mkdir()
+    kept.write_text("{}")
+    inputs = [("dataset cora", data)]
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    refusals = [
+        ({"--out": data / "ind.cora.x"}, {}, ValueError, r"--out .*ind\.cora\.x would overwrite"),
+        ({"--out": data / "new.json"}, {}, ValueError, r"--out .*new\.json would overwrite"),
+        ({"--out": tmp_path / "r", "--json": tmp_path / "r"}, {}, ValueError, r"--json and --out"),
+        ({"--json": tmp_path / "folder"}, {}, IsADirectoryError, r"--json .*folder is a folder"),
+        ({"--out": kept}, {"--out": kept}, FileExistsError, r"--out defaults to .*kept\.json"),
+    ]
+    for outputs, defaults, error, message in refusals:
+        with pytest.raises(error, match=message):
+            check_outputs(outputs, inputs, defaults=defaults)
+    with pytest.raises(NotADirectoryError, match=r"--json .*ind\.cora\.x/r\.json"):
+        check_outputs({"--json": data / "ind.cora.x" / "r.json"})
+    with pytest.raises(FileExistsError, match="pass --out PATH"):
+        check_outputs({"--out": kept}, defaults={"--out": kept})
+    if os.geteuid() != 0:
+        (tmp_path / "folder").chmod(0o500)
+        try:
+            with pytest.raises(PermissionError, match=r"--json .*folder.*r\.json"):
+                check_outputs({"--json": tmp_path / "folder" / "r.json"})
+        finally:
+            (tmp_path / "folder").chmod(0o700)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    assert (data / "ind.cora.x").read_bytes() == b"cora" and kept.read_text() == "{}"
+    # Accepted: a new file under missing folders (made when written, not now), an existing
+    # file given explicitly, a default path not yet written, and outputs left out.
+    new = tmp_path / "new" / "deeper" / "r.json"
+    check_outputs({"--out": new, "--json": kept, "--md": None}, inputs)
+    check_outputs(
+        {"--out": tmp_path / "fresh.json"}, inputs, defaults={"--out": tmp_path / "fresh.json"}
+    )
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
