@@ -34,6 +34,7 @@ from sparsegcn.backends import Segment, propagate
 from sparsegcn.bench.graphs import add_graph_arguments, make_graph, propagation_graph
 from sparsegcn.bench.runner import machine_info
 from sparsegcn.bench.timing import measure
+from sparsegcn.files import check_outputs, write_json_atomic
 
 
 def _time(fn, args, repeats: int) -> dict:
@@ -53,6 +54,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     args = parser.parse_args(argv)
+    try:
+        check_outputs({"--json": args.json})
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
 
     a_hat = propagation_graph(make_graph("random", args.nodes, args.degree), "bcoo")
     n = a_hat.num_nodes
@@ -87,8 +92,6 @@ def main(argv=None) -> int:
         flag = "" if r["cusparse_lowering"] is None else str(r["cusparse_lowering"])
         print(f"{r['impl']:28s} {flag:>5s} {r['median_ms']:10.3f} {r['cusparse_call']!s:>14s}")
     if args.json:
-        from sparsegcn.files import write_json_atomic
-
         write_json_atomic(
             args.json,
             {

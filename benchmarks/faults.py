@@ -84,6 +84,7 @@ from sparsegcn.datasets import ogb as ogb_module  # noqa: E402
 from sparsegcn.datasets import planetoid as planetoid_module  # noqa: E402
 from sparsegcn.datasets.download import download_file, sha256_file  # noqa: E402
 from sparsegcn.experiment import Experiment, predict_checkpoint  # noqa: E402
+from sparsegcn.files import check_outputs, write_atomic  # noqa: E402
 from sparsegcn.train import TrainConfig  # noqa: E402
 from sparsegcn.train.checkpoint import (  # noqa: E402
     CheckpointHook,
@@ -2810,6 +2811,10 @@ def main_(argv=None) -> int:
     parser.add_argument("--json", help="write every case's result to this JSON file")
     parser.add_argument("--kills", type=int, default=12, help="kill -9 trials (default 12)")
     args = parser.parse_args(argv)
+    try:
+        check_outputs({"--json": args.json})
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     for trial in range(args.kills):
         add("kill -9", f"kill -9 mid-run, resume (trial {trial + 1})", kill_trial(trial))
 
@@ -2860,7 +2865,8 @@ def main_(argv=None) -> int:
     for kind, label in labels.items():
         print(f"{label:30s} {counts[kind]}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"counts": dict(counts), "rows": rows}, indent=1))
+        text = json.dumps({"counts": dict(counts), "rows": rows}, indent=1)
+        write_atomic(args.json, lambda f: f.write(text.encode()))
     bad = sum(
         counts[k]
         for k in ("traceback", "unexpected", "false_error", "silent", "lost", "harness", "hang")

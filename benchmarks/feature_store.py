@@ -36,8 +36,8 @@ import jax
 import numpy as np
 
 import sparsegcn as sg
-from sparsegcn.datasets import load
-from sparsegcn.files import write_json_atomic
+from sparsegcn.datasets import data_location, load
+from sparsegcn.files import check_outputs, write_json_atomic
 from sparsegcn.sampling import check_fanouts, sample_blocks
 from sparsegcn.sampling.feature_store import (
     HostFeatureStore,
@@ -77,6 +77,10 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="gather threads")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
+    try:
+        check_outputs({"--out": args.out}, [(args.dataset, data_location(args.dataset, args.root))])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     fanouts = check_fanouts(args.fanouts)
     results: dict = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),

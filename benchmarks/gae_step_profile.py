@@ -80,13 +80,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.calls < 1:
         parser.error(f"--calls must be at least 1, got {args.calls}")
-    if args.out is not None:
-        from sparsegcn.files import check_writable
+    from sparsegcn.datasets import data_location
+    from sparsegcn.files import check_outputs
 
-        try:
-            check_writable(args.out, what="--out")
-        except (OSError, ValueError) as err:
-            parser.error(str(err))
+    try:
+        check_outputs({"--out": args.out}, [("Cora", data_location("cora", args.root))])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
 
     from gae_compare import gae_chunk_setup
 

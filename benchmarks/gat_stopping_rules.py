@@ -118,12 +118,15 @@ def main(argv=None) -> int:
             options.append((name, float(value) if "." in value else int(value)))
         except ValueError:
             parser.error(f"--option {item!r}: expected NAME=NUMBER")
-    if args.json:
-        from sparsegcn.files import check_writable
 
-        check_writable(args.json, what="--json")
+    from sparsegcn.datasets import data_location, load
+    from sparsegcn.files import check_outputs
 
-    from sparsegcn.datasets import load
+    try:
+        check_outputs({"--json": args.json}, [("Cora", data_location("cora", args.root))])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
+
     from sparsegcn.experiment.build import build_model, node_data
     from sparsegcn.experiment.config import Experiment
     from sparsegcn.train import fit

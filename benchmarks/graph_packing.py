@@ -48,7 +48,8 @@ from graph_data import size_stats, synthetic_tu  # noqa: E402
 from sage_products_epoch import machine  # noqa: E402
 from typed_sampler_dedup_vs_tree import git_commit, load_note  # noqa: E402
 
-from sparsegcn.files import write_json_atomic  # noqa: E402
+from sparsegcn.datasets import data_location  # noqa: E402
+from sparsegcn.files import check_outputs, write_json_atomic  # noqa: E402
 
 PACKINGS = ("random", "balanced")
 
@@ -111,6 +112,12 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=3, help="epoch calls per timed sample")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    found = tu_root(args.root) if "mutag" in args.datasets.split(",") else None
+    inputs = [("MUTAG", data_location("tu:MUTAG", found))] if found is not None else []
+    try:
+        check_outputs({"--out": args.out}, inputs)
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     settings = dict(hidden=64, num_layers=5, dropout=0.5, lr=0.01, batch_size=32)
     results: dict = {
         "benchmark": "graph_packing",

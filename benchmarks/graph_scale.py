@@ -45,6 +45,14 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
+    from sparsegcn.datasets import data_location
+    from sparsegcn.files import check_outputs, write_atomic
+
+    try:
+        check_outputs({"--json": args.json}, [(args.dataset, data_location(args.dataset))])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
+
     from sparsegcn.batch import choose_budget
     from sparsegcn.datasets.graphs import load_graphs
     from sparsegcn.nn.graph_gin import build_graph_model
@@ -116,11 +124,7 @@ def main(argv=None) -> int:
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:
-        with open(args.json + ".tmp", "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        import os
-
-        os.replace(args.json + ".tmp", args.json)
+        write_atomic(args.json, lambda f: f.write((text + "\n").encode()))
     return 0
 
 

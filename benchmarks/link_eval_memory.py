@@ -19,8 +19,8 @@ negatives), initializes a GraphSAGE 3 x 256 link model (one seed) and runs:
   ``--max-batches`` batches of one epoch (a whole one takes about 10 hours
   on 2 cores), then the full evaluation: the peak of a whole run.
 
-Writes JSON (``--out``, default ``benchmarks/results/link-eval-memory-S-MODE.json``)
-with the peak RSS after loading and after evaluating, the seconds, XLA's
+Writes JSON (``--out``, default ``benchmarks/results/link-eval-memory-S-MODE.json``,
+refused if it exists) with the peak RSS after loading and after evaluating, the seconds, XLA's
 temporary bytes and the metrics (which the two modes must share). The
 allocator keeps freed memory (:func:`sparsegcn.allocator.keep_freed_memory`), as
 the CLI does.
@@ -188,14 +188,22 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
-    out = Path(args.out or HERE / "results" / f"link-eval-memory-{args.scale:g}-{args.mode}.json")
-    if out.exists() and out.is_dir():
-        print(f"--out {out} is a folder", file=sys.stderr)
-        return 2
+    from sparsegcn.datasets import data_location
+    from sparsegcn.files import check_outputs, write_atomic
+
+    default = HERE / "results" / f"link-eval-memory-{args.scale:g}-{args.mode}.json"
+    out = Path(args.out or default)
+    try:
+        check_outputs(
+            {"--out": out},
+            [("synthetic:citation2", data_location("synthetic:citation2", args.root))],
+            defaults={"--out": default} if args.out is None else None,
+        )
+    except (OSError, ValueError) as err:
+        p.error(str(err))
     result = run(args)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, out)
+    text = json.dumps(result, indent=1) + "\n"
+    write_atomic(out, lambda f: f.write(text.encode()))
     seconds = result["eval_s"] if "eval_s" in result else result["fit_s"]
     print(
         f"{args.mode}: peak RSS {result['peak_rss_gb']:.2f} GB (after loading "

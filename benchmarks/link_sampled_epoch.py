@@ -44,7 +44,8 @@ Run: ``python benchmarks/link_sampled_epoch.py --scale 0.1`` (``--scale 1``
 is full size: about 3.6 GiB of data, generated on first use into
 ``--root`` and memory-mapped afterwards). Writes
 ``benchmarks/results/link-sampled-citation2-<scale>[-loaded].json``
-("loaded" when the 1-minute load average passed 1.5 during the run).
+("loaded" when the 1-minute load average passed 1.5 during the run); either name
+already there is refused before the run (``--out`` that path replaces it).
 """
 
 from __future__ import annotations
@@ -171,7 +172,29 @@ def parse_args(argv=None):
     p.add_argument("--dgl-order", choices=("per-hop", "as-given"), default="per-hop")
     p.add_argument("--dgl-threads", type=int, default=0, help="torch threads (0: its default)")
     p.add_argument("--out", default=None, help="JSON path (default: benchmarks/results/...)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    from sparsegcn.datasets import data_location
+    from sparsegcn.files import check_outputs
+
+    # Which default the run writes depends on the load seen during it: both must be new.
+    outs = (
+        [args.out]
+        if args.out is not None
+        else [default_out(args.scale, loaded) for loaded in (False, True)]
+    )
+    inputs = [("synthetic:citation2", data_location("synthetic:citation2", args.root))]
+    try:
+        for out in outs:
+            check_outputs({"--out": out}, inputs, defaults=None if args.out else {"--out": out})
+    except (OSError, ValueError) as err:
+        p.error(str(err))
+    return args
+
+
+def default_out(scale: float, loaded: bool) -> Path:
+    """Where a run without ``--out`` writes its JSON."""
+    tag = f"{scale:g}" + ("-loaded" if loaded else "")
+    return HERE / "results" / f"link-sampled-citation2-{tag}.json"
 
 
 def load(args):
@@ -587,14 +610,13 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> int:
+    from sparsegcn.files import write_atomic
+
     args = parse_args(argv)
     result = run(args)
-    out = args.out
-    if out is None:
-        tag = f"{args.scale:g}" + ("-loaded" if result["loaded"] else "")
-        out = HERE / "results" / f"link-sampled-citation2-{tag}.json"
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(result, indent=1) + "\n")
+    out = args.out if args.out is not None else default_out(args.scale, result["loaded"])
+    text = json.dumps(result, indent=1) + "\n"
+    write_atomic(out, lambda f: f.write(text.encode()))
     ours, dgl = result["ours"], result["dgl"]
     print(
         f"ours {ours['median_ms']:.0f} ms/batch, epoch ~{ours['projected_epoch_s']:.0f} s, "

@@ -39,8 +39,9 @@ import jax
 import numpy as np
 
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
-from sparsegcn.datasets import load
+from sparsegcn.datasets import data_location, load
 from sparsegcn.experiment import Experiment, build_model, node_data
+from sparsegcn.files import check_not_inputs, check_writable
 from sparsegcn.train import fit
 from sparsegcn.train.checkpoint import write_atomic
 
@@ -57,7 +58,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--backend", default=Experiment.backend)
     parser.add_argument("--repeats", type=int, default=1, help="runs of both sides")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:
+        check_writable(args.out, what="--out", folder=True)
+        check_not_inputs(
+            {"--out": args.out}, [(args.dataset, data_location(args.dataset, args.root))]
+        )
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
+    return args
 
 
 def cpu_model() -> str:

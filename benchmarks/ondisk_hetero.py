@@ -237,6 +237,12 @@ def main(argv=None) -> int:
         return 0
     if args.json and Path(args.json).exists():
         raise SystemExit(f"{args.json} exists; choose another name")
+    from sparsegcn.files import check_outputs, write_atomic
+
+    try:
+        check_outputs({"--json": args.json}, [("the dataset folder (--folder)", folder)])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     report: dict = {
         "dataset": NAMES[args.dataset],
         "scale": args.scale,
@@ -260,9 +266,7 @@ def main(argv=None) -> int:
     text = json.dumps(report, indent=1)
     print(text)
     if args.json:
-        tmp = Path(args.json).with_suffix(".tmp")
-        tmp.write_text(text + "\n")
-        tmp.rename(args.json)
+        write_atomic(args.json, lambda f: f.write((text + "\n").encode()))
     return 0
 
 

@@ -46,8 +46,8 @@ from sage_products_epoch import machine
 
 import sparsegcn as sg
 from sparsegcn.backends import pack_gcn_norm
-from sparsegcn.datasets import load
-from sparsegcn.files import write_json_atomic
+from sparsegcn.datasets import data_location, load
+from sparsegcn.files import check_outputs, write_atomic, write_json_atomic
 from sparsegcn.graph import Reordering
 from sparsegcn.ops.ordering import (
     METIS_PART_SIZE,
@@ -200,6 +200,13 @@ def main(argv=None) -> int:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--out", default=None, help="writes OUT.json and OUT.md")
     args = parser.parse_args(argv)
+    outputs = {"--out (.json)": None, "--out (.md)": None}
+    if args.out:
+        outputs = {"--out (.json)": args.out + ".json", "--out (.md)": args.out + ".md"}
+    try:
+        check_outputs(outputs, [(args.dataset, data_location(args.dataset))])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     part_sizes = [int(v) for v in args.metis_part_sizes.split(",") if v]
     measured = orders(args.threads, part_sizes)
     if args.orders is not None:
@@ -313,8 +320,7 @@ def main(argv=None) -> int:
     print(table)
     if args.out:
         write_json_atomic(args.out + ".json", report)
-        with open(args.out + ".md", "w", encoding="utf-8") as f:
-            f.write(table)
+        write_atomic(args.out + ".md", lambda f: f.write(table.encode()))
     return 0
 
 

@@ -56,6 +56,13 @@ def main(argv=None) -> int:
     if "force_host_platform_device_count" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={max(counts)}"
 
+    from sparsegcn.files import check_outputs
+
+    try:
+        check_outputs({"--out": args.out})
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
+
     import jax
     import numpy as np
 

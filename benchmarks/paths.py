@@ -32,9 +32,7 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +43,7 @@ from sparsegcn.backends import Segment, native, pack, pack_gcn_norm, propagate
 from sparsegcn.bench.graphs import add_graph_arguments, make_graph
 from sparsegcn.bench.runner import gather_bytes, machine_info
 from sparsegcn.bench.timing import stream_bandwidth
+from sparsegcn.files import check_outputs, write_atomic
 from sparsegcn.nn.dropout import dropout
 from sparsegcn.transforms import gcn_norm, sort_edges
 
@@ -214,6 +213,10 @@ def main(argv=None) -> int:
         help="run only the comparisons whose title contains TEXT (e.g. 'CSR kernel')",
     )
     args = parser.parse_args(argv)
+    try:
+        check_outputs({"--out": args.out, "--json": args.json})
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     keep_freed_memory_unless_disabled()  # as the sparsegcn command does
     stream_gbps = stream_bandwidth()
     lines = [
@@ -264,7 +267,8 @@ def main(argv=None) -> int:
         + (f"{kernel['isa']}, {kernel['threads']} threads" if kernel["available"] else "missing"),
     ]
     if args.out:
-        write_text_atomic(Path(args.out), "\n".join(lines) + "\n")
+        table = "\n".join(lines) + "\n"
+        write_atomic(args.out, lambda f: f.write(table.encode()))
     if args.json:
         report = {
             "graph": {"kind": "random", "nodes": args.nodes, "degree": args.degree},
@@ -275,24 +279,9 @@ def main(argv=None) -> int:
             "native_kernel": kernel,
             "rows": rows,
         }
-        write_text_atomic(Path(args.json), json.dumps(report, indent=1) + "\n")
+        text = json.dumps(report, indent=1) + "\n"
+        write_atomic(args.json, lambda f: f.write(text.encode()))
     return 0
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """A temporary file beside ``path``, fsynced, renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates files readable by the owner only
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 if __name__ == "__main__":

@@ -38,6 +38,13 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
+    from sparsegcn.files import check_outputs, write_atomic
+
+    try:
+        check_outputs({"--json": args.json})
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
+
     from link_sampled_epoch import machine
 
     from sparsegcn.datasets.proteins import generate_proteins
@@ -88,8 +95,7 @@ def main(argv=None) -> int:
     text = json.dumps(report, indent=1)
     print(text)
     if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
+        write_atomic(args.json, lambda f: f.write((text + "\n").encode()))
     return 0
 
 

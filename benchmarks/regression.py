@@ -122,6 +122,16 @@ def main(argv=None) -> int:
     if "cora" in cases and not (Path(root) / "planetoid" / "ind.cora.x").exists():
         parser.error(f"the cora case needs planetoid/ind.cora.* under {root} (--root)")
     cache = args.root or str(REPO / "datasets")
+    sys.path.insert(0, str(REPO))
+    from sparsegcn.datasets import data_location
+    from sparsegcn.files import check_outputs, write_json_atomic
+
+    inputs = {"cora": ("Cora", data_location("cora", root))}
+    inputs["products"] = ("synthetic:products", data_location("synthetic:products", cache))
+    try:
+        check_outputs({"--json": args.json}, [inputs[c] for c in cases if c in inputs])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         sides = {"before": export(args.before, Path(tmp)), "after": REPO}
@@ -150,9 +160,6 @@ def main(argv=None) -> int:
             )
     print(f"load average {os.getloadavg()}, before = {args.before}")
     if args.json:
-        sys.path.insert(0, str(REPO))
-        from sparsegcn.files import write_json_atomic
-
         write_json_atomic(args.json, {"before": args.before, "rows": rows, "load": os.getloadavg()})
     return 0
 

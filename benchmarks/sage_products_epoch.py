@@ -41,8 +41,8 @@ import numpy as np
 
 import sparsegcn as sg
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
-from sparsegcn.datasets import load
-from sparsegcn.files import write_json_atomic
+from sparsegcn.datasets import data_location, load
+from sparsegcn.files import check_outputs, write_json_atomic
 from sparsegcn.sampling import check_fanouts, tree_sizes
 from sparsegcn.train import NodeData, TrainConfig, index_mask, init_state, make_optimizer
 from sparsegcn.train.fullbatch import evaluate
@@ -140,6 +140,10 @@ def main(argv=None) -> int:
     parser.add_argument("--eval", action="store_true", help="also time layer-wise inference")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
+    try:
+        check_outputs({"--out": args.out}, [(args.dataset, data_location(args.dataset, args.root))])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     keep_freed_memory_unless_disabled()  # as the sparsegcn command does
     fanouts = check_fanouts(args.fanouts)
     results: dict = {

@@ -41,8 +41,8 @@ from sage_products_epoch import machine, timed
 
 import sparsegcn as sg
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
-from sparsegcn.datasets import load
-from sparsegcn.files import write_json_atomic
+from sparsegcn.datasets import data_location, load
+from sparsegcn.files import check_outputs, write_json_atomic
 from sparsegcn.sampling import check_fanouts, dedup_sizes, sample_dedup, tree_sizes
 from sparsegcn.train import NodeData, TrainConfig, index_mask, init_state, make_optimizer
 from sparsegcn.train.fullbatch import evaluate
@@ -121,6 +121,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
+    try:
+        check_outputs({"--out": args.out}, [(args.dataset, data_location(args.dataset, args.root))])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     keep_freed_memory_unless_disabled()
     fanouts = check_fanouts(args.fanouts)
     results: dict = {

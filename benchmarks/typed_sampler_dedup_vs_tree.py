@@ -46,7 +46,7 @@ import optax
 from sage_products_epoch import machine, timed
 
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
-from sparsegcn.files import write_json_atomic
+from sparsegcn.files import check_outputs, write_json_atomic
 from sparsegcn.nn.rgcn import rgcn
 from sparsegcn.sampling.typed import check_typed_fanouts, gather_typed, sample_typed
 from sparsegcn.sampling.typed_dedup import (
@@ -214,6 +214,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.out and os.path.exists(args.out):
         parser.error(f"--out {args.out} exists; pass a new path")
+    try:
+        check_outputs({"--out": args.out})
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     keep_freed_memory_unless_disabled()
     results: dict = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),

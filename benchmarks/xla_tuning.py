@@ -78,6 +78,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not (Path(args.root) / "planetoid" / "ind.cora.x").exists():
         parser.error(f"needs planetoid/ind.cora.* under {args.root} (--root)")
+    sys.path.insert(0, str(REPO))
+    from sparsegcn.datasets import data_location
+    from sparsegcn.files import check_outputs, write_json_atomic
+
+    try:
+        check_outputs({"--json": args.json}, [("Cora", data_location("cora", args.root))])
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     rows = []
     for model in args.models.split(","):
         for layout in args.layouts.split(","):
@@ -103,9 +111,6 @@ def main(argv=None) -> int:
             )
     print(f"load average {os.getloadavg()}")
     if args.json:
-        sys.path.insert(0, str(REPO))
-        from sparsegcn.files import write_json_atomic
-
         write_json_atomic(args.json, {"rows": rows, "load": os.getloadavg()})
     return 0
 

@@ -1145,7 +1145,9 @@ def check_outputs(
         ``{"--json": args.json}``; ``None`` entries are skipped.
       inputs: ``(description, path)`` pairs of what the run reads: a file, or
         a folder whose every file is an input (a dataset's folder, e.g.
-        :func:`sparsegcn.datasets.data_location`); ``None`` paths are skipped.
+        :func:`sparsegcn.datasets.data_location`), or a path not there yet
+        (a cache made on first use), refused as a folder would be; ``None``
+        paths are skipped.
       defaults: ``{flag: path}`` of the outputs the run chose itself because
         the flag was not given.
 
@@ -1172,7 +1174,20 @@ def check_outputs(
                 f"to write elsewhere, or {flag} {path} to replace it"
             )
         check_writable(path, what=flag)
+    inputs = [(what, Path(p)) for what, p in inputs if p is not None]
     check_not_inputs(outputs, inputs)
+    # check_not_inputs tells a folder by looking; an input not there yet (a cache made on
+    # first use, the dataset folder the run writes) may become one, with the output inside.
+    for what, source in inputs:
+        if os.path.lexists(source):
+            continue
+        inside = os.path.realpath(source).rstrip(os.sep) + os.sep
+        for flag, out in outputs.items():
+            if out is not None and any(t.startswith(inside) for t in _output_targets(Path(out))):
+                raise ValueError(
+                    f"{flag} {out} lies inside {what} {source}, which this run reads "
+                    f"(it is made on first use); write it elsewhere"
+                )
 
 
 # -- reading inputs -------------------------------------------------------------------

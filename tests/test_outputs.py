@@ -531,6 +531,9 @@ def test_check_outputs_refuses_each_bad_output_before_any_work(tmp_path):
     for outputs, defaults, error, message in refusals:
         with pytest.raises(error, match=message):
             check_outputs(outputs, inputs, defaults=defaults)
+    cache = tmp_path / "data" / "synthetic"  # made on first use, by the run
+    with pytest.raises(ValueError, match=r"--out .*synthetic/links/r\.json lies inside cache"):
+        check_outputs({"--out": cache / "links" / "r.json"}, [("cache", cache)])
     with pytest.raises(NotADirectoryError, match=r"--json .*ind\.cora\.x/r\.json"):
         check_outputs({"--json": data / "ind.cora.x" / "r.json"})
     with pytest.raises(FileExistsError, match="pass --out PATH"):

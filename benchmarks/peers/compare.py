@@ -90,6 +90,8 @@ from sparsegcn.bench.graphs import add_graph_arguments, make_graph, propagation_
 from sparsegcn.bench.runner import machine_info
 from sparsegcn.bench.steps import arxiv_like_setup, cora_setup, gcn_step, registered_step
 from sparsegcn.bench.timing import measure
+from sparsegcn.datasets import data_location
+from sparsegcn.files import check_outputs, write_json_atomic
 from sparsegcn.transforms import gcn_norm, sort_edges
 
 
@@ -728,6 +730,24 @@ PART_PEERS = {
 }
 
 
+def inputs_read(parts, args) -> list[tuple[str, Path | None]]:
+    """The dataset folders the chosen parts read (which the outputs must not replace)."""
+    inputs = []
+    if {"steps", "gat"} & set(parts) and shared_data_root() is not None:
+        inputs.append(("Cora", data_location("cora", shared_data_root())))
+    if "gae" in parts and (args.gae_root or shared_data_root()) is not None:
+        inputs.append(("Cora (gae)", data_location("cora", args.gae_root or shared_data_root())))
+    if "sage" in parts and args.sage_root is not None:
+        inputs.append(("synthetic:products", data_location("synthetic:products", args.sage_root)))
+    if "graph" in parts and "mutag" in args.graph_datasets:
+        from graph_compare import tu_root
+
+        found = tu_root(args.graph_root)
+        if found is not None:
+            inputs.append(("MUTAG", data_location("tu:MUTAG", found)))
+    return inputs
+
+
 def run_parts(parts, args, device, forms, external: External, parser) -> list[dict]:
     rounds = Rounds(args.rounds, args.per_round)
     rows = []
@@ -971,6 +991,10 @@ def main(argv=None) -> int:
     for position, name in enumerate(args.proteins_peers):
         if name not in PART_PEERS["proteins"]:
             parser.error(f"--proteins-peers[{position}] = {name!r} is not pyg or dgl")
+    try:
+        check_outputs({"--json": args.json}, inputs_read(parts, args))
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     if not args.default_malloc:
         keep_freed_memory()
     if not peers.have_pyg() and set(parts) & {"propagation", "steps"}:
@@ -999,8 +1023,6 @@ def main(argv=None) -> int:
         f"machine: {machine['cpu']}, {machine['cpu_count']} cores, load {machine['load_average']}"
     )
     if args.json:
-        from sparsegcn.files import write_json_atomic
-
         versions = {
             name: peer.versions if isinstance(peer, PeerProcess) else f"missing: {peer}"
             for name, peer in external.peers.items()
