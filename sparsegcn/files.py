@@ -1145,7 +1145,7 @@ def check_outputs(
         ``{"--json": args.json}``; ``None`` entries are skipped.
       inputs: ``(description, path)`` pairs of what the run reads: a file, or
         a folder whose every file is an input (a dataset's folder, e.g.
-        :func:`sparsegcn.datasets.data_location`), or a path not there yet
+        ``sparsegcn.datasets.data_location``), or a path not there yet
         (a cache made on first use), refused as a folder would be; ``None``
         paths are skipped.
       defaults: ``{flag: path}`` of the outputs the run chose itself because
