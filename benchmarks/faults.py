@@ -344,7 +344,7 @@ BAD_OPTIONS = [
     (["--scale", "2"], "scale must be > 0.0 and <= 1.0"),
     (["--divergence-factor", "0.5"], "divergence_factor must be > 1.0"),
     (["--divergence-epochs", "0"], "divergence_epochs must be >= 1"),
-    (["--model", "gat"], "invalid choice"),
+    (["--model", "nosuch"], "invalid choice"),
     (["--backend", "cusparse"], "invalid choice"),
     (["--dataset", "nosuch"], "unknown dataset 'nosuch'"),
     (["--dataset", " cora"], "surrounding whitespace"),
@@ -1430,7 +1430,7 @@ API_CASES = [
     ("Experiment(dropout='0.5')", lambda: Experiment(dropout="0.5")),
     ("Experiment(lr=inf)", lambda: Experiment(lr=math.inf)),
     ("Experiment(seeds=0)", lambda: Experiment(seeds=0)),
-    ("Experiment(model='gat')", lambda: Experiment(model="gat")),
+    ("Experiment(model='nosuch')", lambda: Experiment(model="nosuch")),
     ("Experiment(dataset=5)", lambda: Experiment(dataset=5)),
     ("Experiment(batch_size=0, model='sage')", lambda: Experiment(batch_size=0, model="sage")),
     ("load('nosuch')", lambda: load("nosuch")),
@@ -1868,7 +1868,9 @@ def _(tmp):
     checkpoint = base_checkpoint(tmp)
     before = snapshot(checkpoint)
     argv = [*predict_argv(checkpoint, tmp), "--json", str(list_checkpoints(checkpoint)[-1])]
-    return _intact(checkpoint, before, run_cli(argv, words="an input of this run"))
+    return _intact(
+        checkpoint, before, run_cli(argv, words="names one of the files the folder of --checkpoint")
+    )
 
 
 @case("26 replace", "predict --out a symbolic link to the checkpoint's arrays")
@@ -1878,7 +1880,9 @@ def _(tmp):
     link = tmp / "p.npy"
     link.symlink_to(checkpoint / read_manifest(checkpoint)["arrays"])
     argv = ["predict", "--checkpoint", str(checkpoint), "--out", str(link)]
-    return _intact(checkpoint, before, run_cli(argv, words="an input of this run"))
+    return _intact(
+        checkpoint, before, run_cli(argv, words="names one of the files the folder of --checkpoint")
+    )
 
 
 @case("26 replace", "info --json on a character device (root: mknod) stays a device")
@@ -2173,15 +2177,15 @@ def _replace(path: Path, by: str) -> None:
 
 for _name in ("manifest.json", "indptr.npy", "indices.npy", "features.npy", "labels.npy"):
     for _by in ("fifo", "/dev/zero"):
-
-        def _ondisk(tmp, name=_name, by=_by):
+        # Not named _ondisk: that name is the dataset-folder helper the issue-26 cases call.
+        def _special_file(tmp, name=_name, by=_by):
             folder = tiny_ondisk(tmp)
             _replace(folder / name, by)
             return sub_judged(
                 ["info", "--dataset", str(folder), "--no-progress"], words="not a regular file"
             )
 
-        add("regular files", f"on-disk {_name} is {_by}", _ondisk)
+        add("regular files", f"on-disk {_name} is {_by}", _special_file)
 
 
 @case("regular files", "info --verify: a FIFO in place of test.npy is not 'missing'")
