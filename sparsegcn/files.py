@@ -1089,6 +1089,44 @@ def check_distinct_outputs(
                 )
 
 
+def _host_id() -> str:
+    """This machine's identity for comparing file identities between processes: the
+    kernel's boot id (two containers on one kernel share it, and their files' device
+    numbers), and the host name."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{boot}\0{socket.gethostname()}"
+
+
+def output_identity(path: str | os.PathLike | None) -> bytes:
+    """8 bytes that two processes on one host share exactly when a write of ``path``
+    by each would replace one file; 8 zero bytes when nothing would be replaced.
+
+    Zero for no path, and for outputs written in place (this process's own
+    ``/dev/stdout``, a character device), which each process writes where it
+    stands. Otherwise a digest of the host (:func:`_host_id`), the device
+    and inode of the folder the file lands in (links followed, as
+    :func:`write_atomic` follows them) and its name: ``out.json`` and
+    ``./sub/../out.json``, or two links to one folder, agree; the same
+    path on two hosts does not (without a shared disk those are two files;
+    with one, this cannot tell).
+    """
+    if path is None or _written_in_place(Path(path)):
+        return bytes(8)
+    target = _through_link(Path(path).expanduser())
+    parent = os.path.realpath(target.parent)
+    try:
+        folder = os.stat(parent)
+        where = f"{folder.st_dev}:{folder.st_ino}"
+    except OSError:
+        where = parent
+    digest = hashlib.sha256(f"{_host_id()}\0{where}\0{target.name}".encode()).digest()
+    return digest[:8] if any(digest[:8]) else b"\x01" + digest[1:8]
+
+
 def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) -> None:
     """Refuses an output that is one of the run's inputs, or lies inside an input folder.
 

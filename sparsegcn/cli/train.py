@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     if experiment.coordinator is not None:
         # Before anything starts JAX's backend: it then sees every process's devices.
         parallel.initialize(experiment.coordinator, experiment.num_processes, experiment.process_id)
+        parallel.check_distinct_outputs({"--json": args.json})
     if args.sweep:
         sweep = task_for(experiment.dataset, experiment.task).sweep
         if sweep is None:

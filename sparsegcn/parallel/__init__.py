@@ -25,6 +25,7 @@ from sparsegcn.parallel.data_parallel import (
     slice_batch,
 )
 from sparsegcn.parallel.distributed import (
+    check_distinct_outputs,
     check_processes,
     check_same_settings,
     initialize,
@@ -62,6 +63,7 @@ __all__ = [
     "EdgeShardedGraph",
     "as_mesh",
     "check_devices",
+    "check_distinct_outputs",
     "check_processes",
     "check_same_settings",
     "data_parallel_chunk_fn",

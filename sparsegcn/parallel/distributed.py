@@ -154,6 +154,48 @@ def check_same_settings(settings: Mapping[str, str]) -> None:
         )
 
 
+def check_distinct_outputs(outputs: Mapping[str, str | None]) -> None:
+    """Refuses a multi-process run in which two processes on one host would write
+    one file.
+
+    ``outputs`` is ``{flag: path}`` of the files every process writes (each
+    its own report, ``--json``); ``None`` entries are not written. Each
+    process gathers every process's :func:`~sparsegcn.files.output_identity`
+    of each path (one ``process_allgather`` of 8 bytes an output): two
+    processes that would rename their file onto one path keep only the
+    last, and nothing says which. The same path on different hosts, and
+    outputs written in place (``/dev/stdout``), are allowed. Does nothing in
+    a one-process run.
+
+    Raises:
+      ValueError: on every process alike, naming the flag and the processes.
+    """
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    from sparsegcn.files import output_identity
+
+    names = sorted(outputs)
+    if not names:
+        return
+    ours = np.frombuffer(b"".join(output_identity(outputs[n]) for n in names), np.uint32)
+    every = np.asarray(multihost_utils.process_allgather(ours.reshape(len(names), 2)))
+    for k, name in enumerate(names):
+        first: dict[bytes, int] = {}
+        for process in range(every.shape[0]):
+            identity = every[process, k].tobytes()
+            if not any(identity):
+                continue
+            if identity in first:
+                raise ValueError(
+                    f"processes {first[identity]} and {process} would write {name} to the "
+                    f"same file on one host, and one report would replace the other; give "
+                    f"each process its own {name} path"
+                )
+            first[identity] = process
+
+
 def shutdown() -> None:
     """Leaves the multi-process run, if this process joined one."""
     if jax.distributed.is_initialized():

@@ -223,6 +223,51 @@ def test_cli_task_runs_across_two_processes_equal_one_process_of_two_devices(
     np.testing.assert_allclose(reports[0][key], alone[key], rtol=1e-4, atol=1e-6)
 
 
+def test_processes_on_one_host_given_one_json_path_are_refused_before_the_data_is_read(
+    tmp_path,
+):
+    # Both processes renamed their report onto one file: the last one kept it, process
+    # 0's report (the one naming the checkpoint) was lost, and nothing said so.
+    (tmp_path / "sub").mkdir()
+    root = tmp_path / "missing-root"  # nothing is read: it need not exist
+    argv = ["train", "--dataset", "cora", "--root", str(root), "--epochs", "5", "--no-progress"]
+    argv += ["--coordinator", f"127.0.0.1:{free_port()}", "--num-processes", "2"]
+    paths = ["report.json", "sub/../report.json"]  # one file, spelled two ways
+    commands = [
+        [sys.executable, "-m", "sparsegcn", *argv, "--json", paths[i], "--process-id", str(i)]
+        for i in range(2)
+    ]
+    for out in run_together(commands, tmp_path, returncode=2):
+        assert out.strip().splitlines()[-1] == (
+            "sparsegcn train: error: processes 0 and 1 would write --json to the same file on "
+            "one host, and one report would replace the other; give each process its own "
+            "--json path"
+        )
+    assert not root.exists() and not (tmp_path / "report.json").exists()
+
+
+def test_output_identity_names_the_file_a_write_replaces(tmp_path):
+    from sparsegcn.files import output_identity
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "sub")
+    (tmp_path / "to-file").symlink_to(tmp_path / "sub" / "r.json")
+    same = {
+        output_identity(p)
+        for p in (
+            tmp_path / "sub" / "r.json",
+            tmp_path / "sub" / ".." / "sub" / "r.json",
+            tmp_path / "link" / "r.json",
+            tmp_path / "to-file",  # a link is written through, to its target
+        )
+    }
+    assert len(same) == 1 and same != {bytes(8)}
+    assert output_identity(tmp_path / "sub" / "s.json") not in same
+    # Nothing replaced: no path, and outputs written in place by each process.
+    assert output_identity(None) == output_identity("/dev/null") == bytes(8)
+    assert output_identity("/dev/stdout") == bytes(8)
+
+
 class _State(NamedTuple):
     """The least save_checkpoint takes: a pytree with an ``epoch`` per seed."""
 
