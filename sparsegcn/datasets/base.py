@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,52 @@ SPLITS = ("train", "valid", "test")
 def default_root() -> Path:
     """``$SPARSEGCN_DATA`` if set, else ``./datasets`` (the repository's data folder)."""
     return Path(os.environ.get(DATA_ROOT_ENV, "datasets"))
+
+
+_READING_ONLY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "sparsegcn_reading_only", default=None
+)
+
+
+@contextlib.contextmanager
+def reading_only(who: str) -> Iterator[None]:
+    """Within the block, loaders read what is under the data root and write nothing there.
+
+    ``sparsegcn predict`` loads the data a checkpoint names, from the root
+    the checkpoint recorded unless ``--root`` is given: a file that may come
+    from anyone. Inside this block a loader that would download a missing
+    file refuses instead (:func:`check_may_download`), and a synthetic
+    preset without a cache is generated in memory and not cached
+    (:func:`may_write_cache`). Loads outside the block are unchanged.
+
+    Args:
+      who: what reads only, for the messages (``"sparsegcn predict"``).
+    """
+    token = _READING_ONLY.set(who)
+    try:
+        yield
+    finally:
+        _READING_ONLY.reset(token)
+
+
+def may_write_cache() -> bool:
+    """Whether a loader may write a cache under the data root (not inside :func:`reading_only`)."""
+    return _READING_ONLY.get() is None
+
+
+def check_may_download(what: str, where: str | os.PathLike) -> None:
+    """Refuses a download inside :func:`reading_only`.
+
+    Raises:
+      FileNotFoundError: naming ``what`` is missing and ``where`` it was looked for.
+    """
+    who = _READING_ONLY.get()
+    if who is not None:
+        raise FileNotFoundError(
+            f"{what} is not in {str(where)!r}, and {who} reads the data only: it downloads "
+            f"and writes nothing under a data root. Pass --root where the data is, or fetch "
+            f"it first (sparsegcn info --dataset NAME --root ROOT)"
+        )
 
 
 def check_disjoint_splits(split: dict, error: Callable[[str, str], Exception] | None = None):

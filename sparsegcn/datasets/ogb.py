@@ -65,7 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsegcn.datasets import OGB
-from sparsegcn.datasets.base import Dataset
+from sparsegcn.datasets.base import Dataset, check_may_download
 from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.unpickle import safe_load
 from sparsegcn.files import (
@@ -355,6 +355,8 @@ def _check_folders(name: str, root: Path, dataset_dir: Path, version: str, raw: 
             f"{'its processed cache' if dataset_dir.is_dir() else 'the download'} under it "
             f"(to {str(target)!r})"
         )
+    if not dataset_dir.is_dir():
+        check_may_download(name, root)
     target.mkdir(parents=True, exist_ok=True)
 
 
@@ -428,6 +430,7 @@ def download_verified(
             f"{name!r}, root=...)) or unzip the archive into {str(root)!r} and rename its "
             f"folder {member_dir!r} to {dataset_dir.name!r}; then pass that root"
         )
+    check_may_download(name, root)
     work = temp_folder(root, dataset_dir.name, "download")  # nothing of the user's is touched
     try:
         archive = work / f"{member_dir}.zip"

@@ -72,6 +72,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsegcn.datasets import OGBG_PREFIX
+from sparsegcn.datasets.base import check_may_download
 from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.graph_dataset import GraphDataset
 from sparsegcn.files import check_regular_file, reading, temp_folder
@@ -640,6 +641,7 @@ def download_ogbg(
             f"it under {str(root)!r} (it must hold RELEASE_v{meta['version']}.txt, raw/ and "
             f"split/{meta['split']}/)"
         )
+    check_may_download(name, root)
     work = temp_folder(root, folder.name, "download")
     try:
         archive = work / f"{meta['download_name']}.zip"

@@ -55,6 +55,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sparsegcn.datasets.base import check_may_download
 from sparsegcn.datasets.link_base import LinkDataset, check_node_ids, symmetric_graph
 from sparsegcn.datasets.torchfile import read_torch_file, write_torch_file
 from sparsegcn.files import (
@@ -278,6 +279,7 @@ def _download(name: str, root: Path, layout: LinkLayout, url: str, *, progress: 
     from sparsegcn.datasets.ogb import _extract
 
     dataset_dir = root / name.replace("-", "_")
+    check_may_download(name, root)
     root.mkdir(parents=True, exist_ok=True)
     work = temp_folder(root, dataset_dir.name, "download")
     try:

@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsegcn import _checks
-from sparsegcn.datasets.base import Dataset
+from sparsegcn.datasets.base import Dataset, check_may_download
 from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.unpickle import safe_load
 from sparsegcn.files import read_text, sha256_file
@@ -153,6 +153,7 @@ def _fetch(
             f"or download the eight ind.{name}.* files from {PLANETOID_URL} yourself and place "
             f"them in {folder}/."
         )
+    check_may_download(f"Planetoid {name} ({len(missing)} of 8 files)", missing[0].parent)
     base = base_url.rstrip("/") + "/"
     for path in missing:
         download_file(base + path.name, path, sha256=sums[path.name], progress=progress)

@@ -30,7 +30,7 @@ import numpy as np
 
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
-from sparsegcn.datasets.base import SPLITS, Dataset
+from sparsegcn.datasets.base import SPLITS, Dataset, may_write_cache
 from sparsegcn.files import json_text, load_npy, naming_errors, read_json, temp_folder
 from sparsegcn.graph import Graph
 
@@ -456,7 +456,8 @@ def load_synthetic(
       scale: in ``(0, 1]``; nodes, edges and splits shrink by this factor.
       seed: generator seed (non-negative integer).
       progress: show progress bars while generating.
-      cache: write and reuse the on-disk cache.
+      cache: write and reuse the on-disk cache (read, never written, inside
+        :func:`~sparsegcn.datasets.base.reading_only`).
 
     Raises:
       ValueError: unknown preset, bad scale, not enough memory, or a cache
@@ -473,7 +474,8 @@ def load_synthetic(
     if folder.exists():
         return _read_cache(folder, spec, seed)
     dataset = generate(spec, seed=seed, progress=progress)
-    _write_cache(folder, dataset, spec, seed)
+    if may_write_cache():  # not while reading only (sparsegcn predict): kept in memory
+        _write_cache(folder, dataset, spec, seed)
     return dataset
 
 

@@ -74,6 +74,7 @@ import numpy as np
 
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
+from sparsegcn.datasets.base import may_write_cache
 from sparsegcn.datasets.link_base import LINK_SPLITS, LinkDataset
 from sparsegcn.datasets.synthetic import (
     _check_range,
@@ -574,7 +575,8 @@ def load_synthetic_links(
       scale: in ``(0, 1]``; sizes shrink by this factor.
       seed: generator seed.
       progress: progress bars while generating.
-      cache: write and reuse the on-disk cache.
+      cache: write and reuse the on-disk cache (read, never written, inside
+        :func:`~sparsegcn.datasets.base.reading_only`).
 
     Raises:
       ValueError: unknown preset, bad scale or seed, not enough memory, or
@@ -592,7 +594,8 @@ def load_synthetic_links(
     if folder.exists():
         return _read_cache(folder, spec, seed)
     dataset = generate_links(spec, seed=seed, progress=progress)
-    _write_cache(folder, dataset, spec, seed)
+    if may_write_cache():  # not while reading only (sparsegcn predict): kept in memory
+        _write_cache(folder, dataset, spec, seed)
     return dataset
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from sparsegcn.datasets import Dataset, data_location, is_path, load
+from sparsegcn.datasets.base import reading_only
 from sparsegcn.datasets.ogb import official_test_metric
 from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import APPLIES, Experiment, without_inapplicable
@@ -296,7 +297,8 @@ def predict_checkpoint(
         raise ValueError(f"params must be 'best' or 'last', got {params!r}")
     manifest = read_manifest(checkpoint)
     exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
-    data_set = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
+    with reading_only("predicting"):  # the root may come from the checkpoint: write nothing there
+        data_set = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
     if data_set.multilabel:
         raise ValueError(
             f"predict gives a class per node; {data_set.name} is multi-label "

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sparsegcn.batch import check_packing, choose_budget
+from sparsegcn.datasets.base import reading_only
 
 HOLDOUT_FOLDS = 10
 """Without ``--folds``: train on one fold of a 10-fold split (test 10 %)."""
@@ -680,7 +681,8 @@ def predict_graph_checkpoint(
         raise ValueError(f"params must be 'best' or 'last', got {params!r}")
     manifest = read_manifest(checkpoint)
     exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
-    data = load_experiment_graphs(exp, progress=progress)
+    with reading_only("predicting"):  # the root may come from the checkpoint: write nothing there
+        data = load_experiment_graphs(exp, progress=progress)
     expect = {"dataset": graph_fingerprint(data)}
     check_metadata(manifest, expect)  # before the model is built or anything compiled
     splits, config = graph_splits(exp, data), graph_config(exp)

@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sparsegcn.datasets.base import reading_only
 from sparsegcn.datasets.mag import HeteroDataset
 from sparsegcn.train.loop import drive
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR
@@ -1218,7 +1219,8 @@ def predict_hetero_checkpoint(
         raise ValueError(f"params must be 'best' or 'last', got {params!r}")
     manifest = read_manifest(checkpoint)
     exp = experiment_from_checkpoint(manifest, dataset=dataset, root=root)
-    data = prepare_hetero(exp, progress=progress)
+    with reading_only("predicting"):  # the root may come from the checkpoint: write nothing there
+        data = prepare_hetero(exp, progress=progress)
     expect = {"dataset": hetero_fingerprint(data.dataset)}
     check_metadata(manifest, expect)  # before the model is built or anything compiled
     model = build_model(exp, data)

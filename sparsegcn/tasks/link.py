@@ -33,6 +33,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from sparsegcn.datasets.base import reading_only
 from sparsegcn.features import as_features, normalize
 from sparsegcn.train.checkpoint import LINK_MODEL_FILES, FolderLock, check_checkpoint_folder
 
@@ -512,6 +513,11 @@ def _saved_link_run(folder, root: str | None):
     meta = read_json(Path(folder) / meta_file, what="the link model's settings")
     if not isinstance(meta, dict) or meta.get("format") != "sparsegcn-link-model":
         raise ValueError(f"{folder} holds no sparsegcn link model ({meta_file})")
+    if not isinstance(meta.get("config"), dict):
+        raise ValueError(
+            f"{Path(folder) / meta_file} records no experiment config (a 'config' object); "
+            f"it was not written by sparsegcn train"
+        )
     config = {**meta["config"], "checkpoint": None}  # predicting writes no model
     exp = experiment_from_checkpoint(
         {"metadata": {"config": config}, "path": str(folder)}, root=root
@@ -563,7 +569,8 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
             raise ValueError(f"pairs must be an int array [P, 2], got {pairs.dtype} {pairs.shape}")
     meta, exp = _saved_link_run(folder, root)
     arrays = read_link_arrays(folder, meta)  # before the data is read
-    info, data, model, _ = prepare_links(exp, progress=progress)
+    with reading_only("predicting"):  # the root may come from the model's file: write nothing there
+        info, data, model, _ = prepare_links(exp, progress=progress)
     n = info["num_nodes"]
     if pairs is not None and pairs.size and (pairs.min() < 0 or pairs.max() >= n):
         raise ValueError(f"pairs hold node ids outside [0, {n}): {pairs.min()}..{pairs.max()}")

@@ -164,6 +164,19 @@ def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path
     bad = ["predict", "--checkpoint", str(folder), "--pairs", str(tmp_path / "bad.npy")]
     assert main([*bad, "--out", str(tmp_path / "x.npy")]) == 2
     assert "outside [0, 2708)" in one_error(capsys)
+    # The model's file names the data and its root: predicting reads there, never writes.
+    meta_file = folder / "link-model.json"
+    meta = json.loads(meta_file.read_text())
+    anywhere = tmp_path / "anywhere"
+    meta["config"].update(dataset="synthetic:collab", scale=0.001, root=str(anywhere))
+    meta_file.write_text(json.dumps(meta))
+    assert main([*predict, "--out", str(tmp_path / "y.npy")]) == 2
+    one_error(capsys)
+    del meta["config"]  # was a KeyError naming no file
+    meta_file.write_text(json.dumps(meta))
+    assert main([*predict, "--out", str(tmp_path / "y.npy")]) == 2
+    assert f"{meta_file} records no experiment config" in one_error(capsys)
+    assert not anywhere.exists() and not (tmp_path / "y.npy").exists()
 
 
 LINK_RUN = ["train", "--dataset", "synthetic:tiny", "--task", "link", "--model", "gae"]

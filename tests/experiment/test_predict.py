@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -105,6 +106,31 @@ def test_another_dataset_is_refused(trained, data_root, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "metadata.dataset.name is 'synthetic:tiny' in the checkpoint but 'cora'" in err
     assert not (tmp_path / "p.npy").exists()
+
+
+def test_the_root_a_checkpoint_records_is_read_never_written(trained, tmp_path, capsys):
+    # A checkpoint names its data and root, and predict loads from that root by default:
+    # an edited manifest made predict generate a dataset cache, or start a download,
+    # wherever it said, before it refused the checkpoint.
+    import shutil
+
+    folder, _ = trained
+    anywhere = tmp_path / "anywhere"
+    for dataset, scale, message in (
+        ("synthetic:arxiv", 0.001, "metadata.dataset.name is 'synthetic:tiny' in the checkpoint"),
+        ("cora", 1.0, "predicting reads the data only"),
+    ):
+        ckpt = tmp_path / f"ckpt-{dataset.replace(':', '-')}"
+        shutil.copytree(folder / "ckpt", ckpt)
+        manifest = read_manifest(ckpt)
+        path = Path(manifest["path"])
+        text = json.loads(path.read_text())
+        text["metadata"]["config"].update(dataset=dataset, scale=scale, root=str(anywhere))
+        path.write_text(json.dumps(text))
+        argv = ["predict", "--checkpoint", str(ckpt), "--out", str(tmp_path / "p.npy")]
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+        assert not anywhere.exists() and not (tmp_path / "p.npy").exists()
 
 
 def test_bad_paths_are_refused(trained, tmp_path, capsys):
