@@ -33,15 +33,19 @@ from jax.typing import ArrayLike
 def _sorted_groups(scores: jax.Array, positive: jax.Array, valid: jax.Array):
     """One sort of a task's scores: each entry's tie group bounds, in sorted order.
 
-    Masked entries sort below every valid score (``-inf``). Returns the
-    sorted positive indicator ``[N]`` (masked: 0), each sorted entry's tie
-    group ``start`` and ``end`` (inclusive) positions, and the masked count.
+    Masked entries sort below every valid score, in a group of their own
+    (sorted by validity first: a valid ``-inf`` score never ties with
+    them). Returns the sorted positive indicator ``[N]`` (masked: 0), each
+    sorted entry's tie group ``start`` and ``end`` (inclusive) positions,
+    and the masked count.
     """
     s = jnp.where(valid, scores, -jnp.inf)
-    ordered, pos = jax.lax.sort((s, (positive & valid).astype(jnp.float32)), num_keys=1)
+    keys = (valid.astype(jnp.int32), s, (positive & valid).astype(jnp.float32))
+    kept, ordered, pos = jax.lax.sort(keys, num_keys=2)
     index = jnp.arange(s.shape[0])
-    first = jnp.concatenate([jnp.ones((1,), bool), ordered[1:] != ordered[:-1]])
-    last = jnp.concatenate([ordered[1:] != ordered[:-1], jnp.ones((1,), bool)])
+    change = (ordered[1:] != ordered[:-1]) | (kept[1:] != kept[:-1])
+    first = jnp.concatenate([jnp.ones((1,), bool), change])
+    last = jnp.concatenate([change, jnp.ones((1,), bool)])
     start = jax.lax.cummax(jnp.where(first, index, 0))
     end = jax.lax.cummin(jnp.where(last, index, s.shape[0] - 1), reverse=True)
     return pos, start, end, jnp.sum(~valid)

@@ -45,5 +45,6 @@ GRAPH_CASES = {
     "single_node": lambda: Graph(np.zeros(0, np.int32), np.zeros(0, np.int32), None, 1),
     "single_node_loop": lambda: Graph(np.array([0]), np.array([0]), np.array([2.0]), 1),
     "no_edges": lambda: Graph(np.zeros(0, np.int32), np.zeros(0, np.int32), None, 7),
+    "no_nodes": lambda: Graph(np.zeros(0, np.int32), np.zeros(0, np.int32), None, 0),
     "isolated_heavy": lambda: random_graph(40, 12, seed=3, isolated=25),
 }

@@ -83,6 +83,19 @@ def test_hand_computed_case():
     assert float(average_precision(scores, labels)) == pytest.approx(0.5 + 1 / 3)
 
 
+def test_a_valid_minus_infinity_never_ties_with_masked_entries():
+    # Log-probabilities may be -inf. Masked entries sort as -inf too, and used to join
+    # its tie group: its mid-rank and the AP threshold counted them (AUC 0.5, AP 0.70).
+    # By hand, over the valid [-inf (+), -inf (-), 0 (-), 1 (+)]: the positive -inf ties
+    # one negative (a half) and the positive 1 beats both: AUC = (0.5 + 2) / 4; AP:
+    # threshold 1 gives P = 1 at R = 1/2, threshold -inf P = 2/4 at R = 1.
+    scores = np.array([-np.inf, -np.inf, 0.0, 1.0, 5.0, -np.inf], np.float32)
+    labels = np.array([1, 0, 0, 1, 0, 1], np.float32)
+    mask = np.array([1, 1, 1, 1, 0, 0], bool)
+    assert float(roc_auc(scores, labels, mask)) == pytest.approx(0.625)
+    assert float(average_precision(scores, labels, mask)) == pytest.approx(0.75)
+
+
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match=r"same shape, got \(3,\) and \(2,\)"):
         roc_auc(np.zeros(3), np.zeros(2))

@@ -73,6 +73,28 @@ def test_packed_weighted_product_is_one_kernel_call_per_head_without_edge_buffer
     assert f"{graph.num_edges}x64" not in text
 
 
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_eager_products_compile_once(layout):
+    # Called outside jit, the ELL product (a cond) and the per-head CSR product (a loop
+    # over heads) built fresh branch and body functions on every call, and so compiled
+    # on every call: 0.3-1.9 s a call instead of milliseconds.
+    graph = as_layout(random_graph(40, 120, seed=4), layout)
+    x = jax.random.normal(jax.random.key(0), (40, 2, 4), jnp.float32)
+    heads = jax.random.uniform(jax.random.key(1), (graph.num_edges, 2), jnp.float32)
+    flat = x.reshape(40, 8)
+    calls = lambda: (graph.product(flat), graph.product(x, heads))  # noqa: E731
+    jax.block_until_ready(calls())
+    compiled = []
+    listener = lambda event, duration, **kw: compiled.append(event) if "compile" in event else None  # noqa: E731
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        for _ in range(3):
+            jax.block_until_ready(calls())
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiled == []
+
+
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
 def test_masked_bipartite_aggregate_matches_numpy(reduce):
     rng = np.random.default_rng(5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar
 
 import jax
@@ -83,7 +84,7 @@ def bcoo_product(graph: Graph, x: jax.Array, edge_weight=None) -> jax.Array:
     if edge_weight is not None and jnp.ndim(edge_weight) == 2:
         heads = range(jnp.shape(edge_weight)[1])
         return jnp.stack([bcoo_product(graph, x[:, h], edge_weight[:, h]) for h in heads], 1)
-    flat = x.reshape(n, -1)
+    flat = x.reshape(n, math.prod(x.shape[1:]))  # not -1: n may be 0
     return (to_bcoo(graph, x.dtype, edge_weight) @ flat).reshape(x.shape)
 
 

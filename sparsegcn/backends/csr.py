@@ -198,7 +198,12 @@ def _batched_product(kernel: str):
             a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
             for a, batched in zip((indptr, columns, data, x), in_batched, strict=True)
         ]
-        return jax.lax.map(lambda a: product(*a), tuple(args)), True
+        return jax.lax.scan(one_product, None, tuple(args))[1], True
+
+    # One body for every call (lax.map makes a fresh one): called eagerly, the loop
+    # is compiled once per body function, and a fresh one compiled it on every call.
+    def one_product(carry, args):
+        return carry, product(*args)
 
     return product
 

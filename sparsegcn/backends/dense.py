@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar
 
 import jax
@@ -68,7 +69,7 @@ def dense_product(graph: Graph, x: jax.Array, edge_weight, max_bytes: int) -> ja
     else:
         w = jnp.asarray(edge_weight).astype(x.dtype)
         adjacency = jnp.zeros((n, n), x.dtype).at[graph.receivers, graph.senders].add(w)
-    flat = x.reshape(n, -1)
+    flat = x.reshape(n, math.prod(x.shape[1:]))  # not -1: n may be 0
     return (adjacency @ flat).reshape(x.shape)
 
 

@@ -34,6 +34,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import NamedTuple
 
@@ -208,9 +209,7 @@ def ell_matmul(
     if not layout.slots:
         return jnp.zeros((num_rows, features), x.dtype)
 
-    def product(layout, weights, x):
-        return _ell_product(layout, x, weights, num_rows, storage_dtype)
-
+    empty, product = _fenced_branches(num_rows, features, x.dtype, storage_dtype)
     # A fusion fence. XLA on CPU drops optimization barriers before fusing,
     # and left alone it fuses this product into consumers that read rows
     # several times (the gradient of sparse features gathers ~18 times per
@@ -220,9 +219,22 @@ def ell_matmul(
     # materialised x. The predicate is never true (ids are non-negative),
     # but XLA cannot know it: a reduction over N ints, microseconds.
     never = jnp.any(layout.first < 0)
-    return jax.lax.cond(
-        never, lambda *_: jnp.zeros((num_rows, features), x.dtype), product, layout, weights, x
-    )
+    return jax.lax.cond(never, empty, product, layout, weights, x)
+
+
+@functools.lru_cache(maxsize=256)
+def _fenced_branches(num_rows: int, features: int, dtype, storage_dtype):
+    """:func:`ell_matmul`'s two branches for one set of static values, built once:
+    a called-eagerly ``cond`` is compiled per pair of branch functions, so fresh
+    closures on every call compiled it on every call (hundreds of ms each)."""
+
+    def empty(layout, weights, x):
+        return jnp.zeros((num_rows, features), dtype)
+
+    def product(layout, weights, x):
+        return _ell_product(layout, x, weights, num_rows, storage_dtype)
+
+    return empty, product
 
 
 def _ell_product(layout, x, weights, num_rows, storage_dtype):

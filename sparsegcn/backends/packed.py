@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -258,7 +259,7 @@ def packed_matmul(
             "(pack(graph, format='ell')); the CSR kernel reads x in its own dtype"
         )
     n = graph.num_nodes
-    flat = x.reshape(n, -1)
+    flat = x.reshape(n, math.prod(x.shape[1:]))  # not -1: n may be 0
     static = (n, storage_dtype, csr_kernel)
     y = _packed(
         static,
@@ -361,7 +362,7 @@ def packed_weighted_matmul(
             lambda wh, xh: packed_weighted_matmul(graph, xh, wh, csr_kernel=csr_kernel), (1, 1), 1
         )
         return heads(w, x)
-    flat = x.reshape(n, -1)
+    flat = x.reshape(n, math.prod(x.shape[1:]))  # not -1: n may be 0
     y = _dynamic(
         (n, csr_kernel),
         graph.layout,

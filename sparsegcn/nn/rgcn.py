@@ -129,7 +129,20 @@ def rgcn_conv(
 
     Returns:
       ``{t: [N_t, F']}`` (see the module's formula).
+
+    Raises:
+      ValueError: a relation of ``graph`` carries edge weights. The mean is
+        the paper's ``1/|N_r(i)|``, as on samples, which carry none; a
+        weighted relation would be summed with its weights over an
+        unweighted count, a third thing.
     """
+    weighted = [key for key, rel in graph.relations.items() if rel.weights is not None]
+    if weighted:
+        raise ValueError(
+            f"R-GCN averages each relation's neighbours unweighted (1/|N_r(i)|), but "
+            f"relation(s) {weighted} carry edge weights it would not use; build the "
+            f"HeteroGraph from (senders, receivers) pairs"
+        )
     w_rel = relation_weights(layer)
     out = {}
     for t in graph.node_types if node_types is None else node_types:

@@ -111,6 +111,19 @@ def test_wrong_graph_is_refused():
         model.apply(params, reversed_graph, {"paper": paper_features()})
 
 
+def test_a_weighted_relation_is_refused():
+    # It was summed with its weights over an unweighted count: neither the paper's mean
+    # (what samples compute) nor a weighted mean.
+    from sparsegcn.hetero import HeteroGraph
+
+    cites = ("paper", "cites", "paper")
+    weights = np.array([2.0, 0.5, 4.0], np.float32)
+    graph = HeteroGraph({"paper": 3}, {cites: (np.array([1, 2, 2]), np.array([0, 0, 1]), weights)})
+    layer = {"root": {"paper": {"w": jnp.eye(3), "b": jnp.zeros(3)}}, "w_rel": jnp.eye(3)[None]}
+    with pytest.raises(ValueError, match=r"relation\(s\) \[\('paper', 'cites', 'paper'\)\]"):
+        rgcn_conv(layer, graph, {"paper": jnp.eye(3)})
+
+
 def test_homogeneous_rgcn_is_one_relation():
     """The registry's rgcn on a plain graph equals the typed model on one relation."""
     from sparsegcn.graph import Graph
