@@ -4,7 +4,9 @@
 temporary file in the destination's folder, checks the byte count and the
 sha256 digest, fsyncs, and only then renames the file into place with
 :func:`os.replace` (atomic on POSIX and Windows). Any failure removes the
-temporary file and raises.
+temporary file and raises. With ``max_bytes`` a body larger than that is
+refused (up front when ``Content-Length`` announces it), so a server that
+never stops sending cannot fill the disk.
 """
 
 from __future__ import annotations
@@ -215,18 +217,31 @@ def _read(response, url: str, received: int) -> bytes:
         ) from err
 
 
-def _stream(url: str, out, *, dest: Path, progress: bool, timeout: float, watchdog) -> str:
+def _too_large(url: str, size: int, max_bytes: int, how: str) -> ValueError:
+    return ValueError(
+        f"download from {url} {how} {size:,} bytes, over the {max_bytes:,} allowed (max_bytes); "
+        "nothing was saved"
+    )
+
+
+def _stream(
+    url: str, out, *, dest: Path, progress: bool, timeout: float, watchdog, max_bytes: int | None
+) -> str:
     """Copies the body of ``url`` into ``out`` (standing for ``dest``) and returns its
-    sha256 hex digest."""
+    sha256 hex digest; refuses a body over ``max_bytes`` before writing past it."""
     with _open(url, timeout, watchdog) as response:
         if response.status != 200:
             raise OSError(f"HTTP {response.status} {response.reason} from {url}, expected 200")
         total = _content_length(response)
+        if max_bytes is not None and total is not None and total > max_bytes:
+            raise _too_large(url, total, max_bytes, "announces (Content-Length)")
         digest = hashlib.sha256()
         received = 0
         bar = tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress)
         with bar:
             while chunk := _read(response, url, received):
+                if max_bytes is not None and received + len(chunk) > max_bytes:
+                    raise _too_large(url, received + len(chunk), max_bytes, "sent at least")
                 with naming_errors(dest):  # a full disk names dest, not the temporary file
                     out.write(chunk)
                 digest.update(chunk)
@@ -250,6 +265,7 @@ def download_file(
     timeout: float = 30,
     min_rate: float = MIN_RATE,
     deadline: float | None = None,
+    max_bytes: int | None = None,
 ) -> Path:
     """Downloads ``url`` to ``dest`` atomically, verifying its sha256.
 
@@ -274,15 +290,22 @@ def download_file(
         ``timeout`` seconds, the wait for the headers included (0: no
         minimum); a server that trickles its answer is cut off.
       deadline: seconds the whole download may take (``None``: no limit).
+      max_bytes: the most bytes the body may have (``None``: no limit). A
+        ``Content-Length`` above it is refused before the body is read; a body
+        that grows past it (no or a false ``Content-Length``) is cut off at
+        the first piece over it, so at most ``max_bytes`` are ever written.
+        For downloads without a ``sha256``, whose size nothing else bounds.
 
     Returns:
       ``Path(dest)``.
 
     Raises:
       ValueError: a URL that is not HTTP(S), a malformed ``sha256``, a
-        non-positive ``timeout``, ``dest`` is a directory, or the digest of the
-        downloaded bytes differs from ``sha256`` (the message names the file,
-        the expected and the actual digest).
+        non-positive ``timeout``, a negative ``max_bytes``, ``dest`` is a
+        directory, a body larger than ``max_bytes`` (the message names the
+        URL and both sizes), or the digest of the downloaded bytes differs
+        from ``sha256`` (the message names the file, the expected and the
+        actual digest).
       OSError: an HTTP error status, a network error or timeout
         (:class:`urllib.error.URLError`, :class:`TimeoutError`), a download
         slower than ``min_rate`` or longer than ``deadline``
@@ -299,6 +322,10 @@ def download_file(
         raise ValueError(f"min_rate must be a number of bytes per second >= 0, got {min_rate!r}")
     if deadline is not None and not deadline > 0:
         raise ValueError(f"deadline must be a positive number of seconds or None, got {deadline!r}")
+    if max_bytes is not None and (
+        isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0
+    ):
+        raise ValueError(f"max_bytes must be an int >= 0 or None, got {max_bytes!r}")
     dest = Path(dest)
     if dest.is_dir():
         raise ValueError(f"dest {str(dest)!r} is a directory; give the path of the file to write")
@@ -313,7 +340,13 @@ def download_file(
         with out, _Watchdog(window=timeout, min_rate=min_rate, deadline=deadline) as watchdog:
             try:
                 actual = _stream(
-                    url, out, dest=dest, progress=progress, timeout=timeout, watchdog=watchdog
+                    url,
+                    out,
+                    dest=dest,
+                    progress=progress,
+                    timeout=timeout,
+                    watchdog=watchdog,
+                    max_bytes=max_bytes,
                 )
             except Exception as err:
                 if watchdog.stop() is None:

@@ -209,20 +209,52 @@ def _count(name: str, value, minimum: int = 0) -> int:
     return int(value)
 
 
+def _written_key(fmt: str, key: str) -> bool:
+    """Whether a folder of format ``fmt`` that sparsegcn writes can hold file ``<key>.npy``.
+
+    Every writer names a file after its manifest key: this format's
+    :data:`_FILES` and ``edge_features``; the graph-level format's arrays
+    (:mod:`~sparsegcn.datasets.ondisk_graphs`); the hetero format's
+    ``labels``, splits and ``senders.``/``receivers.``/``features.`` followed
+    by a relation or node type name (:mod:`~sparsegcn.datasets.ondisk_hetero`).
+    """
+    from sparsegcn.datasets import ondisk_graphs, ondisk_hetero
+
+    if fmt == FORMAT:
+        return key in (*_FILES, *_OPTIONAL_FILES)
+    if fmt == ondisk_graphs.FORMAT:
+        return key in (*ondisk_graphs._REQUIRED, *ondisk_graphs._OPTIONAL)
+    if fmt == ondisk_hetero.FORMAT:
+        kind, _, name = key.partition(".")
+        if kind in ("senders", "receivers", "features"):
+            return bool(ondisk_hetero._SAFE.match(name))
+        return key in ("labels", *SPLITS)
+    return False
+
+
 def _foreign_entries(path: Path, fmt: str = FORMAT) -> list[str]:
     """What in folder ``path`` is not part of the ``fmt`` dataset its manifest describes.
 
+    A manifest claims a file only under the name sparsegcn writes for its key
+    (``<key>.npy``, the key one of the format's, :func:`_written_key`): a
+    manifest planted among a user's files cannot make them count as a
+    dataset's, so ``overwrite`` never replaces them.
+
     Returns:
       ``[]`` when ``path`` holds a readable manifest of format ``fmt`` and
-      nothing but the regular files it lists (a folder :func:`save` or
-      :class:`DatasetWriter` made); otherwise the names that are not such
-      files (all entries when there is no valid manifest).
+      nothing but the regular files it lists by such names (a folder
+      :func:`save` or :class:`DatasetWriter` made); otherwise the names that
+      are not such files (all entries when there is no valid manifest).
     """
     names = sorted(entry.name for entry in os.scandir(path))
     try:
         manifest = read_json(path / MANIFEST)
-        listed = {entry["file"] for entry in manifest["files"].values()}
-        ours = manifest.get("format") == fmt and all(isinstance(f, str) for f in listed)
+        listed = {
+            entry["file"]
+            for key, entry in manifest["files"].items()
+            if entry["file"] == f"{key}.npy" and _written_key(fmt, key)
+        }
+        ours = manifest.get("format") == fmt
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return names
     if not ours:

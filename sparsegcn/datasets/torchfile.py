@@ -136,18 +136,50 @@ def _rebuild_tensor(storage, storage_offset, size, stride, *_rest):
     return _Tensor(storage, int(storage_offset), size, stride)
 
 
-def _materialize(tensor: _Tensor, source: str) -> np.ndarray:
+def _check_layout(tensor: _Tensor, source: str, where: str) -> None:
+    """Refuses a view whose elements overlap: a stride-0 dimension (``expand``) or strides
+    that revisit storage elements. Such a view holds more elements than its storage, so
+    copying it out would let a file of a few bytes allocate without limit."""
+    dims = sorted((s, n) for n, s in zip(tensor.size, tensor.stride, strict=True) if n > 1)
+    reach = 1  # storage elements spanned by the dimensions of smaller stride
+    for stride, n in dims:
+        if stride < reach:
+            raise CorruptFileError(
+                source,
+                f"tensor {where} of size {tensor.size} has strides {tensor.stride}, whose "
+                f"elements overlap (a stride-0 or overlapping view); only views that "
+                f"address each storage element at most once are read",
+            )
+        reach = stride * n
+    count = int(np.prod(tensor.size, dtype=object))
+    numel = tensor.storage.numel
+    if count > numel:  # with no overlap, only a view past the storage's end: said plainly
+        raise CorruptFileError(
+            source,
+            f"tensor {where} of size {tensor.size} has {count} elements, more than its "
+            f"storage's {numel}",
+        )
+
+
+def _materialize(tensor: _Tensor, source: str, where: str) -> np.ndarray:
+    """The C-ordered copy of ``tensor`` (``where`` names it in errors, e.g. ``obj['edge']``).
+
+    Raises:
+      CorruptFileError: its storage bytes are missing, it overlaps itself (see
+        :func:`_check_layout`), or it reaches past its storage.
+    """
     storage = tensor.storage
     if storage.data is None:
-        raise CorruptFileError(source, "a tensor's storage bytes are missing")
-    count = int(np.prod(tensor.size, dtype=np.int64))
+        raise CorruptFileError(source, f"the storage bytes of tensor {where} are missing")
+    count = int(np.prod(tensor.size, dtype=object))
     if count == 0:
         return np.zeros(tensor.size, storage.dtype)
+    _check_layout(tensor, source, where)
     last = tensor.offset + sum((n - 1) * s for n, s in zip(tensor.size, tensor.stride, strict=True))
     if last >= storage.data.shape[0]:
         raise CorruptFileError(
             source,
-            f"a tensor of size {tensor.size} and stride {tensor.stride} at offset "
+            f"tensor {where} of size {tensor.size} and stride {tensor.stride} at offset "
             f"{tensor.offset} reaches element {last}, past its storage of "
             f"{storage.data.shape[0]} elements",
         )
@@ -204,15 +236,15 @@ class _TorchUnpickler(pickle.Unpickler):
         return self._storages[key]
 
 
-def _convert(value, source: str):
+def _convert(value, source: str, where: str = "obj"):
     """``value`` with every :class:`_Tensor` replaced by its NumPy array (dicts, lists,
-    tuples walked)."""
+    tuples walked; ``where`` spells the path to each, e.g. ``obj['edge']``)."""
     if isinstance(value, _Tensor):
-        return _materialize(value, source)
+        return _materialize(value, source, where)
     if isinstance(value, dict):
-        return {k: _convert(v, source) for k, v in value.items()}
+        return {k: _convert(v, source, f"{where}[{k!r}]") for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_convert(v, source) for v in value)
+        return type(value)(_convert(v, source, f"{where}[{i}]") for i, v in enumerate(value))
     return value
 
 
@@ -225,7 +257,8 @@ def _read_zip(path: Path, archive: zipfile.ZipFile) -> object:
         )
     prefix = pickles[0][: -len("data.pkl")]
     if f"{prefix}byteorder" in names:
-        order = archive.read(f"{prefix}byteorder").decode("ascii", "replace").strip()
+        with archive.open(f"{prefix}byteorder") as f:  # "little" or "big": never read whole
+            order = f.read(16).decode("ascii", "replace").strip()
         if order != "little":
             raise CorruptFileError(path, f"stores {order!r}-endian tensors; only 'little' is read")
     storages: dict[str, _Storage] = {}
@@ -235,11 +268,17 @@ def _read_zip(path: Path, archive: zipfile.ZipFile) -> object:
         member = f"{prefix}data/{key}"
         if member not in names:
             raise CorruptFileError(path, f"storage {key!r} has no member {member!r}")
-        data = archive.read(member)
         need = storage.numel * storage.dtype.itemsize
-        if len(data) < need:
+        size = archive.getinfo(member).file_size
+        if size != need:  # torch writes exactly the storage; a larger member may be a bomb
             raise CorruptFileError(
-                path, f"member {member!r} holds {len(data)} bytes, its storage needs {need}"
+                path, f"member {member!r} holds {size} bytes, its storage needs {need}"
+            )
+        with archive.open(member) as f:  # reads at most file_size bytes; a lie is an error
+            data = f.read(need)
+        if len(data) != need:
+            raise CorruptFileError(
+                path, f"member {member!r} ends after {len(data)} of its {need} bytes"
             )
         storage.data = np.frombuffer(data, storage.dtype, count=storage.numel)
     return _convert(loaded, str(path))
@@ -281,6 +320,11 @@ def _read_legacy(path: Path, f) -> object:
                 path, f"storage {key!r} holds {numel} elements, its record says {storage.numel}"
             )
         need = numel * storage.dtype.itemsize
+        left = os.fstat(f.fileno()).st_size - f.tell()
+        if need > left:  # before reading: f.read(need) would allocate need bytes first
+            raise CorruptFileError(
+                path, f"truncated in storage {key!r} ({max(left, 0)} of {need} bytes)"
+            )
         data = f.read(need)
         if len(data) != need:
             raise CorruptFileError(
@@ -306,8 +350,14 @@ def read_torch_file(path: str | os.PathLike) -> object:
       pickle.UnpicklingError: the pickle names a global outside
         :data:`TORCH_GLOBALS` (nothing of it is imported), or holds a record
         this reader does not support; the message names the file.
-      CorruptFileError: not a ``torch.save`` file, truncated, or inconsistent
-        (a tensor reaching past its storage); the message names the file.
+      CorruptFileError: not a ``torch.save`` file, truncated, or inconsistent:
+        a storage whose bytes differ from its record's element count (checked
+        before they are read: a zip member is read only up to its storage's
+        size, a legacy stream's storage only if the file holds that many bytes
+        more), or a tensor reaching past its storage or overlapping itself (a
+        stride-0 ``expand`` view, which would be copied out at its full size).
+        The message names the file, and the tensor (``obj['edge']``) where one
+        is at fault.
     """
     path = check_regular_file(path)
     with reading(path):

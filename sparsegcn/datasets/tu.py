@@ -23,12 +23,18 @@ labels are those attributes, float32 ``[N, T]``, with metric ``"mae"`` (as
 PyG's ``TUDataset`` takes graph attributes as the target; where both files
 exist the class labels are the labels and the attributes stay in
 ``targets``). Node features are the one-hot node
-labels (one block per label column, over the values present, as PyG's
-``TUDataset``) followed by the node attributes; edge features likewise.
+labels (one block per label column, over its values from the smallest to
+the largest, as PyG's ``TUDataset``) followed by the node attributes; edge
+features likewise.
 A file that breaks the format is refused with a ``ValueError`` naming the
-file and the line. A missing folder is downloaded from the TU site
-(:data:`TU_URL`) and each extracted file checked against its recorded
-sha256 (:data:`TU_SHA256`).
+file and the line; a label column spanning more values than it has lines
+(:func:`one_hot_columns`) too; a FIFO or a device in place of a file is
+refused (:class:`~sparsegcn.files.NotRegularFileError`) before it is read.
+A missing folder is downloaded from the TU site (:data:`TU_URL`, at most
+:data:`MAX_ARCHIVE_BYTES`) and each extracted file checked against its
+recorded sha256 (:data:`TU_SHA256`); :func:`load_tu` checks them again on
+every load of a folder already there (:func:`verify_tu`), as the Planetoid
+loader does.
 
 References:
   Morris et al., *TUDataset: A collection of benchmark datasets for learning
@@ -37,7 +43,7 @@ References:
 
 from __future__ import annotations
 
-import io
+import os
 import re
 import shutil
 import zipfile
@@ -46,9 +52,16 @@ from pathlib import Path
 import numpy as np
 
 from sparsegcn.datasets import TU_PREFIX
+from sparsegcn.datasets.base import check_may_download
 from sparsegcn.datasets.download import download_file, sha256_file
 from sparsegcn.datasets.graph_dataset import GraphDataset
-from sparsegcn.files import temp_folder
+from sparsegcn.files import (
+    CorruptFileError,
+    check_regular_file,
+    read_text,
+    reading,
+    temp_folder,
+)
 
 TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip"
 """Where a missing ``<root>/tu/NAME/`` folder is downloaded from."""
@@ -69,8 +82,27 @@ TU_SHA256: dict[str, dict[str, str]] = {
 """The sha256 of every data file of a downloadable dataset, as extracted."""
 
 MAX_MEMBER_BYTES = 1 << 30
-"""The most bytes one file of a downloaded TU archive may expand to: an archive is
-unpacked in memory, so a member claiming more is refused before it is read."""
+"""The most bytes one file of a downloaded TU archive may expand to: a member
+claiming more is refused before it is read."""
+
+MAX_ARCHIVE_BYTES = 1 << 30
+"""The most bytes a downloaded ``NAME.zip`` may have (1 GiB): the largest archives
+on the TU site are a few hundred MB, MUTAG's a few dozen KB. A server that
+announces more is refused before the body is read, one that sends more is cut
+off there, and nothing is left on disk (:func:`~sparsegcn.datasets.download.download_file`'s
+``max_bytes``)."""
+
+_DATA_FILES = (
+    "A",
+    "graph_indicator",
+    "graph_labels",
+    "node_labels",
+    "node_attributes",
+    "edge_labels",
+    "edge_attributes",
+    "graph_attributes",
+)
+"""The suffixes of the files :func:`read_tu` reads (``NAME_<suffix>.txt``)."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
@@ -83,9 +115,12 @@ def _rows(path: Path, kind: type, width: int | None = None) -> np.ndarray:
     are ignored; anywhere else they are refused.
 
     Raises:
-      ValueError: naming ``path``, the line (1-based) and what is wrong.
+      ValueError: naming ``path``, the line (1-based) and what is wrong;
+        :class:`~sparsegcn.files.CorruptFileError` when it is not UTF-8 text.
+      NotRegularFileError: ``path`` is a FIFO, a device, a folder (never read).
     """
-    lines = path.read_text().splitlines()
+    with reading(path):
+        lines = read_text(path).splitlines()
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
@@ -128,24 +163,55 @@ def _check_lines(path: Path, rows: np.ndarray, count: int, what: str) -> None:
         )
 
 
-def one_hot_columns(labels: np.ndarray) -> np.ndarray:
+MIN_ONE_HOT_LIMIT = 1024
+"""How many values a label column may span whatever its number of lines (see
+:func:`one_hot_columns`)."""
+
+
+def one_hot_columns(labels: np.ndarray, *, source: str = "labels") -> np.ndarray:
     """``[n, k]`` integer labels -> float32 one-hot blocks, one per column.
 
     Column ``j`` gets ``max_j - min_j + 1`` indicator columns (values are
-    shifted by the column's minimum, as PyG's ``TUDataset`` does).
+    shifted by the column's minimum, as PyG's ``TUDataset`` does), so a
+    value absent from the column still has its (all-zero) indicator.
+
+    A column may span at most ``max(n, MIN_ONE_HOT_LIMIT)`` values: labels
+    are categories, and a wider range (one line edited to ``200000``) would
+    mostly be absent values, yet cost ``n`` times its width in float32 memory.
+    Such a column is refused, not re-numbered, so every accepted file gives
+    the same features as PyG.
+
+    Raises:
+      ValueError: a column spanning too many values, naming ``source`` (the
+        file), the column and its range.
     """
     blocks = []
-    for column in labels.T:
-        shifted = column - column.min()
-        block = np.zeros((column.shape[0], int(shifted.max()) + 1), np.float32)
+    limit = max(labels.shape[0], MIN_ONE_HOT_LIMIT)
+    for j, column in enumerate(labels.T):
+        low, high = int(column.min()), int(column.max())  # Python ints: no overflow
+        if high - low + 1 > limit:
+            raise ValueError(
+                f"{source}: label column {j + 1} spans the values {low} .. {high}, "
+                f"{high - low + 1:,} one-hot columns for {labels.shape[0]} lines; at most "
+                f"{limit:,} (the number of lines, or {MIN_ONE_HOT_LIMIT}) are accepted"
+            )
+        shifted = column - low
+        block = np.zeros((column.shape[0], high - low + 1), np.float32)
         block[np.arange(column.shape[0]), shifted] = 1.0
         blocks.append(block)
     return np.concatenate(blocks, axis=1)
 
 
 def _optional(folder: Path, name: str, suffix: str) -> Path | None:
+    """``folder/NAME_<suffix>.txt``, or ``None`` when there is no such entry.
+
+    Raises:
+      NotRegularFileError: it is a FIFO, a device or a folder (a FIFO would
+        block the read forever, so it is refused rather than read or skipped).
+      FileNotFoundError: a broken symbolic link.
+    """
     path = folder / f"{name}_{suffix}.txt"
-    return path if path.exists() else None
+    return check_regular_file(path) if os.path.lexists(path) else None
 
 
 def read_tu(folder: str | Path, name: str) -> GraphDataset:
@@ -162,11 +228,13 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
       ValueError: a missing required file, or a malformed one (the message
         names the file and line): wrong counts of lines or values, ids out of
         range, node ids of one graph not contiguous, an edge between two
-        graphs.
+        graphs, a label column spanning too many values
+        (:func:`one_hot_columns`).
+      NotRegularFileError: one of the files is a FIFO, a device or a folder.
     """
     folder = Path(folder)
     for suffix in ("A", "graph_indicator"):
-        if not (folder / f"{name}_{suffix}.txt").exists():
+        if _optional(folder, name, suffix) is None:
             raise ValueError(f"{folder / f'{name}_{suffix}.txt'} is missing (required by TU)")
     regression = _optional(folder, name, "graph_labels") is None
     if regression and _optional(folder, name, "graph_attributes") is None:
@@ -222,7 +290,7 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
         path = found
         node_labels = _rows(path, int)
         _check_lines(path, node_labels, num_nodes, "node")
-        columns.append(one_hot_columns(node_labels))
+        columns.append(one_hot_columns(node_labels, source=path.name))
     if (found := _optional(folder, name, "node_attributes")) is not None:
         path = found
         attributes = _rows(path, float)
@@ -235,7 +303,7 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
         path = found
         edge_labels = _rows(path, int)
         _check_lines(path, edge_labels, edges.shape[0], f"line of {name}_A.txt")
-        edge_columns.append(one_hot_columns(edge_labels))
+        edge_columns.append(one_hot_columns(edge_labels, source=path.name))
     if (found := _optional(folder, name, "edge_attributes")) is not None:
         path = found
         attributes = _rows(path, float)
@@ -291,10 +359,17 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
     recorded sha256 (``NAME_node_attributes.txt``, which :func:`read_tu`
     would read) refuses the archive: every file the loader reads is checked.
 
+    The archive is streamed to disk (at most :data:`MAX_ARCHIVE_BYTES`) and
+    read from there, one member at a time: neither the archive nor a member
+    is held in memory whole.
+
     Raises:
       ValueError: ``name`` has no recorded checksums (the message says where
-        to put the files instead), an archive member that would land outside
-        the folder, an unrecorded data file, or a checksum mismatch.
+        to put the files instead), an archive larger than
+        :data:`MAX_ARCHIVE_BYTES`, an archive member that would land outside
+        the folder, an unrecorded data file, or a checksum mismatch;
+        :class:`~sparsegcn.files.CorruptFileError` naming the archive and
+        its URL when it is not a zip archive (or a truncated or corrupt one).
       OSError: the download failed.
     """
     if name not in TU_SHA256:
@@ -303,12 +378,17 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
             f"against (recorded: {sorted(TU_SHA256)}); put {name}_A.txt, "
             f"{name}_graph_indicator.txt, {name}_graph_labels.txt, ... into {folder}"
         )
+    source = url or TU_URL.format(name=name)
     staging = temp_folder(folder.parent, name, "part")  # a kill -9's is removed next time
     try:
         archive = download_file(
-            url or TU_URL.format(name=name), staging / f"{name}.zip", sha256=None, progress=progress
+            source,
+            staging / f"{name}.zip",
+            sha256=None,
+            progress=progress,
+            max_bytes=MAX_ARCHIVE_BYTES,
         )
-        with zipfile.ZipFile(io.BytesIO(archive.read_bytes())) as zf:
+        with reading(f"{name}.zip from {source}"), zipfile.ZipFile(archive) as zf:
             for member in zf.namelist():
                 base = Path(member).name
                 if member.endswith("/") or not base:
@@ -328,11 +408,12 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
                             f"sha256 (recorded: {sorted(TU_SHA256[name])}); nothing was installed"
                         )
                     continue
-                (staging / base).write_bytes(zf.read(member))
+                with zf.open(member) as src, open(staging / base, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
         archive.unlink()
         for file, expected in TU_SHA256[name].items():
             if not (staging / file).exists():
-                raise ValueError(f"{name}.zip from {url or TU_URL.format(name=name)} lacks {file}")
+                raise ValueError(f"{name}.zip from {source} lacks {file}")
             actual = sha256_file(staging / file)
             if actual != expected:
                 raise ValueError(
@@ -342,6 +423,47 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def verify_tu(folder: str | Path, name: str) -> None:
+    """Checks a folder of a recorded dataset (:data:`TU_SHA256`) against its checksums.
+
+    Every recorded file must be there with its recorded sha256, and no other
+    file :func:`read_tu` reads (``NAME_node_attributes.txt`` for MUTAG) may be:
+    so every file the loaded dataset comes from is the published one. A name
+    without recorded checksums (a folder put there by hand) is not checked.
+
+    Raises:
+      CorruptFileError: a recorded file whose sha256 differs (edited,
+        truncated), naming the file and both digests.
+      ValueError: a recorded file is missing, or an unrecorded data file is
+        present (naming it).
+      NotRegularFileError: a recorded file is a FIFO, a device or a folder.
+    """
+    folder = Path(folder)
+    recorded = TU_SHA256.get(name)
+    if recorded is None:
+        return
+    fresh = f"delete {folder} and load again with download=True to fetch a fresh copy"
+    for file, expected in recorded.items():
+        path = folder / file
+        if not os.path.lexists(path):
+            raise ValueError(f"{path} is missing: it is a recorded file of tu:{name}; {fresh}")
+        actual = sha256_file(path)
+        if actual != expected:
+            raise CorruptFileError(
+                path,
+                f"changed or truncated: its sha256 is {actual}, but the published file's "
+                f"(TU_SHA256) is {expected}; {fresh}",
+            )
+    for suffix in _DATA_FILES:
+        file = f"{name}_{suffix}.txt"
+        if file not in recorded and os.path.lexists(folder / file):
+            raise ValueError(
+                f"{folder / file} is not a file of the published tu:{name} (it has no "
+                f"recorded sha256: {sorted(recorded)}), but it would be read into the "
+                f"dataset; remove it, or {fresh}"
+            )
 
 
 def load_tu(
@@ -354,20 +476,35 @@ def load_tu(
 ) -> GraphDataset:
     """``tu:NAME`` from ``<root>/tu/NAME/``, downloaded first when missing.
 
+    A folder already there is checked first (:func:`verify_tu`) when ``NAME``
+    has recorded checksums, on every load: hashing MUTAG's files adds well
+    under a millisecond.
+
     Args:
       dataset: ``"tu:NAME"``.
       root: the data root.
       download: fetch a missing folder (:func:`download_tu`).
       url: the archive's URL (default :data:`TU_URL`; tests serve their own).
       progress: a download progress bar.
+
+    Raises:
+      ValueError: a malformed name, a missing folder with ``download=False``,
+        a folder that fails :func:`verify_tu` (a changed file is a
+        :class:`~sparsegcn.files.CorruptFileError`), or what :func:`read_tu`
+        and :func:`download_tu` raise.
+      NotRegularFileError: a file of the folder is a FIFO, a device or a folder.
+      OSError: the download failed.
     """
     name = check_tu_name(dataset)
     folder = Path(root) / "tu" / name
     if not folder.exists():
         if not download:
             raise ValueError(f"{folder} is missing; download it or drop download=False")
-        download_tu(name, folder, url=url, progress=progress)
+        check_may_download(f"tu:{name}", folder.parent)
+        download_tu(name, folder, url=url, progress=progress)  # checks what it installs
+    else:
+        verify_tu(folder, name)
     return read_tu(folder, name)
 
 
-__all__ = ["TU_PREFIX", "TU_SHA256", "TU_URL", "load_tu", "read_tu"]
+__all__ = ["TU_PREFIX", "TU_SHA256", "TU_URL", "load_tu", "read_tu", "verify_tu"]

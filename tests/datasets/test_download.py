@@ -213,3 +213,30 @@ def test_bad_arguments_fail_before_any_request(tmp_path):
     with pytest.raises(TypeError, match="url must be a string, got bytes"):
         download_file(b"http://127.0.0.1:9/x", tmp_path / "x", sha256=None)
     assert leftovers(tmp_path) == []
+
+
+def test_a_body_over_max_bytes_is_refused_and_leaves_nothing(tmp_path):
+    dest = tmp_path / "blob.bin"
+    dest.write_bytes(b"previous version")
+    limit = (1 << 20) + 5
+    # No Content-Length: cut off at the first piece past the limit, whatever follows.
+    with (
+        serve({"/b": ("no-length", PAYLOAD)}) as (_, url),
+        pytest.raises(ValueError, match=rf"{re.escape(url)}/b sent at least .* over the 1,048,581"),
+    ):
+        download_file(f"{url}/b", dest, sha256=None, timeout=TIMEOUT, max_bytes=limit)
+    # A Content-Length over the limit is refused before the body is read.
+    with (
+        serve({"/b": ("truncated", PAYLOAD[:10], 10**12)}) as (_, url),
+        pytest.raises(ValueError, match=r"announces \(Content-Length\) 1,000,000,000,000 bytes"),
+    ):
+        download_file(f"{url}/b", dest, sha256=None, timeout=TIMEOUT, max_bytes=limit)
+    assert dest.read_bytes() == b"previous version"
+    assert leftovers(tmp_path) == ["blob.bin"]
+    # Exactly max_bytes is accepted, with and without Content-Length.
+    for route in (PAYLOAD, ("no-length", PAYLOAD)):
+        with serve({"/b": route}) as (_, url):
+            download_file(f"{url}/b", dest, sha256=None, timeout=TIMEOUT, max_bytes=len(PAYLOAD))
+        assert dest.read_bytes() == PAYLOAD
+    with pytest.raises(ValueError, match="max_bytes must be an int >= 0 or None, got -1"):
+        download_file("http://127.0.0.1:9/b", dest, sha256=None, max_bytes=-1)

@@ -351,7 +351,7 @@ FAULTS = {
     "label_range": (label_out_of_range, "labels.npy", r"labels\[2\]: 3 is outside \[0, 3\)"),
     "split_range": (split_out_of_range, "train.npy", r"train\[1\]: node id 99 is out of range"),
     "split_unlabelled": (split_unlabelled, "valid.npy", r"valid\[0\]: node 39 has no label"),
-    "truncated": (truncated, "labels.npy", r"labels: not a readable .npy file or truncated"),
+    "truncated": (truncated, "labels.npy", r"labels: (not a readable .npy file or )?truncated"),
     "missing": (missing, "test.npy", r"test: missing"),
 }
 
@@ -476,3 +476,28 @@ def test_a_folder_written_by_hand_as_documented(tmp_path):
     expected = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], float)
     np.testing.assert_array_equal(dense_adjacency(dataset.graph), expected)
     assert dataset.split_sizes == {"train": 1, "valid": 1, "test": 1}
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        {"indptr": "thesis.tex", "indices": "photo.jpg"},  # any names
+        {"thesis": "thesis.npy"},  # an array name no saved dataset has
+        {"indptr": "indices.npy"},  # a known name under another key
+    ],
+    ids=["user-names", "unknown-key", "swapped"],
+)
+def test_a_planted_manifest_cannot_claim_user_files(tmp_path, listed):
+    # overwrite=True replaces a folder whole when its manifest lists everything in
+    # it: a manifest listing a user's files must not make their folder replaceable.
+    target = tmp_path / "out"
+    target.mkdir()
+    for name in listed.values():
+        (target / name).write_text("mine")
+    files = {key: {"file": name} for key, name in listed.items()}
+    (target / MANIFEST).write_text(json.dumps({"format": "sparsegcn-graph", "files": files}))
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    with pytest.raises(ValueError, match=r"is not a sparsegcn dataset folder \(it holds "):
+        save(small_dataset(), target, overwrite=True)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp left

@@ -4,6 +4,7 @@ import pytest
 
 from sparsegcn.datasets import load
 from sparsegcn.datasets.base import reading_only
+from sparsegcn.datasets.graphs import load_graphs
 from sparsegcn.datasets.links import load_links
 
 
@@ -16,6 +17,8 @@ def test_a_missing_download_is_refused_and_nothing_is_created(tmp_path):
     assert not root.exists()  # not even the folder a download would go to
     with reading_only("predicting"), pytest.raises(FileNotFoundError):
         load_links("ogbl-collab", root)
+    with reading_only("predicting"), pytest.raises(FileNotFoundError, match="tu:MUTAG"):
+        load_graphs("tu:MUTAG", root)
     assert not root.exists()
 
 

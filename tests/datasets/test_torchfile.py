@@ -120,3 +120,61 @@ def test_write_torch_file_round_trip(tmp_path):
     with pytest.raises(TypeError, match=r"obj\['t'\] is a Tensor"):
         write_torch_file({"t": torch.zeros(2)}, tmp_path / "t.pt")
     assert not (tmp_path / "t.pt").exists()
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+@pytest.mark.parametrize(
+    ("make", "shown"),
+    [
+        (lambda: torch.zeros(1).expand(10**6), r"size \(1000000,\) has strides \(0,\)"),
+        (lambda: torch.arange(4).as_strided((3, 2), (1, 1)), r"size \(3, 2\) has strides \(1, 1\)"),
+    ],
+    ids=["stride-0", "overlapping"],
+)
+def test_a_view_overlapping_its_storage_is_refused_naming_the_tensor(tmp_path, legacy, make, shown):
+    # A stride-0 view of one element would be copied out at its full size: a
+    # 1 KB file could ask for any amount of memory.
+    path = _save({"edge": make()}, tmp_path / "v.pt", legacy=legacy)
+    with pytest.raises(CorruptFileError, match=rf"v\.pt: tensor obj\['edge'\] of {shown}.*overlap"):
+        read_torch_file(path)
+
+
+def test_a_zip_storage_member_larger_than_its_storage_is_refused(tmp_path):
+    path = _save({"x": torch.arange(4)}, tmp_path / "x.pt", legacy=False)
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    storage = next(n for n in members if n.endswith("/data/0"))
+    members[storage] += bytes(1 << 20)  # deflates to a few KB; read whole it would be 1 MB
+    bad = tmp_path / "long.pt"
+    with zipfile.ZipFile(bad, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    with pytest.raises(CorruptFileError, match=r"long\.pt: member .*data/0.* holds 1048608 bytes"):
+        read_torch_file(bad)
+
+
+def test_a_legacy_storage_longer_than_the_file_is_refused_before_reading(tmp_path):
+    # The record and the count claim 2**40 float64s (8 TiB) and the file ends there:
+    # a read of the claimed size would fail to allocate (a bare MemoryError).
+    storage = object()
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            if obj is storage:
+                return ("storage", torch.DoubleStorage, "0", "cpu", 2**40, None)
+            return None
+
+    class Tensor:
+        def __reduce__(self):
+            return (torch._utils._rebuild_tensor_v2, (storage, 0, (4,), (1,), False, {}))
+
+    stream = io.BytesIO()
+    for header in (0x1950A86A20F9469CFC6C, 1001, {"little_endian": True}):
+        pickle.dump(header, stream, protocol=2)
+    Pickler(stream, protocol=2).dump(Tensor())
+    pickle.dump(["0"], stream, protocol=2)
+    stream.write((2**40).to_bytes(8, "little"))
+    path = tmp_path / "claim.pt"
+    path.write_bytes(stream.getvalue())
+    with pytest.raises(CorruptFileError, match=r"claim\.pt: truncated in storage '0' \(0 of 8796"):
+        read_torch_file(path)

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fifos import fifo
 from graph_sets import write_mini
 from http_server import serve
 
 from sparsegcn.datasets import tu
 from sparsegcn.datasets.graph_dataset import one_hot_degrees
 from sparsegcn.datasets.tu import load_tu, read_tu
+from sparsegcn.files import CorruptFileError, NotRegularFileError
 
 
 def test_miniature_with_every_optional_file(tmp_path):
@@ -185,3 +187,90 @@ def test_unrecorded_dataset_is_not_downloaded(tmp_path):
         load_tu("tu:NOSUCH", tmp_path, url="http://127.0.0.1:9/NOSUCH.zip")
     with pytest.raises(ValueError, match="expected tu:NAME"):
         load_tu("tu:../x", tmp_path)
+
+
+@pytest.mark.parametrize("suffix", ["A", "node_labels", "graph_attributes"])
+def test_a_fifo_in_place_of_a_file_is_refused_unread(tmp_path, suffix):
+    # Read as text, a FIFO blocks until a writer comes; fifo() unblocks such a
+    # read, so without the refusal the test fails instead of hanging.
+    folder = write_mini(tmp_path)
+    with (
+        fifo(folder / f"MINI_{suffix}.txt"),
+        pytest.raises(
+            NotRegularFileError, match=rf"MINI_{suffix}\.txt is not a regular file: it is a FIFO"
+        ),
+    ):
+        read_tu(folder, "MINI")
+
+
+def test_a_label_range_wider_than_the_lines_is_refused(tmp_path):
+    # One edited line would make a [6, 200001] float32 block (a [3371, 200001] one,
+    # 2.7 GB, for MUTAG); values within the line count keep PyG's widths.
+    folder = write_mini(tmp_path, node_labels="0\n2\n0\n1\n1\n200000\n")
+    with pytest.raises(
+        ValueError, match=r"MINI_node_labels\.txt: label column 1 spans the values 0 \.\. 200000"
+    ):
+        read_tu(folder, "MINI")
+    wide = tu.MIN_ONE_HOT_LIMIT - 1  # small files may still span up to the floor
+    data = read_tu(write_mini(tmp_path, node_labels=f"0\n2\n0\n1\n1\n{wide}\n"), "MINI")
+    assert data.features.shape == (6, tu.MIN_ONE_HOT_LIMIT + 2)  # + the two attributes
+
+
+def _recorded(root: Path, monkeypatch) -> Path:
+    folder = write_mini(root / "tu" / "MINI", node_attributes=None, edge_attributes=None)
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+    monkeypatch.setitem(tu.TU_SHA256, "MINI", digests)
+    return folder
+
+
+def test_recorded_files_are_checked_on_every_load(tmp_path, monkeypatch):
+    folder = _recorded(tmp_path, monkeypatch)
+    assert load_tu("tu:MINI", tmp_path, download=False).num_edges == 6
+    edges = folder / "MINI_A.txt"
+    edges.write_text("\n".join(edges.read_text().splitlines()[:-2]) + "\n")  # still valid TU
+    labels = folder / "MINI_edge_labels.txt"
+    labels.write_text("\n".join(labels.read_text().splitlines()[:-2]) + "\n")
+    assert read_tu(folder, "MINI").num_edges == 4  # what an unchecked load would give
+    with pytest.raises(CorruptFileError, match=r"MINI_A\.txt: changed or truncated: its sha256"):
+        load_tu("tu:MINI", tmp_path, download=False)
+
+
+def test_a_missing_or_an_unrecorded_data_file_is_refused(tmp_path, monkeypatch):
+    folder = _recorded(tmp_path, monkeypatch)
+    (folder / "MINI_node_attributes.txt").write_text("1\n" * 6)  # would become features
+    with pytest.raises(ValueError, match=r"MINI_node_attributes\.txt is not a file of the publ"):
+        load_tu("tu:MINI", tmp_path, download=False)
+    (folder / "MINI_node_attributes.txt").unlink()
+    (folder / "MINI_edge_labels.txt").unlink()  # would silently drop the edge features
+    with pytest.raises(ValueError, match=r"MINI_edge_labels\.txt is missing: it is a recorded"):
+        load_tu("tu:MINI", tmp_path, download=False)
+
+
+def test_a_download_that_is_not_a_zip_archive_names_it_and_its_url(tmp_path, monkeypatch):
+    source = write_mini(tmp_path / "source")
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()}
+    monkeypatch.setitem(tu.TU_SHA256, "MINI", digests)
+    root = tmp_path / "root"
+    with (
+        serve({"/MINI.zip": b"<html>not found</html>"}) as (_, url),
+        pytest.raises(CorruptFileError, match=rf"MINI\.zip from {url}/MINI\.zip: not a zip"),
+    ):
+        load_tu("tu:MINI", root, url=f"{url}/MINI.zip")
+    assert list((root / "tu").iterdir()) == []
+
+
+def test_a_download_over_the_archive_limit_is_cut_off(tmp_path, monkeypatch):
+    # Without a bound a server that never stops sending fills the disk.
+    source = write_mini(tmp_path / "source")
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()}
+    monkeypatch.setitem(tu.TU_SHA256, "MINI", digests)
+    monkeypatch.setattr(tu, "MAX_ARCHIVE_BYTES", 1 << 20)
+    root = tmp_path / "root"
+    with (
+        serve({"/MINI.zip": ("no-length", bytes(3 << 20))}) as (_, url),
+        pytest.raises(ValueError, match=r"sent at least .* over the 1,048,576 allowed"),
+    ):
+        load_tu("tu:MINI", root, url=f"{url}/MINI.zip")
+    assert list((root / "tu").iterdir()) == []
+    with serve({"/MINI.zip": _zipped(source)}) as (_, url):  # a real archive still fits
+        assert load_tu("tu:MINI", root, url=f"{url}/MINI.zip").num_graphs == 3
