@@ -12,7 +12,9 @@ import ctypes
 import errno
 import gzip
 import hashlib
+import io
 import json
+import math
 import mmap
 import os
 import re
@@ -20,6 +22,7 @@ import secrets
 import shutil
 import socket
 import stat
+import struct
 import sys
 import tempfile
 import traceback
@@ -27,7 +30,7 @@ import zipfile
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import IO, BinaryIO, Literal, NamedTuple
 
 import numpy as np
 
@@ -1398,6 +1401,104 @@ def check_regular_tree(folder: str | os.PathLike) -> None:
 
 NPY_MAGIC = b"\x93NUMPY"
 
+#: ``.npy`` headers longer than this are refused unread (NumPy writes 118 bytes or so;
+#: its own reader refuses headers over 10000 characters).
+MAX_NPY_HEADER = 1 << 16
+
+# The header length's format per .npy version; version 3.0 differs from 2.0 only in
+# the header's encoding (UTF-8, for structured field names).
+_NPY_LENGTHS = {(1, 0): "<H", (2, 0): "<I", (3, 0): "<I"}
+
+
+class NpyHeader(NamedTuple):
+    """What an ``.npy`` header declares (:func:`read_npy_header`).
+
+    Attributes:
+      shape: the array's shape, every dimension ``>= 0``.
+      fortran_order: whether the data is in column-major order.
+      dtype: the element type (never an object dtype).
+      offset: the header's length in bytes: the data starts there.
+    """
+
+    shape: tuple[int, ...]
+    fortran_order: bool
+    dtype: np.dtype
+    offset: int
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of data the header declares: ``prod(shape) * itemsize``."""
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def describe(self) -> str:
+        """``float32[2708, 1433]``."""
+        return f"{self.dtype}{list(self.shape)}"
+
+
+def read_npy_header(
+    f: IO[bytes], path: str | os.PathLike, *, member: str | None = None
+) -> NpyHeader:
+    """Reads the header of the ``.npy`` data at ``f``'s position, and nothing more.
+
+    At most ``12 + MAX_NPY_HEADER`` bytes are read, however large a shape
+    the header declares: callers compare :attr:`NpyHeader.nbytes` with the
+    bytes there are before reading (or allocating) any data.
+
+    Args:
+      f: a binary file at the start of the ``.npy`` data (an open file, or
+        a member of a zip archive).
+      path: the file, for messages.
+      member: the member of ``path`` that ``f`` reads (an ``.npz``'s
+        ``name.npy``), for messages.
+
+    Returns:
+      the :class:`NpyHeader`.
+
+    Raises:
+      CorruptFileError: naming ``path`` (and ``member``): not ``.npy`` data,
+        a truncated or unreadable header, an unknown format version, a
+        negative dimension, or an object dtype (which would need pickle).
+    """
+    where = f"member {member}: " if member else ""
+
+    def corrupt(cause: str) -> CorruptFileError:
+        return CorruptFileError(path, where + cause)
+
+    magic = f.read(len(NPY_MAGIC) + 2)
+    if magic[: len(NPY_MAGIC)] != NPY_MAGIC:
+        what = "it is empty" if not magic else f"it starts with {magic[: len(NPY_MAGIC)]!r}"
+        raise corrupt(f"not a NumPy .npy file ({what})")
+    version = tuple(magic[len(NPY_MAGIC) :])
+    if version not in _NPY_LENGTHS:
+        raise corrupt(f"not a NumPy .npy file this reader knows (format version {version})")
+    length_format = _NPY_LENGTHS[version]
+    length_bytes = f.read(struct.calcsize(length_format))
+    if len(length_bytes) < struct.calcsize(length_format):
+        raise corrupt("truncated in its .npy header")
+    (length,) = struct.unpack(length_format, length_bytes)
+    if length > MAX_NPY_HEADER:
+        raise corrupt(f"its .npy header claims {length} bytes (at most {MAX_NPY_HEADER})")
+    text = f.read(length)
+    if len(text) < length:
+        raise corrupt("truncated in its .npy header")
+    try:
+        if version == (3, 0):  # UTF-8; the 2.0 reader decodes Latin-1
+            text = text.decode("utf-8").encode("latin-1")
+        reader = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, fortran_order, dtype = reader(io.BytesIO(length_bytes + text))
+    except (ValueError, TypeError, UnicodeError, RecursionError) as err:
+        raise corrupt(f"not a readable .npy header ({' '.join(str(err).split())})") from None
+    if any(d < 0 for d in shape):
+        raise corrupt(f"its .npy header declares a negative shape {list(shape)}")
+    if dtype.hasobject:
+        raise corrupt("holds Python objects (an object array), which would need pickle; refused")
+    offset = len(magic) + len(length_bytes) + length
+    return NpyHeader(tuple(int(d) for d in shape), bool(fortran_order), dtype, offset)
+
 
 def load_npy(
     path: str | os.PathLike, *, mmap_mode: Literal["r", "r+", "c"] | None = None
@@ -1407,21 +1508,31 @@ def load_npy(
     The path is refused first if it is not a regular file (a FIFO would block,
     a device never end), then if it does not start as a ``.npy`` file:
     ``np.load`` reads anything else as a pickle, so a JSON or text file in
-    place of an array would be reported as "pickled (object) data".
+    place of an array would be reported as "pickled (object) data". Then the
+    bytes of data its header declares (:func:`read_npy_header`) must be the
+    bytes the file holds after the header, before any is read: a header
+    claiming ``[10**12, 2]`` in an 80-byte file is a truncated file, never
+    an allocation of 16 TB.
 
     Raises:
       FileNotFoundError: ``path`` does not exist.
       NotRegularFileError: ``path`` is a FIFO, a device, a folder, ...
       CorruptFileError: ``path`` is not a ``.npy`` file (naming what it starts
-        with), is truncated, or holds Python objects (which would need pickle).
+        with), is truncated or longer than its header declares, or holds
+        Python objects (which would need pickle).
       OSError: it cannot be read.
     """
     path = Path(path)
     with open_regular(path) as f:
-        head = f.read(len(NPY_MAGIC))
-        if head != NPY_MAGIC:
-            what = "it is empty" if not head else f"it starts with {head!r}"
-            raise CorruptFileError(path, f"not a NumPy .npy file ({what})")
+        header = read_npy_header(f, path)
+        held = os.fstat(f.fileno()).st_size - header.offset
+        if held != header.nbytes:
+            cause = "truncated" if held < header.nbytes else "longer than its header declares"
+            raise CorruptFileError(
+                path,
+                f"{cause}: its header declares {header.describe()} ({header.nbytes} bytes of "
+                f"data), the file holds {held} bytes after its {header.offset}-byte header",
+            )
         try:
             with reading(path):
                 if mmap_mode is not None:
@@ -1432,11 +1543,225 @@ def load_npy(
             if isinstance(err, CorruptFileError):
                 raise
             text = " ".join(str(err).split())
-            if "pickle" in text:
-                raise CorruptFileError(
-                    path, "holds Python objects (an object array), which would need pickle; refused"
-                ) from err
             raise CorruptFileError(path, f"not a readable .npy file or truncated ({text})") from err
+
+
+class NpySpec(NamedTuple):
+    """What an array read by :func:`read_npz` must be.
+
+    Attributes:
+      shape: its shape; ``None`` in a dimension allows any length there,
+        and ``None`` for the whole allows any shape.
+      dtype: its dtype (byte order included: ``"float32"`` is ``"<f4"`` on
+        little-endian machines); ``None`` allows any but an object dtype.
+    """
+
+    shape: tuple[int | None, ...] | None = None
+    dtype: np.dtype | str | None = None
+
+    def admits(self, header: NpyHeader) -> bool:
+        """Whether ``header`` declares an array this spec allows."""
+        if self.dtype is not None and header.dtype != np.dtype(self.dtype):
+            return False
+        if self.shape is None:
+            return True
+        return len(self.shape) == len(header.shape) and all(
+            want is None or want == got for want, got in zip(self.shape, header.shape, strict=True)
+        )
+
+    def describe(self) -> str:
+        """``float32[2708, 1433]``, ``any dtype[?, 2]``, ``any array``."""
+        dtype = "any dtype" if self.dtype is None else str(np.dtype(self.dtype))
+        if self.shape is None:
+            return "any array" if self.dtype is None else f"{dtype} of any shape"
+        return f"{dtype}[{', '.join('?' if d is None else str(d) for d in self.shape)}]"
+
+
+# Arrays are copied out of an .npz member this many bytes at a time.
+_NPZ_CHUNK = 1 << 24
+
+
+@contextlib.contextmanager
+def _reading_member(path: Path, member: str, problem: str):
+    """Reraises a decoder's complaint about a zip member as a :class:`CorruptFileError`.
+
+    The decompressors report bad data as ``zlib.error``, ``EOFError``, bz2's
+    ``OSError`` without an errno and ``lzma.LZMAError``; an ``OSError`` with
+    an errno (a failing disk) passes unchanged.
+    """
+    import lzma
+
+    try:
+        yield
+    except (zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, OSError) as err:
+        if isinstance(err, OSError) and not isinstance(err, zipfile.BadZipFile) and err.errno:
+            raise
+        raise CorruptFileError(path, f"member {member}: {problem} ({err})") from None
+
+
+def read_npz(
+    path: str | os.PathLike,
+    expected: Mapping[str, NpySpec | None],
+    *,
+    what: str = "arrays",
+    max_bytes: int | None = None,
+    data: bytes | None = None,
+) -> dict[str, np.ndarray]:
+    """Reads the arrays ``expected`` from an ``.npz`` file, in memory bounded before reading.
+
+    ``np.load`` of an ``.npz`` decompresses each member whole, sized by what
+    the member claims, and reads members nobody asked for: a 100-byte
+    member declaring ``10**13`` floats, or a few megabytes of deflated zeros
+    expanding to gigabytes, exhaust memory before any check. Here:
+
+    - the archive must hold exactly the members ``name.npy`` for each name
+      of ``expected``, each once: a member not expected, or one missing, is
+      refused (an ``.npz`` sparsegcn reads is one it wrote, with known
+      members; a stranger means the file is not what it should be);
+    - every member's header (:func:`read_npy_header`) is read first, and
+      must declare an array its :class:`NpySpec` admits, whose bytes are
+      exactly the member's uncompressed size (``file_size``) less the
+      header, and all members together at most ``max_bytes`` of data;
+    - only then is any data decompressed, exactly the declared bytes of
+      each member (its CRC is checked), never more.
+
+    Nothing is unpickled. Memory: the arrays themselves (plus 16 MB), and
+    ``data`` or the zip's central directory.
+
+    Args:
+      path: the ``.npz`` file (opened with :func:`open_regular`); with
+        ``data``, only named in messages.
+      expected: ``{name: spec}`` of the arrays to read; a ``None`` spec
+        allows any array (bounded by ``max_bytes``).
+      what: what the file holds, for messages (``"checkpoint arrays"``).
+      max_bytes: the most bytes of data all members may declare together.
+        Default: the file's size, which bounds what an uncompressed archive
+        (``np.savez``, as sparsegcn writes) can hold; pass a bound to read a
+        compressed one (``np.savez_compressed``).
+      data: the file's contents, when the caller has read (and verified) them.
+
+    Returns:
+      ``{name: array}`` in ``expected``'s order; each array is writable, a
+      view of neither the file nor ``data``.
+
+    Raises:
+      CorruptFileError: naming ``path`` and the member: not a zip archive,
+        an unexpected, missing or repeated member, encrypted or compressed
+        by an unknown method, a header that is not what the spec admits or
+        that does not match the member's size, more data than
+        ``max_bytes``, or data that is truncated or fails its CRC.
+      FileNotFoundError, NotRegularFileError, OSError: ``path`` cannot be
+        opened or read (without ``data``).
+    """
+    path = Path(path)
+    with contextlib.ExitStack() as stack:
+        if data is None:
+            source: BinaryIO = stack.enter_context(open_regular(path))
+            size = os.fstat(source.fileno()).st_size
+        else:
+            source, size = io.BytesIO(data), len(data)
+        limit = size if max_bytes is None else max_bytes
+        try:
+            archive = stack.enter_context(zipfile.ZipFile(source))
+        except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError, struct.error) as err:
+            raise CorruptFileError(
+                path, f"not an .npz file of {what} (not a zip archive, or a truncated one: {err})"
+            ) from None
+        members = {f"{name}.npy": name for name in expected}
+        infos: dict[str, zipfile.ZipInfo] = {}
+        for info in archive.infolist():
+            if info.filename not in members:
+                raise CorruptFileError(
+                    path,
+                    f"member {info.filename} is not one of the {what} expected "
+                    f"({_some(sorted(members))}); refused",
+                )
+            if info.filename in infos:
+                raise CorruptFileError(path, f"member {info.filename} appears twice; refused")
+            infos[info.filename] = info
+        missing = [member for member in members if member not in infos]
+        if missing:
+            raise CorruptFileError(path, f"lacks member {missing[0]} of the {what} expected")
+        headers: dict[str, NpyHeader] = {}
+        total = 0
+        for member, name in members.items():
+            header = _npz_header(archive, infos[member], path)
+            spec = expected[name]
+            if spec is not None and not spec.admits(header):
+                raise CorruptFileError(
+                    path,
+                    f"member {member} declares {header.describe()}, the {what} expected "
+                    f"{spec.describe()}",
+                )
+            held = infos[member].file_size - header.offset
+            if held != header.nbytes:
+                raise CorruptFileError(
+                    path,
+                    f"member {member} declares {header.describe()} ({header.nbytes} bytes of "
+                    f"data) but holds {held} bytes after its header",
+                )
+            total += header.nbytes
+            if total > limit:
+                raise CorruptFileError(
+                    path,
+                    f"its members declare more than {limit} bytes of data (member {member} "
+                    f"declares {header.describe()}), more than the {what} can hold",
+                )
+            headers[member] = header
+        return {
+            name: _npz_array(archive, infos[member], headers[member], path)
+            for member, name in members.items()
+        }
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    """``a.npy, b.npy, c.npy and 35 more``; ``none`` for no names."""
+    if len(names) <= shown + 1:
+        return ", ".join(names) or "none"
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
+
+
+def _open_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> IO[bytes]:
+    if info.flag_bits & 0x1:
+        raise CorruptFileError(path, f"member {info.filename} is encrypted; refused")
+    try:
+        return archive.open(info)
+    # ValueError: a local header offset that points before the file's start.
+    except (zipfile.BadZipFile, NotImplementedError, EOFError, ValueError) as err:
+        raise CorruptFileError(path, f"member {info.filename}: cannot be read ({err})") from None
+
+
+def _npz_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> NpyHeader:
+    """A member's ``.npy`` header; only the header's bytes are decompressed."""
+    reading_it = _reading_member(path, info.filename, "corrupt or truncated")
+    with _open_member(archive, info, path) as member, reading_it:
+        return read_npy_header(member, path, member=info.filename)
+
+
+def _npz_array(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, header: NpyHeader, path: Path
+) -> np.ndarray:
+    """A member's array: exactly ``header.nbytes`` decompressed, then the CRC checked."""
+    order: Literal["C", "F"] = "F" if header.fortran_order else "C"
+    buffer = bytearray(header.nbytes)
+    reading_it = _reading_member(path, info.filename, "corrupt or truncated")
+    with _open_member(archive, info, path) as member, reading_it:
+        member.read(header.offset)
+        filled = 0
+        while filled < header.nbytes:
+            chunk = member.read(min(_NPZ_CHUNK, header.nbytes - filled))
+            if not chunk:
+                break
+            buffer[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+        extra = member.read(1)  # at the end: checks the CRC
+    if filled < header.nbytes or extra:
+        raise CorruptFileError(
+            path, f"member {info.filename}: its data does not match its header ({filled} bytes)"
+        )
+    if header.nbytes == 0:
+        return np.empty(header.shape, header.dtype, order=order)
+    return np.frombuffer(buffer, header.dtype).reshape(header.shape, order=order)
 
 
 def sha256_file(path: str | os.PathLike, *, block: int = 1 << 20) -> str:

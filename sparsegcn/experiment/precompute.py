@@ -18,21 +18,23 @@ on:
 Each file is an ``.npz`` holding the features (``features``, float32
 ``[N, F]``), the key of the inputs they were computed from (``key``) and a
 sha256 of their bytes (``sha256``). A hit reads the file
-(``np.load(..., allow_pickle=False)``: nothing is unpickled), checks that
-it records this key and that the features hash to the recorded digest,
-and skips the propagation; any other file (unreadable, another shape or
-dtype, another key, contents that no longer match their digest, e.g. a
-file overwritten in place) counts as a miss and is recomputed and
-rewritten. Files are written through :func:`~sparsegcn.files.write_atomic`
-(a temporary file renamed into place), so concurrent runs and
-interruptions never leave a partial file under a key.
+(:func:`~sparsegcn.files.read_npz`: nothing is unpickled, and no member is
+decompressed before its header is checked against the expected float32
+``[N, F]``), checks that it records this key and that the features hash
+to the recorded digest, and skips the propagation; any other file
+(unreadable, another shape or dtype, other members, a header declaring
+more data than the file holds, another key, contents that no longer match
+their digest, e.g. a file overwritten in place) counts as a miss and is
+recomputed and rewritten. Files are written through
+:func:`~sparsegcn.files.write_atomic` (a temporary file renamed into
+place), so concurrent runs and interruptions never leave a partial file
+under a key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +42,7 @@ import scipy.sparse as sp
 
 from sparsegcn import _checks, transforms
 from sparsegcn.features import Features, SparseFeatures, as_features
-from sparsegcn.files import NotRegularFileError, open_regular, write_atomic
+from sparsegcn.files import NotRegularFileError, NpySpec, read_npz, write_atomic
 from sparsegcn.graph import Graph
 from sparsegcn.nn.sgc import sgc_features
 from sparsegcn.train.checkpoint import dataset_fingerprint
@@ -100,26 +102,37 @@ def precompute_key(dataset, graph: Graph, features, *, hops: int, normalize_feat
 
 def _read(path: Path, key: str, shape: tuple[int, int]) -> np.ndarray | None:
     """The cached features, or ``None`` when absent, unreadable, not the expected
-    float32 ``shape``, recorded under another key, or not matching their digest."""
+    float32 ``shape``, recorded under another key, or not matching their digest.
+
+    Read by :func:`~sparsegcn.files.read_npz`: exactly the three members, each
+    header checked against float32 ``shape`` (the key and digest: 64-character
+    strings) before any data is decompressed, so a file declaring another
+    shape, holding other members or expanding past its own size is a miss
+    that costs no more memory than the features themselves.
+
+    Raises:
+      NotRegularFileError: ``path`` is a FIFO, a device or a folder (neither a
+        cache to read nor a file to replace).
+    """
     try:
-        with open_regular(path) as f:  # closed here whatever np.load makes of it
-            npz = np.load(f, allow_pickle=False)
-            if not isinstance(npz, np.lib.npyio.NpzFile):  # a bare .npy (version 1)
-                return None
-            if sorted(npz.files) != ["features", "key", "sha256"]:
-                return None
-            array, stored_key, digest = npz["features"], npz["key"], npz["sha256"]
+        stored = read_npz(path, _members(shape), what="cached features")
     except NotRegularFileError:  # a FIFO or a device is not a cache to read or replace
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        return None  # absent, truncated, or an object array
-    if array.shape != shape or array.dtype != np.float32:
+    except (OSError, ValueError):  # absent or unreadable; CorruptFileError: not this cache
         return None
-    if stored_key.shape != () or str(stored_key) != key or digest.shape != ():
+    array, stored_key, digest = stored["features"], stored["key"], stored["sha256"]
+    if str(stored_key) != key:
         return None
     if hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest() != str(digest):
         return None
     return array
+
+
+def _members(shape: tuple[int, int]) -> dict[str, NpySpec]:
+    """What a cache file holds: float32 ``[N, F]`` features, and the key and the
+    features' sha256 as 64-character strings (``np.array(hex)``)."""
+    text = NpySpec((), np.dtype("U64"))
+    return {"features": NpySpec(shape, np.dtype(np.float32)), "key": text, "sha256": text}
 
 
 def _write(path: Path, key: str, rows: np.ndarray) -> None:

@@ -32,9 +32,15 @@ deleting each other's temporary files.
 
 Every file is written atomically (temporary file in the same folder, fsync,
 ``os.replace``, fsync of the folder), so a crash leaves either the previous
-checkpoints or the new one, never a partial file. Loading reads the arrays
-file once, checks its size and sha256 against the manifest, then checks every
-leaf's path, shape and dtype against a template state (and the
+checkpoints or the new one, never a partial file. A checkpoint manifest,
+arrays file or link-model file that is a symbolic link is refused before a
+run starts, and never written through nor pruned: its file lives in another
+place. (A hard link is fine: renaming over or removing one name leaves the
+others' copy.) Loading checks the arrays file's size against
+the manifest before reading it, reads it once, checks its sha256, decodes
+only the members the manifest lists (each header checked against its leaf
+entry before any data is decompressed: :func:`~sparsegcn.files.read_npz`),
+then checks every leaf's path, shape and dtype against a template state (and the
 ``expect`` metadata against the manifest's); any mismatch raises
 :class:`CheckpointError` naming it, before anything is returned.
 
@@ -70,10 +76,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsegcn.files import (
+    CorruptFileError,
+    NpySpec,
     fsync_directory,
     json_text,
-    read_bytes,
+    open_regular,
     read_json,
+    read_npz,
     read_text,
     save_npy_atomic,
     write_atomic,
@@ -340,6 +349,57 @@ def _epoch_of(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
+def _linked(path: Path) -> str | None:
+    """``"a symbolic link"`` (dangling or not) when the entry ``path`` is one, else ``None``.
+
+    Hard links are not refused: a file is replaced by renaming over its name
+    and removed by unlinking it, so the other names keep their copy (a
+    ``cp -al`` snapshot of the folder, the backup link a killed
+    :func:`~sparsegcn.files.write_all_atomic` leaves). Only the lock is
+    written in place, and :func:`_open_lock` refuses it hard-linked.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return "a symbolic link" if stat.S_ISLNK(info.st_mode) else None
+
+
+def _link_refusal(path: Path) -> CheckpointError | None:
+    """The error refusing ``path`` as a link (:func:`_linked`), or ``None``.
+
+    A checkpoint folder's files belong to its run alone: a write of a
+    symbolic link replaces the file it names, in another folder (another
+    run's checkpoint).
+    """
+    how = _linked(path)
+    if how is None:
+        return None
+    try:
+        detail = f"a symbolic link to {os.readlink(path)}; writing it would replace that file"
+    except OSError:  # gone or replaced meanwhile: still refused
+        detail = how
+    return CheckpointError(
+        f"{path} is {detail}: a checkpoint folder's files belong to its run alone, so it is "
+        f"neither written nor removed; replace it with a copy of the file, remove it, or "
+        f"choose another --checkpoint folder"
+    )
+
+
+def _linked_files(directory: str | os.PathLike) -> list[Path]:
+    """The checkpoint and link-model files in ``directory`` that are links
+    (:func:`_linked`): manifests, arrays files and :data:`LINK_MODEL_FILES`, in name order."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    names = sorted(
+        name
+        for name in os.listdir(directory)
+        if _MANIFEST.match(name) or _ARRAYS.match(name) or name in LINK_MODEL_FILES
+    )
+    return [directory / name for name in names if _linked(directory / name)]
+
+
 def foreign_checkpoints(
     directory: str | os.PathLike, run_ids, *, after_epoch: int | None = None
 ) -> list[Path]:
@@ -348,14 +408,16 @@ def foreign_checkpoints(
     With ``after_epoch`` (a run resumed from that epoch), the run's own
     checkpoints of later epochs count too: they are another branch of it,
     which the resumed run would mix with its own (its pruning, the folder's
-    newest checkpoint).
+    newest checkpoint). A manifest that is a symbolic link
+    (:func:`_linked_files`) is foreign whatever it records: its
+    file lives in another place.
     """
     own = set(run_ids)
     foreign = []
     for path in list_checkpoints(directory):
         readable, run_id = _manifest_run_id(path)
         later = after_epoch is not None and _epoch_of(path) > after_epoch
-        if not readable or run_id not in own or later:
+        if not readable or run_id not in own or later or _linked(path):
             foreign.append(path)
     return foreign
 
@@ -383,7 +445,10 @@ def check_checkpoint_folder(
 
     Raises:
       CheckpointLockedError: another process holds the folder's lock.
-      CheckpointError: the folder holds files of the other kind (whatever
+      CheckpointError: a checkpoint manifest, arrays file or link-model file
+        there is a symbolic link (:func:`_linked_files`;
+        whatever ``overwrite`` says: a write would replace the file it names,
+        outside the folder); or the folder holds files of the other kind (whatever
         ``overwrite`` says: neither kind deletes the other's); or
         checkpoints of runs other than ``run_ids`` (a link model, for
         ``"link-model"``) and ``overwrite`` is false; or it is not a folder.
@@ -410,6 +475,10 @@ def check_checkpoint_folder(
                 raise
             finally:
                 os.close(fd)
+    for path in _linked_files(directory):
+        refusal = _link_refusal(path)
+        if refusal is not None:
+            raise refusal
     link_files = [name for name in LINK_MODEL_FILES if (directory / name).exists()]
     if kind == "link-model":
         found = list_checkpoints(directory)
@@ -578,7 +647,8 @@ def save_checkpoint(
     Raises:
       CheckpointError: the folder holds a link model; or a file by this
         epoch's name that is not a checkpoint manifest, or is another run's
-        (and not in ``supersedes``): it is never replaced.
+        (and not in ``supersedes``): it is never replaced; or the manifest or
+        arrays file to write is a symbolic link (never written through).
 
     The folder's lock (:class:`FolderLock`) is held while saving (it is
     already held when a :class:`CheckpointHook` saves).
@@ -636,6 +706,10 @@ def save_checkpoint(
                     f"{run_id or 'without an id'}; it is not replaced (pass it in supersedes, "
                     f"or CheckpointHook(overwrite=True), to replace that run's checkpoints)"
                 )
+        for target in (directory / arrays_name, path):
+            refusal = _link_refusal(target)
+            if refusal is not None:
+                raise refusal
         replaced = _arrays_of(path) if path.exists() else None
         if replaced is not None:  # saving an epoch again orphans its old arrays
             _record_pending(directory, replaced)
@@ -681,7 +755,8 @@ def _prune(directory: Path, keep: int | None, run_id: str | None, drop=()) -> No
     of checkpoint names. A manifest is removed before its arrays, so a crash
     in between leaves a recorded orphan (removed next time), never a
     dangling manifest. Any other file, even one named like a checkpoint,
-    stays.
+    stays, and so does any symbolic link (:func:`_linked`) and what
+    a linked manifest lists.
     """
     candidates = set(_pending(directory))
     doomed = list(drop)
@@ -693,17 +768,18 @@ def _prune(directory: Path, keep: int | None, run_id: str | None, drop=()) -> No
         ]
         doomed += own[:-keep]
     for manifest in doomed:
-        arrays = _arrays_of(manifest)
+        arrays = None if _linked(manifest) else _arrays_of(manifest)
         if arrays is None:
-            continue  # not a checkpoint manifest: not ours to remove
+            continue  # not a checkpoint manifest of this folder: not ours to remove
         _record_pending(directory, arrays)
         candidates.add(arrays)
         manifest.unlink(missing_ok=True)
     referenced = {_arrays_of(manifest) for manifest in list_checkpoints(directory)}
     for name in candidates - referenced:
-        (directory / name).unlink(missing_ok=True)
+        if not _linked(directory / name):
+            (directory / name).unlink(missing_ok=True)
     for path in directory.iterdir():
-        if _TEMP.match(path.name) and path.is_file():
+        if _TEMP.match(path.name) and path.is_file() and not _linked(path):
             path.unlink(missing_ok=True)
     fd = _HELD.get(_lock_key(directory))
     if fd is not None:
@@ -835,16 +911,62 @@ def _check_manifest_fields(path: Path, manifest: dict) -> None:
                 )
 
 
+def _stored_specs(manifest: dict) -> dict[str, NpySpec]:
+    """The arrays a manifest lists, as :func:`~sparsegcn.files.read_npz` expects them: each
+    leaf's ``stored_shape`` and ``stored_dtype``, and each history metric ``[epochs, K]``
+    (any numeric dtype; its length bounded by the file's size)."""
+    path = manifest["path"]
+    specs = {}
+    for i, entry in enumerate(manifest["leaves"]):
+        try:
+            dtype = np.dtype(entry["stored_dtype"])
+        except (TypeError, ValueError):
+            raise CheckpointError(
+                f"{path} is not a valid checkpoint manifest: leaves[{i}].stored_dtype "
+                f"{entry['stored_dtype']!r} is not a NumPy dtype"
+            ) from None
+        specs[entry["name"]] = NpySpec(tuple(entry["stored_shape"]), dtype)
+    for metric in manifest["history"]:
+        specs[f"history/{metric}"] = NpySpec((None, len(manifest["seeds"])))
+    return specs
+
+
 def _read_arrays(folder: Path, manifest: dict) -> dict[str, np.ndarray]:
+    """The arrays of a checkpoint, read once and checked against its manifest.
+
+    The file's size (``fstat``) must be the manifest's ``arrays_bytes``
+    before a byte is read (a sparse file of terabytes is refused unread),
+    then its sha256 the manifest's ``arrays_sha256``. The members are then
+    read by :func:`~sparsegcn.files.read_npz`: exactly the arrays the
+    manifest lists (:func:`_stored_specs`), each header checked against its
+    entry before its data is decompressed; a member the manifest does not
+    list means the file is corrupt.
+
+    Returns:
+      ``{name: array}``: ``leaf_NNNNN`` and ``history/<metric>``.
+
+    Raises:
+      CheckpointError: naming the file (and the member): unreadable, another
+        size or sha256 than the manifest records, or members that are not the
+        ones it lists.
+    """
     arrays_path = folder / manifest["arrays"]
+    specs = _stored_specs(manifest)
     try:
-        payload = read_bytes(arrays_path)
+        with open_regular(arrays_path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != manifest["arrays_bytes"]:
+                raise CheckpointError(
+                    f"checkpoint arrays {arrays_path} are truncated or corrupt: {size} bytes, "
+                    f"the manifest says {manifest['arrays_bytes']}"
+                )
+            payload = f.read(size)
     except OSError as err:
         raise CheckpointError(f"checkpoint arrays {arrays_path} cannot be read: {err}") from None
-    if len(payload) != manifest["arrays_bytes"]:
+    if len(payload) != size:
         raise CheckpointError(
-            f"checkpoint arrays {arrays_path} are truncated or corrupt: {len(payload)} bytes, "
-            f"the manifest says {manifest['arrays_bytes']}"
+            f"checkpoint arrays {arrays_path} are truncated or corrupt: {len(payload)} bytes "
+            f"read, the manifest says {manifest['arrays_bytes']}"
         )
     digest = hashlib.sha256(payload).hexdigest()
     if digest != manifest["arrays_sha256"]:
@@ -853,10 +975,11 @@ def _read_arrays(folder: Path, manifest: dict) -> dict[str, np.ndarray]:
             f"{manifest['arrays_sha256']}"
         )
     try:
-        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"checkpoint arrays {arrays_path} cannot be decoded: {err}") from None
+        return read_npz(arrays_path, specs, what="checkpoint arrays", data=payload)
+    except CorruptFileError as err:
+        raise CheckpointError(
+            f"checkpoint arrays {err.path} do not match their manifest: {err.cause}"
+        ) from None
 
 
 def _check_expected(manifest: Mapping, expect: Mapping, where: str = "") -> None:

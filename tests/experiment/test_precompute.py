@@ -186,3 +186,34 @@ def test_the_cache_option_is_refused_where_it_does_nothing(tmp_path):
     blocker.write_text("")
     argv = ["train", "--model", "sgc", "--epochs", "1", "--feature-cache", str(blocker / "sub")]
     assert main([*argv, "--no-progress"]) == 2  # refused before any data is read
+
+
+def test_a_file_declaring_a_huge_shape_or_other_members_is_a_miss(dataset, propagations, tmp_path):
+    # A 200-byte cache file declaring 10**13 features ended the run as "out of memory"
+    # (exit status 1) instead of counting as a miss.
+    import io
+    import zipfile
+
+    cache = tmp_path / "cache"
+    want = features_of(dataset, cache)
+    (path,) = cache.iterdir()
+    with np.load(path, allow_pickle=False) as npz:
+        stored = {k: npz[k] for k in npz.files}
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (10**13,)}
+    )
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("features.npy", header.getvalue())
+        for name in ("key", "sha256"):
+            buffer = io.BytesIO()
+            np.save(buffer, stored[name])
+            archive.writestr(f"{name}.npy", buffer.getvalue())
+    np.testing.assert_array_equal(features_of(dataset, cache), want)
+    assert propagations == [2, 2]
+    with open(path, "wb") as f:  # the right features, and a stranger beside them
+        np.savez(f, **stored, extra=np.zeros(3))
+    np.testing.assert_array_equal(features_of(dataset, cache), want)
+    assert propagations == [2, 2, 2]
+    with np.load(path, allow_pickle=False) as npz:  # rewritten as it should be
+        assert sorted(npz.files) == ["features", "key", "sha256"]

@@ -450,3 +450,136 @@ def test_save_checkpoint_replaces_only_its_own_runs_checkpoints(run, tmp_path):
     with pytest.raises(CheckpointError, match=r"holds a link run's model \(link-model.json\)"):
         save_checkpoint(link, full.state, seeds=SEEDS)
     assert sorted(p.name for p in link.iterdir()) == [".lock", "link-model.json"]
+
+
+def _rewrite_arrays(manifest_path, arrays_path, change) -> None:
+    """Edits the arrays file with ``change(zipfile.ZipFile)`` and records its new size and
+    sha256 in the manifest: the manifest's checks then pass, as for a hostile folder."""
+    import hashlib
+    import zipfile
+
+    with zipfile.ZipFile(arrays_path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    with zipfile.ZipFile(arrays_path, "w") as archive:
+        change(archive, members)
+    blob = arrays_path.read_bytes()
+    manifest = json.loads(manifest_path.read_text())
+    manifest.update(arrays_bytes=len(blob), arrays_sha256=hashlib.sha256(blob).hexdigest())
+    manifest_path.write_text(json.dumps(manifest))
+
+
+def _npy_header(shape, dtype) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    header = {"descr": dtype, "fortran_order": False, "shape": tuple(shape)}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue()
+
+
+def test_arrays_members_the_manifest_does_not_list_are_refused(saved):
+    # They were decompressed whole (a 4.5 MB member of deflated zeros took 4.4 GB) and
+    # accepted silently.
+    folder, manifest_path, arrays, full = saved
+
+    def add_junk(archive, members):
+        for name, data in members.items():
+            archive.writestr(name, data)
+        archive.writestr("junk.npy", _npy_header((10**13,), "<f8"))
+
+    _rewrite_arrays(manifest_path, arrays, add_junk)
+    with pytest.raises(
+        CheckpointError,
+        match=rf"checkpoint arrays {arrays} do not match their manifest: member junk\.npy is not "
+        r"one of the checkpoint arrays expected \(history/",
+    ):
+        load_checkpoint(folder, full.state)
+
+
+@pytest.mark.parametrize("member", ["leaf_00001.npy", "history/loss.npy"])
+def test_a_member_declaring_more_than_its_entry_is_refused_unallocated(saved, member):
+    # A 128-byte member declaring 10**13 floats ended as "out of memory" (exit status 1).
+    folder, manifest_path, arrays, full = saved
+
+    def inflate(archive, members):
+        for name, data in members.items():
+            shape = (10**13,) if name.startswith("leaf") else (10**12, len(SEEDS))
+            archive.writestr(name, _npy_header(shape, "<f4") if name == member else data)
+
+    _rewrite_arrays(manifest_path, arrays, inflate)
+    with pytest.raises(CheckpointError, match=rf"member {member} declares float32\[10+"):
+        load_checkpoint(folder, full.state)
+
+
+def test_a_history_bomb_is_refused_before_it_is_decompressed(saved):
+    # history/<metric> is [epochs, K] of any length: bounded by the file's own size.
+    import zipfile
+
+    folder, manifest_path, arrays, full = saved
+
+    def bomb(archive, members):
+        for name, data in members.items():
+            if name != "history/loss.npy":
+                archive.writestr(name, data)
+        info = zipfile.ZipInfo("history/loss.npy")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with archive.open(info, "w", force_zip64=True) as f:
+            f.write(_npy_header((1 << 23, len(SEEDS)), "<f4"))  # 64 MiB of zeros
+            for _ in range(64):
+                f.write(bytes(1 << 20))
+
+    _rewrite_arrays(manifest_path, arrays, bomb)
+    with pytest.raises(CheckpointError, match=r"members declare more than \d+ bytes of data"):
+        load_checkpoint(folder, full.state)
+
+
+def test_an_arrays_file_larger_than_its_manifest_says_is_refused_unread(saved):
+    # It was read whole before its size was compared: a sparse terabyte went to RAM first.
+    folder, _, arrays, full = saved
+    with open(arrays, "r+b") as f:
+        f.truncate(1 << 40)
+    with pytest.raises(CheckpointError, match=r"truncated or corrupt: 1099511627776 bytes, the"):
+        load_checkpoint(folder, full.state)
+
+
+@pytest.mark.parametrize("kind", ["symbolic", "hard"])
+def test_linked_checkpoint_files_are_refused_and_the_files_they_name_kept(
+    run, saved, tmp_path_factory, kind
+):
+    # train --checkpoint DIR --overwrite wrote its manifest through DIR/ckpt-N.json, a
+    # symbolic link to another run's checkpoint, replacing it (and breaking it).
+    _, _, full = run
+    theirs, manifest_path, arrays, _ = saved
+    before = {p.name: p.read_bytes() for p in theirs.iterdir() if p.is_file()}
+    link = os.symlink if kind == "symbolic" else os.link
+    for linked in (manifest_path, arrays):
+        mine = tmp_path_factory.mktemp("mine")
+        link(linked, mine / linked.name)
+        if kind == "hard":  # replaced by rename, removed by unlink: the other name keeps it
+            check_checkpoint_folder(mine, overwrite=True)
+            supersedes = [mine / linked.name] if linked == manifest_path else []
+            save_checkpoint(
+                mine, full.state, seeds=SEEDS, history=full.history, supersedes=supersedes
+            )
+            continue
+        refused = rf"{mine / linked.name} is a {kind} link.*belong to its run alone"
+        with pytest.raises(CheckpointError, match=refused):
+            check_checkpoint_folder(mine, overwrite=True)
+        with pytest.raises(CheckpointError, match=refused):
+            CheckpointHook(mine, seeds=SEEDS, overwrite=True)
+        with pytest.raises(CheckpointError, match=refused):
+            save_checkpoint(mine, full.state, seeds=SEEDS, history=full.history, metadata={"a": 1})
+    assert {p.name: p.read_bytes() for p in theirs.iterdir() if p.is_file()} == before
+
+
+def test_a_dangling_link_in_a_checkpoints_place_is_never_written_through(run, tmp_path):
+    _, _, full = run
+    folder, elsewhere = tmp_path / "ck", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    (folder / f"ckpt-{int(full.state.epoch.max()):06d}.json").symlink_to(elsewhere / "x.json")
+    with pytest.raises(CheckpointError, match=r"is a symbolic link to .*elsewhere/x\.json"):
+        save_checkpoint(folder, full.state, seeds=SEEDS, run_id="a")
+    assert list(elsewhere.iterdir()) == []
+    with pytest.raises(CheckpointError, match=r"is a symbolic link to .*elsewhere/x\.json"):
+        check_checkpoint_folder(folder, overwrite=True)
