@@ -476,6 +476,30 @@ def write_json_atomic(path: str | os.PathLike, payload: dict) -> Path:
     return write_atomic(path, lambda f: f.write(text.encode()))
 
 
+def check_work_folder(path: str | os.PathLike, *, what: str) -> Path:
+    """An existing folder a tool may put its temporary files in (``--tmp-dir``).
+
+    Never created: a mistyped path would otherwise become a new folder tree,
+    left behind. Checked before the work starts.
+
+    Raises:
+      ValueError: an empty path, or one that is not a folder, naming ``what``.
+      FileNotFoundError: nothing at ``path``.
+      PermissionError: a folder this process cannot write into.
+    """
+    text = os.fspath(path)
+    if text == "":
+        raise ValueError(f"{what} is empty; name an existing folder, or leave it out")
+    folder = Path(text).expanduser()
+    if not folder.exists():
+        raise FileNotFoundError(f"{what} {text!r} does not exist; create it first")
+    if not folder.is_dir():
+        raise ValueError(f"{what} {text!r} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"{what} {text!r} is not writable")
+    return folder
+
+
 def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) -> Path:
     """Refuses an output path that could not be written, before any work is done.
 

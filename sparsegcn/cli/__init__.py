@@ -28,6 +28,7 @@ import sys
 import traceback
 import urllib.error
 import zipfile
+from collections.abc import Callable
 
 from sparsegcn import __version__
 from sparsegcn._env import check_switches, env_switch
@@ -164,6 +165,34 @@ def main(argv: list[str] | None = None) -> int:
         return exit_status(err)
 
 
+def run_tool(prog: str, work: Callable[[], object], *, debug: bool = False) -> int:
+    """Runs a dataset tool's ``work`` (``python -m sparsegcn.datasets.to_disk`` ...) as
+    :func:`main` runs a subcommand, printing what it returns.
+
+    An error is one line ``<prog>: error: <message>`` with :func:`exit_status`;
+    Ctrl-C is ``<prog>: interrupted`` and 130. ``debug`` (the tool's
+    ``--debug``) or ``SPARSEGCN_DEBUG=1`` raises instead, with the traceback.
+    """
+    _usable_stderr()
+    debug = debug or env_switch("SPARSEGCN_DEBUG", False)
+    try:
+        check_xla_flags()
+        result = work()
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if debug:
+            raise
+        err = backend_failure(err) or err
+        print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
+        return exit_status(err)
+    print(result)
+    return 0
+
+
 def console_main() -> int:
     """Entry point of the ``sparsegcn`` console script and ``python -m sparsegcn``.
 
@@ -185,4 +214,5 @@ __all__ = [
     "exit_status",
     "main",
     "one_line",
+    "run_tool",
 ]

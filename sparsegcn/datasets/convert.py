@@ -58,7 +58,13 @@ from tqdm.auto import tqdm
 from sparsegcn.datasets.base import SPLITS
 from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
 from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
-from sparsegcn.files import check_regular_file, naming_errors, reading, temp_folder
+from sparsegcn.files import (
+    check_regular_file,
+    check_work_folder,
+    naming_errors,
+    reading,
+    temp_folder,
+)
 
 GROUP_EDGES = 1 << 26
 """Default directed edges sorted at once: bounds the converter's memory."""
@@ -351,6 +357,8 @@ def convert_ogb(
             raise ValueError(f"{label} must be a positive int, got {value!r}")
     root, out = Path(root), Path(out)
     _check_target(out, overwrite)  # before hours of work, not after
+    if tmp_dir is not None:
+        tmp_dir = check_work_folder(tmp_dir, what="tmp_dir (--tmp-dir)")
     out.parent.mkdir(parents=True, exist_ok=True)
     folder = root / name.replace("-", "_")
     if not folder.is_dir():
@@ -549,9 +557,13 @@ def main(argv=None) -> int:
     parser.add_argument("--group-edges", type=int, default=GROUP_EDGES)
     parser.add_argument("--tmp-dir", default=None, help="folder for the edge buckets")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = parser.parse_args(argv)
-    try:
-        path = convert_ogb(
+    from sparsegcn.cli import run_tool
+
+    return run_tool(
+        parser.prog,
+        lambda: convert_ogb(
             args.name,
             args.root,
             args.out,
@@ -561,14 +573,9 @@ def main(argv=None) -> int:
             progress=not args.no_progress,
             group_edges=args.group_edges,
             tmp_dir=args.tmp_dir,
-        )
-    except Exception as err:
-        from sparsegcn.cli import exit_status, one_line
-
-        print(f"{parser.prog}: error: {one_line(err)}", file=sys.stderr)
-        return exit_status(err)
-    print(path)
-    return 0
+        ),
+        debug=args.debug,
+    )
 
 
 __all__ = ["GROUP_EDGES", "OGB_LAYOUTS", "NpzMember", "OgbLayout", "convert_ogb", "main"]

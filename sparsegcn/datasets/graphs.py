@@ -45,11 +45,12 @@ def load_graphs(
         unused for a generated dataset or a folder).
       download: fetch a missing dataset where its loader can.
       progress: progress bars.
-      seed: the generator's seed, for ``synthetic:*`` names.
+      seed: the generator's seed, for ``synthetic:*`` names (refused elsewhere).
       verify: check every file's sha256, for a folder.
 
     Raises:
-      ValueError: a name no graph loader knows.
+      ValueError: a name no graph loader knows, or a ``seed`` for a dataset
+        that is not generated.
     """
     from sparsegcn.datasets import OGBG_PREFIX, SYNTHETIC_GRAPHS, TU_PREFIX, is_path
 
@@ -58,6 +59,11 @@ def load_graphs(
         name = text if is_path(text) else os.path.join(os.curdir, text)
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string, got {name!r} ({type(name).__name__})")
+    if seed != 0 and name not in SYNTHETIC_GRAPHS:
+        raise ValueError(
+            f"seed={seed!r} applies only to generated graph datasets "
+            f"({', '.join(sorted(SYNTHETIC_GRAPHS))}), not {name!r}"
+        )
     if is_path(name):
         from sparsegcn.datasets.ondisk_graphs import load_graphs_ondisk
 

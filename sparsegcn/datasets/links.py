@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsegcn import _checks
 from sparsegcn.datasets import OGBL, SYNTHETIC_LINKS, SYNTHETIC_PREFIX
 from sparsegcn.datasets.base import default_root
 from sparsegcn.datasets.link_base import (
@@ -241,6 +242,8 @@ def describe_links(
     kind = _check_name(name, scale, seed)
     if kind == "synthetic":
         from sparsegcn.datasets.synthetic_links import LINK_PRESETS
+
+        _checks.check_static_int("seed", seed)  # described, not generated: checked here
 
         stats = LINK_PRESETS[name[len(SYNTHETIC_PREFIX) :]].scaled(scale).stats()
     else:

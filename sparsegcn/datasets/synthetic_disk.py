@@ -62,7 +62,7 @@ from sparsegcn.datasets.synthetic import (
     _check_class_sizes,
     _draw_splits,
 )
-from sparsegcn.files import naming_errors, release_pages, temp_folder
+from sparsegcn.files import check_work_folder, naming_errors, release_pages, temp_folder
 
 GROUP_EDGES = 1 << 26
 """Default bound on the directed edges one bucket sorts at once."""
@@ -262,6 +262,8 @@ def generate_to_disk(
         raise ValueError(f"features_dtype must be one of {FEATURE_DTYPES}, got {features_dtype!r}")
     sizes = spec.split_sizes()
     _check_class_sizes(spec)
+    if tmp_dir is not None:
+        tmp_dir = check_work_folder(tmp_dir, what="tmp_dir (--tmp-dir)")
     n, e = spec.num_nodes, spec.num_edges
     out = Path(out)
     writer = DatasetWriter(
@@ -403,9 +405,13 @@ def main(argv=None) -> int:
     parser.add_argument("--group-edges", type=int, default=GROUP_EDGES)
     parser.add_argument("--tmp-dir", default=None)
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = parser.parse_args(argv)
-    try:
-        path = generate_to_disk(
+    from sparsegcn.cli import run_tool
+
+    return run_tool(
+        parser.prog,
+        lambda: generate_to_disk(
             args.preset,
             args.out,
             scale=args.scale,
@@ -415,14 +421,9 @@ def main(argv=None) -> int:
             progress=not args.no_progress,
             group_edges=args.group_edges,
             tmp_dir=args.tmp_dir,
-        )
-    except Exception as err:
-        from sparsegcn.cli import exit_status, one_line
-
-        print(f"{parser.prog}: error: {one_line(err)}", file=sys.stderr)
-        return exit_status(err)
-    print(path)
-    return 0
+        ),
+        debug=args.debug,
+    )
 
 
 __all__ = ["GROUP_EDGES", "disk_bytes", "generate_to_disk", "main", "stream_bytes"]

@@ -118,9 +118,13 @@ def main(argv=None) -> int:
         "--overwrite", action="store_true", help="replace --out if it is a sparsegcn dataset folder"
     )
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = parser.parse_args(argv)
-    try:
-        path = save_to_disk(
+    from sparsegcn.cli import run_tool
+
+    return run_tool(
+        parser.prog,
+        lambda: save_to_disk(
             args.name,
             args.out,
             root=args.root,
@@ -128,14 +132,9 @@ def main(argv=None) -> int:
             seed=args.seed,
             overwrite=args.overwrite,
             progress=not args.no_progress,
-        )
-    except Exception as err:
-        from sparsegcn.cli import exit_status, one_line
-
-        print(f"{parser.prog}: error: {one_line(err)}", file=sys.stderr)
-        return exit_status(err)
-    print(path)
-    return 0
+        ),
+        debug=args.debug,
+    )
 
 
 __all__ = ["FORMATS", "main", "save_to_disk"]
