@@ -109,6 +109,7 @@ import json
 import numbers
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -209,34 +210,20 @@ def _count(name: str, value, minimum: int = 0) -> int:
     return int(value)
 
 
-def _written_key(fmt: str, key: str) -> bool:
-    """Whether a folder of format ``fmt`` that sparsegcn writes can hold file ``<key>.npy``.
-
-    Every writer names a file after its manifest key: this format's
-    :data:`_FILES` and ``edge_features``; the graph-level format's arrays
-    (:mod:`~sparsegcn.datasets.ondisk_graphs`); the hetero format's
-    ``labels``, splits and ``senders.``/``receivers.``/``features.`` followed
-    by a relation or node type name (:mod:`~sparsegcn.datasets.ondisk_hetero`).
-    """
-    from sparsegcn.datasets import ondisk_graphs, ondisk_hetero
-
-    if fmt == FORMAT:
-        return key in (*_FILES, *_OPTIONAL_FILES)
-    if fmt == ondisk_graphs.FORMAT:
-        return key in (*ondisk_graphs._REQUIRED, *ondisk_graphs._OPTIONAL)
-    if fmt == ondisk_hetero.FORMAT:
-        kind, _, name = key.partition(".")
-        if kind in ("senders", "receivers", "features"):
-            return bool(ondisk_hetero._SAFE.match(name))
-        return key in ("labels", *SPLITS)
-    return False
+def _written_key(key: str) -> bool:
+    """Whether a folder of this format can hold file ``<key>.npy``: :data:`_FILES` and
+    the optional ones (``edge_features``). The graph-level and hetero formats pass
+    their own rule to :func:`_check_target` (``written``)."""
+    return key in (*_FILES, *_OPTIONAL_FILES)
 
 
-def _foreign_entries(path: Path, fmt: str = FORMAT) -> list[str]:
+def _foreign_entries(
+    path: Path, fmt: str = FORMAT, written: Callable[[str], bool] = _written_key
+) -> list[str]:
     """What in folder ``path`` is not part of the ``fmt`` dataset its manifest describes.
 
     A manifest claims a file only under the name sparsegcn writes for its key
-    (``<key>.npy``, the key one of the format's, :func:`_written_key`): a
+    (``<key>.npy``, the key one the format writes: ``written(key)``): a
     manifest planted among a user's files cannot make them count as a
     dataset's, so ``overwrite`` never replaces them.
 
@@ -252,7 +239,7 @@ def _foreign_entries(path: Path, fmt: str = FORMAT) -> list[str]:
         listed = {
             entry["file"]
             for key, entry in manifest["files"].items()
-            if entry["file"] == f"{key}.npy" and _written_key(fmt, key)
+            if entry["file"] == f"{key}.npy" and written(key)
         }
         ours = manifest.get("format") == fmt
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -267,10 +254,13 @@ def _foreign_entries(path: Path, fmt: str = FORMAT) -> list[str]:
     ]
 
 
-def _check_target(path: Path, overwrite: bool, fmt: str = FORMAT) -> None:
+def _check_target(
+    path: Path, overwrite: bool, fmt: str = FORMAT, written: Callable[[str], bool] = _written_key
+) -> None:
     """Refuses an output folder that is a file, holds data without ``overwrite``, or holds
     anything but a dataset of format ``fmt`` (what ``overwrite`` may replace); shared by
-    the on-disk formats."""
+    the on-disk formats, each passing which keys it writes (``written(key)``, see
+    :func:`_foreign_entries`)."""
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a folder")
     if not path.is_dir() or not any(path.iterdir()):
@@ -279,7 +269,7 @@ def _check_target(path: Path, overwrite: bool, fmt: str = FORMAT) -> None:
         raise ValueError(
             f"{path} exists and is not empty; pass overwrite=True (--overwrite) to replace it"
         )
-    foreign = _foreign_entries(path, fmt)
+    foreign = _foreign_entries(path, fmt, written)
     if foreign:
         shown = ", ".join(foreign[:3]) + (
             f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""

@@ -123,8 +123,13 @@ def _arrays(dataset: GraphDataset) -> dict[str, np.ndarray]:
     return arrays
 
 
+def written_key(key: str) -> bool:
+    """Whether a folder of this format can hold ``<key>.npy`` (what ``overwrite`` replaces)."""
+    return key in (*_REQUIRED, *_OPTIONAL)
+
+
 def _check_target(path: Path, overwrite: bool) -> None:
-    check_target(path, overwrite, FORMAT)
+    check_target(path, overwrite, FORMAT, written_key)
 
 
 def save_graphs(dataset: GraphDataset, path, *, overwrite: bool = False) -> Path:

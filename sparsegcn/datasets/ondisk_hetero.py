@@ -181,6 +181,16 @@ def _jsonable(info) -> dict:
     return json.loads(json.dumps(dict(info or {}), default=str))
 
 
+def written_key(key: str) -> bool:
+    """Whether a folder of this format can hold ``<key>.npy`` (what ``overwrite`` replaces):
+    the labels, the splits, and ``senders.``/``receivers.``/``features.`` followed by a
+    relation's or a node type's name."""
+    kind, _, name = key.partition(".")
+    if kind in ("senders", "receivers", "features"):
+        return bool(_SAFE.match(name))
+    return key in ("labels", *SPLITS)
+
+
 def save_hetero(dataset: HeteroDataset, path, *, overwrite: bool = False) -> Path:
     """Writes ``dataset`` to folder ``path`` in the on-disk hetero format (module docstring).
 
@@ -211,7 +221,7 @@ def save_hetero(dataset: HeteroDataset, path, *, overwrite: bool = False) -> Pat
     path = Path(path)
     source = dataset.info.get("folder")  # a loaded folder: never written into or over
     check_not_inputs({"path": path}, [("the dataset's own folder", source)])
-    check_target(path, overwrite, FORMAT)
+    check_target(path, overwrite, FORMAT, written_key)
     arrays = _arrays(dataset)
     graph = dataset.graph
     tmp = temp_folder(path.parent, path.name)
@@ -254,7 +264,7 @@ def save_hetero(dataset: HeteroDataset, path, *, overwrite: bool = False) -> Pat
             raise FormatError(
                 path / err.file.name, err.field, f"{err.message} (so nothing was written)"
             ) from None
-        check_target(path, overwrite, FORMAT)
+        check_target(path, overwrite, FORMAT, written_key)
         replace_folder(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

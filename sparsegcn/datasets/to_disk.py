@@ -82,7 +82,13 @@ def save_to_disk(
         )
     path = Path(out)
     check_not_inputs({"--out": path}, [("the dataset", data_location(name, root))])
-    _check_target(path, overwrite, FORMATS[task])
+    from sparsegcn.datasets import ondisk_graphs, ondisk_hetero
+
+    written = {"hetero": ondisk_hetero.written_key, "graph": ondisk_graphs.written_key}
+    if task in written:
+        _check_target(path, overwrite, FORMATS[task], written[task])
+    else:
+        _check_target(path, overwrite, FORMATS[task])
     if task == "hetero":
         from sparsegcn.datasets.mag import load_mag
         from sparsegcn.datasets.ondisk_hetero import save_hetero
