@@ -102,6 +102,9 @@ class Bound:
         rounding to 0 in it).
       low, high: inclusive bounds, ``None`` for none.
       low_open, high_open: make the bound exclusive.
+      int32: compiled code holds the value as an int32 (an epoch count
+        and its counters): at most :data:`INT32_MAX`, a limit of the
+        implementation that a message names only when it is exceeded.
     """
 
     kind: type
@@ -109,6 +112,7 @@ class Bound:
     high: float | None = None
     low_open: bool = False
     high_open: bool = False
+    int32: bool = False
 
     def describe(self) -> str:
         """The bounds in words, e.g. ``">= 0 and < 1"``."""
@@ -122,6 +126,10 @@ class Bound:
 
 #: The dtype training computes in: a float setting must survive conversion to it.
 COMPUTE_DTYPE = np.float32
+
+#: The largest value of a setting compiled code holds as an int32
+#: (:attr:`Bound.int32`): epochs and the counters compared with them.
+INT32_MAX = 2**31 - 1
 
 #: One table for every entry point: Experiment (the CLI), TrainConfig, the
 #: mini-batch settings and the model builders all check through it, so a value
@@ -138,19 +146,19 @@ HYPERPARAMETERS: dict[str, Bound] = {
     "dropout": Bound(float, low=0.0, high=1.0, high_open=True),
     "learning_rate": Bound(float, low=0.0, low_open=True),
     "weight_decay": Bound(float, low=0.0),
-    "epochs": Bound(int, low=1),
-    "patience": Bound(int, low=1),
-    "epochs_per_call": Bound(int, low=1),
+    "epochs": Bound(int, low=1, int32=True),
+    "patience": Bound(int, low=1, int32=True),
+    "epochs_per_call": Bound(int, low=1, int32=True),
     "clip_norm": Bound(float, low=0.0, low_open=True),
     "batch_size": Bound(int, low=1),
     "seeds": Bound(int, low=1),
     "seed": Bound(int, low=0, high=2**32 - 1),
     "scale": Bound(float, low=0.0, high=1.0, low_open=True),
-    "checkpoint_every": Bound(int, low=0),
+    "checkpoint_every": Bound(int, low=0, int32=True),
     "keep": Bound(int, low=0),
     "timing_steps": Bound(int, low=0),
     "divergence_factor": Bound(float, low=1.0, low_open=True),
-    "divergence_epochs": Bound(int, low=1),
+    "divergence_epochs": Bound(int, low=1, int32=True),
 }
 
 
@@ -212,6 +220,11 @@ def check_bound(label: str, value, bound: Bound, *, flag: str | None = None, off
     )
     if too_low or too_high:
         raise ValueError(f"{label} must be {bounds}, got {value!r}{where}")
+    if bound.int32 and number > INT32_MAX:
+        raise ValueError(
+            f"{label} must be <= {INT32_MAX} (compiled code counts it in int32), "
+            f"got {value!r}{where}"
+        )
     return value
 
 

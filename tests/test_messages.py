@@ -148,6 +148,12 @@ def test_debug_no_means_off_and_a_bad_switch_is_one_line(monkeypatch, capsys):
 
 # A value other than the default for every row of APPLIES, and a run it does not apply to.
 NOT_APPLYING = {
+    # options the graph, hetero and link trainers do not read (node classification only)
+    "backend": ({"dataset": "tu:MUTAG", "model": "gin"}, "dense"),
+    "normalize_features": ({"dataset": "tu:MUTAG", "model": "gin"}, "row"),
+    "edge_features": ({"dataset": "tu:MUTAG", "model": "gin"}, False),
+    "monitor": ({"dataset": "synthetic:mag", "model": "rgcn"}, "val_loss"),
+    "decay_layers": ({"dataset": "tu:MUTAG", "model": "gin"}, "all"),
     "fanouts": ({"model": "gcn"}, "10,5"),
     "batch_size": ({"model": "gcn"}, 7),
     "sampler": ({"model": "gcn"}, "dedup"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from sparsegcn.cli.options import check_paths
 from sparsegcn.datasets import data_location, is_path, load
 from sparsegcn.datasets.stats import describe
 from sparsegcn.experiment import DEFAULT_DATASET
@@ -75,6 +76,7 @@ def format_stats(stats: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_paths({"--root": args.root, "--json": args.json})
     if args.json:
         check_writable(args.json, what="--json")
         check_not_inputs(

@@ -26,6 +26,20 @@ _STORE = _recording(argparse._StoreAction)
 _BOOLEAN = _recording(argparse.BooleanOptionalAction)
 
 
+def check_paths(paths: dict) -> None:
+    """Refuses an empty path option: ``{"--json": args.json, ...}``, ``None`` for unset.
+
+    ``--json ""`` would silently write nothing, ``--root ""`` mean the current
+    folder; a path option is given a path or left out.
+
+    Raises:
+      ValueError: naming the first flag given ``""``.
+    """
+    for flag, path in paths.items():
+        if path is not None and not str(path):
+            raise ValueError(f"{flag} '' is empty: give a path, or leave the option out")
+
+
 def given_options(args: argparse.Namespace) -> frozenset:
     """The fields whose flags :func:`add_dataclass_options` saw on the command line
     (even when given their default value)."""

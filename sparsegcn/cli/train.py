@@ -9,6 +9,7 @@ from sparsegcn.bench.plot import require_matplotlib
 from sparsegcn.cli.options import (
     add_dataclass_options,
     add_model_options,
+    check_paths,
     dataclass_from_args,
     given_options,
     model_options_from_args,
@@ -118,6 +119,7 @@ def _format_link_report(report: dict) -> str:
 
 def check_outputs(experiment: Experiment, json_path: str | None) -> None:
     """Refuses unwritable outputs and unusable checkpoint folders before any data is read."""
+    check_paths({"--json": json_path})
     if json_path:
         check_writable(json_path, what="--json")
     if experiment.plot:

@@ -7,9 +7,11 @@ option per field (see :mod:`sparsegcn.cli.options`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
-from collections.abc import Callable, Iterable
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple, TypeVar, cast
 
 from sparsegcn._checks import check_hyperparameter, check_hyperparameters, check_static_int
@@ -107,6 +109,27 @@ def _batched_task(exp) -> bool:
     return "batch_size" in task_for(exp.dataset, exp.task).defaults.get(exp.model, {})
 
 
+def _node_trainer(exp) -> bool:
+    """Whether ``exp``'s task trains with the node trainers (:attr:`~sparsegcn.tasks.Task.objective`),
+    which propagate through ``--backend`` and read the node pipeline's settings."""
+    return task_for(exp.dataset, exp.task).objective is not None
+
+
+def _task_here(exp) -> str:
+    return f"{exp.dataset!r} trains as a {task_name(exp.dataset, exp.task)}-level task"
+
+
+def _writes_checkpoints(exp) -> bool:
+    """Whether ``exp`` writes resumable checkpoints every few epochs (not a link model, once)."""
+    return exp.checkpoint is not None and task_for(exp.dataset, exp.task).saves == "checkpoints"
+
+
+def _checkpoints_here(exp) -> str:
+    if exp.checkpoint is None:
+        return "this run writes none"
+    return f"{_task_here(exp)}, which saves its final model once"
+
+
 def _task_row(name: str) -> Applies:
     def when(exp: Experiment) -> bool:
         return task_name(exp.dataset, exp.task) == name
@@ -157,14 +180,14 @@ APPLIES: dict[str, Applies] = {
         lambda e: f"{e.model} has none to cache",
     ),
     "checkpoint_every": Applies(
-        lambda e: e.checkpoint is not None,
-        "runs that write checkpoints (--checkpoint)",
-        lambda e: "this run writes none",
+        _writes_checkpoints,
+        "runs that write checkpoints every few epochs (--checkpoint, but not --task link)",
+        _checkpoints_here,
     ),
     "keep": Applies(
-        lambda e: e.checkpoint is not None,
-        "runs that write checkpoints (--checkpoint)",
-        lambda e: "this run writes none",
+        _writes_checkpoints,
+        "runs that write checkpoints every few epochs (--checkpoint, but not --task link)",
+        _checkpoints_here,
     ),
     "overwrite": Applies(
         lambda e: e.checkpoint is not None,
@@ -186,6 +209,34 @@ APPLIES: dict[str, Applies] = {
         "generated datasets (synthetic:<preset>)",
         lambda e: f"dataset {e.dataset!r} is read as it is",
     ),
+    # The graph, hetero and link trainers propagate with their own segment sums.
+    "backend": Applies(
+        _node_trainer,
+        "node classification (the node trainers propagate through the backend)",
+        lambda e: f"{_task_here(e)}, which propagates with segment sums of its own",
+    ),
+    "normalize_features": Applies(
+        lambda e: _node_trainer(e) or _link_run(e),
+        "node classification and link prediction (one feature matrix of one graph)",
+        lambda e: f"{_task_here(e)}, whose features are used as stored",
+    ),
+    "edge_features": Applies(
+        _node_trainer,
+        "node classification (edge features become node features: their mean per node)",
+        lambda e: f"{_task_here(e)}, whose trainer reads no edge features",
+    ),
+    "monitor": Applies(
+        _node_trainer,
+        "node classification (the node trainers select by val_acc or val_loss)",
+        lambda e: f"{_task_here(e)}, which selects by its validation metric",
+    ),
+    # fit_graphs decays every parameter by --weight-decay (GraphTrainConfig has no layer choice).
+    "decay_layers": Applies(
+        lambda e: task_name(e.dataset, e.task) != "graph",
+        "node, hetero and link training (graph-level training decays every parameter "
+        "by --weight-decay)",
+        _task_here,
+    ),
     **_task_rows(),
 }
 """Fields that apply only to some models or modes. A field given a value other than
@@ -193,6 +244,27 @@ its default (or an ``idle`` one) where its row's ``when`` is false is refused wi
 one line (:meth:`Experiment.check_applies`), as a model option is for the wrong
 model (:meth:`~sparsegcn.nn.registry.ModelSpec.resolve_options`). A new option
 that applies only sometimes needs one row here and nothing else."""
+
+
+def _hetero_relations(exp) -> str:
+    return f"{exp.dataset!r} is one relation, whose bases span the same weights"
+
+
+OPTION_APPLIES: dict[str, Applies] = {
+    "num_bases": Applies(
+        lambda e: task_name(e.dataset, e.task) == "hetero",
+        f"heterogeneous datasets ({', '.join(TASKS['hetero'].datasets)}, or their on-disk "
+        "folders), whose relations share the bases",
+        _hetero_relations,
+    ),
+}
+""":data:`APPLIES` for model options (:attr:`~sparsegcn.nn.registry.ModelSpec.options`):
+an option given a value other than its default where its row's ``when`` is
+false is refused the same way."""
+
+PATH_FIELDS = ("root", "feature_cache", "checkpoint", "resume", "plot")
+"""Fields that name a file or folder: ``None`` for none, never ``""`` (which would
+mean the current folder, or turn the option off unseen)."""
 
 
 WRITER_OPTIONS = ("checkpoint", "plot", "checkpoint_every", "keep", "overwrite")
@@ -212,7 +284,75 @@ def without_inapplicable(settings: dict) -> dict:
         value = getattr(view, name)
         if value != defaults[name] and value not in rule.idle and not rule.when(view):
             cleaned[name] = defaults[name]
+    options = settings.get("model_options")
+    spec = REGISTRY.get(view.model) if isinstance(view.model, str) else None
+    if options is not None and spec is not None and _pairs(options):
+        cleaned["model_options"] = tuple(
+            (name, value)
+            for name, value in (options.items() if isinstance(options, Mapping) else options)
+            if not (
+                name in OPTION_APPLIES
+                and name in spec.options
+                and value != spec.options[name].default
+                and not OPTION_APPLIES[name].when(view)
+            )
+        )
     return cleaned
+
+
+def _pairs(options) -> bool:
+    """Whether ``options`` is a ``model_options`` value: ``{name: value}`` or
+    ``(name, value)`` pairs with string names."""
+    if isinstance(options, Mapping):
+        return all(isinstance(name, str) for name in options)
+    if isinstance(options, (str, bytes)) or not isinstance(options, (tuple, list)):
+        return False
+    return all(
+        isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], str)
+        for pair in options
+    )
+
+
+@functools.cache
+def _field_kinds() -> dict[str, tuple[type, bool]]:
+    """``{field: (type, optional)}`` of :class:`Experiment`, from its annotations."""
+    kinds = {}
+    for name, hint in typing.get_type_hints(Experiment).items():
+        args = typing.get_args(hint)
+        base = next((a for a in args if a is not type(None)), hint)
+        kinds[name] = (base, type(None) in args)
+    return kinds
+
+
+def _check_field_types(exp: Experiment) -> None:
+    """Refuses a field of the wrong type (a string for a bool, a number for a path),
+    an empty path, a value outside a field's choices or malformed ``model_options``,
+    naming the field: the CLI's parser cannot produce these, the Python API can."""
+    for field in dataclasses.fields(exp):
+        name, value = field.name, getattr(exp, field.name)
+        kind, optional = _field_kinds()[name]
+        if value is None and optional:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if kind is bool and not isinstance(value, bool):
+            raise TypeError(
+                f"{name} must be True or False, got {value!r} ({type(value).__name__}) ({flag})"
+            )
+        if kind is str and not isinstance(value, str):
+            raise TypeError(
+                f"{name} must be a string, got {value!r} ({type(value).__name__}) ({flag})"
+            )
+        if value == "" and (name in PATH_FIELDS or name == "dataset"):
+            what = "a dataset" if name == "dataset" else "a path, or leave the option out"
+            raise ValueError(f"{name}='' ({flag}) is empty: give {what}")
+        choices = field.metadata.get("choices")
+        if choices is not None and value not in choices:
+            raise ValueError(f"{name} must be one of {list(choices)}, got {value!r} ({flag})")
+    if exp.model_options is not None and not _pairs(exp.model_options):
+        raise TypeError(
+            "model_options must be (name, value) pairs with string names, or a {name: value} "
+            f"mapping, got {exp.model_options!r}"
+        )
 
 
 def _resolved(name: str, value: _T | None, model: str) -> _T:
@@ -421,6 +561,7 @@ class Experiment:
     def __post_init__(self):
         if not isinstance(self.model, str) or self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {list(MODELS)}")
+        _check_field_types(self)
         spec = get_model_spec(self.model)
         samples = spec.sampled or _link_run(self)
         if self.layers is None and samples and self.fanouts not in (None, "none"):
@@ -544,6 +685,33 @@ class Experiment:
                     f"{hops} hops and layers={self.layers}; pass --layers {hops}"
                 )
 
+    def with_settings(self, **changes) -> Experiment:
+        """This run with ``changes``, as :func:`dataclasses.replace`; but a change of
+        ``model`` or ``task`` fills in the new model's defaults afresh.
+
+        The settings this run took from its model and task (:data:`MODEL_DEFAULTS`,
+        ``layers`` from ``fanouts``, model options at their defaults) are unset
+        first, so ``--sweep model=gcn,gat`` trains each model with its own
+        defaults; a value that equals the old model's default counts as taken.
+        Settings set otherwise stay, and are refused where they do not apply.
+        """
+        if all(changes.get(k, getattr(self, k)) == getattr(self, k) for k in ("model", "task")):
+            return dataclasses.replace(self, **changes)
+        spec = get_model_spec(self.model)
+        filled = task_for(self.dataset, self.task).model_defaults(self.model, spec.defaults)
+        settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name in MODEL_DEFAULTS:
+            if settings[name] == filled.get(name, FALLBACK_DEFAULTS.get(name)):
+                settings[name] = None
+        if self.sampled and self.layers == len(check_fanouts(self.fanouts)):
+            settings["layers"] = None  # one per hop: the new model counts them again
+        settings["model_options"] = tuple(
+            (name, value)
+            for name, value in self.options().items()
+            if value != spec.options[name].default
+        )
+        return Experiment(**{**settings, **changes})
+
     def check_applies(self, given: Iterable[str] = ()) -> None:
         """Refuses a setting that would do nothing in this run (:data:`APPLIES`).
 
@@ -572,6 +740,16 @@ class Experiment:
             flag = "--" + name.replace("_", "-")
             raise ValueError(
                 f"{name}={value!r} ({flag}) applies only to {rule.where}; {rule.here(self)}"
+            )
+        options = get_model_spec(self.model).options
+        for name, value in self.options().items():
+            option_rule = OPTION_APPLIES.get(name)
+            if option_rule is None or value == options[name].default or option_rule.when(self):
+                continue
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(
+                f"{name}={value!r} ({flag}) applies only to {option_rule.where}; "
+                f"{option_rule.here(self)}"
             )
 
     def check_streamed(self, reason: str) -> None:

@@ -48,7 +48,8 @@ def sweep_points(base: Experiment, axes: dict) -> tuple[list[dict], list[Experim
     if bad:
         raise ValueError(f"cannot sweep {bad}; sweepable fields exclude {list(NOT_SWEEPABLE)}")
     points = expand_grid(axes)
-    return points, [dataclasses.replace(base, **point) for point in points]
+    # A swept model takes its own defaults, not base's (Experiment.with_settings).
+    return points, [base.with_settings(**point) for point in points]
 
 
 def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:

@@ -162,6 +162,26 @@ def _masked_mean(h: jax.Array, mask: jax.Array) -> jax.Array:
     return total / jnp.maximum(count, jnp.ones((), h.dtype))
 
 
+def check_num_bases(num_bases, relations: int, *, flag: str | None = None) -> int:
+    """Returns ``num_bases`` if it is 0 (no decomposition) or at most ``relations``.
+
+    More bases than relations span no more weights than one full weight per
+    relation, and cost ``num_bases * F * F'`` parameters per layer.
+
+    Raises:
+      TypeError: not an int.
+      ValueError: negative, or above ``relations``, naming both (and ``flag``).
+    """
+    num_bases = _checks.check_static_int("num_bases", num_bases)
+    if num_bases > relations:
+        where = f" ({flag})" if flag else ""
+        raise ValueError(
+            f"num_bases must be at most the number of relations, {relations} here (more bases "
+            f"than relations only add parameters), got {num_bases}{where}"
+        )
+    return num_bases
+
+
 def rgcn(
     num_nodes: Mapping[str, int],
     edge_types: Sequence[EdgeType],
@@ -196,7 +216,8 @@ def rgcn(
       num_layers: ``L`` (= sampling hops).
       dropout_rate: dropout after every hidden layer.
       num_bases: ``0`` for a full ``[F, F']`` weight per relation, else the
-        number of shared bases ``B`` (basis decomposition).
+        number of shared bases ``B`` (basis decomposition), at most the
+        number of relations (:func:`check_num_bases`).
 
     Returns:
       A :class:`HeteroModel`.
@@ -229,7 +250,7 @@ def rgcn(
         )
     width = next(iter(widths.values()))
     _checks.check_static_int("num_classes", num_classes, minimum=1)
-    _checks.check_static_int("num_bases", num_bases)
+    check_num_bases(num_bases, len(edge_types))
     featureless = tuple(t for t in counts if t not in widths)
     sizes = [width] + [hidden] * (num_layers - 1) + [num_classes]
     node_types = tuple(counts)
@@ -396,8 +417,10 @@ def rgcn_homogeneous(
     ``lin_r(x_i) + lin_l(mean_j x_j)``), so this builds
     :func:`~sparsegcn.nn.sage.sage` with the mean aggregator and names it
     ``rgcn``. Basis decomposition of one relation's weight spans the same
-    matrices, so ``num_bases`` changes nothing here. Heterogeneous datasets
-    (``ogbn-mag``, ``synthetic:mag``) build the typed model, :func:`rgcn`.
+    matrices, so ``num_bases`` changes nothing here (a run on a homogeneous
+    dataset refuses it: :data:`~sparsegcn.experiment.config.OPTION_APPLIES`).
+    Heterogeneous datasets (``ogbn-mag``, ``synthetic:mag``) build the typed
+    model, :func:`rgcn`.
     """
     from sparsegcn.nn.sage import sage
 
@@ -415,6 +438,7 @@ def rgcn_homogeneous(
 
 __all__ = [
     "HeteroModel",
+    "check_num_bases",
     "relation_weights",
     "rgcn",
     "rgcn_combine",

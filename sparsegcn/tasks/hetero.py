@@ -61,7 +61,6 @@ _UNSUPPORTED = {
     "graph_on": ("auto", "device"),
     "shard_features": (False,),
     "epochs_per_call": (0,),
-    "backend": ("segment",),
 }
 
 
@@ -83,6 +82,14 @@ def check_hetero_experiment(exp) -> None:
                 f"{exp.dataset}: the heterogeneous trainer samples typed trees, without "
                 f"plots; {name}={value!r} is not supported with it"
             )
+    from sparsegcn.datasets.mag import MAG_NAMES, MAG_NUM_EDGES
+    from sparsegcn.nn.rgcn import check_num_bases
+
+    if exp.dataset in MAG_NAMES:  # a folder's relations are known once it is read
+        # Each relation and its reverse, a relation within one type made symmetric
+        # instead (add_reverse_relations(merge_same_type=True)).
+        relations = sum(1 if src == dst else 2 for src, _, dst in MAG_NUM_EDGES)
+        check_num_bases(exp.options().get("num_bases", 0), relations, flag="--num-bases")
 
 
 class HeteroData(NamedTuple):
