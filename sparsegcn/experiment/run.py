@@ -166,6 +166,11 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     dataset.require_splits()
     if exp.resume:  # the data the checkpoint was trained on, before any preparation
         check_dataset(exp.resume, dataset)
+    if not exp.edge_features and dataset.graph.edge_features is None:
+        raise ValueError(
+            f"edge_features=False (--no-edge-features) drops edge features, but "
+            f"{dataset.name} has none; leave the option out"
+        )
     dataset = use_edge_features(dataset, exp.edge_features)
     if exp.normalize_features == "auto" and dataset.info.get("featureless"):
         # Edge-feature means are scores in [0, 1], not counts to row-normalize (OGB's

@@ -108,3 +108,11 @@ def test_epoch_counts_past_int32_are_refused_naming_the_flag(flags, name, tmp_pa
     err = refused(["train", "--no-progress", *flags], capsys)
     assert f"{name} must be <= 2147483647 (compiled code counts it in int32)" in err
     assert f"(--{name.replace('_', '-')})" in err
+
+
+def test_dropping_edge_features_a_dataset_lacks_is_refused(tmp_path, capsys):
+    # --no-edge-features on a node dataset without edge features trained as if not given.
+    argv = ["train", "--dataset", "synthetic:tiny", "--root", str(tmp_path), "--epochs", "1"]
+    assert main([*argv, "--no-edge-features", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--no-edge-features) drops edge features, but" in err[0]
