@@ -560,10 +560,11 @@ def main(argv=None) -> int:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = parser.parse_args(argv)
     from sparsegcn.cli import run_tool
+    from sparsegcn.cli.options import check_paths
 
-    return run_tool(
-        parser.prog,
-        lambda: convert_ogb(
+    def work():
+        check_paths({"--out": args.out, "--root": args.root, "--tmp-dir": args.tmp_dir})
+        return convert_ogb(
             args.name,
             args.root,
             args.out,
@@ -573,9 +574,9 @@ def main(argv=None) -> int:
             progress=not args.no_progress,
             group_edges=args.group_edges,
             tmp_dir=args.tmp_dir,
-        ),
-        debug=args.debug,
-    )
+        )
+
+    return run_tool(parser.prog, work, debug=args.debug)
 
 
 __all__ = ["GROUP_EDGES", "OGB_LAYOUTS", "NpzMember", "OgbLayout", "convert_ogb", "main"]

@@ -408,10 +408,11 @@ def main(argv=None) -> int:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = parser.parse_args(argv)
     from sparsegcn.cli import run_tool
+    from sparsegcn.cli.options import check_paths
 
-    return run_tool(
-        parser.prog,
-        lambda: generate_to_disk(
+    def work():
+        check_paths({"--out": args.out, "--tmp-dir": args.tmp_dir})
+        return generate_to_disk(
             args.preset,
             args.out,
             scale=args.scale,
@@ -421,9 +422,9 @@ def main(argv=None) -> int:
             progress=not args.no_progress,
             group_edges=args.group_edges,
             tmp_dir=args.tmp_dir,
-        ),
-        debug=args.debug,
-    )
+        )
+
+    return run_tool(parser.prog, work, debug=args.debug)
 
 
 __all__ = ["GROUP_EDGES", "disk_bytes", "generate_to_disk", "main", "stream_bytes"]

@@ -127,10 +127,11 @@ def main(argv=None) -> int:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = parser.parse_args(argv)
     from sparsegcn.cli import run_tool
+    from sparsegcn.cli.options import check_paths
 
-    return run_tool(
-        parser.prog,
-        lambda: save_to_disk(
+    def work():
+        check_paths({"--out": args.out, "--root": args.root})
+        return save_to_disk(
             args.name,
             args.out,
             root=args.root,
@@ -138,9 +139,9 @@ def main(argv=None) -> int:
             seed=args.seed,
             overwrite=args.overwrite,
             progress=not args.no_progress,
-        ),
-        debug=args.debug,
-    )
+        )
+
+    return run_tool(parser.prog, work, debug=args.debug)
 
 
 __all__ = ["FORMATS", "main", "save_to_disk"]

@@ -22,11 +22,22 @@ def test_a_tmp_dir_that_is_no_folder_is_refused_and_never_created(tmp_path, caps
     out = tmp_path / "out"
     argv = ["tiny", "--out", str(out), "--tmp-dir", given, "--no-progress"]
     assert synthetic_disk.main(argv) == 2
-    assert "tmp_dir (--tmp-dir)" in error_line(capsys)
+    assert "--tmp-dir" in error_line(capsys)
     argv = ["ogbn-arxiv", "--root", str(tmp_path), "--out", str(out), "--tmp-dir", given]
     assert convert.main(argv) == 2
-    assert "tmp_dir (--tmp-dir)" in error_line(capsys)
+    assert "--tmp-dir" in error_line(capsys)
     assert not out.exists() and not (tmp_path / "missing").exists()
+
+
+def test_an_empty_out_is_refused_by_its_flag(tmp_path, capsys):
+    # --out "" meant the current folder: ". exists and is not empty".
+    assert to_disk.main(["synthetic:tiny", "--out", "", "--no-progress"]) == 2
+    assert error_line(capsys) == (
+        "python -m sparsegcn.datasets.to_disk: error: --out '' is empty: give a path, or "
+        "leave the option out"
+    )
+    assert synthetic_disk.main(["tiny", "--out", ""]) == 2
+    assert "--out '' is empty" in error_line(capsys)
 
 
 def test_a_seed_that_changes_nothing_is_refused(tmp_path, capsys):
