@@ -13,9 +13,11 @@ when all are written:
   ``Model.embed``), ``[N, H]`` or ``[K, N, H]`` likewise.
 
 A link model (``sparsegcn train --task link --checkpoint DIR``) scores the
-pairs of ``--pairs`` (an int ``.npy`` ``[P, 2]``): ``--out`` gets float32
-logits ``[P]`` or ``[K, P]`` (sigmoid for probabilities), ``--embeddings``
-the node embeddings ``[N, D]`` or ``[K, N, D]``.
+pairs of ``--pairs`` (an int ``.npy`` ``[P, 2]``; ``[0, 2]`` scores none,
+for the embeddings alone): ``--out`` gets float32 logits ``[P]`` or ``[K,
+P]`` (sigmoid for probabilities), ``--embeddings`` the node embeddings ``[N,
+D]`` or ``[K, N, D]``. A link model keeps its last epoch's params alone:
+``--params`` is refused with it.
 
 Nodes are in the dataset's order.
 
@@ -84,7 +86,9 @@ def add_parser(subparsers) -> None:
         "--embeddings", metavar="PATH", help="also write embeddings, .npy ([N, H] or [K, N, H])"
     )
     parser.add_argument(
-        "--params", choices=("best", "last"), default="best", help="which params (default: best)"
+        "--params",
+        choices=("best", "last"),
+        help="which params (default: best); a link model keeps its last alone",
     )
     parser.add_argument(
         "--pairs",
@@ -101,6 +105,19 @@ def _check_npy_path(flag: str, path: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sparsegcn.cli.options import check_paths
+
+    check_paths(  # "" would mean the current folder, or silently write nothing
+        {
+            "--checkpoint": args.checkpoint,
+            "--out": args.out,
+            "--embeddings": args.embeddings,
+            "--json": args.json,
+            "--root": args.root,
+            "--pairs": args.pairs,
+            "--dataset": args.dataset,
+        }
+    )
     _check_npy_path("--out", args.out)
     _check_npy_path("--embeddings", args.embeddings)
     outputs = {"--out": args.out, "--embeddings": args.embeddings, "--json": args.json}
@@ -114,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
     if is_link_model(args.checkpoint):
         return run_link(args)
+    params = args.params or "best"
     if args.pairs is not None:
         if not os.path.exists(args.checkpoint):
             raise ValueError(f"--checkpoint {args.checkpoint!r} does not exist")
@@ -127,9 +145,9 @@ def run(args: argparse.Namespace) -> int:
     check_not_inputs(outputs, run_inputs(trained, args.checkpoint))
     task = task_for(trained.dataset)
     if task.predict is not None:
-        return _run_task_predict(args, resolve(task.predict))
+        return _run_task_predict(args, resolve(task.predict), params)
     result = predict_checkpoint(
-        args.checkpoint, dataset=args.dataset, root=args.root, params=args.params
+        args.checkpoint, dataset=args.dataset, root=args.root, params=params
     )
     predictions, embeddings = result["predictions"], result["embeddings"]
     if predictions.shape[0] == 1:
@@ -148,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
                 "dataset": result["dataset"],
                 "epoch": result["epoch"],
                 "seeds": result["seeds"],
-                "params": args.params,
+                "params": params,
                 "out": args.out,
                 "out_shape": list(predictions.shape),
                 "embeddings": args.embeddings,
@@ -173,9 +191,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_task_predict(args: argparse.Namespace, predict) -> int:
+def _run_task_predict(args: argparse.Namespace, predict, params: str) -> int:
     """``sparsegcn predict`` through a task's own ``predict`` (graph and hetero checkpoints)."""
-    result = predict(args.checkpoint, dataset=args.dataset, root=args.root, params=args.params)
+    result = predict(args.checkpoint, dataset=args.dataset, root=args.root, params=params)
     predictions, embeddings = result["predictions"], result["embeddings"]
     if predictions.shape[0] == 1:
         predictions, embeddings = predictions[0], embeddings[0]
@@ -191,7 +209,7 @@ def _run_task_predict(args: argparse.Namespace, predict) -> int:
                 "dataset": result["dataset"],
                 "epoch": result["epoch"],
                 "seeds": result["seeds"],
-                "params": args.params,
+                "params": params,
                 "out": args.out,
                 "out_shape": list(predictions.shape),
                 "embeddings": args.embeddings,
@@ -228,14 +246,22 @@ def run_link(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.checkpoint!r} holds a link model: pass --pairs PATH ([P, 2] .npy)")
     if args.dataset is not None:
         raise ValueError("--dataset: a link model predicts on the dataset it was trained on")
+    if args.params is not None:
+        raise ValueError(
+            f"--params {args.params}: {args.checkpoint!r} holds a link model, which keeps "
+            "one set of params, its last epoch's (link runs select none); drop --params"
+        )
     _check_npy_path("--pairs", args.pairs)
     # No output may replace what this run reads: the pairs, the model, the dataset.
     inputs = [("--pairs", args.pairs), *link_model_inputs(args.checkpoint, root=args.root)]
     check_not_inputs(
         {"--out": args.out, "--embeddings": args.embeddings, "--json": args.json}, inputs
     )
-    pairs = load_npy(args.pairs)
-    result = predict_links(args.checkpoint, pairs, root=args.root)
+    try:
+        pairs = load_npy(args.pairs)
+    except FileNotFoundError:
+        raise ValueError(f"--pairs {args.pairs!r} does not exist") from None
+    result = predict_links(args.checkpoint, pairs, root=args.root, what=f"--pairs {args.pairs!r}")
     scores, embeddings = result["scores"].astype(np.float32), result["embeddings"]
     if scores.shape[0] == 1:
         scores, embeddings = scores[0], embeddings[0]
@@ -253,7 +279,8 @@ def run_link(args: argparse.Namespace) -> int:
                 "out_shape": list(scores.shape),
                 "embeddings": args.embeddings,
                 "embeddings_shape": list(embeddings.shape) if args.embeddings else None,
-                "mean_probability": float(np.mean(1.0 / (1.0 + np.exp(-scores)))),
+                # No pairs (the embeddings alone): no mean.
+                "mean_probability": float(np.mean(result["probabilities"])) if pairs.size else None,
             }
         )
     write_all_atomic(writers)

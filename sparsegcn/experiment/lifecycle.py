@@ -16,7 +16,7 @@ from sparsegcn.experiment.build import build_model, node_data, reorder_dataset
 from sparsegcn.experiment.config import APPLIES, Experiment, without_inapplicable
 from sparsegcn.nn import Model
 from sparsegcn.plots import plot_curves
-from sparsegcn.tasks import task_for
+from sparsegcn.tasks import task_for, task_name
 from sparsegcn.train import FitResult, NodeData, init_state, make_optimizer, predict
 from sparsegcn.train.checkpoint import (
     Checkpoint,
@@ -244,7 +244,14 @@ def run_inputs(exp: Experiment, checkpoint: str | None = None) -> list[tuple[str
 
 
 def experiment_from_checkpoint(manifest: dict, **overrides) -> Experiment:
-    """The :class:`Experiment` a checkpoint was trained with, with ``overrides``."""
+    """The :class:`Experiment` a checkpoint was trained with, with ``overrides``.
+
+    Raises:
+      CheckpointError: the checkpoint records no or unknown settings, or a
+        ``dataset`` override is of another task than the checkpoint's
+        dataset (a graph dataset for a node checkpoint, ...): refused before
+        any setting of the checkpoint's (its ``scale``) is applied to it.
+    """
     config = dict(manifest.get("metadata", {}).get("config") or {})
     if not config:
         raise CheckpointError(
@@ -257,6 +264,15 @@ def experiment_from_checkpoint(manifest: dict, **overrides) -> Experiment:
             f"{manifest.get('path')} was written with settings this sparsegcn does not know: "
             f"{unknown}"
         )
+    asked = overrides.get("dataset")
+    if asked is not None and isinstance(config.get("dataset"), str):
+        trained_on = task_name(config["dataset"], config.get("task", "auto"))
+        other = task_name(asked)
+        if other != trained_on:
+            raise CheckpointError(
+                f"{manifest.get('path')} is a {trained_on} checkpoint of "
+                f"{config['dataset']!r}; dataset {asked!r} is a {other}-level dataset"
+            )
     config.update({k: v for k, v in overrides.items() if v is not None})
     if overrides.get("dataset") is not None and overrides.get("root") is None:
         config["root"] = None if is_path(config["dataset"]) else config.get("root")

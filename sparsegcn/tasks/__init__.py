@@ -348,6 +348,11 @@ def check_task(experiment) -> None:
                 f"{experiment.dataset!r} is a {name}-level dataset here (pass --task {other})"
             )
     if task.models is not None and experiment.model not in task.models:
+        if asked == name and owner != name:  # --task link on a node dataset
+            raise ValueError(
+                f"--task {name} trains {', '.join(task.models)}; model {experiment.model!r} "
+                f"does not (pass --model {task.models[0]})"
+            )
         raise ValueError(
             f"{experiment.dataset} is a {name}-level dataset; model {experiment.model!r} does not "
             f"train on it, choose one of {list(task.models)}"

@@ -25,9 +25,10 @@ import dataclasses
 import hashlib
 import importlib.util
 import io
+import itertools
+import math
 import os
 import time
-import zipfile
 from pathlib import Path
 
 import jax
@@ -37,20 +38,32 @@ from sparsegcn.datasets.base import reading_only
 from sparsegcn.features import as_features, normalize
 from sparsegcn.train.checkpoint import LINK_MODEL_FILES, FolderLock, check_checkpoint_folder
 
-# Experiment settings the link trainer does not read, with the values that mean "unset".
+_FIXED = "trains for a fixed number of epochs, without resuming"
+_SELECTS_NONE = "trains for a fixed number of epochs and keeps the last params, selecting none"
+
+# Experiment settings the link trainer does not read: the values that mean "unset",
+# and what link training does instead.
 _UNSUPPORTED = {
-    "resume": (None,),
-    "plot": (None,),
-    "reorder": ("none",),
-    "residual": (False,),
-    "feature_cache": (None,),
-    "features_on": ("auto", "device"),
-    "graph_on": ("auto", "device"),
-    "max_batches": (0,),
-    "shard_features": (False,),
-    "patience": (0,),
-    "clip_norm": (0.0,),
+    "resume": ((None,), _FIXED),
+    "plot": ((None,), _FIXED),
+    "reorder": (("none",), _FIXED),
+    "residual": ((False,), _FIXED),
+    "feature_cache": ((None,), _FIXED),
+    "features_on": (("auto", "device"), _FIXED),
+    "graph_on": (("auto", "device"), _FIXED),
+    "max_batches": ((0,), _FIXED),
+    "shard_features": ((False,), _FIXED),
+    "patience": ((0,), _FIXED),
+    "clip_norm": ((0.0,), _FIXED),
+    "monitor": (("val_acc",), _SELECTS_NONE),
+    # The encoder propagates on its registry entry's graph (an edge list, or CSR where
+    # the native kernel runs the product: the report's "layout"), never through a backend.
+    "backend": (("segment",), "propagates on its encoder's own graph, not through a backend"),
+    "edge_features": ((True,), "encodes node features alone, never edge features"),
 }
+
+# A sampled tree's positions are int32 (as node runs', experiment.resources).
+_TREE_LIMIT = 2**31
 
 OGB_LINK_PREFIX = "ogbl-"
 
@@ -59,15 +72,20 @@ def check_link_experiment(exp) -> None:
     """Refuses the settings link training does not support, naming the first.
 
     Raises:
-      ValueError: resuming, plots, early stopping, ..., or ``--use-valid-edges`` on a
+      ValueError: resuming, plots, early stopping, a ``--monitor``, a
+        ``--backend``, ``--no-edge-features``, ..., a sampled run that
+        :func:`check_sampled_links` refuses, or ``--use-valid-edges`` on a
         dataset without an official split.
     """
-    for name, unset in _UNSUPPORTED.items():
+    for name, (unset, why) in _UNSUPPORTED.items():
         value = getattr(exp, name)
         if value not in unset:
+            flag = "--" + name.replace("_", "-")
+            if value is False:
+                flag = f"--no-{name.replace('_', '-')}"
             raise ValueError(
-                f"{exp.dataset}: link prediction trains for a fixed number of epochs, "
-                f"without resuming; {name}={value!r} is not supported with it"
+                f"{exp.dataset}: link prediction {why}; {name}={value!r} ({flag}) "
+                "is not supported with it"
             )
     if exp.sampled:
         check_sampled_links(exp)
@@ -94,7 +112,15 @@ def check_link_experiment(exp) -> None:
 
 def check_sampled_links(exp) -> None:
     """Refuses what sampled link training (:func:`~sparsegcn.train.links.fit_links_sampled`)
-    does not do: the full reconstruction, or an encoder without a sampled form.
+    does not do: the full reconstruction, an encoder without a sampled form, or
+    a tree of ``2**31`` entries or more.
+
+    A batch of ``B`` train edges (``ceil(B / D)`` on each of ``D`` devices)
+    and as many negatives has ``S = 4B`` endpoints (``3B`` with target
+    negatives, which share their positive's source), each the root of a tree
+    whose deepest level holds ``S * k_1 * ... * k_L`` entries: the fanouts
+    are not lowered to the graph's degrees (a link batch's padded trees are
+    as wide as asked), so this is known before any data is read.
 
     Raises:
       ValueError: naming the first such setting.
@@ -116,6 +142,105 @@ def check_sampled_links(exp) -> None:
             f"{why}; encoder={options['encoder']!r} runs full batch only, choose one of "
             f"{[e for e in ENCODERS if get_model_spec(e).sampled]}"
         )
+    batch = exp.minibatch_config()
+    ends = 3 if options["negatives"] == "targets" else 4
+    roots = ends * -(-batch.batch_size // exp.devices)
+    entries = roots * math.prod(batch.fanouts)
+    if entries >= _TREE_LIMIT:
+        raise ValueError(
+            f"--fanouts {exp.fanouts} with --batch-size {batch.batch_size} samples {entries} "
+            f"tree entries per batch ({roots} endpoint nodes of its pairs and negatives"
+            f"{f' on each of {exp.devices} devices' if exp.devices > 1 else ''}); a tree must "
+            f"stay below 2**31 = {_TREE_LIMIT}: lower --fanouts or --batch-size"
+        )
+
+
+def estimate_link_bytes(exp, num_nodes: int, num_features: int, num_edges: int) -> int:
+    """The bytes of the arrays that dominate a link run of ``exp``, as
+    :func:`~sparsegcn.experiment.resources.estimate_bytes` counts a node run's.
+
+    Per seed: the encoder's input dropout mask (``N F`` bytes full batch),
+    the float32 activations of every layer over ``N`` nodes (``H`` times the
+    encoder's heads wide, ``D``, or ``2D`` for VGAE's means and log-stds, at
+    the last), with ``--recon full`` the ``[N, N]`` logits and their gradient,
+    and for sampled runs each batch's trees (as a node run's, rooted at a
+    batch's endpoint nodes, :func:`check_sampled_links`); the weights
+    (``F -> H -> ... -> D``, and the decoder's ``D x D``) four times over:
+    params, gradients and Adam's two moments; and a randomly split dataset's
+    own split (its message graph, labels and edge index, about 32 bytes an
+    edge). Times ``K = exp.seeds``. The features are left out, as for node runs.
+
+    Args:
+      exp: the run.
+      num_nodes, num_features, num_edges: ``N``, ``F`` and the dataset's
+        (directed) edges.
+    """
+    from sparsegcn.nn.registry import get_model_spec
+
+    options = exp.options()
+    n, f = int(num_nodes), int(num_features)
+    dim = int(options["embedding_dim"]) * (2 if exp.model == "vgae" else 1)
+    heads_option = get_model_spec(options["encoder"]).options.get("heads")
+    heads = 1 if heads_option is None else int(heads_option.default)
+    hidden, layers = int(exp.hidden) * heads, exp.layers or 1
+    mask = 1 if (exp.dropout or 0) > 0 else 0
+    per_seed = n * (hidden * (layers - 1) + dim) * 4
+    if exp.sampled:
+        batch = exp.minibatch_config()
+        ends = 3 if options["negatives"] == "targets" else 4
+        roots = ends * -(-batch.batch_size // exp.devices)
+        levels = [roots * math.prod(batch.fanouts[:d]) for d in range(len(batch.fanouts) + 1)]
+        per_seed += sum(levels) * (5 + hidden * 4) + levels[-1] * f * (4 + mask)
+    else:
+        per_seed += n * f * mask
+        if options["recon"] == "full":
+            per_seed += 8 * n * n
+    if not _owns(exp.dataset):  # one split a seed
+        per_seed += 32 * int(num_edges) + 16 * n
+    widths = [f] + [hidden] * (layers - 1) + [dim]
+    weights = sum(a * b for a, b in itertools.pairwise(widths))
+    if options["decoder"] != "inner":
+        weights += dim * dim
+    return exp.seeds * (per_seed + 16 * weights)
+
+
+def check_link_memory(
+    exp, num_nodes: int, num_features: int, num_edges: int, *, available: int | None = -1
+) -> None:
+    """Refuses a link run whose estimate (:func:`estimate_link_bytes`) exceeds the
+    memory available, in one line naming what to lower.
+
+    Args:
+      exp, num_nodes, num_features, num_edges: as :func:`estimate_link_bytes` takes them.
+      available: bytes to check against; ``-1`` asks the default device
+        (:func:`sparsegcn.bench.runner.available_memory`), ``None`` skips the check.
+
+    Raises:
+      ValueError: the estimate exceeds ``available``.
+    """
+    from sparsegcn.bench.runner import available_memory
+
+    if available == -1:
+        available = available_memory()
+    if available is None:
+        return
+    need = estimate_link_bytes(exp, num_nodes, num_features, num_edges)
+    if need <= available:
+        return
+    full = not exp.sampled and exp.options()["recon"] == "full"
+    parts = ["weights", "optimizer state", "activations"]
+    lower = ["--seeds", "--hidden", "--embedding-dim"]
+    if exp.sampled:
+        parts.append("sampled trees")
+        lower += ["--batch-size", "--fanouts"]
+    if full:
+        parts.append(f"the {num_nodes}² reconstruction")
+    raise ValueError(
+        f"this link run needs an estimated {need / 2**30:.1f} GiB ({exp.seeds} seed(s) x "
+        f"{need / exp.seeds / 2**20:.1f} MiB of {', '.join(parts[:-1])} and {parts[-1]}) but "
+        f"{available / 2**30:.1f} GiB is available; lower {', '.join(lower[:-1])} or "
+        f"{lower[-1]}{', or pass --recon sampled' if full else ''}"
+    )
 
 
 def _owns(dataset: str) -> bool:
@@ -154,6 +279,10 @@ def prepare_links(exp, *, progress: bool = False):
       :class:`~sparsegcn.train.links.LinkData`; ``model`` the
       :class:`~sparsegcn.nn.gae.LinkModel`; ``config`` the
       :class:`~sparsegcn.train.links.LinkTrainConfig`.
+
+    Raises:
+      ValueError: the run would not fit in the default device's memory
+        (:func:`check_link_memory`), before the data is split.
     """
     return _prepare_links(exp, progress=progress)[:4]
 
@@ -173,10 +302,14 @@ def encoder_packed() -> bool:
     return jax.default_backend() != "cpu" or native.ffi_available()
 
 
-def _prepare_links(exp, *, progress: bool = False):
+def _prepare_links(exp, *, progress: bool = False, available: int | None = -1):
     """:func:`prepare_links`'s four, and the sampled epoch's
     :class:`~sparsegcn.train.links.SampledLinkData` of the first split (its
-    message graph unprepared, as the neighbour sampler reads it)."""
+    message graph unprepared, as the neighbour sampler reads it).
+
+    The memory the run needs is checked (:func:`check_link_memory` against
+    ``available``) once the dataset is loaded, before it is split or anything
+    is built or compiled."""
     from sparsegcn.datasets.base import default_root
     from sparsegcn.experiment.build import model_graph
     from sparsegcn.nn.registry import create_model
@@ -194,6 +327,13 @@ def _prepare_links(exp, *, progress: bool = False):
             raise ValueError(
                 f"{exp.dataset} has no node features; the link models encode node features"
             )
+        check_link_memory(
+            exp,
+            dataset.num_nodes,
+            dataset.features.shape[1],
+            dataset.num_edges,
+            available=available,
+        )
         graph = links.message_graph(dataset, use_valid_edges=exp.use_valid_edges)
         split, features, metric = dataset.split, dataset.features, dataset.metric
         undirected, name = not dataset.directed, dataset.name
@@ -208,6 +348,7 @@ def _prepare_links(exp, *, progress: bool = False):
         dataset = load(exp.dataset, root, scale=exp.scale, progress=progress)
         features, name, metric = dataset.features, dataset.name, "auc"
         num_edges = dataset.num_edges
+        check_link_memory(exp, dataset.num_nodes, features.shape[1], num_edges, available=available)
         # Kipf & Welling split anew for every run: one random split per seed.
         splits = [random_link_split(dataset.graph, seed=seed) for seed in exp.seed_list()]
         graph, split, undirected = splits[0]
@@ -392,7 +533,7 @@ def read_link_arrays(folder, meta: dict) -> list[np.ndarray]:
         size or sha256 than ``meta`` records, or no ``.npz``), or arrays
         that are not the ones ``meta`` lists.
     """
-    from sparsegcn.files import open_regular
+    from sparsegcn.files import NPY_MAGIC, CorruptFileError, open_regular, read_npz
 
     meta_file, params_file = LINK_MODEL_FILES
     path = Path(folder) / params_file
@@ -413,25 +554,21 @@ def read_link_arrays(folder, meta: dict) -> list[np.ndarray]:
         raise ValueError(
             f"{path} is truncated or corrupt: its sha256 is not the one {meta_file} records"
         )
+    if blob.startswith(NPY_MAGIC):
+        raise ValueError(f"{path} is not a readable .npz of params (it holds one bare array)")
+    if count * 128 > len(blob):  # each member takes more than 128 bytes: names unbuilt
+        raise ValueError(
+            f"{path} holds {len(blob)} bytes, too few for the {count} params {meta_file} lists"
+        )
     names = [f"arr_{i}" for i in range(count)]
     try:
-        stored = np.load(io.BytesIO(blob), allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path} is not a readable .npz of params ({err})") from None
-    if not isinstance(stored, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path} is not a readable .npz of params (it holds one bare array)")
-    with stored:
-        held = sorted(stored.files)
-        try:
-            leaves = [stored[name] for name in names] if held == sorted(names) else None
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-            raise ValueError(f"{path} is not a readable .npz of params ({err})") from None
-    if leaves is None:
+        # Only the listed members, each header checked before anything is decompressed.
+        stored = read_npz(path, dict.fromkeys(names), what="link model params", data=blob)
+    except CorruptFileError as err:
         raise ValueError(
-            f"{path} holds {len(held)} array(s), but {meta_file} lists {count}: the two files "
-            f"are not from one save"
-        )
-    return leaves
+            f"{path} is not a readable .npz of the {count} params {meta_file} lists ({err.cause})"
+        ) from None
+    return [stored[name] for name in names]
 
 
 def read_link_params(folder, meta: dict, template, *, arrays=None) -> dict:
@@ -542,7 +679,9 @@ def link_model_inputs(folder, *, root: str | None = None) -> list[tuple[str, obj
     return [*inputs, ("the dataset", data_location(exp.dataset, exp.root))]
 
 
-def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool = False) -> dict:
+def predict_links(
+    folder, pairs=None, *, root: str | None = None, progress: bool = False, what: str = "pairs"
+) -> dict:
     """Every seed's node embeddings, and the scores of ``pairs``, from a saved link model.
 
     The data is prepared again as training prepared it (the same random
@@ -551,8 +690,10 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
 
     Args:
       folder: a ``--checkpoint`` folder of a link run (:func:`save_link_model`).
-      pairs: int ``[P, 2]`` node pairs, or ``None``.
+      pairs: int ``[P, 2]`` node pairs (``P = 0``: none, the embeddings
+        alone), or ``None``.
       root: data root (default: the training run's).
+      what: how the errors name ``pairs`` (the CLI: ``--pairs FILE``).
 
     Returns:
       ``{"dataset", "seeds", "embeddings" [K, N, D], "scores" [K, P] (logits) or
@@ -566,14 +707,15 @@ def predict_links(folder, pairs=None, *, root: str | None = None, progress: bool
     if pairs is not None:
         pairs = np.asarray(pairs)
         if pairs.ndim != 2 or pairs.shape[1] != 2 or not np.issubdtype(pairs.dtype, np.integer):
-            raise ValueError(f"pairs must be an int array [P, 2], got {pairs.dtype} {pairs.shape}")
+            raise ValueError(f"{what} must be an int array [P, 2], got {pairs.dtype} {pairs.shape}")
     meta, exp = _saved_link_run(folder, root)
     arrays = read_link_arrays(folder, meta)  # before the data is read
     with reading_only("predicting"):  # the root may come from the model's file: write nothing there
-        info, data, model, _ = prepare_links(exp, progress=progress)
+        # The model trained with these settings: no memory estimate to refuse it by.
+        info, data, model, _, _ = _prepare_links(exp, progress=progress, available=None)
     n = info["num_nodes"]
     if pairs is not None and pairs.size and (pairs.min() < 0 or pairs.max() >= n):
-        raise ValueError(f"pairs hold node ids outside [0, {n}): {pairs.min()}..{pairs.max()}")
+        raise ValueError(f"{what}: node ids outside [0, {n}): {pairs.min()}..{pairs.max()}")
     params = read_link_params(folder, meta, model.init(jax.random.key(0)), arrays=arrays)
     axis = None
     if not _owns(exp.dataset):
@@ -703,9 +845,11 @@ def _run_links(exp, devices, start: float, *, progress: bool) -> dict:
 __all__ = [
     "LINK_MODEL_FILES",
     "check_link_experiment",
+    "check_link_memory",
     "check_sampled_links",
     "claim_link_folder",
     "describe_link_dataset",
+    "estimate_link_bytes",
     "is_link_model",
     "link_feature_normalization",
     "link_model_inputs",

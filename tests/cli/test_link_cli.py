@@ -39,10 +39,6 @@ SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
             r"\(pass --task link\)",
         ),
         (
-            ["--dataset", "cora", "--task", "link"],
-            r"model 'gcn' does not train on it, choose one of \['gae', 'vgae'\]",
-        ),
-        (
             ["--dataset", "cora", "--task", "link", "--model", "gae", "--decoder", "hadamard"],
             r"--recon full scores all N² pairs as one matrix product; --decoder hadamard",
         ),
@@ -59,9 +55,42 @@ SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
             r"use_valid_edges=True \(--use-valid-edges\) applies only to link-level datasets",
         ),
         (
+            ["--dataset", "cora", "--task", "link"],  # said "cora is a link-level dataset"
+            r"--task link trains gae, vgae; model 'gcn' does not \(pass --model gae\)",
+        ),
+        (
             ["--dataset", "cora", "--task", "link", "--model", "gae", "--patience", "5"],
             r"link prediction trains for a fixed number of epochs, without "
-            r"resuming; patience=5 is not supported",
+            r"resuming; patience=5 \(--patience\) is not supported",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--monitor", "val_loss"],
+            r"keeps the last params, selecting none; monitor='val_loss' \(--monitor\) is not",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--backend", "dense"],
+            r"propagates on its encoder's own graph, not through a backend; backend='dense' "
+            r"\(--backend\) is not supported",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--no-edge-features"],
+            r"encodes node features alone, never edge features; edge_features=False "
+            r"\(--no-edge-features\) is not supported",
+        ),
+        (
+            [*SAMPLED_GAE[:-1], "2000000000,5"],
+            r"--fanouts 2000000000,5 with --batch-size 512 samples 20480000000000 tree entries "
+            r"per batch \(2048 endpoint nodes .*\); a tree must stay below 2\*\*31 = 2147483648: "
+            r"lower --fanouts or --batch-size",
+        ),
+        (
+            [*SAMPLED_GAE[:-1], ",".join(["5"] * 12)],
+            r"--fanouts 5,5,5,5,5,5,5,5,5,5,5,5 with --batch-size 512 samples 500000000000 tree",
+        ),
+        (
+            [*SAMPLED_GAE, "--batch-size", str(2**63 - 1), "--negatives", "targets"],
+            rf"--batch-size {2**63 - 1} samples {3 * 50 * (2**63 - 1)} tree entries .* "
+            r"lower --fanouts or --batch-size",
         ),
         (
             [*SAMPLED_VGAE, "--recon", "full"],
@@ -463,8 +492,104 @@ def test_a_saved_link_models_params_are_checked_before_use(tmp_path):
     with pytest.raises(ValueError, match=r"not a readable .npz of params \(it holds one bare"):
         read_link_params(folder, unhashed, template)
     params_path.write_bytes(blob)
-    with pytest.raises(ValueError, match=r"holds 4 array\(s\), but link-model.json lists 5"):
+    with pytest.raises(ValueError, match=r"lacks member arr_4\.npy"):
         read_link_params(folder, {**meta, "leaves": 5}, template)
+    with pytest.raises(ValueError, match=r"too few for the 1000000000 params"):
+        read_link_params(folder, {**meta, "leaves": 10**9}, template)  # no names built first
     wider = create_model("gae", 5, 4, hidden=9, layers=2, dropout=0.0).init(jax.random.key(1))
     with pytest.raises(ValueError, match=r"param \['encoder'\]\['layers'\]\[0\]\['b'\] is "):
         read_link_params(folder, meta, wider)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--embedding-dim", "1000000000"],
+            r"this link run needs an estimated [0-9.]+ GiB \(1 seed\(s\) x .* and the 3000² "
+            r"reconstruction\) but [0-9.]+ GiB is available; lower --seeds, --hidden or "
+            r"--embedding-dim, or pass --recon sampled",
+        ),
+        (["--hidden", "1000000000"], r"this link run needs an estimated [0-9.]+ GiB \(1 seed"),
+        (["--seeds", "100000"], r"this link run needs an estimated [0-9.]+ GiB \(100000 seed"),
+        (
+            ["--fanouts", "10,5", "--hidden", "100000000"],
+            r"weights, optimizer state, activations and sampled trees\) but .* lower --seeds, "
+            r"--hidden, --embedding-dim, --batch-size or --fanouts$",
+        ),
+    ],
+)
+def test_a_link_run_that_cannot_fit_is_refused_before_it_is_split(flags, message, capsys):
+    """Every one of these went on to allocate (out of memory after 17-33 s) or to
+    split the data 100,000 times; the estimate refuses them once synthetic:tiny
+    (3,000 nodes) is loaded."""
+    assert main([*LINK_RUN, "--epochs", "1", "--no-progress", *flags]) == 2
+    assert re.search(message, one_error(capsys))
+
+
+def test_the_link_memory_estimate_counts_seeds_reconstruction_and_trees():
+    from sparsegcn.experiment.config import Experiment
+    from sparsegcn.tasks.link import check_link_memory, estimate_link_bytes
+
+    def estimate(**settings):
+        exp = Experiment(dataset="cora", task="link", model="gae", **settings)
+        return estimate_link_bytes(exp, 2708, 1433, 10556)
+
+    one = estimate()
+    # Per seed: 4 weight copies of 1433x32 + 32x16, activations 2708 x (32 + 16) float32,
+    # the [N, N] logits and their gradient, a split of 32 B an edge and 16 a node.
+    weights = 1433 * 32 + 32 * 16
+    assert one == 16 * weights + 2708 * 48 * 4 + 8 * 2708**2 + 32 * 10556 + 16 * 2708
+    assert estimate(seeds=3) == 3 * one
+    sampled = estimate(model_options=(("recon", "sampled"),))
+    assert one - sampled == 8 * 2708**2
+    tree = estimate(fanouts="10,5", batch_size=64)
+    assert tree > sampled  # the trees of 256 endpoints: 256 + 2560 + 12800 entries
+    exp = Experiment(dataset="cora", task="link", model="gae")
+    check_link_memory(exp, 2708, 1433, 10556, available=one)
+    check_link_memory(exp, 2708, 1433, 10556, available=None)
+    with pytest.raises(ValueError, match=r"needs an estimated .* \(1 seed\(s\) x"):
+        check_link_memory(exp, 2708, 1433, 10556, available=one - 1)
+
+
+@pytest.fixture(scope="module")
+def tiny_link_model(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-link")
+    argv = [*LINK_RUN, "--epochs", "1", "--no-progress", "--checkpoint", str(folder / "model")]
+    assert main(argv) == 0
+    np.save(folder / "pairs.npy", np.array([[0, 1], [2, 3]]))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("pairs", "flags", "message"),
+    [
+        ("pairs.npy", ["--params", "last"], r"--params last: '.*model' holds a link model, which "),
+        ("pairs.npy", ["--params", "best"], r"keeps one set of params, its last epoch's"),
+        ("missing.npy", [], r"--pairs '.*missing.npy' does not exist$"),
+        ("float.npy", [], r"--pairs '.*float.npy' must be an int array \[P, 2\], got float64"),
+        ("far.npy", [], r"--pairs '.*far.npy': node ids outside \[0, 3000\): 0\.\.3000$"),
+    ],
+)
+def test_predicts_link_refusals_name_the_flag(tiny_link_model, pairs, flags, message, capsys):
+    np.save(tiny_link_model / "float.npy", np.array([[0.0, 1.0]]))
+    np.save(tiny_link_model / "far.npy", np.array([[0, 3000]]))
+    out = tiny_link_model / "scores.npy"
+    argv = ["predict", "--checkpoint", str(tiny_link_model / "model"), "--out", str(out)]
+    assert main([*argv, "--pairs", str(tiny_link_model / pairs), *flags]) == 2
+    assert re.search(message, one_error(capsys))
+    assert not out.exists()
+
+
+def test_an_empty_pairs_file_gives_the_embeddings_and_no_mean(tiny_link_model, capsys):
+    """``[0, 2]`` pairs: the embeddings alone, a ``[0]`` scores file and a summary
+    whose mean probability is null, without NumPy's empty-mean warnings (errors here)."""
+    np.save(tiny_link_model / "none.npy", np.zeros((0, 2), np.int64))
+    out, emb, summary = (tiny_link_model / name for name in ("e.npy", "z.npy", "e.json"))
+    argv = ["predict", "--checkpoint", str(tiny_link_model / "model"), "--out", str(out)]
+    argv += ["--pairs", str(tiny_link_model / "none.npy"), "--embeddings", str(emb)]
+    assert main([*argv, "--json", str(summary)]) == 0
+    assert "Warning" not in capsys.readouterr().err
+    assert np.load(out).shape == (0,) and np.load(emb).shape == (3000, 16)
+    report = json.loads(summary.read_text())
+    assert report["mean_probability"] is None and report["out_shape"] == [0]

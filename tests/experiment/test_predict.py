@@ -141,6 +141,12 @@ def test_bad_paths_are_refused(trained, tmp_path, capsys):
     argv = ["predict", "--checkpoint", str(tmp_path / "missing"), "--out", str(tmp_path / "p.npy")]
     assert main(argv) == 2
     assert "does not exist" in capsys.readouterr().err
+    # "" meant the current folder ("no checkpoint in .") or, for --json, no summary at all.
+    out = ["--out", str(tmp_path / "p.npy")]
+    assert main(["predict", "--checkpoint", "", *out]) == 2
+    assert "--checkpoint '' is empty" in capsys.readouterr().err
+    assert main(["predict", "--checkpoint", str(folder / "ckpt"), *out, "--json", ""]) == 2
+    assert "--json '' is empty" in capsys.readouterr().err
 
 
 def test_an_output_that_is_an_input_is_refused_before_work(trained, tmp_path, capsys):
@@ -283,3 +289,48 @@ def test_gat_resume_is_bit_exact(tmp_path):
 
     for x, y in zip(jax.tree.leaves(a.state), jax.tree.leaves(b.state), strict=True):
         np.testing.assert_array_equal(raw(x), raw(y))
+
+
+def test_another_tasks_dataset_is_refused_before_the_checkpoints_scale_is_applied():
+    """A hetero checkpoint of synthetic:mag at scale 0.005 asked for synthetic:tiny
+    carried the scale over and failed in the generator ("too dense")."""
+    import dataclasses
+
+    from sparsegcn.experiment import Experiment
+    from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
+    from sparsegcn.train.checkpoint import CheckpointError
+
+    for trained, asked, kinds in (
+        (dict(dataset="synthetic:mag", model="rgcn", scale=0.005), "synthetic:tiny", "hetero"),
+        (dict(dataset="tu:MUTAG", model="gin"), "synthetic:tiny", "graph"),
+        (dict(dataset="synthetic:tiny"), "tu:MUTAG", "node"),
+    ):
+        config = dataclasses.asdict(Experiment(**trained))
+        manifest = {"metadata": {"config": config}, "path": "ck/ckpt-000001.json"}
+        with pytest.raises(
+            CheckpointError, match=rf"is a {kinds} checkpoint of '{trained['dataset']}'; "
+        ):
+            experiment_from_checkpoint(manifest, dataset=asked)
+    # The same task's dataset goes on to the fingerprint check, as before.
+    config = dataclasses.asdict(Experiment(dataset="synthetic:tiny", scale=0.1))
+    got = experiment_from_checkpoint({"metadata": {"config": config}}, dataset="synthetic:arxiv")
+    assert (got.dataset, got.scale) == ("synthetic:arxiv", 0.1)
+
+
+def test_predict_names_a_hetero_checkpoint_given_a_node_dataset(trained, tmp_path, capsys):
+    import shutil
+
+    folder, _ = trained
+    ckpt = tmp_path / "ckpt-mag"
+    shutil.copytree(folder / "ckpt", ckpt)
+    path = Path(read_manifest(ckpt)["path"])
+    text = json.loads(path.read_text())
+    text["metadata"]["config"].update(dataset="synthetic:mag", model="rgcn", scale=0.005)
+    path.write_text(json.dumps(text))
+    argv = ["predict", "--checkpoint", str(ckpt), "--out", str(tmp_path / "p.npy")]
+    assert main([*argv, "--dataset", "synthetic:tiny"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        "is a hetero checkpoint of 'synthetic:mag'; dataset 'synthetic:tiny' is a node-level" in err
+    )
+    assert len(err.splitlines()) == 1 and not (tmp_path / "p.npy").exists()
