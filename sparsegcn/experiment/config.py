@@ -258,7 +258,7 @@ OPTION_APPLIES: dict[str, Applies] = {
         _hetero_relations,
     ),
 }
-""":data:`APPLIES` for model options (:attr:`~sparsegcn.nn.registry.ModelSpec.options`):
+""":data:`APPLIES` for model options (a model spec's ``options``):
 an option given a value other than its default where its row's ``when`` is
 false is refused the same way."""
 
