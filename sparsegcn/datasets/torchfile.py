@@ -285,9 +285,22 @@ def _read_zip(path: Path, archive: zipfile.ZipFile) -> object:
 
 
 def _read_legacy(path: Path, f) -> object:
+    def unpickle(what: str, storages: dict):
+        try:
+            return _TorchUnpickler(f, source=str(path), storages=storages, legacy=True).load()
+        except MemoryError:
+            # A legacy stream's pickles hold no tensor data (the storages follow them), so
+            # running out of memory in one means a record's length is corrupt: pickle
+            # allocates a declared bytes length before reading it.
+            raise CorruptFileError(
+                path,
+                f"the {what} declares more bytes than memory holds "
+                f"({os.fstat(f.fileno()).st_size} bytes on disk): a corrupt length",
+            ) from None
+
     def plain(what: str):
         try:
-            return _TorchUnpickler(f, source=str(path), storages={}, legacy=True).load()
+            return unpickle(what, {})
         except (EOFError, pickle.UnpicklingError) as err:
             raise CorruptFileError(path, f"the {what} cannot be read ({err})") from err
 
@@ -303,7 +316,7 @@ def _read_legacy(path: Path, f) -> object:
     if isinstance(info, dict) and info.get("little_endian") is False:
         raise CorruptFileError(path, "stores big-endian tensors; only little-endian is read")
     storages: dict[str, _Storage] = {}
-    loaded = _TorchUnpickler(f, source=str(path), storages=storages, legacy=True).load()
+    loaded = unpickle("object", storages)
     keys = plain("storage key list")
     if not isinstance(keys, list) or set(map(str, keys)) != set(storages):
         raise CorruptFileError(

@@ -139,6 +139,15 @@ class ModelSpec:
         """
         for option, value in given.items():
             if option not in self.options:
+                encoder = given.get(
+                    "encoder", getattr(self.options.get("encoder"), "default", None)
+                )
+                inner = MODELS.get(encoder) if isinstance(encoder, str) else None
+                if inner is not None and option in inner.options:
+                    raise ValueError(
+                        f"{option}={value!r} is an option of --encoder {encoder}, which "
+                        f"{name} builds with its defaults; encoder options cannot be set"
+                    )
                 users = [m for m, spec in MODELS.items() if option in spec.options]
                 where = f"applies to {', '.join(users)}" if users else "is no model's option"
                 raise ValueError(f"{option}={value!r} {where}, not {name}")

@@ -59,6 +59,23 @@ SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
             r"--task link trains gae, vgae; model 'gcn' does not \(pass --model gae\)",
         ),
         (
+            # said "heads=2 applies to gat, gatv2, not gae"
+            [
+                "--dataset",
+                "cora",
+                "--task",
+                "link",
+                "--model",
+                "gae",
+                "--encoder",
+                "gat",
+                "--heads",
+                "2",
+            ],
+            r"heads=2 is an option of --encoder gat, which gae builds with its defaults; "
+            r"encoder options cannot be set",
+        ),
+        (
             ["--dataset", "cora", "--task", "link", "--model", "gae", "--patience", "5"],
             r"link prediction trains for a fixed number of epochs, without "
             r"resuming; patience=5 \(--patience\) is not supported",

@@ -178,3 +178,17 @@ def test_a_legacy_storage_longer_than_the_file_is_refused_before_reading(tmp_pat
     path.write_bytes(stream.getvalue())
     with pytest.raises(CorruptFileError, match=r"claim\.pt: truncated in storage '0' \(0 of 8796"):
         read_torch_file(path)
+
+
+def test_a_pickled_length_beyond_memory_is_a_corrupt_file(tmp_path):
+    # A legacy stream whose object pickle declares a 2**40-byte bytes record (BINBYTES8):
+    # pickle allocates the length before reading it, and the bare MemoryError said nothing.
+    stream = io.BytesIO()
+    for header in (0x1950A86A20F9469CFC6C, 1001, {"little_endian": True}):
+        pickle.dump(header, stream, protocol=2)
+    stream.write(b"\x80\x04\x8e" + (2**40).to_bytes(8, "little") + b"abc")  # PROTO 4, BINBYTES8
+    path = tmp_path / "length.pt"
+    path.write_bytes(stream.getvalue())
+    # (Where memory is overcommitted the allocation succeeds and the read comes up short.)
+    with pytest.raises((CorruptFileError, pickle.UnpicklingError), match=r"length\.pt|truncated"):
+        read_torch_file(path)
