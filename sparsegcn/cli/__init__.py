@@ -149,19 +149,25 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"sparsegcn {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
+    return _guarded(f"sparsegcn {args.command}", lambda: args.func(args), _debug(args))
+
+
+def _guarded(prog: str, work: Callable[[], int], debug: bool) -> int:
+    """``work()``'s exit status; an exception becomes one line ``<prog>: error: ...`` and
+    :func:`exit_status`, Ctrl-C ``<prog>: interrupted`` and 130 (``debug``: raised)."""
     try:
         check_xla_flags()
-        return args.func(args)
+        return work()
     except KeyboardInterrupt:
-        if _debug(args):
+        if debug:
             raise
-        print(f"sparsegcn {args.command}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
-        if _debug(args):
+        if debug:
             raise
         err = backend_failure(err) or err
-        print(f"sparsegcn {args.command}: error: {one_line(err)}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
         return exit_status(err)
 
 
@@ -174,23 +180,12 @@ def run_tool(prog: str, work: Callable[[], object], *, debug: bool = False) -> i
     ``--debug``) or ``SPARSEGCN_DEBUG=1`` raises instead, with the traceback.
     """
     _usable_stderr()
-    debug = debug or env_switch("SPARSEGCN_DEBUG", False)
-    try:
-        check_xla_flags()
-        result = work()
-    except KeyboardInterrupt:
-        if debug:
-            raise
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    except Exception as err:
-        if debug:
-            raise
-        err = backend_failure(err) or err
-        print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
-        return exit_status(err)
-    print(result)
-    return 0
+
+    def work_and_show() -> int:
+        print(work())
+        return 0
+
+    return _guarded(prog, work_and_show, debug or env_switch("SPARSEGCN_DEBUG", False))
 
 
 def console_main() -> int:

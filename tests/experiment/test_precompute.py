@@ -49,6 +49,12 @@ def features_of(dataset, cache, **kwargs):
     return np.asarray(node_data(dataset, "sgc", feature_cache=cache, **kwargs).features)
 
 
+def members(path) -> dict:
+    """Every member of a cache file, read back with numpy (the independent reader)."""
+    with np.load(path, allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
 def test_a_hit_skips_the_propagation_and_every_input_change_misses(dataset, propagations, tmp_path):
     cache = tmp_path / "cache"
     first = features_of(dataset, cache)
@@ -104,8 +110,7 @@ def test_unreadable_or_pickled_files_are_misses_and_are_rewritten(dataset, propa
     assert propagations == [2, 2]
     path.write_bytes(path.read_bytes()[:100])  # truncated
     np.testing.assert_array_equal(features_of(dataset, cache), want)
-    with np.load(path, allow_pickle=False) as npz:
-        stored = {k: npz[k] for k in npz.files}
+    stored = members(path)
     replace(**dict(stored, features=np.zeros((3, 3), np.float32)))  # another shape
     np.testing.assert_array_equal(features_of(dataset, cache), want)
     assert propagations == [2, 2, 2, 2]
@@ -118,8 +123,7 @@ def test_a_cache_whose_contents_changed_is_recomputed(dataset, propagations, tmp
     cache = tmp_path / "cache"
     want = features_of(dataset, cache)
     (path,) = cache.iterdir()
-    with np.load(path, allow_pickle=False) as npz:
-        stored = {k: npz[k] for k in npz.files}
+    stored = members(path)
     with open(path, "wb") as f:
         np.savez(f, **dict(stored, features=np.zeros_like(want)))
     np.testing.assert_array_equal(features_of(dataset, cache), want)
@@ -197,8 +201,7 @@ def test_a_file_declaring_a_huge_shape_or_other_members_is_a_miss(dataset, propa
     cache = tmp_path / "cache"
     want = features_of(dataset, cache)
     (path,) = cache.iterdir()
-    with np.load(path, allow_pickle=False) as npz:
-        stored = {k: npz[k] for k in npz.files}
+    stored = members(path)
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(
         header, {"descr": "<f4", "fortran_order": False, "shape": (10**13,)}
