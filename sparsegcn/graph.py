@@ -117,8 +117,10 @@ class Graph(EdgeListView):
         sorting; it is verified when the graph is built from concrete arrays.
       edge_features: float32 ``[E, D]``, one row per edge (row ``e`` belongs
         to edge ``senders[e] -> receivers[e]``), or ``None``. Every transform
-        of :mod:`sparsegcn.transforms`, :meth:`reorder` and the on-disk
-        format carry it along with the edges (see ``docs/edge-features.md``).
+        of :mod:`sparsegcn.transforms`, :meth:`reorder`, every layout of
+        :func:`sparsegcn.backends.as_layout` (and :meth:`unpack` back) and
+        the on-disk format carry it along with the edges (see
+        ``docs/edge-features.md``).
 
     Construction validates concrete inputs once, on the host: ids must be
     integers in ``[0, N)`` and weights finite, otherwise a ``ValueError``
@@ -259,6 +261,21 @@ class Graph(EdgeListView):
         clone = copy.copy(self)
         object.__setattr__(clone, "edge_features", None)
         return clone
+
+    def unpack(self) -> Graph:
+        """The plain edge-list :class:`Graph` of any layout (``layout_name == "edges"``).
+
+        A layout (``PackedGraph``, ``BcooGraph``, ``DenseGraph``) is a
+        subclass that keeps the edge list and adds a product; this drops the
+        product and keeps every edge array as it is stored: ``senders``,
+        ``receivers``, ``weights`` and ``edge_features``, in the same order,
+        shared rather than copied or checked again. A plain graph returns
+        itself.
+        """
+        if type(self) is Graph:
+            return self
+        leaves = tuple(getattr(self, name) for name in GRAPH_CHILDREN)
+        return Graph.tree_unflatten((self.num_nodes, self.edges_sorted), leaves)
 
     def edge_weights(self) -> Array:
         """The ``[E]`` weights, materialising ones when ``weights`` is None."""

@@ -48,3 +48,16 @@ GRAPH_CASES = {
     "no_nodes": lambda: Graph(np.zeros(0, np.int32), np.zeros(0, np.int32), None, 0),
     "isolated_heavy": lambda: random_graph(40, 12, seed=3, isolated=25),
 }
+
+
+def with_edge_codes(graph: Graph) -> Graph:
+    """``graph`` with ``edge_features`` row ``e = [e + 1, s_e, r_e, w_e]``.
+
+    Each row names the edge it was given to (its position, shifted so that
+    a zero row is never a real one, and its endpoints and weight), so a test
+    can tell where a row went after edges were reordered or padded.
+    """
+    senders, receivers = np.asarray(graph.senders), np.asarray(graph.receivers)
+    position = np.arange(1, graph.num_edges + 1)
+    codes = np.stack([position, senders, receivers, np.asarray(graph.edge_weights())], axis=1)
+    return graph.replace(edge_features=codes.astype(np.float32))

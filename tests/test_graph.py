@@ -136,3 +136,8 @@ def test_graph_module_imports_only_the_bottom_layer():
     assert ours and all(
         n.startswith(("sparsegcn.ops.", "sparsegcn._checks", "sparsegcn.views.")) for n in ours
     ), ours
+
+
+def test_unpack_of_a_plain_graph_is_the_graph_itself():
+    g = random_graph(6, 10).replace(edge_features=np.ones((15, 2), np.float32))
+    assert g.unpack() is g

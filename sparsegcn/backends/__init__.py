@@ -58,13 +58,18 @@ def as_layout(graph: Graph, layout: str) -> Graph:
 
     Every layout holds the same edges and weights and answers the protocol
     of :mod:`sparsegcn.views`; they differ only in how ``product`` runs.
+    ``edge_features`` travel with their edges: row ``e`` of the result's
+    ``edge_features`` belongs to its edge ``e`` in every layout. ``csr``,
+    ``ell``, ``dense`` and ``edges`` keep the input's edge order; ``bcoo``
+    sorts edges by ``(receiver, sender)``, rows along. ``"edges"`` turns any
+    layout back into the plain edge list (:meth:`~sparsegcn.Graph.unpack`).
 
     Raises:
       ValueError: an unknown layout name.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; choose one of {list(LAYOUTS)}")
-    plain = graph.unpack() if isinstance(graph, PackedGraph) else graph
+    plain = graph.unpack()
     if layout == "edges":
         return plain
     if layout in ("csr", "ell"):

@@ -67,7 +67,7 @@ class BCOO(Backend):
 
     def view(self, graph: Graph) -> BcooGraph:
         """``graph`` as a :class:`BcooGraph`, its edges sorted once on the host."""
-        plain = graph.unpack() if hasattr(graph, "unpack") else graph
+        plain = graph.unpack()
         return BcooGraph.tree_unflatten(*_graph_parts(sort_edges(plain)))
 
 

@@ -43,7 +43,7 @@ class Dense(Backend):
 
     def view(self, graph: Graph) -> DenseGraph:
         """``graph`` as a :class:`DenseGraph` with this backend's memory limit."""
-        plain = graph.unpack() if hasattr(graph, "unpack") else graph
+        plain = graph.unpack()
         children, (n, edges_sorted) = plain.tree_flatten_with_keys()
         leaves = tuple(value for _, value in children)
         return DenseGraph.tree_unflatten((n, edges_sorted, self.max_bytes), leaves)

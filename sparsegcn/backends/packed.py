@@ -41,6 +41,13 @@ class PackedGraph(Graph):
     holds: ``to_dense``, ``to_scipy`` and every backend agree with it. Only
     the ``"segment"`` backend reads the layouts.
 
+    The edge list (``senders``, ``receivers``, ``weights``,
+    ``edge_features``) stays in the order of the graph it was packed from:
+    the layouts are indices into it, not copies. Each layout entry names its
+    edge by ``edge_ids`` (``E`` in ELL padding), so per-edge values in edge
+    order, the edge features or attention weights, are read through them,
+    as the weights are; nothing ``[E, D]`` is stored twice.
+
     Attributes:
       layout: :class:`~sparsegcn.backends.ell.EllLayout` or
         :class:`~sparsegcn.backends.csr.CsrLayout` of ``A``.
@@ -53,9 +60,10 @@ class PackedGraph(Graph):
         gradient with respect to ``weights`` is still the exact
         ``<ȳ_{r_e}, x_{s_e}>``; ``scale`` itself gets none.
 
-    Changing a packed graph with :meth:`replace` returns a plain
-    :class:`~sparsegcn.Graph` (the layouts and the folded scale describe the
-    old edges and weights): pack it again if it is to stay fast.
+    Changing a packed graph's edges or weights with :meth:`replace` returns
+    a plain :class:`~sparsegcn.Graph` (the layouts and the folded scale
+    describe the old edges and weights): pack it again if it is to stay
+    fast. Changing only ``edge_features`` keeps it packed.
     """
 
     layout: EllLayout | CsrLayout | None = None
@@ -112,21 +120,22 @@ class PackedGraph(Graph):
             return packed_matmul(self, x)
         return packed_weighted_matmul(self, x, edge_weight)
 
-    def unpack(self) -> Graph:
-        """The plain edge-list :class:`~sparsegcn.Graph` (same edges and weights)."""
-        return Graph.tree_unflatten(
-            (self.num_nodes, self.edges_sorted), (self.senders, self.receivers, self.weights)
-        )
-
     def replace(self, **changes) -> Graph:
-        """A validated plain :class:`~sparsegcn.Graph` with the given fields replaced."""
+        """A validated copy with the given fields replaced: still packed when only
+        ``edge_features`` change (the layouts index edges, not their rows), a
+        plain :class:`~sparsegcn.Graph` otherwise."""
+        if changes.keys() <= {"edge_features"}:
+            return dataclasses.replace(self, **changes)
         return self.unpack().replace(**changes)
 
     def __repr__(self) -> str:
         folded = ", scale folded" if self.scale is not None else ""
+        features = (
+            f", {self.num_edge_features} edge features" if self.edge_features is not None else ""
+        )
         return (
             f"PackedGraph(num_nodes={self.num_nodes}, num_edges={self.senders.shape[0]}, "
-            f"format={self.format}, symmetric={self.symmetric}{folded})"
+            f"format={self.format}, symmetric={self.symmetric}{folded}{features})"
         )
 
 
@@ -168,8 +177,9 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS, format: str = "ell"
         order, e.g. after ``graph.reorder("rcm")``; no ``storage_dtype``).
 
     Returns:
-      A :class:`PackedGraph`; edge order, weights and ``edges_sorted`` are
-      those of ``graph``.
+      A :class:`PackedGraph`; edge order, weights, ``edge_features`` and
+      ``edges_sorted`` are those of ``graph`` (a packed graph keeps its edge
+      list in order; the layouts index it).
 
     Raises:
       ValueError: ``scale`` has the wrong shape or non-finite values, or is
@@ -179,10 +189,9 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS, format: str = "ell"
         raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
     if format == "csr":
         enable_cusparse_if_gpu()  # the BCSR product's cuSPARSE lowering, on GPU only
-    if isinstance(graph, PackedGraph):
-        graph = graph.unpack()
     if not isinstance(graph, Graph):
         raise TypeError(f"pack expects a sparsegcn.Graph, got {type(graph).__name__}")
+    graph = graph.unpack()
     n = graph.num_nodes
     senders = _checks.as_host("graph.senders", graph.senders)
     receivers = _checks.as_host("graph.receivers", graph.receivers)
@@ -210,6 +219,7 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS, format: str = "ell"
         weights,
         n,
         graph.edges_sorted,
+        edge_features=graph.edge_features,
         layout=layout,
         transpose_layout=transpose,
         scale=scale,
