@@ -6,7 +6,9 @@ sha256 digest, fsyncs, and only then renames the file into place with
 :func:`os.replace` (atomic on POSIX and Windows). Any failure removes the
 temporary file and raises. With ``max_bytes`` a body larger than that is
 refused (up front when ``Content-Length`` announces it), so a server that
-never stops sending cannot fill the disk.
+never stops sending cannot fill the disk; a minimum rate and an overall
+deadline (by default scaled to the body's size: :data:`DEADLINE`,
+:data:`DEADLINE_RATE`) cut off one that sends too slowly.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Literal
 
 from tqdm.auto import tqdm
 
@@ -34,6 +37,21 @@ _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 MIN_RATE = 1024.0
 """Bytes per second a download must average over every ``timeout`` seconds (a server
 that trickles a byte at a time never trips the per-read timeout)."""
+
+DEADLINE = 3600.0
+"""Seconds any download may take by default (``deadline="auto"``), however small."""
+
+DEADLINE_RATE = 100_000.0
+"""Bytes per second the default deadline allows a large body at least: a body of ``n``
+bytes (its ``Content-Length``, else ``max_bytes``) gets ``max(DEADLINE, n / DEADLINE_RATE)``
+seconds: an hour up to 360 MB, ten hours for 3.6 GB, a week for 60 GB. Generous (a
+tenth of a slow 8 Mbit/s line), but finite: a server that keeps a download just above
+:data:`MIN_RATE` would otherwise hold it for days."""
+
+
+def _default_deadline(size: int | None) -> float:
+    """The ``"auto"`` deadline for a body of ``size`` bytes (``None``: unknown)."""
+    return DEADLINE if size is None else max(DEADLINE, size / DEADLINE_RATE)
 
 
 class _Watchdog:
@@ -49,6 +67,7 @@ class _Watchdog:
     def __init__(self, *, window: float, min_rate: float, deadline: float | None):
         self.window, self.min_rate, self.deadline = window, min_rate, deadline
         self.received = 0
+        self.total: int | None = None  # the announced size, for messages
         self.reason: str | None = None
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -79,11 +98,15 @@ class _Watchdog:
     def _watch(self) -> None:
         start = time.monotonic()
         mark, marked = start, 0
-        step = min(self.window, self.deadline or self.window) / 8
-        while not self._done.wait(step):
+        # The deadline may change once the headers announce the size: re-read each time.
+        while not self._done.wait(min(self.window, self.deadline or self.window) / 8):
             now = time.monotonic()
             if self.deadline is not None and now - start >= self.deadline:
-                self._fire(f"did not finish within the deadline of {self.deadline:g} s")
+                of = "" if self.total is None else f" of {self.total}"
+                self._fire(
+                    f"did not finish within the deadline of {self.deadline:g} s: cut off "
+                    f"after {now - start:.2f} s with {self.received}{of} bytes received"
+                )
                 return
             if now - mark >= self.window:
                 got = self.received - marked
@@ -225,16 +248,28 @@ def _too_large(url: str, size: int, max_bytes: int, how: str) -> ValueError:
 
 
 def _stream(
-    url: str, out, *, dest: Path, progress: bool, timeout: float, watchdog, max_bytes: int | None
+    url: str,
+    out,
+    *,
+    dest: Path,
+    progress: bool,
+    timeout: float,
+    watchdog,
+    max_bytes: int | None,
+    auto_deadline: bool,
 ) -> str:
     """Copies the body of ``url`` into ``out`` (standing for ``dest``) and returns its
-    sha256 hex digest; refuses a body over ``max_bytes`` before writing past it."""
+    sha256 hex digest; refuses a body over ``max_bytes`` before writing past it. With
+    ``auto_deadline``, a ``Content-Length`` sets the watchdog's deadline for its size."""
     with _open(url, timeout, watchdog) as response:
         if response.status != 200:
             raise OSError(f"HTTP {response.status} {response.reason} from {url}, expected 200")
         total = _content_length(response)
         if max_bytes is not None and total is not None and total > max_bytes:
             raise _too_large(url, total, max_bytes, "announces (Content-Length)")
+        watchdog.total = total
+        if auto_deadline and total is not None:
+            watchdog.deadline = _default_deadline(total)
         digest = hashlib.sha256()
         received = 0
         bar = tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress)
@@ -256,6 +291,10 @@ def _stream(
     return digest.hexdigest()
 
 
+def _cut_off(url: str, reason: str | None) -> TimeoutError:
+    return TimeoutError(f"download from {url} {reason}; nothing was saved")
+
+
 def download_file(
     url: str,
     dest: str | os.PathLike,
@@ -264,7 +303,7 @@ def download_file(
     progress: bool = False,
     timeout: float = 30,
     min_rate: float = MIN_RATE,
-    deadline: float | None = None,
+    deadline: float | Literal["auto"] | None = "auto",
     max_bytes: int | None = None,
 ) -> Path:
     """Downloads ``url`` to ``dest`` atomically, verifying its sha256.
@@ -289,7 +328,12 @@ def download_file(
       min_rate: bytes per second the download must average over every
         ``timeout`` seconds, the wait for the headers included (0: no
         minimum); a server that trickles its answer is cut off.
-      deadline: seconds the whole download may take (``None``: no limit).
+      deadline: seconds the whole download may take, the wait for the
+        headers included; past it the download is cut off. ``"auto"`` (the
+        default): :data:`DEADLINE` (an hour), or more for a large body:
+        ``n / DEADLINE_RATE`` seconds for ``n`` bytes (100 kB/s: ten hours
+        for 3.6 GB), ``n`` being the ``Content-Length`` once the headers
+        announce it, else ``max_bytes`` (else an hour). ``None``: no limit.
       max_bytes: the most bytes the body may have (``None``: no limit). A
         ``Content-Length`` above it is refused before the body is read; a body
         that grows past it (no or a false ``Content-Length``) is cut off at
@@ -309,8 +353,11 @@ def download_file(
       OSError: an HTTP error status, a network error or timeout
         (:class:`urllib.error.URLError`, :class:`TimeoutError`), a download
         slower than ``min_rate`` or longer than ``deadline``
-        (:class:`TimeoutError`), or a body shorter than its
-        ``Content-Length``. The message names the URL.
+        (:class:`TimeoutError`; past the deadline, the message says when
+        and how many bytes had arrived: ``download from URL did not finish
+        within the deadline of 3600 s: cut off after 3600.05 s with 52300
+        of 90000000 bytes received; nothing was saved``), or a body shorter
+        than its ``Content-Length``. The message names the URL.
 
     Nothing is left at ``dest`` or in its folder when an error is raised.
     """
@@ -320,12 +367,16 @@ def download_file(
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if not min_rate >= 0:
         raise ValueError(f"min_rate must be a number of bytes per second >= 0, got {min_rate!r}")
-    if deadline is not None and not deadline > 0:
-        raise ValueError(f"deadline must be a positive number of seconds or None, got {deadline!r}")
     if max_bytes is not None and (
         isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0
     ):
         raise ValueError(f"max_bytes must be an int >= 0 or None, got {max_bytes!r}")
+    auto_deadline = deadline == "auto"
+    limit = _default_deadline(max_bytes) if auto_deadline else deadline
+    if limit is not None and (isinstance(limit, str) or not limit > 0):
+        raise ValueError(
+            f"deadline must be a positive number of seconds, 'auto' or None, got {deadline!r}"
+        )
     dest = Path(dest)
     if dest.is_dir():
         raise ValueError(f"dest {str(dest)!r} is a directory; give the path of the file to write")
@@ -337,7 +388,7 @@ def download_file(
     with naming_errors(dest):  # an error names dest, not the temporary name
         out = open(tmp, "xb")  # noqa: SIM115 -- closed by the `with` below, inside the cleanup
     try:
-        with out, _Watchdog(window=timeout, min_rate=min_rate, deadline=deadline) as watchdog:
+        with out, _Watchdog(window=timeout, min_rate=min_rate, deadline=limit) as watchdog:
             try:
                 actual = _stream(
                     url,
@@ -347,13 +398,14 @@ def download_file(
                     timeout=timeout,
                     watchdog=watchdog,
                     max_bytes=max_bytes,
+                    auto_deadline=auto_deadline,
                 )
             except Exception as err:
                 if watchdog.stop() is None:
                     raise
-                raise TimeoutError(f"download from {url} {watchdog.reason}") from err
+                raise _cut_off(url, watchdog.reason) from err
             if watchdog.stop() is not None:  # the shut socket read as the end of the body
-                raise TimeoutError(f"download from {url} {watchdog.reason}")
+                raise _cut_off(url, watchdog.reason)
             if expected is not None and actual != expected:
                 raise ValueError(
                     f"sha256 mismatch for {dest.name} downloaded from {url}: expected "

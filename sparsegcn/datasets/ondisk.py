@@ -124,7 +124,9 @@ from sparsegcn.files import (
     json_text,
     load_npy,
     naming_errors,
+    open_regular,
     read_json,
+    read_npy_header,
     release_pages,
     replace_folder,
     reserve_space,
@@ -217,41 +219,76 @@ def _written_key(key: str) -> bool:
     return key in (*_FILES, *_OPTIONAL_FILES)
 
 
+def _unlike_entry(file: Path, entry: dict, fmt: str) -> str | None:
+    """Why the regular file ``file`` is not the array manifest ``entry`` lists (``None``
+    when its ``.npy`` header declares the entry's dtype and shape). Only the header is
+    read, however large the file."""
+    dtype, shape = entry.get("dtype"), entry.get("shape")
+    if not isinstance(dtype, str) or not isinstance(shape, list):
+        return f"which the {fmt} manifest there lists without a dtype and shape"
+    listed = f"{dtype}{shape}"
+    try:
+        with open_regular(file) as f:
+            header = read_npy_header(f, file)
+    except CorruptFileError as err:
+        return f"which the {fmt} manifest there lists as {listed} but is not one: {err.cause}"
+    except OSError as err:
+        return f"which cannot be read to compare with the {fmt} manifest there ({err})"
+    if str(header.dtype) != dtype or list(header.shape) != shape:
+        return (
+            f"whose .npy header declares {header.describe()} where the {fmt} manifest there "
+            f"lists {listed}"
+        )
+    return None
+
+
 def _foreign_entries(
     path: Path, fmt: str = FORMAT, written: Callable[[str], bool] = _written_key
-) -> list[str]:
+) -> dict[str, str | None]:
     """What in folder ``path`` is not part of the ``fmt`` dataset its manifest describes.
 
     A manifest claims a file only under the name sparsegcn writes for its key
-    (``<key>.npy``, the key one the format writes: ``written(key)``): a
-    manifest planted among a user's files cannot make them count as a
-    dataset's, so ``overwrite`` never replaces them.
+    (``<key>.npy``, the key one the format writes: ``written(key)``), and only
+    if the file's ``.npy`` header declares the dtype and shape the manifest
+    lists for that key (only headers are read): a manifest planted among a
+    user's files, or one left over from an old dataset, cannot make them
+    count as a dataset's, so ``overwrite`` never replaces them.
 
     Returns:
-      ``[]`` when ``path`` holds a readable manifest of format ``fmt`` and
-      nothing but the regular files it lists by such names (a folder
-      :func:`save` or :class:`DatasetWriter` made); otherwise the names that
-      are not such files (all entries when there is no valid manifest).
+      ``{}`` when ``path`` holds a readable manifest of format ``fmt`` and
+      nothing but the regular files it lists by such names, with such
+      headers (a folder :func:`save` or :class:`DatasetWriter` made);
+      otherwise ``{name: why}`` for each entry that is not such a file:
+      ``why`` is ``None`` for an entry no manifest lists (all entries when
+      there is no valid manifest), else why the listed file is not the
+      manifest's (its header, or that it is no ``.npy`` file).
     """
     names = sorted(entry.name for entry in os.scandir(path))
     try:
         manifest = read_json(path / MANIFEST)
         listed = {
-            entry["file"]
+            entry["file"]: entry
             for key, entry in manifest["files"].items()
             if entry["file"] == f"{key}.npy" and written(key)
         }
         ours = manifest.get("format") == fmt
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return names
+        return dict.fromkeys(names)
     if not ours:
-        return names
-    listed.add(MANIFEST)
-    return [
-        name
-        for name in names
-        if name not in listed or not (path / name).is_file() or (path / name).is_symlink()
-    ]
+        return dict.fromkeys(names)
+    foreign: dict[str, str | None] = {}
+    for name in names:
+        file = path / name
+        if (name not in listed and name != MANIFEST) or not file.is_file() or file.is_symlink():
+            foreign[name] = None
+        elif name in listed and (why := _unlike_entry(file, listed[name], fmt)) is not None:
+            foreign[name] = why
+    return foreign
+
+
+def _shown(names: list[str]) -> str:
+    """``a, b, c and 4 more``."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _check_target(
@@ -271,13 +308,16 @@ def _check_target(
         )
     foreign = _foreign_entries(path, fmt, written)
     if foreign:
-        shown = ", ".join(foreign[:3]) + (
-            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
-        )
+        unlisted = [name for name, why in foreign.items() if why is None]
+        unlike = [(name, why) for name, why in foreign.items() if why is not None]
+        clauses = [f"{_shown(unlisted)}, which no {fmt} manifest there lists"] if unlisted else []
+        clauses += [f"{name}, {why}" for name, why in unlike[:3]]
+        if len(unlike) > 3:
+            clauses.append(f"{len(unlike) - 3} more files it does not describe")
         raise ValueError(
-            f"{path} is not a sparsegcn dataset folder (it holds {shown}, which no "
-            f"{fmt} manifest there lists); overwrite replaces only such a folder or an "
-            f"empty one: choose another folder, or empty this one yourself"
+            f"{path} is not a sparsegcn dataset folder (it holds {'; and '.join(clauses)}); "
+            f"overwrite replaces only such a folder or an empty one: choose another folder, "
+            f"or empty this one yourself"
         )
 
 
@@ -296,8 +336,8 @@ class DatasetWriter:
     Args:
       path: the folder to create. An existing empty folder is replaced; a
         non-empty one only with ``overwrite=True`` and only if it is a
-        sparsegcn dataset folder (a manifest and the files it lists), once the new one is
-        complete.
+        sparsegcn dataset folder (a manifest and the files it lists, each with the
+        ``.npy`` header of its listed dtype and shape), once the new one is complete.
       num_nodes, num_stored_edges, num_features: ``N``, ``E``, ``F``.
       features_dtype: ``"float32"`` or ``"float16"``.
       overwrite: replace an existing dataset folder at ``path``.

@@ -40,10 +40,12 @@ References:
 from __future__ import annotations
 
 import collections
+import io
 import os
 import pickle
 import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +63,13 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 """The first pickle of a legacy ``torch.save`` stream."""
 LEGACY_PROTOCOL = 1001
 """The second pickle of a legacy stream: the format version torch writes."""
+MAX_PICKLE_BYTES = 1 << 30
+"""The most bytes the ``data.pkl`` member of a zip file may declare (1 GiB). A tensor's
+bytes are a member of their own, bounded by its storage record; the pickle holds the
+records, and the bytes of NumPy arrays saved as such (OGB's largest split arrays,
+ogbl-citation2's train edges, take 486 MB). A member declaring more is refused unread,
+and no more than a member declares is ever read (a deflated one could expand without
+limit)."""
 
 #: Storage class -> element dtype (little-endian, as torch writes on every platform
 #: sparsegcn runs on; a ``byteorder`` member saying otherwise is refused).
@@ -248,6 +257,58 @@ def _convert(value, source: str, where: str = "obj"):
     return value
 
 
+class _Bounded(io.RawIOBase):
+    """Reads at most ``limit`` bytes of ``f``, whatever the reader behind it yields."""
+
+    def __init__(self, f, limit: int, path: Path, member: str):
+        self._f, self._left, self._limit = f, limit, limit
+        self._path, self._member = path, member
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._left == 0:
+            if self._f.read(1):  # also makes zipfile check the CRC, at the declared end
+                raise CorruptFileError(
+                    self._path,
+                    f"member {self._member!r} holds more than the {self._limit} bytes it declares",
+                )
+            return 0
+        data = self._f.read(min(len(buffer), self._left))
+        buffer[: len(data)] = data
+        self._left -= len(data)
+        return len(data)
+
+
+def _unpickle_member(path: Path, archive: zipfile.ZipFile, member: str, storages: dict) -> object:
+    """Unpickles zip member ``member`` (``<name>/data.pkl``), reading at most the bytes it
+    declares, and refusing one that declares more than :data:`MAX_PICKLE_BYTES` unread."""
+    size = archive.getinfo(member).file_size
+    if size > MAX_PICKLE_BYTES:
+        raise CorruptFileError(
+            path,
+            f"member {member!r} declares {size} bytes, more than the {MAX_PICKLE_BYTES} a "
+            f"torch.save pickle may have (MAX_PICKLE_BYTES); refused unread",
+        )
+    try:
+        with archive.open(member) as raw, io.BufferedReader(_Bounded(raw, size, path, member)) as f:
+            return _TorchUnpickler(f, source=str(path), storages=storages, legacy=False).load()
+    except MemoryError:
+        # Pickle allocates a declared bytes length before reading it (see _read_legacy).
+        raise CorruptFileError(
+            path,
+            f"member {member!r} declares a pickled length beyond memory in its {size} bytes: "
+            f"a corrupt length",
+        ) from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+        raise CorruptFileError(
+            path,
+            f"member {member!r} is corrupt or shorter than its pickle "
+            f"({size} bytes declared; {type(err).__name__}: {err})",
+        ) from None
+
+
 def _read_zip(path: Path, archive: zipfile.ZipFile) -> object:
     names = archive.namelist()
     pickles = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
@@ -262,8 +323,7 @@ def _read_zip(path: Path, archive: zipfile.ZipFile) -> object:
         if order != "little":
             raise CorruptFileError(path, f"stores {order!r}-endian tensors; only 'little' is read")
     storages: dict[str, _Storage] = {}
-    with archive.open(pickles[0]) as f:
-        loaded = _TorchUnpickler(f, source=str(path), storages=storages, legacy=False).load()
+    loaded = _unpickle_member(path, archive, pickles[0], storages)
     for key, storage in storages.items():
         member = f"{prefix}data/{key}"
         if member not in names:
@@ -368,9 +428,11 @@ def read_torch_file(path: str | os.PathLike) -> object:
         before they are read: a zip member is read only up to its storage's
         size, a legacy stream's storage only if the file holds that many bytes
         more), or a tensor reaching past its storage or overlapping itself (a
-        stride-0 ``expand`` view, which would be copied out at its full size).
-        The message names the file, and the tensor (``obj['edge']``) where one
-        is at fault.
+        stride-0 ``expand`` view, which would be copied out at its full size),
+        or a zip whose ``data.pkl`` declares more than :data:`MAX_PICKLE_BYTES`
+        (refused unread; no member is read past the size it declares). The
+        message names the file, and the tensor (``obj['edge']``) or the zip
+        member where one is at fault.
     """
     path = check_regular_file(path)
     with reading(path):
@@ -436,6 +498,7 @@ def write_torch_file(obj, path: str | os.PathLike) -> Path:
 __all__ = [
     "LEGACY_MAGIC",
     "LEGACY_PROTOCOL",
+    "MAX_PICKLE_BYTES",
     "STORAGE_DTYPES",
     "TORCH_GLOBALS",
     "read_torch_file",

@@ -240,3 +240,47 @@ def test_a_body_over_max_bytes_is_refused_and_leaves_nothing(tmp_path):
         assert dest.read_bytes() == PAYLOAD
     with pytest.raises(ValueError, match="max_bytes must be an int >= 0 or None, got -1"):
         download_file("http://127.0.0.1:9/b", dest, sha256=None, max_bytes=-1)
+
+
+def _cut_off_after(err: pytest.ExceptionInfo) -> float:
+    """The elapsed seconds a deadline error reports."""
+    return float(re.search(r"cut off after ([\d.]+) s", str(err.value)).group(1))
+
+
+def test_a_trickling_body_is_cut_off_by_the_deadline_naming_the_elapsed_time(tmp_path):
+    # 50 bytes/s passes the minimum rate of 10, but 100 bytes would take 2 s.
+    with serve({"/b": ("trickle", 0.02, b"x" * 100)}) as (_, url):
+        with pytest.raises(
+            TimeoutError,
+            match=rf"^download from {re.escape(url)}/b did not finish within the deadline of "
+            r"0.5 s: cut off after [\d.]+ s with \d+ of 100 bytes received; nothing was saved$",
+        ) as err:
+            download_file(
+                f"{url}/b",
+                tmp_path / "blob.bin",
+                sha256=None,
+                timeout=0.3,
+                min_rate=10,
+                deadline=0.5,
+            )
+        assert 0.5 <= _cut_off_after(err) < 1.0
+    assert leftovers(tmp_path) == []
+
+
+def test_the_default_deadline_is_finite_and_grows_with_the_announced_size(tmp_path, monkeypatch):
+    # Scaled down: at least 0.3 s, and 1 s per 200 announced bytes: 0.5 s for 100 bytes.
+    from sparsegcn.datasets import download
+
+    monkeypatch.setattr(download, "DEADLINE", 0.3)
+    monkeypatch.setattr(download, "DEADLINE_RATE", 200.0)
+    with serve({"/b": ("trickle", 0.02, b"x" * 100)}) as (_, url):
+        with pytest.raises(
+            TimeoutError, match=r"within the deadline of 0.5 s: cut off after"
+        ) as err:
+            download_file(f"{url}/b", tmp_path / "blob.bin", sha256=None, timeout=TIMEOUT)
+        assert 0.5 <= _cut_off_after(err) < 1.0
+    assert leftovers(tmp_path) == []
+    with pytest.raises(
+        ValueError, match="deadline must be a positive number of seconds, 'auto' or"
+    ):
+        download_file("http://127.0.0.1:9/b", tmp_path / "x", sha256=None, deadline="soon")

@@ -176,6 +176,32 @@ def test_overwrite_refuses_a_dataset_folder_holding_a_user_file(saved):
     load(str(path))  # the old dataset is intact
 
 
+def test_a_stale_manifest_cannot_claim_user_arrays_it_does_not_describe(saved, tmp_path):
+    # A manifest copied from a real dataset names features.npy and indptr.npy; the user's
+    # own files under those names are not the arrays it lists, so overwrite keeps them.
+    _, path = saved
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / MANIFEST).write_bytes((path / MANIFEST).read_bytes())
+    np.save(target / "features.npy", np.ones((40, 5)))  # the listed shape, not the dtype
+    (target / "indptr.npy").write_text("my notes")  # not an array at all
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    with pytest.raises(
+        ValueError,
+        match=r"mine is not a sparsegcn dataset folder \(it holds features\.npy, whose \.npy "
+        r"header declares float64\[40, 5\] where the sparsegcn-graph manifest there lists "
+        r"float32\[40, 5\]; and indptr\.npy, which the sparsegcn-graph manifest there lists "
+        r"as int64\[41\] but is not one: not a NumPy \.npy file \(it starts with b'my not'\)\)",
+    ):
+        save(small_dataset(seed=1), target, overwrite=True)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "small"]  # no temp left
+    (target / "features.npy").unlink()
+    (target / "indptr.npy").unlink()
+    np.save(target / "indptr.npy", np.zeros(41, np.int64))  # what the manifest lists
+    assert save(small_dataset(seed=1), target, overwrite=True) == target
+
+
 def test_a_full_disk_is_an_oserror_before_any_mapped_write(tmp_path, monkeypatch):
     # A sparse open_memmap file stored into on a full disk is SIGBUS; the
     # writer reserves every block first, so ENOSPC surfaces as an OSError.

@@ -192,3 +192,54 @@ def test_a_pickled_length_beyond_memory_is_a_corrupt_file(tmp_path):
     # (Where memory is overcommitted the allocation succeeds and the read comes up short.)
     with pytest.raises((CorruptFileError, pickle.UnpicklingError), match=r"length\.pt|truncated"):
         read_torch_file(path)
+
+
+def _zip_with_pickle(path, payload: bytes, *, declared: int | None = None, deflate=False):
+    """A zip holding ``bomb/data.pkl`` = ``payload``, its central directory claiming
+    ``declared`` uncompressed bytes (the size zipfile reports and reads up to)."""
+    method = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+    with zipfile.ZipFile(path, "w", method) as zf:
+        zf.writestr("bomb/data.pkl", payload)
+    data = bytearray(path.read_bytes())
+    if declared is not None:
+        entry = data.index(b"PK\x01\x02")  # the central directory record
+        data[entry + 24 : entry + 28] = declared.to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_zip_pickle_member_declaring_gigabytes_is_refused_unread(tmp_path):
+    # A valid 20-byte pickle whose member claims 4 GB: reading it whole (or letting a
+    # deflate bomb of that size stream into the unpickler) is refused up front.
+    path = _zip_with_pickle(
+        tmp_path / "big.pt", pickle.dumps({"a": 1}, protocol=2), declared=0xF0000000
+    )
+    with pytest.raises(
+        CorruptFileError,
+        match=r"big\.pt: member 'bomb/data\.pkl' declares 4026531840 bytes, more than the "
+        r"1073741824",
+    ):
+        read_torch_file(path)
+
+
+def test_a_zip_pickle_member_is_read_no_further_than_it_declares(tmp_path):
+    # 2 MiB of pickled bytes deflated to a few KB under a header claiming 1000 bytes:
+    # the unpickler asks for 2 MiB, and gets the declared 1000 at most, as a corrupt file.
+    payload = pickle.dumps(bytes(2 << 20), protocol=4)
+    path = _zip_with_pickle(tmp_path / "liar.pt", payload, declared=1000, deflate=True)
+    assert path.stat().st_size < 10_000
+    with pytest.raises(
+        CorruptFileError,
+        match=r"liar\.pt: member 'bomb/data\.pkl' is corrupt or shorter than its pickle "
+        r"\(1000 bytes declared; BadZipFile: Bad CRC-32",
+    ):
+        read_torch_file(path)
+
+
+def test_a_zip_pickle_length_beyond_memory_is_a_corrupt_file(tmp_path):
+    # BINBYTES8 declaring 2**40 bytes: pickle allocates the length before reading it.
+    payload = b"\x80\x04\x8e" + (2**40).to_bytes(8, "little") + b"abc"
+    path = _zip_with_pickle(tmp_path / "length.pt", payload)
+    # (Where memory is overcommitted the allocation succeeds and the read comes up short.)
+    with pytest.raises((CorruptFileError, pickle.UnpicklingError), match=r"length\.pt|truncated"):
+        read_torch_file(path)
