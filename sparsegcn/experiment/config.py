@@ -225,14 +225,16 @@ APPLIES: dict[str, Applies] = {
         "node classification (edge features become node features: their mean per node)",
         lambda e: f"{_task_here(e)}, whose trainer reads no edge features",
     ),
+    # Left unset (None) where it does not apply, so even "val_acc" given is refused.
     "monitor": Applies(
         _node_trainer,
         "node classification (the node trainers select by val_acc or val_loss)",
         lambda e: f"{_task_here(e)}, which selects by its validation metric",
     ),
-    # fit_graphs decays every parameter by --weight-decay (GraphTrainConfig has no layer choice).
+    # fit_graphs decays every parameter by --weight-decay (GraphTrainConfig has no layer
+    # choice): such a task's runs record what it decays (Task.decays) instead.
     "decay_layers": Applies(
-        lambda e: task_name(e.dataset, e.task) != "graph",
+        lambda e: task_for(e.dataset, e.task).decays is None,
         "node, hetero and link training (graph-level training decays every parameter "
         "by --weight-decay)",
         _task_here,
@@ -567,12 +569,9 @@ class Experiment:
         if self.layers is None and samples and self.fanouts not in (None, "none"):
             # A sampled model takes one layer per hop: --fanouts 15,10,5 alone means 3 layers.
             object.__setattr__(self, "layers", len(check_fanouts(self.fanouts)))
-        defaults = task_for(self.dataset, self.task).model_defaults(self.model, spec.defaults)
-        for name in MODEL_DEFAULTS:
-            if getattr(self, name) is None and name in defaults:
-                object.__setattr__(self, name, defaults[name])
-            if getattr(self, name) is None and name in FALLBACK_DEFAULTS:
-                object.__setattr__(self, name, FALLBACK_DEFAULTS[name])
+        for name, default in self._model_defaults().items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, default)
         given = dict(self.model_options or ())
         if _link_run(self) and self.sampled and "recon" not in given and "recon" in spec.options:
             # Sampled link batches score sampled negatives on sampled trees: recon
@@ -621,7 +620,7 @@ class Experiment:
         check_hyperparameter(
             "seed", self.seed + self.seeds - 1, label="the last seed", flag="--seed + --seeds - 1"
         )
-        if self.monitor not in MONITORS:
+        if self.monitor not in (None, *MONITORS):  # None: no node trainer selects (APPLIES)
             raise ValueError(f"monitor must be one of {list(MONITORS)}, got {self.monitor!r}")
         if self.plot is not None:  # not found out after training
             from sparsegcn.plots import check_plot_path
@@ -685,6 +684,26 @@ class Experiment:
                     f"{hops} hops and layers={self.layers}; pass --layers {hops}"
                 )
 
+    def _model_defaults(self) -> dict:
+        """What this run takes for each field of :data:`MODEL_DEFAULTS` left unset
+        (``None`` for none).
+
+        The task's defaults for the model, else the model's registered ones,
+        else :data:`FALLBACK_DEFAULTS`; but ``monitor`` stays unset where no
+        node trainer selects (:data:`APPLIES`), and where the task's trainer
+        decays weights by a rule of its own (:attr:`~sparsegcn.tasks.Task.decays`)
+        ``decay_layers`` is what it decays with this run's weight decay.
+        """
+        task = task_for(self.dataset, self.task)
+        filled = task.model_defaults(self.model, get_model_spec(self.model).defaults)
+        defaults = {name: filled.get(name, FALLBACK_DEFAULTS.get(name)) for name in MODEL_DEFAULTS}
+        if not APPLIES["monitor"].when(self):
+            defaults["monitor"] = None
+        if task.decays is not None:
+            decay = defaults["weight_decay"] if self.weight_decay is None else self.weight_decay
+            defaults["decay_layers"] = task.decays if decay else "none"
+        return defaults
+
     def with_settings(self, **changes) -> Experiment:
         """This run with ``changes``, as :func:`dataclasses.replace`; but a change of
         ``model`` or ``task`` fills in the new model's defaults afresh.
@@ -694,14 +713,18 @@ class Experiment:
         first, so ``--sweep model=gcn,gat`` trains each model with its own
         defaults; a value that equals the old model's default counts as taken.
         Settings set otherwise stay, and are refused where they do not apply.
+        A ``decay_layers`` its task decides follows the new ``weight_decay``.
         """
         if all(changes.get(k, getattr(self, k)) == getattr(self, k) for k in ("model", "task")):
-            return dataclasses.replace(self, **changes)
+            decided = not APPLIES["decay_layers"].when(self)
+            return dataclasses.replace(
+                self, **{**({"decay_layers": None} if decided else {}), **changes}
+            )
         spec = get_model_spec(self.model)
-        filled = task_for(self.dataset, self.task).model_defaults(self.model, spec.defaults)
+        filled = self._model_defaults()
         settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for name in MODEL_DEFAULTS:
-            if settings[name] == filled.get(name, FALLBACK_DEFAULTS.get(name)):
+            if settings[name] == filled[name]:
                 settings[name] = None
         if self.sampled and self.layers == len(check_fanouts(self.fanouts)):
             settings["layers"] = None  # one per hop: the new model counts them again
@@ -726,11 +749,7 @@ class Experiment:
         """
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         # A setting the model or task fills in (batch_size: 512, or 32 for graphs) is unset.
-        filled = task_for(self.dataset, self.task).model_defaults(
-            self.model, get_model_spec(self.model).defaults
-        )
-        for name in MODEL_DEFAULTS:
-            defaults[name] = filled.get(name, FALLBACK_DEFAULTS.get(name, defaults[name]))
+        defaults.update(self._model_defaults())
         given = set(given)
         for name, rule in APPLIES.items():
             value = getattr(self, name)
@@ -822,7 +841,9 @@ class Experiment:
             weight_decay=_resolved("weight_decay", self.weight_decay, self.model),
             decay_layers=_resolved("decay_layers", self.decay_layers, self.model),
             patience=self.patience or None,
-            monitor=_resolved("monitor", self.monitor, self.model),
+            # None where no node trainer selects; the hetero trainer reads this
+            # config for its optimizer alone.
+            monitor=self.monitor or TrainConfig.monitor,
             epochs_per_call=per_call,
             clip_norm=self.clip_norm or None,
             # The report carries train_step_ms_median: opt in to timing 20 steps.

@@ -141,6 +141,10 @@ class Task:
         :data:`sparsegcn.train.checkpoint.FOLDER_KINDS`: ``"checkpoints"``
         (every few epochs, resumable) or ``"link-model"`` (the final params,
         once). A folder holds one kind.
+      decays: the layers its trainer decays by ``weight_decay``, whatever
+        ``--decay-layers`` says (``"all"``: every parameter); its runs
+        record it as their ``decay_layers`` (``"none"`` without weight
+        decay) and refuse the option. ``None``: ``--decay-layers`` chooses.
     """
 
     description: str
@@ -161,6 +165,7 @@ class Task:
     borrows: tuple[str, ...] = ()
     private_models: bool = False
     saves: str = "checkpoints"
+    decays: str | None = None
 
     def owns(self, dataset: str) -> bool:
         """Whether ``dataset`` names one of this task's datasets: by its name's
@@ -184,21 +189,22 @@ class Task:
 
 # Xu et al. (ICLR 2019): 5 layers counting the input, hidden from {16, 32, 64}, final
 # dropout from {0, 0.5}, Adam 0.01 halved every 50 epochs, 350 epochs, batch 32, no decay.
+# No monitor: the graph trainer selects by the dataset's metric; decay_layers follows
+# weight_decay (Task.decays).
 _XU = dict(
     hidden=64,
     layers=5,
     dropout=0.5,
     lr=0.01,
     weight_decay=0.0,
-    decay_layers="none",
     epochs=350,
     patience=0,
-    monitor="val_acc",
     batch_size=32,
 )
 
 # OGB's ogbn-mag R-GCN baseline (examples/nodeproppred/mag/sampler.py): 2 layers, hidden 64,
 # dropout 0.5, Adam 0.01 without decay, fanouts 25,20, batches of 1024 papers, 3 epochs.
+# No monitor: the hetero trainer selects by validation accuracy, with no choice.
 _OGB_MAG_RGCN = dict(
     hidden=64,
     layers=2,
@@ -209,7 +215,6 @@ _OGB_MAG_RGCN = dict(
     fanouts="25,20",
     epochs=3,
     patience=0,
-    monitor="val_acc",
     batch_size=1024,
 )
 
@@ -249,6 +254,7 @@ TASKS: Mapping[str, Task] = MappingProxyType(
             info="sparsegcn.tasks.graph:describe_graphs",
             predict="sparsegcn.tasks.graph:predict_graph_checkpoint",
             folder="sparsegcn.datasets.ondisk_graphs:is_graph_ondisk",
+            decays="all",  # fit_graphs: add_decayed_weights on every parameter
         ),
         "hetero": Task(
             description="a class per node of one type of a heterogeneous graph (R-GCN on "

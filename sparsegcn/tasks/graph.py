@@ -22,11 +22,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sparsegcn._checks import INT32_MAX, Bound, check_bound
 from sparsegcn.batch import check_packing, choose_budget
 from sparsegcn.datasets.base import reading_only
 
 HOLDOUT_FOLDS = 10
 """Without ``--folds``: train on one fold of a 10-fold split (test 10 %)."""
+
+FOLDS = Bound(int, low=0, high=INT32_MAX)
+"""``--folds``, as the other integer options are bounded; 1 is refused too, and
+more than the dataset's graphs once they are known (:func:`check_folds_fit`)."""
 
 # Experiment settings the graph trainer does not read, with the value that means "unset".
 _UNSUPPORTED = {
@@ -40,7 +45,6 @@ _UNSUPPORTED = {
     "max_batches": (0,),
     "shard_features": (False,),
     "patience": (0,),
-    "monitor": ("val_acc",),
     "epochs_per_call": (0,),
     "clip_norm": (0.0,),
 }
@@ -61,10 +65,9 @@ def check_graph_experiment(exp) -> None:
                 f"{exp.dataset}: graph-level training runs without sampling, "
                 f"plots or early stopping; {name}={value!r} is not supported with it"
             )
-    from sparsegcn import _checks
     from sparsegcn.nn.graph_gin import GRAPH_READOUTS
 
-    if _checks.check_static_int("folds", exp.folds) == 1:
+    if check_bound("folds", exp.folds, FOLDS, flag="--folds") == 1:
         raise ValueError(f"--folds must be 0 (one holdout split) or at least 2, got {exp.folds}")
     if exp.folds and exp.dataset.startswith(OFFICIAL_SPLIT_PREFIXES):
         raise ValueError(_official_folds_error(exp.dataset, exp.folds))
@@ -77,6 +80,26 @@ OFFICIAL_SPLIT_PREFIXES = ("ogbg-", "synthetic:mol")
 """Dataset names whose datasets come with an official split (refused with
 ``--folds`` before anything is read; any other dataset with a ``split`` is
 refused once loaded)."""
+
+
+def check_folds_fit(exp, num_graphs: int, name: str) -> None:
+    """Refuses more ``--folds`` than ``num_graphs``, the graphs of dataset ``name``
+    (each fold tests one graph at least)."""
+    if exp.folds > num_graphs:
+        raise ValueError(
+            f"folds={exp.folds} (--folds) must be at most the number of graphs, "
+            f"{num_graphs} in {name}"
+        )
+
+
+def _check_stored_folds(exp) -> None:
+    """:func:`check_folds_fit` on a dataset folder before its arrays are read: its
+    manifest records the number of graphs (a ``tu:`` dataset's is known once read)."""
+    from sparsegcn.datasets import is_path
+    from sparsegcn.datasets.ondisk_graphs import is_graph_ondisk, read_graph_manifest
+
+    if exp.folds and is_path(exp.dataset) and is_graph_ondisk(exp.dataset):
+        check_folds_fit(exp, read_graph_manifest(exp.dataset)["num_graphs"], exp.dataset)
 
 
 def _official_folds_error(name: str, folds: int) -> str:
@@ -111,6 +134,7 @@ def load_experiment_graphs(exp, *, progress: bool = False):
     from sparsegcn.datasets.graph_dataset import one_hot_degrees
     from sparsegcn.datasets.graphs import load_graphs
 
+    _check_stored_folds(exp)
     root = default_root() if exp.root is None else exp.root
     dataset = load_graphs(exp.dataset, root, progress=progress)
     return one_hot_degrees(dataset) if exp.degree_features else dataset
@@ -120,7 +144,8 @@ def graph_splits(exp, dataset):
     """``exp``'s :class:`~sparsegcn.train.graphs.Splits` of ``dataset``.
 
     Raises:
-      ValueError: ``--folds`` on a dataset with an official split.
+      ValueError: ``--folds`` on a dataset with an official split, or more
+        than its graphs.
     """
     from sparsegcn.train.graphs import fold_splits, official_splits
 
@@ -128,6 +153,7 @@ def graph_splits(exp, dataset):
         if exp.folds:
             raise ValueError(_official_folds_error(dataset.name, exp.folds))
         return official_splits(dataset)
+    check_folds_fit(exp, dataset.num_graphs, dataset.name)
     folds = exp.folds or HOLDOUT_FOLDS
     splits = fold_splits(dataset.labels, folds, exp.seed)
     if not exp.folds:
@@ -591,9 +617,13 @@ def run_graph_sweep(base, axes: dict, *, progress: bool = False) -> dict:
     for exp in experiments:  # every point's settings, before any data is read
         exp.check_applies()
         check_graph_experiment(exp)
+        _check_stored_folds(exp)
     raw = load_experiment_graphs(
         dataclasses.replace(base, degree_features=False), progress=progress
     )
+    for exp in experiments:  # and what the graphs bound, before any point trains
+        if raw.split is None:
+            check_folds_fit(exp, raw.num_graphs, raw.name)
     degrees = None
     rows, programs = [], []
     for program, (point, exp) in enumerate(zip(points, experiments, strict=True)):
@@ -726,6 +756,7 @@ def predict_graph_checkpoint(
 __all__ = [
     "OFFICIAL_SPLIT_PREFIXES",
     "GraphLifecycle",
+    "check_folds_fit",
     "check_graph_experiment",
     "describe_graphs",
     "graph_config",

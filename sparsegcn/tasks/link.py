@@ -55,7 +55,7 @@ _UNSUPPORTED = {
     "shard_features": ((False,), _FIXED),
     "patience": ((0,), _FIXED),
     "clip_norm": ((0.0,), _FIXED),
-    "monitor": (("val_acc",), _SELECTS_NONE),
+    "monitor": ((None,), _SELECTS_NONE),
     # The encoder propagates on its registry entry's graph (an edge list, or CSR where
     # the native kernel runs the product: the report's "layout"), never through a backend.
     "backend": (("segment",), "propagates on its encoder's own graph, not through a backend"),

@@ -19,7 +19,8 @@ Keys, batches and losses are those of :func:`~sparsegcn.train.train_epoch`
 (same permutation, sampling and dropout keys), so a seed trains to the same
 parameters whichever store holds its features.
 
-Validation and test accuracy are measured on sampled trees of the
+Validation and test accuracy (and the validation loss that
+``TrainConfig.monitor`` may select by) are measured on sampled trees of the
 evaluation nodes (same fanouts, a fixed key), not on the full
 neighbourhood: full-neighbourhood evaluation reads every node's features.
 
@@ -316,16 +317,38 @@ def evaluate_streamed(
 ) -> float:
     """Accuracy on ``nodes`` (int ``[V]``) from sampled trees, ``batch_size`` seeds at a time
     (sampled on the host with ``host``)."""
+    return _evaluate(fns, store, params, data, nodes, batch_size, key, host=host)[0]
+
+
+def _cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """float ``[B]`` softmax cross-entropy of ``logits [B, C]`` at int ``labels [B]``."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_z = np.log(np.exp(shifted).sum(axis=-1))
+    return log_z - np.take_along_axis(shifted, labels[:, None], axis=-1)[:, 0]
+
+
+def _evaluate(
+    fns: StreamedFns,
+    store: HostFeatureStore,
+    params,
+    data: MinibatchData,
+    nodes: np.ndarray,
+    batch_size: int,
+    key: jax.Array,
+    *,
+    host: HostSampler | None = None,
+) -> tuple[float, float]:
+    """``(accuracy, mean cross-entropy)`` on ``nodes``, as :func:`evaluate_streamed`."""
     v = int(nodes.shape[0])
     if v == 0:
-        return float("nan")
+        return float("nan"), float("nan")
     steps = -(-v // batch_size)
     padded = np.zeros(steps * batch_size, np.int32)
     padded[:v] = nodes
     real = np.arange(steps * batch_size) < v
     keys = np.asarray(jax.random.key_data(jax.random.split(key, steps)))
     labels = np.asarray(data.labels)
-    correct = 0
+    correct, loss = 0, 0.0
     stream = _stream(
         fns,
         store,
@@ -336,11 +359,20 @@ def evaluate_streamed(
         host,
     )
     for i, (x, tree, _, _) in enumerate(stream):
-        predicted = np.asarray(jnp.argmax(fns.logits(params, x, tree), axis=-1))
+        logits = np.asarray(fns.logits(params, x, tree))
         seeds = padded[i * batch_size : (i + 1) * batch_size]
         mask = real[i * batch_size : (i + 1) * batch_size]
-        correct += int(np.sum((predicted == labels[seeds]) & mask))
-    return correct / v
+        correct += int(np.sum((np.argmax(logits, axis=-1) == labels[seeds]) & mask))
+        loss += float(np.sum(_cross_entropy(logits, labels[seeds]) * mask))
+    return correct / v, loss / v
+
+
+def _improves(monitor: str, acc: float, loss: float, best_acc: float, best_loss: float) -> bool:
+    """Whether an epoch's validation accuracy and loss beat the best so far by
+    ``monitor``, as :attr:`~sparsegcn.train.TrainConfig.monitor` defines it."""
+    if monitor == "val_loss":
+        return loss < best_loss
+    return acc > best_acc or (acc == best_acc and loss < best_loss)
 
 
 @dataclasses.dataclass
@@ -349,8 +381,8 @@ class StreamedFitResult:
     :class:`~sparsegcn.train.FitResult` of one seed).
 
     Attributes:
-      params: params at the best validation epoch.
-      history: ``{"loss", "grad_norm", "val_acc"}``, each ``[epochs_run, 1]``.
+      params: params at the best validation epoch (by ``TrainConfig.monitor``).
+      history: ``{"loss", "grad_norm", "val_acc", "val_loss"}``, each ``[epochs_run, 1]``.
       val_acc, test_acc: ``[1]`` sampled accuracies at the best epoch.
       best_epoch: ``[1]``, 1-based.
       features_on: ``"host"`` or ``"mmap"``.
@@ -428,8 +460,9 @@ def fit_streamed(
     Seed ``s`` uses ``jax.random.key(s)`` for init, and every epoch's key as
     :func:`~sparsegcn.train.run_epoch` derives it, so its training batches
     and parameters match :func:`~sparsegcn.train.fit_minibatch`'s (with
-    ``host_csr`` too: the host sampler draws the device's trees). Early
-    stopping on the sampled validation accuracy (``config.patience`` epochs).
+    ``host_csr`` too: the host sampler draws the device's trees). The best
+    epoch and early stopping (``config.patience`` epochs) follow
+    ``config.monitor`` on the sampled validation accuracy and loss.
 
     Args:
       model: a sampled model (:func:`sparsegcn.nn.sage`, ...).
@@ -514,7 +547,7 @@ def fit_streamed(
     first_batch_s = float("nan")
     read_before = proc_read_bytes()
     read_bytes = 0
-    best = (-1.0, 0, params)
+    best = (-1.0, float("inf"), 0, params)  # validation accuracy, loss, epoch, params
     bad = 0
     stop = False
 
@@ -552,17 +585,17 @@ def fit_streamed(
         at = int(np.flatnonzero(~finite)[0]) if not finite.all() else None
         loss = float(losses.mean()) if at is None else float(losses[at])
         norm = float(norms.mean()) if at is None else float(norms[at])
-        val = float("nan")
+        val, val_loss = float("nan"), float("nan")
         if at is None:
-            val = evaluate_streamed(
+            val, val_loss = _evaluate(
                 fns, store, params, device_data, val_nodes, batch_size, eval_key, host=host
             )
-            if val > best[0]:
-                best, bad = (val, len(epoch_s), params), 0
+            if _improves(config.monitor, val, val_loss, best[0], best[1]):
+                best, bad = (val, val_loss, len(epoch_s), params), 0
             else:
                 bad += 1
                 stop = config.patience is not None and bad >= config.patience
-        metrics = {"loss": loss, "grad_norm": norm, "val_acc": val}
+        metrics = {"loss": loss, "grad_norm": norm, "val_acc": val, "val_loss": val_loss}
         return (params, opt_state, key), {
             k: np.array([[v]], np.float32) for k, v in metrics.items()
         }
@@ -575,14 +608,14 @@ def fit_streamed(
             seeds=[seed],
             finished=lambda _state: stop or len(epoch_s) >= config.epochs,
             progress=progress,
-            watch="val_acc",
+            watch=config.monitor,
             divergence_factor=config.divergence_factor,
             divergence_epochs=config.divergence_epochs,
         )
         history = {name: values.astype(np.float32) for name, values in recorded.items()}
         gather = dataclasses.replace(store.stats)
         test = evaluate_streamed(
-            fns, store, best[2], device_data, test_nodes, batch_size, eval_key, host=host
+            fns, store, best[3], device_data, test_nodes, batch_size, eval_key, host=host
         )
     finally:
         store.close()
@@ -592,11 +625,11 @@ def fit_streamed(
     # The first batch compiles the step; later ones show the steady rate.
     steady = (train_s - first_batch_s) / (batches_run - 1) if batches_run > 1 else train_s
     return StreamedFitResult(
-        params=best[2],
+        params=best[3],
         history=history,
         val_acc=np.asarray([best[0]]),
         test_acc=np.asarray([test]),
-        best_epoch=np.asarray([best[1]]),
+        best_epoch=np.asarray([best[2]]),
         seeds=(seed,),
         features_on=store.kind,
         gather=gather,

@@ -210,3 +210,28 @@ def test_checkpoint_resume_and_predict_on_graphs(data_root, tmp_path, capsys):
     train = ["train", "--dataset", "tu:MUTAG", "--root", str(data_root), "--model", "gin"]
     code = main([*train, "--epochs", "2", "--no-progress", "--checkpoint", str(first)])
     assert code == 2 and "another run" in one_error(capsys)
+
+
+def test_more_folds_than_graphs_are_refused_naming_the_flag(tmp_path, capsys):
+    # Before: "folds must be in [2, 3] (the graphs), got 4", the flag unnamed.
+    write_mini(tmp_path / "tu" / "MINI")
+    argv = ["train", "--dataset", "tu:MINI", "--root", str(tmp_path), "--model", "gin"]
+    assert main([*argv, "--folds", "4", "--no-progress"]) == 2
+    err = one_error(capsys)
+    assert "folds=4 (--folds) must be at most the number of graphs, 3 in tu:MINI" in err
+    # A sweep refuses such a point once the graphs are read, before it trains any point.
+    assert main([*argv, "--sweep", "folds=2,4", "--epochs", "1", "--no-progress"]) == 2
+    assert "folds=4 (--folds) must be at most the number of graphs, 3" in one_error(capsys)
+
+
+def test_a_folders_manifest_bounds_the_folds_before_its_arrays_are_read(tmp_path, capsys):
+    from sparsegcn.datasets.ondisk_graphs import save_graphs
+
+    folder = save_graphs(random_graphs(count=7), tmp_path / "seven")
+    for array in folder.glob("*.npy"):
+        array.unlink()  # read, they would be refused as missing
+    argv = ["train", "--dataset", str(folder), "--model", "gin", "--folds", "8", "--no-progress"]
+    assert main(["train", *argv[1:]]) == 2
+    assert f"folds=8 (--folds) must be at most the number of graphs, 7 in {folder}" in one_error(
+        capsys
+    )

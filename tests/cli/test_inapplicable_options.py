@@ -29,6 +29,9 @@ def refused(argv, capsys) -> str:
         # fit_graphs decays every parameter: no per-layer choice to make.
         (["--decay-layers", "all"], "decay_layers='all' (--decay-layers)"),
         (["--decay-layers", "none"], "decay_layers='none' (--decay-layers)"),
+        # fit_graphs selects by the dataset's metric: even the node default is refused.
+        (["--monitor", "val_acc"], "monitor='val_acc' (--monitor)"),
+        (["--monitor", "val_loss"], "monitor='val_loss' (--monitor)"),
     ],
 )
 def test_graph_runs_refuse_what_graph_training_does_not_read(flags, named, tmp_path, capsys):
@@ -69,6 +72,30 @@ def test_link_runs_refuse_checkpoint_settings_of_resumable_checkpoints(tmp_path,
     assert "checkpoint_every=7 (--checkpoint-every)" in err and "link-level task" in err
     err = refused([*link, "--keep", "1"], capsys)
     assert "keep=1 (--keep)" in err
+
+
+@pytest.mark.parametrize("monitor", ["val_acc", "val_loss"])
+def test_link_runs_refuse_a_monitor_as_they_select_no_epoch(monitor, capsys):
+    err = refused([*TINY, "--task", "link", "--model", "gae", "--monitor", monitor], capsys)
+    assert f"monitor='{monitor}' (--monitor)" in err and "selecting none" in err
+
+
+@pytest.mark.parametrize(
+    ("folds", "message"),
+    [
+        (str(2**31), f"folds must be >= 0 and <= 2147483647, got {2**31} (--folds)"),
+        (str(2**63), f"folds must be >= 0 and <= 2147483647, got {2**63} (--folds)"),
+        ("-1", "folds must be >= 0 and <= 2147483647, got -1 (--folds)"),
+        ("1", "--folds must be 0 (one holdout split) or at least 2, got 1"),
+    ],
+)
+def test_folds_are_bounded_naming_the_flag_before_any_data_is_read(
+    folds, message, tmp_path, capsys
+):
+    # Before: 2**31 and 2**63 passed until the graphs were read (or downloaded).
+    err = refused([*MUTAG, "--root", str(tmp_path), "--folds", folds], capsys)
+    assert message in err
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,8 @@
 """Experiment refuses, naming the field, what the command line's parser cannot
 produce but the Python API can; a model swept in takes its own defaults."""
 
+import dataclasses
+
 import pytest
 
 from sparsegcn.experiment import Experiment
@@ -94,3 +96,47 @@ def test_num_bases_above_the_relations_of_a_read_graph_is_refused_when_built():
     rgcn(types, relations, {"a": 4}, 2, target="b", num_bases=2)
     with pytest.raises(ValueError, match=r"at most the number of relations, 2 here .* got 3"):
         rgcn(types, relations, {"a": 4}, 2, target="b", num_bases=3)
+
+
+# -- monitor and decay_layers where a task's own trainer decides them ----------
+
+LINK = dict(task="link", model="gae")
+MAG = dict(dataset="synthetic:mag", model="rgcn")
+
+
+@pytest.mark.parametrize("settings", [GIN, LINK, MAG], ids=["graph", "link", "hetero"])
+@pytest.mark.parametrize("monitor", ["val_acc", "val_loss"])
+def test_an_explicit_monitor_is_refused_where_no_node_trainer_selects(settings, monitor):
+    # Before: monitor='val_acc' equalled the value these tasks filled in, and passed unseen.
+    with pytest.raises(ValueError, match=rf"monitor='{monitor}' \(--monitor\)"):
+        Experiment(**settings, monitor=monitor)
+
+
+def test_monitor_is_unset_where_no_node_trainer_selects_and_checkpoints_still_load():
+    from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
+
+    assert [Experiment(**s).monitor for s in (GIN, LINK, MAG)] == [None, None, None]
+    assert (Experiment().monitor, Experiment(model="gat").monitor) == ("val_acc", "val_loss")
+    assert Experiment(**MAG).train_config().monitor == "val_acc"  # read by nothing there
+    _, points = sweep_points(Experiment(**GIN), {"lr": [0.01, 0.02]})
+    assert [p.monitor for p in points] == [None, None]
+    for settings in (GIN, LINK, MAG):  # written when these runs recorded "val_acc"
+        config = {**dataclasses.asdict(Experiment(**settings)), "monitor": "val_acc"}
+        assert experiment_from_checkpoint({"metadata": {"config": config}}).monitor is None
+
+
+def test_a_graph_run_records_the_decay_graph_training_applies():
+    # fit_graphs decays every parameter by weight_decay; before, "none" was recorded always.
+    assert Experiment(**GIN).decay_layers == "none"  # Xu et al.: no weight decay
+    assert Experiment(**GIN, weight_decay=1e-3).decay_layers == "all"
+    _, points = sweep_points(Experiment(**GIN), {"weight_decay": [0.0, 1e-3, 0.0]})
+    assert [p.decay_layers for p in points] == ["none", "all", "none"]
+    config = {**dataclasses.asdict(Experiment(**GIN)), "weight_decay": 1e-3}
+    assert Experiment(**without_inapplicable(config)).decay_layers == "all"
+    with pytest.raises(ValueError, match=r"decay_layers='first' \(--decay-layers\) applies only"):
+        Experiment(**GIN, weight_decay=1e-3, decay_layers="first")
+    with pytest.raises(ValueError, match=r"decay_layers='none' \(--decay-layers\) applies only"):
+        Experiment(**GIN, weight_decay=1e-3, decay_layers="none")
+    assert Experiment(dataset="synthetic:mag", model="rgcn", weight_decay=1e-3).decay_layers == (
+        "none"  # the hetero trainer reads --decay-layers: its default stands
+    )

@@ -198,6 +198,32 @@ def test_fit_streamed_learns_and_reports_the_gather(data):
     assert 1 <= result.best_epoch[0] <= 15
 
 
+def test_fit_streamed_selects_and_stops_by_the_monitor(data):
+    # Before: the monitor was ignored, the sampled accuracy alone selected (no val_loss kept).
+    # At this rate the validation loss turns up before the accuracy peaks.
+    chosen = {}
+    for monitor in ("val_acc", "val_loss"):
+        result = fit_streamed(
+            sg.sage(8, 2, hidden=16),
+            data._replace(features=np.asarray(data.features)),
+            TrainConfig(epochs=20, patience=3, monitor=monitor, learning_rate=0.2),
+            MinibatchConfig((5, 5), 16),
+        )
+        acc, loss = result.history["val_acc"][:, 0], result.history["val_loss"][:, 0]
+        assert np.isfinite(loss).all()
+        # TrainConfig.monitor: the lowest loss, or the highest accuracy and then the
+        # lowest loss; the first such epoch.
+        if monitor == "val_loss":
+            best = min(range(len(loss)), key=lambda e: (loss[e], e))
+        else:
+            best = min(range(len(loss)), key=lambda e: (-acc[e], loss[e], e))
+        assert result.best_epoch[0] == best + 1
+        assert result.val_acc[0] == pytest.approx(acc[best])
+        assert len(loss) == min(20, best + 1 + 3)  # patience counts epochs since the best
+        chosen[monitor] = best
+    assert chosen["val_acc"] != chosen["val_loss"]
+
+
 def test_experiment_refuses_what_streamed_features_do_not_support():
     sage = {"model": "sage", "fanouts": "3,2", "layers": 2}
     for bad, match in [
