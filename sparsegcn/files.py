@@ -138,6 +138,40 @@ def _umask() -> int:
     return mask
 
 
+def _replaced_status(target: Path, *, folder: bool = False) -> os.stat_result | None:
+    """The status of the regular file (``folder``: the folder, not a link to one) a
+    write is about to replace at ``target``, or ``None``: nothing, or something else."""
+    try:
+        info = os.lstat(target) if folder else os.stat(target)
+    except OSError:
+        return None
+    wanted = stat.S_ISDIR if folder else stat.S_ISREG
+    return info if wanted(info.st_mode) else None
+
+
+def _take_permissions(
+    path: str | os.PathLike, replaced: os.stat_result | None, *, folder: bool = False
+) -> None:
+    """Gives the new file or folder ``path`` the permissions of the one it is to replace.
+
+    A replacement is a new inode: without this it would get ``0666 & ~umask``
+    (``0777`` for a folder) and this process's group, so a report the user
+    made ``0600`` would become readable by all, and a group folder ``2770``
+    would become ``0755`` and this user's group. With ``replaced`` (the
+    status of what is replaced), ``path`` gets its mode bits, and its group
+    where ``chown`` to that group is permitted (a group of this process, or
+    root), silently not where it is not: the write never fails over it.
+    Without, the mode the umask allows.
+    """
+    if replaced is None:
+        os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
+        return
+    if replaced.st_gid != os.stat(path).st_gid:
+        with contextlib.suppress(OSError):  # chown first: it may clear the set-id bits
+            os.chown(path, -1, replaced.st_gid)
+    os.chmod(path, stat.S_IMODE(replaced.st_mode))
+
+
 def _through_link(path: Path) -> Path:
     """Where a write of ``path`` lands: a symbolic link's target (the link itself is not
     replaced), else ``path``. Callers first divert paths of this process's descriptors
@@ -290,13 +324,17 @@ def _to_bytes(write: Callable[[BinaryIO], object]) -> bytes:
     return buffer.getvalue()
 
 
-def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
+def write_atomic(
+    path: str | os.PathLike, write: Callable[[BinaryIO], object], *, name: str | None = None
+) -> Path:
     """Writes a file through ``write(file)`` so that it appears complete or not at all.
 
     The bytes go to a temporary file in the same folder, which is fsynced,
     renamed over ``path`` with ``os.replace`` and followed by an fsync of the
     folder. On any error the temporary file is removed and ``path`` is left
-    as it was. A symbolic link is written through: its target is replaced,
+    as it was; the error names ``path`` (or ``name``). A file replaced
+    keeps its mode and, where permitted, its group (:func:`_take_permissions`).
+    A symbolic link is written through: its target is replaced,
     the link stays. A character device or FIFO at ``path`` (``/dev/null``, a
     terminal, a named pipe; see :data:`SINKS`) is written in place, never
     replaced; any other non-regular file is refused. A path naming one of
@@ -304,10 +342,17 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     ``/dev/fd/N``, ``/proc/self/fd/N``) is written to that descriptor, at
     its offset (appended after ``>>``), whatever file it is open on.
 
+    Args:
+      path: the file to write.
+      write: writes the bytes into the open binary file it is given.
+      name: how errors name the file (default: ``path``), e.g. the folder
+        the user asked for rather than a temporary folder being built.
+
     Returns:
       ``path`` as a :class:`~pathlib.Path`.
     """
     path = Path(path)
+    named = path if name is None else name
     fd = _own_descriptor(path)
     if fd is not None:
         _write_descriptor(path, fd, _to_bytes(write))
@@ -322,17 +367,18 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as err:
-        raise _naming(err, path) from err
+        raise _naming(err, named) from err
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make results private
+        # mkstemp's 0600 would make results private; a replaced file keeps its own mode
+        _take_permissions(tmp, _replaced_status(target))
         with os.fdopen(fd, "wb") as f:
             write(f)
-            f.flush()
+            check_complete(f)
             os.fsync(f.fileno())
         _replace_regular(tmp, target)
     except OSError as err:  # a full disk, a quota: name the file the user asked for
         Path(tmp).unlink(missing_ok=True)
-        raise _naming(err, path) from err
+        raise _naming(err, named) from err
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -348,9 +394,20 @@ def _replace_regular(tmp: str | os.PathLike, path: Path) -> None:
     os.replace(tmp, path)
 
 
+# NumPy's words for a write that stopped short (ndarray.tofile, np.save to a file): no errno.
+_SHORT_WRITE = re.compile(r"(?P<asked>[0-9]+) requested and (?P<done>[0-9]+) written")
+
+
 def _naming(err: OSError, path: str | os.PathLike) -> OSError:
     """``err`` (same type and errno) with a message that names ``path``."""
-    named = type(err)(f"cannot write {path}: {err.strerror or err}")
+    cause = err.strerror or str(err)
+    short = _SHORT_WRITE.fullmatch(cause)
+    if err.errno is None and short:
+        cause = (
+            f"only {int(short['done']):,} of {int(short['asked']):,} bytes could be written "
+            f"(the disk, or a quota, is full)"
+        )
+    named = type(err)(f"cannot write {path}: {cause}")
     named.errno = err.errno
     return named
 
@@ -433,12 +490,13 @@ def reading(path: str | os.PathLike):
         ) from err
 
 
-def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> Path:
-    """``np.save`` through :func:`write_atomic` (no pickled objects)."""
+def save_npy_atomic(path: str | os.PathLike, array: np.ndarray, *, name: str | None = None) -> Path:
+    """``np.save`` through :func:`write_atomic` (no pickled objects); errors name
+    ``name`` (default: ``path``)."""
     array = np.asarray(array)
     if array.dtype == object:
         raise TypeError(f"refusing to save an object array to {path}: it would need pickle")
-    return write_atomic(path, lambda f: np.save(f, array, allow_pickle=False))
+    return write_atomic(path, lambda f: np.save(f, array, allow_pickle=False), name=name)
 
 
 def strict_json(value):
@@ -469,21 +527,101 @@ def json_text(payload, *, indent: int | None = 2) -> str:
     return json.dumps(strict_json(payload), indent=indent, sort_keys=True, allow_nan=False) + "\n"
 
 
-def write_json_atomic(path: str | os.PathLike, payload: dict) -> Path:
+def write_json_atomic(path: str | os.PathLike, payload: dict, *, name: str | None = None) -> Path:
     """Writes ``payload`` as indented, key-sorted, strict JSON (:func:`json_text`)
-    through :func:`write_atomic`."""
+    through :func:`write_atomic`; errors name ``name`` (default: ``path``)."""
     text = json_text(payload)
-    return write_atomic(path, lambda f: f.write(text.encode()))
+    return write_atomic(path, lambda f: f.write(text.encode()), name=name)
 
 
-def check_work_folder(path: str | os.PathLike, *, what: str) -> Path:
+def check_complete(f: BinaryIO) -> None:
+    """Flushes the file ``f``, written from its start, and raises if it holds fewer bytes
+    than were written to it.
+
+    ``np.save`` to an open file writes the data with ``ndarray.tofile``,
+    which flushes its C buffer without checking (see :func:`write_array`):
+    on a nearly full disk the file ends short and nothing is raised. Then
+    ``f``'s position (where the writes ended) is past the file's end.
+
+    Raises:
+      OSError: ``ENOSPC``, saying how many bytes are missing; callers name the file.
+    """
+    f.flush()
+    written, held = f.tell(), os.fstat(f.fileno()).st_size
+    if held < written:
+        raise OSError(
+            errno.ENOSPC,
+            f"only {held:,} of {written:,} bytes reached the file (the disk, or a quota, is full)",
+        )
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    """``np.save`` to the file ``path`` in place, fsynced, raising when bytes are lost
+    (:func:`check_complete`); for files in a temporary folder built whole (outputs
+    the user names go through :func:`save_npy_atomic`). No pickled objects."""
+    with open(path, "wb") as f:
+        np.save(f, np.asarray(array), allow_pickle=False)
+        check_complete(f)
+        os.fsync(f.fileno())
+
+
+def write_array(f: BinaryIO, array: np.ndarray) -> None:
+    """Appends the bytes of ``array`` (C order) to the open binary file ``f``.
+
+    What ``array.tofile(f)`` writes, but through ``f.write``: ``tofile``
+    writes through a C ``FILE*`` whose buffered tail it flushes without
+    checking, so on a full disk an array smaller than that buffer is
+    dropped without an error, and the file silently lacks it. Here a full
+    disk raises ``OSError`` (``ENOSPC``), at this write or at the file's
+    ``flush`` or ``close``: the caller closes inside its error handling.
+    """
+    f.write(np.ascontiguousarray(array).data.cast("B"))
+
+
+def close_all(files) -> None:
+    """Closes every file of ``files``, then raises the first error a close raised (a
+    full disk's, when a buffered tail is written), so that no file is left open."""
+    first: OSError | None = None
+    for f in files:
+        try:
+            f.close()
+        except OSError as err:
+            first = first or err
+    if first is not None:
+        raise first
+
+
+def save_array(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Writes the bytes of ``array`` to the file ``path`` (replacing it), as
+    ``array.tofile(path)`` would, except that a full disk raises (:func:`write_array`)."""
+    with open(path, "wb") as f:
+        write_array(f, array)
+
+
+def check_work_folder(
+    path: str | os.PathLike,
+    *,
+    what: str,
+    outside: Mapping[str, str | os.PathLike | None] | None = None,
+) -> Path:
     """An existing folder a tool may put its temporary files in (``--tmp-dir``).
 
     Never created: a mistyped path would otherwise become a new folder tree,
     left behind. Checked before the work starts.
 
+    Args:
+      path: the folder.
+      what: how messages name it, e.g. ``"tmp_dir (--tmp-dir)"``.
+      outside: ``{description: folder}`` of the folders the tool replaces
+        with its result (``{"out (--out)": out}``); ``None`` entries are
+        skipped. The work folder may be neither one of them nor inside one:
+        its temporary files would sit in the folder being replaced, which
+        then no longer holds only what may be replaced (and a ``kill -9``
+        would leave them there).
+
     Raises:
-      ValueError: an empty path, or one that is not a folder, naming ``what``.
+      ValueError: an empty path, one that is not a folder, or one that is
+        (or lies inside) a folder of ``outside``, naming ``what``.
       FileNotFoundError: nothing at ``path``.
       PermissionError: a folder this process cannot write into.
     """
@@ -497,6 +635,17 @@ def check_work_folder(path: str | os.PathLike, *, what: str) -> Path:
         raise ValueError(f"{what} {text!r} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PermissionError(f"{what} {text!r} is not writable")
+    real = os.path.realpath(folder)
+    for output_what, output in (outside or {}).items():
+        if output is None:
+            continue
+        output_real = os.path.realpath(Path(output).expanduser())
+        if real == output_real or _within(real, {output_real}):
+            where = "is" if real == output_real else "lies inside"
+            raise ValueError(
+                f"{what} {text!r} {where} the folder {output_what} {os.fspath(output)!r} "
+                f"that this run replaces with its result; give a work folder outside it"
+            )
     return folder
 
 
@@ -597,10 +746,12 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], ob
     fsynced; only when all are written are they renamed into place
     (:func:`_replace_all`: a rename that fails puts every file already
     replaced back as it was). On any error, every temporary file is removed
-    and every ``path`` is as it was; the error names the ``path``. A
-    character device or FIFO among the paths (:data:`SINKS`), or one of this
-    process's descriptors (``/dev/stdout``), is written in place after the
-    renames; any other non-regular file is refused first.
+    and every ``path`` is as it was; the error names the ``path``. A file
+    replaced keeps its mode and, where permitted, its group
+    (:func:`_take_permissions`). A character device or FIFO among the paths
+    (:data:`SINKS`), or one of this process's descriptors (``/dev/stdout``),
+    is written in place after the renames; any other non-regular file is
+    refused first.
 
     Args:
       writers: ``{path: write(file)}``.
@@ -627,10 +778,10 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], ob
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             temps.append((tmp, target, named))
-            os.chmod(tmp, 0o666 & ~_umask())
+            _take_permissions(tmp, _replaced_status(target))
             with os.fdopen(fd, "wb") as f:
                 write(f)
-                f.flush()
+                check_complete(f)
                 os.fsync(f.fileno())
         for _tmp, target, given_path in temps:
             named = given_path
@@ -912,11 +1063,72 @@ def replace_folder(new: str | os.PathLike, path: str | os.PathLike) -> Path:
     moves it back (:func:`remove_stale_temp_folders`). At no point is
     neither the old nor the new folder at ``path`` for longer than that.
 
+    A folder replaced hands its mode and, where permitted, its group on to
+    ``new`` (:func:`_take_permissions`); with the set-group-id bit, the
+    group of the files in ``new`` too, as if they had been made in it.
+
     Returns:
       ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+      OSError: naming ``path``; a mount point at ``path`` (which cannot be
+        renamed over, see :func:`check_not_mount_point`) says so.
     """
     new, path = Path(new), Path(path)
-    empty = path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+    try:
+        return _replace_folder(new, path)
+    except OSError as err:
+        if str(err).startswith("cannot "):
+            raise
+        named = _naming(err, path)
+        if err.errno == errno.EBUSY and os.path.ismount(path):
+            named = OSError(f"cannot write {path}: {_MOUNT_POINT}")
+            named.errno = err.errno
+        raise named from err
+
+
+_MOUNT_POINT = (
+    "it is a mount point, which a folder built beside it cannot be renamed over; give a "
+    "folder inside it"
+)
+
+
+def check_not_mount_point(path: str | os.PathLike, *, what: str | None = None) -> None:
+    """Refuses a mount point as a folder :func:`replace_folder` is to replace, before the work.
+
+    The new folder is built beside ``path``, in its parent's file system,
+    and renamed over it at the end; a mount point cannot be renamed over
+    (``EBUSY``), so the whole work would be lost at the last step. A path
+    inside the mounted file system works.
+
+    Args:
+      path: the folder to be replaced.
+      what: how the message names it before the path (``"--out"``).
+
+    Raises:
+      ValueError: ``path`` is a mount point (a link to one is fine: the link
+        is replaced).
+    """
+    if not os.path.islink(path) and os.path.ismount(path):
+        named = f"{what} {path}" if what else str(path)
+        raise ValueError(f"{named}: {_MOUNT_POINT}, e.g. {os.path.join(path, 'dataset')}")
+
+
+def _inherit_group(folder: Path, gid: int) -> None:
+    """Gives the files and folders in ``folder`` the group ``gid``, where permitted."""
+    for top, folders, names in os.walk(folder):
+        for name in folders + names:
+            with contextlib.suppress(OSError):
+                os.chown(os.path.join(top, name), -1, gid, follow_symlinks=False)
+
+
+def _replace_folder(new: Path, path: Path) -> Path:
+    replaced = _replaced_status(path, folder=True)
+    if replaced is not None:
+        if replaced.st_mode & stat.S_ISGID:
+            _inherit_group(new, replaced.st_gid)
+        _take_permissions(new, replaced, folder=True)
+    empty = replaced is not None and not any(path.iterdir())
     if empty or not os.path.lexists(path):
         os.replace(new, path)
     elif _exchange(new, path):
@@ -1066,6 +1278,11 @@ def _hard_linked(a: Path, b: Path) -> bool:
         return False
 
 
+def _within(path: str, parents: set[str]) -> bool:
+    """Whether the real path ``path`` lies strictly inside one of the real paths ``parents``."""
+    return any(path.startswith(parent.rstrip(os.sep) + os.sep) for parent in parents)
+
+
 def check_distinct_outputs(
     files: Mapping[str, str | os.PathLike | None],
     folders: Mapping[str, tuple[str | os.PathLike | None, Callable[[str], bool]]] | None = None,
@@ -1073,9 +1290,14 @@ def check_distinct_outputs(
     """Refuses outputs of one run that would land on one another, before any work is done.
 
     Two file outputs naming one file (compared as :func:`check_not_inputs`
-    compares: real paths, and hard links by identity), or a file output
-    inside an output folder under a name that folder's writer writes or
-    deletes there (a checkpoint's manifest in ``--checkpoint DIR``, say).
+    compares: real paths, and hard links by identity), a file output inside
+    an output folder under a name that folder's writer writes or deletes
+    there (a checkpoint's manifest in ``--checkpoint DIR``, say), or a file
+    output whose path another output needs as a folder: the path of an
+    output folder or one of its parents (``--json out --checkpoint out``,
+    ``--json j --checkpoint j/sub``), or a parent of another file output
+    (``--json a --plot a/b.png``). Each of those would fail only when the
+    second output is written, after the run.
     Outputs that are both written in place, to this process's descriptors
     or a character device (``--json /dev/stdout --plot /dev/stdout``,
     ``/dev/null`` twice), are allowed: each is written after the other,
@@ -1100,15 +1322,35 @@ def check_distinct_outputs(
         for other, other_path in named[:i]:
             if in_place and _written_in_place(other_path):
                 continue
-            if targets & _output_targets(other_path) or _hard_linked(path, other_path):
+            other_targets = _output_targets(other_path)
+            if targets & other_targets or _hard_linked(path, other_path):
                 raise ValueError(
                     f"{flag} and {other} name the same file {str(path)!r}: one would replace "
                     f"the other; give each its own path"
                 )
+            for outer, outer_path, outer_targets, inner, inner_path, inner_targets in (
+                (flag, path, targets, other, other_path, other_targets),
+                (other, other_path, other_targets, flag, path, targets),
+            ):
+                if any(_within(t, outer_targets) for t in inner_targets):
+                    raise ValueError(
+                        f"{outer} {str(outer_path)!r} is a file, but {inner} "
+                        f"{str(inner_path)!r} needs it as a folder; give each its own path"
+                    )
         for folder_flag, (folder, owns) in (folders or {}).items():
             if folder is None:
                 continue
             real = os.path.realpath(folder)
+            if real in targets:
+                raise ValueError(
+                    f"{flag} and {folder_flag} name the same path {str(path)!r}, a file for "
+                    f"{flag} and a folder for {folder_flag}; give each its own path"
+                )
+            if _within(real, targets):
+                raise ValueError(
+                    f"{flag} {str(path)!r} is a file, but {folder_flag} {str(folder)!r} "
+                    f"needs it as a folder; give each its own path"
+                )
             if any(os.path.dirname(t) == real and owns(os.path.basename(t)) for t in targets):
                 raise ValueError(
                     f"{flag} {str(path)!r} names one of the files the folder of {folder_flag} "
@@ -1186,6 +1428,41 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
                 raise ValueError(
                     f"{flag} {out} would overwrite {what} {source}, an input of this run; "
                     f"write it elsewhere"
+                )
+
+
+def check_inputs_outside(folders: Mapping[str, str | os.PathLike | None], inputs) -> None:
+    """Refuses an input that is, or lies inside, an output folder the run replaces whole.
+
+    The reverse of :func:`check_not_inputs`: a folder replaced by the run's
+    result (``--out DIR``, renamed over at the end) would take the input
+    with it, and an input made on first use (a synthetic cache under
+    ``--root``, a download) would first be written into it, so that the
+    folder no longer holds only what may be replaced and is refused after
+    the work. Real paths are compared (symbolic links resolved, missing
+    paths as they would be made), before any work is done.
+
+    Args:
+      folders: ``{flag: path}`` of the folders the run replaces; ``None``
+        entries are skipped.
+      inputs: ``(description, path)`` pairs of what the run reads, there
+        already or made on first use; ``None`` paths are skipped.
+
+    Raises:
+      ValueError: naming the flag, the folder and the input.
+    """
+    inputs = [(what, Path(p)) for what, p in inputs if p is not None]
+    for flag, folder in folders.items():
+        if folder is None:
+            continue
+        real = os.path.realpath(Path(folder).expanduser())
+        for what, source in inputs:
+            source_real = os.path.realpath(source.expanduser())
+            if source_real == real or _within(source_real, {real}):
+                where = "is" if source_real == real else "lies inside"
+                raise ValueError(
+                    f"{what} {source} {where} {flag} {folder}, the folder this run replaces "
+                    f"with its result; write the result elsewhere, or keep the input outside it"
                 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import re
 import shutil
@@ -257,6 +258,68 @@ def test_outputs_that_would_land_on_one_another_are_refused(tmp_path, capsys):
     assert not ck.exists()
 
 
+def test_a_file_output_a_folder_output_needs_as_a_folder_is_refused(tmp_path, capsys):
+    from sparsegcn.cli import main
+    from sparsegcn.experiment.precompute import cache_owns
+    from sparsegcn.train.checkpoint import folder_owns
+
+    out, j, fc, png = (tmp_path / name for name in ("out", "j", "fc", "p.png"))
+    refusals = [
+        ({"--json": out}, {"--checkpoint": (out, folder_owns)}, "--json and --checkpoint name "),
+        (
+            {"--json": j},
+            {"--checkpoint": (j / "sub", folder_owns)},
+            r"--json .*/j' is a file, but --checkpoint .*/j/sub' needs it",
+        ),
+        ({"--json": fc}, {"--feature-cache": (fc, cache_owns)}, "--json and --feature-cache"),
+        ({"--plot": png}, {"--checkpoint": (png, folder_owns)}, "--plot and --checkpoint"),
+        ({"--json": j, "--plot": j / "p.png"}, {}, r"--json .*/j' is a file, but --plot"),
+        ({"--json": j / "r.json", "--plot": j}, {}, r"--plot .*/j' is a file, but --json"),
+    ]
+    for files, folders, message in refusals:
+        with pytest.raises(ValueError, match=message):
+            check_distinct_outputs(files, folders)
+    link = tmp_path / "link.json"
+    link.symlink_to(out)  # dangling: the report would land on out
+    with pytest.raises(ValueError, match="--json and --checkpoint name the same path"):
+        check_distinct_outputs({"--json": link}, {"--checkpoint": (out, folder_owns)})
+    # Beside, or inside under a name the folder does not keep: fine.
+    check_distinct_outputs({"--json": tmp_path / "o", "--plot": out / "p.png"})
+    check_distinct_outputs({"--json": out / "r.json"}, {"--checkpoint": (out, folder_owns)})
+    check_distinct_outputs({"--json": tmp_path / "ou"}, {"--checkpoint": (out, folder_owns)})
+    # The command refuses before reading any data, and writes nothing.
+    root = tmp_path / "root"
+    root.mkdir()
+    train = ["train", "--epochs", "2", "--no-progress", "--root", str(root)]
+    commands = [
+        ["--checkpoint", str(out), "--json", str(out)],
+        ["--checkpoint", str(j / "sub"), "--json", str(j)],
+        ["--model", "sgc", "--feature-cache", str(fc), "--json", str(fc)],
+    ]
+    for flags in commands:
+        assert main([*train, *flags]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "give each its own path" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "root"]
+    assert not any(root.iterdir())
+
+
+def test_an_input_inside_a_folder_the_run_replaces_is_refused(tmp_path):
+    from sparsegcn.files import check_inputs_outside
+
+    out = tmp_path / "out"
+    for source in (out, out / "synthetic", out / "a" / "b"):  # there or not, made on first use
+        with pytest.raises(ValueError, match=r"lies inside --out|is --out"):
+            check_inputs_outside({"--out": out}, [("the dataset", source)])
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    with pytest.raises(ValueError, match=r"the cache .*link/synthetic lies inside --out"):
+        check_inputs_outside({"--out": out}, [("the cache", link / "synthetic")])
+    check_inputs_outside({"--out": out, "--x": None}, [("a", tmp_path / "outer"), ("b", None)])
+    check_inputs_outside({"--out": out / "ds"}, [("the dataset", out)])  # the reverse: fine here
+    assert sorted(os.listdir(tmp_path)) == ["link"]
+
+
 @pytest.mark.parametrize("links", [True, False], ids=["hard-link", "no-hard-links"])
 def test_a_failed_rename_puts_every_output_back(tmp_path, monkeypatch, links):
     # A link model's json + npz: the npz in a sticky folder owned by another user.
@@ -366,6 +429,60 @@ def test_reserve_space_turns_a_full_disk_into_an_oserror(tmp_path, monkeypatch):
         reserve_space(file, 20_000, name="DS")
 
 
+def test_bytes_a_full_disk_dropped_silently_are_an_error_naming_the_output(tmp_path):
+    # np.save to an open file writes the data with ndarray.tofile, whose C buffer is
+    # flushed unchecked: on a nearly full disk the file ended short, without an error,
+    # and was renamed into place.
+    out = tmp_path / "report.npy"
+    out.write_bytes(b"kept")
+
+    def dropped(f):
+        f.write(b"x" * 100)
+        f.flush()
+        os.ftruncate(f.fileno(), 60)  # what the disk kept
+
+    with pytest.raises(OSError, match=r"cannot write .*report\.npy: only 60 of 100 bytes reached"):
+        write_atomic(out, dropped)
+    with pytest.raises(OSError, match=r"cannot write .*report\.npy: only 60 of 100 bytes") as err:
+        write_all_atomic({out: dropped, tmp_path / "other.json": lambda f: f.write(b"{}")})
+    assert err.value.errno == errno.ENOSPC
+    assert out.read_bytes() == b"kept" and sorted(os.listdir(tmp_path)) == ["report.npy"]
+
+
+def test_writes_of_appended_arrays_raise_on_a_full_disk(tmp_path, monkeypatch):
+    from sparsegcn.files import close_all, save_array, write_array
+
+    path = tmp_path / "keys.bin"
+    with open(path, "wb") as f:
+        write_array(f, np.arange(3, dtype=np.int64))
+        write_array(f, np.arange(6, dtype=np.int64).reshape(2, 3).T)  # C order, as tofile
+    assert np.fromfile(path, np.int64).tolist() == [0, 1, 2, 0, 3, 1, 4, 2, 5]
+    save_array(path, np.array([7], np.int64))
+    assert np.fromfile(path, np.int64).tolist() == [7]
+
+    class Full(io.BytesIO):
+        def close(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    files = [Full(), io.BytesIO(), Full()]
+    with pytest.raises(OSError, match="No space left"):
+        close_all(files)
+    assert files[1].closed  # every file is closed, the first error raised
+
+
+def test_numpys_short_write_is_said_in_words():
+    from sparsegcn.files import _naming
+
+    named = _naming(OSError("216704 requested and 4064 written"), "cache")
+    assert str(named) == (
+        "cannot write cache: only 4,064 of 216,704 bytes could be written (the disk, or a "
+        "quota, is full)"
+    )
+    assert str(_naming(OSError(errno.ENOSPC, "No space left on device"), "x")) == (
+        "cannot write x: No space left on device"
+    )
+
+
 # -- temporary folders ------------------------------------------------------------
 
 
@@ -473,6 +590,81 @@ def test_a_folder_moved_aside_by_a_killed_process_is_put_back(tmp_path):
     temp_folder(tmp_path, "ds").rmdir()
     assert (tmp_path / "ds" / "file").read_text() == "only copy"
     assert sorted(os.listdir(tmp_path)) == ["ds"]
+
+
+# -- permissions of what is replaced -------------------------------------------------
+
+
+def test_a_replaced_file_keeps_its_mode_and_a_new_one_follows_the_umask(tmp_path):
+    secret, other, new = tmp_path / "secret.json", tmp_path / "shared.npy", tmp_path / "new.json"
+    secret.write_text("old")
+    secret.chmod(0o600)
+    other.write_text("old")
+    other.chmod(0o640)
+    old = os.umask(0o022)
+    try:
+        write_json_atomic(secret, {"a": 1})
+        write_all_atomic({other: lambda f: f.write(b"new"), new: lambda f: f.write(b"{}")})
+        link = tmp_path / "link.json"
+        link.symlink_to(secret)  # written through: the target's mode
+        write_json_atomic(link, {"b": 2})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert stat.S_IMODE(other.stat().st_mode) == 0o640
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644
+    assert secret.read_text() == '{\n  "b": 2\n}\n' and other.read_text() == "new"
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
+@pytest.mark.parametrize("contents", [False, True], ids=["empty", "with-a-file"])
+def test_a_replaced_folder_keeps_its_mode(tmp_path, monkeypatch, exchange, contents):
+    import sparsegcn.files as files
+
+    if not exchange:
+        monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+    path = tmp_path / "out"
+    path.mkdir()
+    if contents:
+        (path / "file").write_text("old")
+    path.chmod(0o2770)  # a group's folder: set-group-id
+    old = os.umask(0o022)
+    try:
+        new = temp_folder(tmp_path, "out")
+        (new / "file").write_text("new")
+        replace_folder(new, path)
+        fresh = replace_folder(_folder(tmp_path / ".n", "new"), tmp_path / "fresh")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o2770
+    assert (path / "file").read_text() == "new" and sorted(os.listdir(tmp_path)) == [
+        "fresh",
+        "out",
+    ]
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o755  # nothing replaced: the umask's
+
+
+def test_a_mount_point_is_named_as_one(tmp_path, monkeypatch):
+    import sparsegcn.files as files
+    from sparsegcn.files import check_not_mount_point
+
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    monkeypatch.setattr(files.os.path, "ismount", lambda p: Path(p) == mount)
+    with pytest.raises(ValueError, match=r"--out .*mnt: it is a mount point.*inside it, e\.g\. "):
+        check_not_mount_point(mount, what="--out")
+    check_not_mount_point(mount / "ds", what="--out")
+    link = tmp_path / "link"
+    link.symlink_to(mount)
+    check_not_mount_point(link)  # the link is what is replaced
+
+    def busy(src, dst):
+        raise OSError(errno.EBUSY, "Device or resource busy")
+
+    monkeypatch.setattr(files.os, "replace", busy)
+    with pytest.raises(OSError, match=r"^cannot write .*mnt: it is a mount point") as err:
+        replace_folder(_folder(tmp_path / ".new", "x"), mount)
+    assert err.value.errno == errno.EBUSY
 
 
 # -- files truncated under a run ----------------------------------------------------

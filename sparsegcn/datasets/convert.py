@@ -59,11 +59,15 @@ from sparsegcn.datasets.base import SPLITS
 from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
 from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
 from sparsegcn.files import (
+    check_inputs_outside,
     check_regular_file,
     check_work_folder,
+    close_all,
     naming_errors,
     reading,
+    save_array,
     temp_folder,
+    write_array,
 )
 
 GROUP_EDGES = 1 << 26
@@ -257,12 +261,18 @@ class _Buckets:
         keys = keys[order]
         with naming_errors(self.where):
             for b in np.flatnonzero(counts):
-                keys[bounds[b] : bounds[b + 1]].tofile(self.files[b])
+                write_array(self.files[b], keys[bounds[b] : bounds[b + 1]])
         self.sizes += counts
 
     def close(self) -> None:
-        for f in self.files:
-            f.close()
+        with naming_errors(self.where):  # the buffered tails: a full disk raises here
+            close_all(self.files)
+
+    def rewrite(self, b: int, keys: np.ndarray) -> None:
+        """Replaces bucket ``b``'s keys."""
+        with naming_errors(self.where):
+            save_array(self.path(b), keys)
+        self.sizes[b] = keys.shape[0]
 
     def groups(self, group_edges: int) -> list[tuple[int, int]]:
         """Consecutive bucket ranges ``[b0, b1)`` of at most ``group_edges`` keys
@@ -281,6 +291,11 @@ class _Buckets:
         filled = 0
         for b in range(b0, b1):
             part = np.fromfile(self.path(b), np.int64)
+            if part.shape[0] != self.sizes[b]:  # never read past what the file holds
+                raise OSError(
+                    f"cannot read {self.where}: {self.path(b).name} holds {part.shape[0]} "
+                    f"keys, {self.sizes[b]} were written to it (was it changed meanwhile?)"
+                )
             keys[filled : filled + part.shape[0]] = part
             filled += part.shape[0]
             self.path(b).unlink()
@@ -343,7 +358,8 @@ def convert_ogb(
 
     Raises:
       ValueError: unknown name without ``layout``, a malformed raw file
-        (naming it, and the edge or row), ``out`` not empty.
+        (naming it, and the edge or row), ``out`` not empty or a mount
+        point, ``tmp_dir`` or the raw files' folder in ``out``.
       FileNotFoundError: a raw file is missing.
     """
     if layout is None:
@@ -356,11 +372,14 @@ def convert_ogb(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{label} must be a positive int, got {value!r}")
     root, out = Path(root), Path(out)
-    _check_target(out, overwrite)  # before hours of work, not after
-    if tmp_dir is not None:
-        tmp_dir = check_work_folder(tmp_dir, what="tmp_dir (--tmp-dir)")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if tmp_dir is not None:  # its buckets inside out would make out not replaceable at the end
+        tmp_dir = check_work_folder(
+            tmp_dir, what="tmp_dir (--tmp-dir)", outside={"out (--out)": out}
+        )
     folder = root / name.replace("-", "_")
+    check_inputs_outside({"out (--out)": out}, [("the raw files' folder", folder)])
+    _check_target(out, overwrite)  # before hours of work, not after
+    out.parent.mkdir(parents=True, exist_ok=True)
     if not folder.is_dir():
         if not download:
             raise FileNotFoundError(
@@ -402,11 +421,10 @@ def convert_ogb(
                 keys = buckets.read(b0, b1)
                 keys.sort()
                 keys = _distinct_sorted(keys)
-                keys.tofile(buckets.path(b0))
                 buckets.sizes[b0:b1] = 0
-                buckets.sizes[b0] = keys.shape[0]
                 for b in range(b0 + 1, b1):
-                    buckets.path(b).touch()
+                    buckets.rewrite(b, keys[:0])
+                buckets.rewrite(b0, keys)
                 stored += keys.shape[0]
         else:
             stored = 2 * seen

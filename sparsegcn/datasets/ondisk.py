@@ -294,12 +294,13 @@ def _shown(names: list[str]) -> str:
 def _check_target(
     path: Path, overwrite: bool, fmt: str = FORMAT, written: Callable[[str], bool] = _written_key
 ) -> None:
-    """Refuses an output folder that is a file, holds data without ``overwrite``, or holds
-    anything but a dataset of format ``fmt`` (what ``overwrite`` may replace); shared by
-    the on-disk formats, each passing which keys it writes (``written(key)``, see
-    :func:`_foreign_entries`)."""
+    """Refuses an output folder that is a file or a mount point, holds data without
+    ``overwrite``, or holds anything but a dataset of format ``fmt`` (what ``overwrite``
+    may replace); shared by the on-disk formats, each passing which keys it writes
+    (``written(key)``, see :func:`_foreign_entries`)."""
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a folder")
+    _files.check_not_mount_point(path)  # the finished folder is renamed over it: EBUSY
     if not path.is_dir() or not any(path.iterdir()):
         return
     if not overwrite:
@@ -412,7 +413,7 @@ class DatasetWriter:
         if name not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
         with naming_errors(self.path):
-            np.save(self.tmp / f"{name}.npy", np.asarray(ids, np.int64), allow_pickle=False)
+            _files.save_npy(self.tmp / f"{name}.npy", np.asarray(ids, np.int64))
         self._splits[name] = True
 
     def finish(

@@ -163,7 +163,8 @@ def save_graphs(dataset: GraphDataset, path, *, overwrite: bool = False) -> Path
     try:
         files = {}
         for key, array in arrays.items():
-            file = save_npy_atomic(tmp / f"{key}.npy", array)
+            # Errors name the folder asked for, not the temporary one.
+            file = save_npy_atomic(tmp / f"{key}.npy", array, name=f"{path} ({key}.npy)")
             files[key] = {
                 "file": file.name,
                 "dtype": str(array.dtype),
@@ -187,7 +188,7 @@ def save_graphs(dataset: GraphDataset, path, *, overwrite: bool = False) -> Path
             "info": {k: v for k, v in dataset.info.items() if isinstance(v, (str, int, float))},
             "files": files,
         }
-        write_json_atomic(tmp / MANIFEST, manifest)
+        write_json_atomic(tmp / MANIFEST, manifest, name=f"{path} ({MANIFEST})")
         try:
             load_graphs_ondisk(tmp)
         except FormatError as err:

@@ -228,7 +228,8 @@ def save_hetero(dataset: HeteroDataset, path, *, overwrite: bool = False) -> Pat
     try:
         files = {}
         for key, array in arrays.items():
-            file = save_npy_atomic(tmp / f"{key}.npy", array)
+            # Errors name the folder asked for, not the temporary one.
+            file = save_npy_atomic(tmp / f"{key}.npy", array, name=f"{path} ({key}.npy)")
             files[key] = {
                 "file": file.name,
                 "dtype": str(array.dtype),
@@ -254,7 +255,7 @@ def save_hetero(dataset: HeteroDataset, path, *, overwrite: bool = False) -> Pat
             "info": _jsonable({k: v for k, v in dataset.info.items() if k != "folder"}),
             "files": files,
         }
-        write_json_atomic(tmp / MANIFEST, manifest)
+        write_json_atomic(tmp / MANIFEST, manifest, name=f"{path} ({MANIFEST})")
         try:
             loaded = load_hetero_ondisk(tmp)
             for t, x in loaded.features.items():

@@ -31,7 +31,15 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset, may_write_cache
-from sparsegcn.files import json_text, load_npy, naming_errors, read_json, temp_folder
+from sparsegcn.files import (
+    check_writable,
+    json_text,
+    load_npy,
+    naming_errors,
+    read_json,
+    save_npy,
+    temp_folder,
+)
 from sparsegcn.graph import Graph
 
 GENERATOR = "dcsbm-1"  # bump when a seed's output changes: older caches are then refused
@@ -473,10 +481,36 @@ def load_synthetic(
     folder = cache_dir(root, preset, scale, seed)
     if folder.exists():
         return _read_cache(folder, spec, seed)
+    writes = may_write_cache()  # not while reading only (sparsegcn predict): kept in memory
+    if writes:
+        check_cache_writable(folder)
     dataset = generate(spec, seed=seed, progress=progress)
-    if may_write_cache():  # not while reading only (sparsegcn predict): kept in memory
+    if writes:
         _write_cache(folder, dataset, spec, seed)
     return dataset
+
+
+def check_cache_writable(folder: Path) -> None:
+    """Refuses a cache folder that could not be written, before generating what it caches.
+
+    A read-only data root, or one of another user's, failed only when the
+    generated dataset was written, after the whole graph was built. A
+    temporary file is made and removed in the nearest existing folder on
+    the way to ``folder`` (:func:`~sparsegcn.files.check_writable`).
+
+    Raises:
+      OSError: naming the cache folder, the folder that refused and why,
+        and what to do.
+    """
+    try:
+        check_writable(folder, what="the synthetic dataset's cache", folder=True)
+    except OSError as err:
+        refused = type(err)(
+            f"{err}; the generated dataset is cached under the data root: pass --root a "
+            f"writable folder (or make this one writable)"
+        )
+        refused.errno = err.errno
+        raise refused from None
 
 
 def _dataset_arrays(dataset: Dataset) -> dict:
@@ -490,10 +524,7 @@ def _dataset_arrays(dataset: Dataset) -> dict:
 
 
 def _save_array(path: Path, array: np.ndarray) -> None:
-    with open(path, "wb") as f:
-        np.save(f, array, allow_pickle=False)
-        f.flush()
-        os.fsync(f.fileno())
+    save_npy(path, array)
 
 
 def _fsync_dir(folder: Path) -> None:

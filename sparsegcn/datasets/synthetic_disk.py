@@ -62,7 +62,15 @@ from sparsegcn.datasets.synthetic import (
     _check_class_sizes,
     _draw_splits,
 )
-from sparsegcn.files import check_work_folder, naming_errors, release_pages, temp_folder
+from sparsegcn.files import (
+    check_work_folder,
+    close_all,
+    naming_errors,
+    release_pages,
+    save_array,
+    temp_folder,
+    write_array,
+)
 
 GROUP_EDGES = 1 << 26
 """Default bound on the directed edges one bucket sorts at once."""
@@ -135,7 +143,7 @@ class _PairFiles:
         bounds = np.concatenate([[0], np.cumsum(counts)])
         keys = keys[order]
         for b in np.flatnonzero(counts):
-            keys[bounds[b] : bounds[b + 1]].tofile(handles[b])
+            write_array(handles[b], keys[bounds[b] : bounds[b + 1]])
 
     def read(self, kind: str, b: int | np.integer) -> np.ndarray:
         path = self.path(kind, b)
@@ -168,15 +176,14 @@ def _draw_pool(model, files: _PairFiles, same: bool, count: int, seed: int, bar)
                 files.append(keys, keys // n, handles)
                 bar.update(sum(m for _, m in blocks))
         finally:
-            for h in handles:
-                h.close()
+            close_all(handles)  # the buffered tails: a full disk raises here
         gained = 0
         for b in range(files.count):
             fresh = files.read("new", b)
             fresh.sort()
             merged, new = sbm._merge_new(files.read(kind, b), sbm._distinct_sorted(fresh))
             del fresh
-            merged.tofile(files.path(kind, b))
+            save_array(files.path(kind, b), merged)
             files.path("new", b).unlink()
             known[b] = merged.shape[0]
             gained += new
@@ -209,7 +216,7 @@ def _trim(files: _PairFiles, kind: str, sizes: np.ndarray, surplus: int, seed: i
     threshold = in_bin[surplus - below - 1]  # hashes are distinct with overwhelming odds
     for b in np.flatnonzero(sizes).tolist():
         keys = files.read(kind, b)
-        keys[_splitmix(keys, salt) > threshold].tofile(files.path(kind, b))
+        save_array(files.path(kind, b), keys[_splitmix(keys, salt) > threshold])
 
 
 def generate_to_disk(
@@ -247,7 +254,8 @@ def generate_to_disk(
 
     Raises:
       ValueError: bad ``scale``/``seed``/``features_dtype``, a graph too
-        dense for its nodes, or a non-empty ``out``.
+        dense for its nodes, a non-empty ``out`` or one that is a mount
+        point, or a ``tmp_dir`` that is (or lies inside) ``out``.
     """
     if isinstance(spec, str):
         if spec not in PRESETS:
@@ -262,10 +270,12 @@ def generate_to_disk(
         raise ValueError(f"features_dtype must be one of {FEATURE_DTYPES}, got {features_dtype!r}")
     sizes = spec.split_sizes()
     _check_class_sizes(spec)
-    if tmp_dir is not None:
-        tmp_dir = check_work_folder(tmp_dir, what="tmp_dir (--tmp-dir)")
-    n, e = spec.num_nodes, spec.num_edges
     out = Path(out)
+    if tmp_dir is not None:  # pair files inside out: left there by a kill -9
+        tmp_dir = check_work_folder(
+            tmp_dir, what="tmp_dir (--tmp-dir)", outside={"out (--out)": out}
+        )
+    n, e = spec.num_nodes, spec.num_edges
     writer = DatasetWriter(
         out,
         num_nodes=n,
@@ -290,15 +300,18 @@ def generate_to_disk(
                 f"{e} edges on {n} nodes is too dense for this generator: use a larger scale"
             )
         work = temp_folder(tmp_dir or out.parent, out.name, "pairs")
+        # A full --tmp-dir names the pair files' folder, not --out (a full --out is found
+        # before: the writer reserves its files' blocks).
         try:
-            buckets = max(1, math.ceil(_BUCKETS_PER_GROUP * 2 * e / group_edges))
-            files = _PairFiles(work, n, buckets)
-            with tqdm(total=0, disable=not progress, unit="draw", desc="edges") as bar:
-                _draw_pool(model, files, True, num_same, seed, bar)
-                _draw_pool(model, files, False, e - num_same, seed, bar)
-            classes = model.labels
-            del model
-            max_bucket = _write_csr(writer, files, progress)
+            with naming_errors(f"the temporary pair files in {work.parent}"):
+                buckets = max(1, math.ceil(_BUCKETS_PER_GROUP * 2 * e / group_edges))
+                files = _PairFiles(work, n, buckets)
+                with tqdm(total=0, disable=not progress, unit="draw", desc="edges") as bar:
+                    _draw_pool(model, files, True, num_same, seed, bar)
+                    _draw_pool(model, files, False, e - num_same, seed, bar)
+                classes = model.labels
+                del model
+                max_bucket = _write_csr(writer, files, progress)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         _write_features(writer, classes, spec, seed, progress)
@@ -366,8 +379,7 @@ def _write_csr(writer: DatasetWriter, files: _PairFiles, progress: bool) -> int:
             offset += keys.shape[0]
             del keys, rows
     finally:
-        for h in handles:
-            h.close()
+        close_all(handles)
     if offset != writer.indices.shape[0]:
         raise AssertionError(f"wrote {offset} edges, expected {writer.indices.shape[0]}")
     return largest

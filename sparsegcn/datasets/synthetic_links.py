@@ -80,6 +80,7 @@ from sparsegcn.datasets.synthetic import (
     _check_range,
     _check_scale,
     _save_array,
+    check_cache_writable,
     publish_cache,
     read_cache_arrays,
 )
@@ -593,8 +594,11 @@ def load_synthetic_links(
     folder = cache_dir(root, preset, scale, seed)
     if folder.exists():
         return _read_cache(folder, spec, seed)
+    writes = may_write_cache()  # not while reading only (sparsegcn predict): kept in memory
+    if writes:
+        check_cache_writable(folder)
     dataset = generate_links(spec, seed=seed, progress=progress)
-    if may_write_cache():  # not while reading only (sparsegcn predict): kept in memory
+    if writes:
         _write_cache(folder, dataset, spec, seed)
     return dataset
 

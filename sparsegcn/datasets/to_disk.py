@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from sparsegcn.datasets import data_location, load
-from sparsegcn.files import check_not_inputs
+from sparsegcn.files import check_inputs_outside, check_not_inputs
 
 #: ``{task: on-disk format}`` of what :func:`save_to_disk` writes.
 FORMATS = {
@@ -67,8 +67,9 @@ def save_to_disk(
       ``Path(out)``.
 
     Raises:
-      ValueError: a link-prediction dataset, an output that is the input or
-        a non-empty folder without ``overwrite``, ``scale`` for a dataset
+      ValueError: a link-prediction dataset, an output that is the input,
+        holds it (or the cache it is generated into), is a mount point or a
+        non-empty folder without ``overwrite``, ``scale`` for a dataset
         that is not generated; whatever the loader and writer raise.
     """
     from sparsegcn.datasets.ondisk import _check_target
@@ -81,7 +82,11 @@ def save_to_disk(
             f"the datasets of the tasks {sorted(FORMATS)}"
         )
     path = Path(out)
-    check_not_inputs({"--out": path}, [("the dataset", data_location(name, root))])
+    inputs = [("the dataset", data_location(name, root))]
+    check_not_inputs({"--out": path}, inputs)
+    # A cache made on first use (<root>/synthetic) inside --out would make --out not a
+    # dataset folder by the time the result is renamed over it.
+    check_inputs_outside({"--out": path}, inputs)
     from sparsegcn.datasets import ondisk_graphs, ondisk_hetero
 
     written = {"hetero": ondisk_hetero.written_key, "graph": ondisk_graphs.written_key}

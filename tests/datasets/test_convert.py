@@ -264,3 +264,38 @@ def test_a_non_empty_target_is_refused_before_any_work(tmp_path, monkeypatch):
     assert load(str(out)).num_nodes == N
     nested = convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "new" / "deeper" / "out")
     assert load(str(nested)).num_nodes == N
+
+
+def test_a_full_disk_under_the_buckets_is_an_error_not_lost_edges(tmp_path, monkeypatch):
+    # ndarray.tofile dropped a small bucket append on a full disk without an error; the
+    # buckets then read short, and the CSR pass allocated from garbage ("85 TiB").
+    import errno
+
+    write_raw(tmp_path, "ogbn-arxiv")
+
+    def full(f, array):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(convert_module, "write_array", full)
+    with pytest.raises(OSError, match=r"^cannot write the temporary edge buckets in .*: No space"):
+        convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ogbn_arxiv"]
+    monkeypatch.undo()
+    (tmp_path / "b").mkdir()
+    buckets = _Buckets(tmp_path / "b", 10, 2)
+    buckets.add(np.array([1, 7]), np.array([2, 3]))
+    buckets.close()
+    buckets.path(1).write_bytes(b"")  # what a lost write leaves
+    with pytest.raises(OSError, match=r"bucket00001\.bin holds 0 keys, 1 were written"):
+        buckets.read(0, 2)
+
+
+def test_raw_files_to_be_downloaded_into_out_are_refused_first(tmp_path, monkeypatch):
+    def no_download(*args, **kwargs):
+        raise AssertionError("downloaded")
+
+    monkeypatch.setattr(convert_module, "download_verified", no_download)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"raw files' folder .*out/ogbn_arxiv lies inside out"):
+        convert_ogb("ogbn-arxiv", out, out, download=True)
+    assert list(tmp_path.iterdir()) == []

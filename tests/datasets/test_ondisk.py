@@ -266,6 +266,60 @@ def test_dataset_folders_follow_the_umask(tmp_path):
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in path.iterdir())
 
 
+def test_a_replaced_out_folder_keeps_its_mode(tmp_path):
+    # An empty --out made 2770 for a group became 0755.
+    import os
+    import stat
+
+    path = tmp_path / "group"
+    path.mkdir()
+    path.chmod(0o2770)
+    old = os.umask(0o022)
+    try:
+        save(small_dataset(), path)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o2770
+        path.chmod(0o750)
+        save(small_dataset(seed=1), path, overwrite=True)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o750
+    assert load_ondisk(path).num_nodes == 40 and sorted(os.listdir(tmp_path)) == ["group"]
+
+
+def test_a_mount_point_is_refused_before_any_work(tmp_path, monkeypatch):
+    import os
+
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    monkeypatch.setattr(os.path, "ismount", lambda p: str(p) == str(mount))
+    with pytest.raises(ValueError, match=r"mnt: it is a mount point, .*e\.g\. .*mnt/dataset"):
+        DatasetWriter(mount, num_nodes=3, num_stored_edges=2, num_features=2)
+    assert os.listdir(tmp_path) == ["mnt"] and not any(mount.iterdir())
+    assert save(small_dataset(), mount / "ds") == mount / "ds"
+
+
+def test_a_split_a_full_disk_cuts_short_is_an_error_naming_the_dataset(tmp_path, monkeypatch):
+    # The splits went through np.save to an open file: ndarray.tofile, which drops a
+    # buffered tail on a full disk without an error.
+    import os
+
+    real = os.fstat
+
+    def short(fd):
+        info = real(fd)
+        if info.st_size > 128:  # a split file, after its header: a page the disk lacked
+            return os.stat_result((*info[:6], info.st_size - 8, *info[7:]))
+        return info
+
+    writer = DatasetWriter(tmp_path / "x", num_nodes=3, num_stored_edges=2, num_features=2)
+    with writer:
+        monkeypatch.setattr(os, "fstat", short)
+        with pytest.raises(OSError, match=r"cannot write .*x: only \d+ of \d+ bytes reached"):
+            writer.write_split("train", np.arange(3))
+        monkeypatch.undo()
+    assert os.listdir(tmp_path) == []
+
+
 def rewrite(path, key, array, *, manifest=True):
     """Replaces ``key``'s file; with ``manifest``, updates its shape, dtype and sha256 too,
     so only the structural checks can catch the fault."""

@@ -157,3 +157,16 @@ def test_never_writes_over_the_folder_it_was_read_from(tmp_path, molecules):
             save_graphs(loaded, target, overwrite=True)
     _same(molecules, load_graphs_ondisk(folder))
     _same(molecules, load_graphs_ondisk(save_graphs(loaded, tmp_path / "copy")))
+
+
+def test_a_full_disk_names_the_folder_asked_for(tmp_path, molecules, monkeypatch):
+    # It named the temporary folder: .pcba.tmp-<host>-<pid>-<random>.sparsegcn/senders.npy.
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "save", full)
+    with pytest.raises(OSError, match=r"^cannot write .*/pcba \(\w+\.npy\): No space left"):
+        save_graphs(molecules, tmp_path / "pcba")
+    assert list(tmp_path.iterdir()) == []

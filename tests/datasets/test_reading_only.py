@@ -35,3 +35,37 @@ def test_a_synthetic_preset_is_generated_in_memory_and_not_cached(tmp_path):
         again = load("synthetic:arxiv", tmp_path, scale=0.001)
     assert (again.graph.receivers == kept.graph.receivers).all()
     assert links.num_edges == load_links("synthetic:collab", tmp_path, scale=0.001).num_edges
+
+
+@pytest.mark.parametrize("name", ["synthetic:arxiv", "synthetic:collab"])
+def test_a_cache_that_cannot_be_written_is_refused_before_generating(tmp_path, monkeypatch, name):
+    # A read-only --root failed "Read-only file system" only after the whole graph was built.
+    import errno
+    import tempfile
+
+    from sparsegcn.datasets import synthetic, synthetic_links
+
+    root = tmp_path / "ro"
+    root.mkdir()
+    real = tempfile.mkstemp
+
+    def read_only(*args, dir=None, **kwargs):
+        if dir is not None and str(dir).startswith(str(root)):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real(*args, dir=dir, **kwargs)
+
+    def no_generating(*args, **kwargs):
+        raise AssertionError("generated")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(synthetic, "generate", no_generating)
+    monkeypatch.setattr(synthetic_links, "generate_links", no_generating)
+    loader = load_links if name == "synthetic:collab" else load
+    with pytest.raises(OSError, match=r"cache .*ro/synthetic/.* cannot be written: Read-only"):
+        loader(name, root, scale=0.001)
+    assert list(root.iterdir()) == []
+    with reading_only("predicting"):  # generated in memory, as before: nothing to write
+        monkeypatch.undo()
+        monkeypatch.setattr(tempfile, "mkstemp", read_only)
+        assert loader(name, root, scale=0.001).num_nodes > 0
+    assert list(root.iterdir()) == []

@@ -131,3 +131,22 @@ def test_bad_input_and_command_line(tmp_path, capsys):
     assert load(str(out)).num_nodes == 3000
     assert main(["tiny", "--out", str(out), "--no-progress"]) == 2
     assert "pass overwrite=True" in capsys.readouterr().err
+
+
+def test_a_full_tmp_dir_is_an_error_naming_it_not_lost_pairs(tmp_path, monkeypatch):
+    # ndarray.tofile dropped a small append on a full disk without an error, and the
+    # error that did come named --out, which had room.
+    import errno
+
+    from sparsegcn.datasets import synthetic_disk
+
+    def full(f, array):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setattr(synthetic_disk, "write_array", full)
+    message = rf"^cannot write the temporary pair files in {work}: No space left on device$"
+    with pytest.raises(OSError, match=message):
+        generate_to_disk("tiny", tmp_path / "out", tmp_dir=work)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["work"]
