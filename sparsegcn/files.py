@@ -34,6 +34,8 @@ from typing import IO, BinaryIO, Literal, NamedTuple
 
 import numpy as np
 
+from sparsegcn import _interrupt
+
 
 def fsync_directory(directory: str | os.PathLike) -> None:
     """Flushes a folder's entries (new and renamed names) to disk, where supported."""
@@ -387,7 +389,9 @@ def write_atomic(
 
 
 def _replace_regular(tmp: str | os.PathLike, path: Path) -> None:
-    """``os.replace(tmp, path)``, unless ``path`` became a non-regular file meanwhile."""
+    """``os.replace(tmp, path)``, unless ``path`` became a non-regular file meanwhile,
+    or the command was interrupted (:func:`sparsegcn._interrupt.check`)."""
+    _interrupt.check()  # a Ctrl-C swallowed on the way here replaces nothing
     kind = _sink_kind(path)
     if kind is not None:
         raise OSError(f"it is a {kind}, not a regular file, and is not replaced")
@@ -1123,6 +1127,7 @@ def _inherit_group(folder: Path, gid: int) -> None:
 
 
 def _replace_folder(new: Path, path: Path) -> Path:
+    _interrupt.check()  # a Ctrl-C swallowed on the way here replaces nothing
     replaced = _replaced_status(path, folder=True)
     if replaced is not None:
         if replaced.st_mode & stat.S_ISGID:

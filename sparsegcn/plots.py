@@ -22,6 +22,10 @@ PANELS = (
 )
 
 
+class PlotError(OSError):
+    """A plot was not drawn after the work it shows was done and reported (exit status 1)."""
+
+
 def _matplotlib():
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -140,4 +144,4 @@ def plot_curves(
     return write_atomic(path, lambda f: fig.savefig(f, format="png"))
 
 
-__all__ = ["check_plot_path", "plot_curves", "seed_bands"]
+__all__ = ["PlotError", "check_plot_path", "plot_curves", "seed_bands"]

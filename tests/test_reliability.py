@@ -198,6 +198,35 @@ def test_concurrent_runs_one_writes_the_other_is_refused(tmp_path):
     assert read_manifest(folder)["epoch"] == 60
 
 
+def test_a_plot_that_cannot_be_written_loses_no_results(tmp_path, monkeypatch, capsys):
+    # The plot was drawn before the table was printed and --json written: a full
+    # disk at the plot lost the finished run's results.
+    from sparsegcn import plots
+
+    real_write = plots.write_atomic
+
+    def disk_full(path, write):
+        def write_then_fail(f):
+            write(f)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        return real_write(path, write_then_fail)
+
+    monkeypatch.setattr(plots, "write_atomic", disk_full)
+    report, plot = tmp_path / "report.json", tmp_path / "curves.png"
+    assert main(["train", *FAST, "--json", str(report), "--plot", str(plot)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("dataset ") and "test acc" in captured.out
+    assert captured.err == (
+        f"sparsegcn train: error: the run finished, but its plot was not drawn: cannot write "
+        f"{plot}: No space left on device\n"
+    )
+    written = json.loads(report.read_text())
+    assert written["test_acc_mean"] > 0 and written["plot"] is None
+    assert written["plot_error"] == f"cannot write {plot}: No space left on device"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]  # no temporary file
+
+
 # -- 3. one line per failure --------------------------------------------------
 
 

@@ -16,6 +16,13 @@ and ``$XLA_FLAGS`` (:func:`sparsegcn.xla_tuning.check_xla_flags`), so
 that XLA never aborts on a value it cannot parse. A closed stderr
 (``2>&-``) is replaced by the null device: progress bars and messages
 then go nowhere, and the exit status still tells the outcome.
+
+Ctrl-C ends a command with ``<prog>: interrupted`` and status 130, SIGTERM
+with ``<prog>: terminated`` and 143, after the ``finally`` blocks on the way
+out have run (temporary files removed, checkpoint folders released). Both
+are recorded by :mod:`sparsegcn._interrupt`, so one whose
+``KeyboardInterrupt`` was swallowed still ends the command there, never
+with its results and status 0.
 """
 
 from __future__ import annotations
@@ -24,13 +31,14 @@ import argparse
 import contextlib
 import os
 import pickle
+import signal
 import sys
 import traceback
 import urllib.error
 import zipfile
 from collections.abc import Callable
 
-from sparsegcn import __version__
+from sparsegcn import __version__, _interrupt
 from sparsegcn._env import check_switches, env_switch
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.cli import bench, info, predict, train
@@ -142,33 +150,51 @@ def _usable_stderr() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one ``sparsegcn`` subcommand; returns the exit status (see the module docstring)."""
-    _usable_stderr()
-    args = build_parser().parse_args(argv)
-    try:
-        check_switches()
-    except ValueError as err:
-        print(f"sparsegcn {args.command}: error: {one_line(err)}", file=sys.stderr)
-        return 2
-    return _guarded(f"sparsegcn {args.command}", lambda: args.func(args), _debug(args))
+    with _interrupt.installed():
+        _usable_stderr()
+        args = build_parser().parse_args(argv)
+        try:
+            check_switches()
+        except ValueError as err:
+            print(f"sparsegcn {args.command}: error: {one_line(err)}", file=sys.stderr)
+            return 2
+        return _guarded(f"sparsegcn {args.command}", lambda: args.func(args), _debug(args))
 
 
 def _guarded(prog: str, work: Callable[[], int], debug: bool) -> int:
     """``work()``'s exit status; an exception becomes one line ``<prog>: error: ...`` and
-    :func:`exit_status`, Ctrl-C ``<prog>: interrupted`` and 130 (``debug``: raised)."""
+    :func:`exit_status`, Ctrl-C ``<prog>: interrupted`` and 130, SIGTERM ``<prog>:
+    terminated`` and 143 (``debug``: raised).
+
+    A signal :mod:`sparsegcn._interrupt` recorded decides the outcome whatever
+    ``work`` did after it: swallowed, and ``work`` returned or failed otherwise,
+    it still ends as that signal.
+    """
     try:
+        _interrupt.check()  # one received before this (during imports): nothing runs
         check_xla_flags()
-        return work()
+        status = work()
+        _interrupt.check()  # a swallowed interrupt: no success after it
+        return status
     except KeyboardInterrupt:
         if debug:
             raise
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+        return _stopped(prog)
     except Exception as err:
         if debug:
             raise
+        if _interrupt.received() is not None:  # failed after a swallowed interrupt
+            return _stopped(prog)
         err = backend_failure(err) or err
         print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
         return exit_status(err)
+
+
+def _stopped(prog: str) -> int:
+    """Reports the signal that stopped ``prog`` (SIGINT unless another was recorded)."""
+    signum = _interrupt.received() or signal.SIGINT
+    print(f"{prog}: {_interrupt.describe(signum)}", file=sys.stderr)
+    return _interrupt.exit_status(signum)
 
 
 def run_tool(prog: str, work: Callable[[], object], *, debug: bool = False) -> int:
@@ -176,16 +202,20 @@ def run_tool(prog: str, work: Callable[[], object], *, debug: bool = False) -> i
     :func:`main` runs a subcommand, printing what it returns.
 
     An error is one line ``<prog>: error: <message>`` with :func:`exit_status`;
-    Ctrl-C is ``<prog>: interrupted`` and 130. ``debug`` (the tool's
+    Ctrl-C is ``<prog>: interrupted`` and 130, SIGTERM ``<prog>: terminated`` and
+    143 (:func:`_guarded`), and no result is printed after either. ``debug`` (the tool's
     ``--debug``) or ``SPARSEGCN_DEBUG=1`` raises instead, with the traceback.
     """
     _usable_stderr()
 
     def work_and_show() -> int:
-        print(work())
+        result = work()
+        _interrupt.check()  # a swallowed Ctrl-C: no result shown
+        print(result)
         return 0
 
-    return _guarded(prog, work_and_show, debug or env_switch("SPARSEGCN_DEBUG", False))
+    with _interrupt.installed():
+        return _guarded(prog, work_and_show, debug or env_switch("SPARSEGCN_DEBUG", False))
 
 
 def console_main() -> int:
@@ -195,10 +225,29 @@ def console_main() -> int:
     (:func:`sparsegcn.allocator.keep_freed_memory`; ``SPARSEGCN_KEEP_FREED_MEMORY=0``
     turns it off), which saves the page faults of re-allocating large buffers
     on every compiled call.
+
+    Ctrl-C and SIGTERM are handled (:mod:`sparsegcn._interrupt`) from its
+    first line, and for good: after one, once :func:`main` has reported it
+    (and the ``finally`` blocks on the way out have run), the process leaves
+    at once with its status (:func:`sparsegcn._interrupt.leave`), skipping an
+    interpreter teardown that could crash under JAX's running threads.
     """
+    _interrupt.install()
     with contextlib.suppress(ValueError):  # a malformed switch: main() refuses it
         keep_freed_memory_unless_disabled()
-    return main()
+    try:
+        status = main()
+    except KeyboardInterrupt:  # --debug: its traceback, then the same way out
+        _interrupt.leave_on_signal()
+        traceback.print_exc()
+        status = _interrupt.exit_status(signal.SIGINT)
+    _interrupt.leave_on_signal()  # from here, a signal ends the process at once
+    signum = _interrupt.received()
+    if signum is not None:
+        status = _interrupt.exit_status(signum)
+    if status in {_interrupt.exit_status(s) for s in _interrupt.SIGNALS}:
+        _interrupt.leave(status)
+    return status
 
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from sparsegcn import parallel
+from sparsegcn import _interrupt, parallel
 from sparsegcn.bench.plot import require_matplotlib
 from sparsegcn.cli.options import (
     add_dataclass_options,
@@ -24,7 +24,7 @@ from sparsegcn.files import (
     write_json_atomic,
 )
 from sparsegcn.nn.registry import MODELS
-from sparsegcn.plots import check_plot_path
+from sparsegcn.plots import PlotError, check_plot_path
 from sparsegcn.tasks import resolve, task_for
 from sparsegcn.train.checkpoint import folder_of, folder_owns
 from sparsegcn.train.sweep import format_table, parse_sweep
@@ -169,9 +169,11 @@ def run(args: argparse.Namespace) -> int:
                 "not sweep them), or run the points one by one"
             )
         report = resolve(sweep)(experiment, axes, progress=args.progress)
+        _interrupt.check()  # a swallowed Ctrl-C: no results after it
         print(format_table(report["rows"], list(axes), report.get("metric", "acc")))
     else:
         report = run_experiment(experiment, progress=args.progress)
+        _interrupt.check()
         print(format_report(report))
         if report["devices"] > 1:
             print(
@@ -182,5 +184,8 @@ def run(args: argparse.Namespace) -> int:
             if report.get(key):
                 print(f"{key.replace('_', ' ')}: {report[key]}")
     if args.json:
+        _interrupt.check()
         write_json_atomic(args.json, report)
+    if report.get("plot_error"):  # the run is reported above (and in --json) all the same
+        raise PlotError(f"the run finished, but its plot was not drawn: {report['plot_error']}")
     return 0

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from sparsegcn import _interrupt
 from sparsegcn.datasets import Dataset, data_location, is_path, load
 from sparsegcn.datasets.base import reading_only
 from sparsegcn.datasets.ogb import official_test_metric
@@ -212,21 +213,46 @@ class Lifecycle:
         return kwargs
 
     def finish(self, exp: Experiment, result: FitResult) -> dict:
-        """Saves the final checkpoint if none was written, draws the plot; report entries."""
+        """Saves the final checkpoint if none was written, draws the plot; report entries.
+
+        A plot that cannot be drawn (a full disk, ...) does not lose the run it
+        belongs to: the entries then say ``"plot": None`` and, in
+        ``"plot_error"``, why, and ``sparsegcn train`` reports the run before
+        failing on it. An interrupt recorded by :mod:`sparsegcn._interrupt`
+        (a Ctrl-C whose ``KeyboardInterrupt`` was swallowed) stops it before
+        either write.
+        """
         if self.hook is not None:
-            if not self.hook.saved:
-                self.hook.save(result.state, result.history)
-            self.hook.close()
-        if exp.plot:
-            count = len(result.seeds)
-            title = f"{exp.model} on {exp.dataset}, {count} seed{'s' if count != 1 else ''}"
-            plot_curves(result.history, exp.plot, title=title)
-        return {
+            try:
+                if not self.hook.saved:
+                    _interrupt.check()
+                    self.hook.save(result.state, result.history)
+            finally:
+                self.hook.close()
+        entries = {
             "checkpoint": str(self.hook.saved[-1]) if self.hook else None,
             "resumed_from": str(self.resumed.path) if self.resumed else None,
             "resumed_epoch": self.resumed.epoch if self.resumed else None,
             "plot": exp.plot,
         }
+        if exp.plot:
+            count = len(result.seeds)
+            title = f"{exp.model} on {exp.dataset}, {count} seed{'s' if count != 1 else ''}"
+            _interrupt.check()
+            try:
+                plot_curves(result.history, exp.plot, title=title)
+            except Exception as err:
+                entries.update(plot=None, plot_error=_one_line(err))
+        return entries
+
+
+def _one_line(err: Exception) -> str:
+    """``err``'s message on one line, after its type unless it is an ``OSError``
+    (whose message names the file)."""
+    text = " ".join(str(err).split())
+    if isinstance(err, OSError) and text:
+        return text
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def run_inputs(exp: Experiment, checkpoint: str | None = None) -> list[tuple[str, object]]:

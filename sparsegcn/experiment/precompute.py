@@ -29,18 +29,26 @@ recomputed and rewritten. Files are written through
 :func:`~sparsegcn.files.write_atomic` (a temporary file renamed into
 place), so concurrent runs and interruptions never leave a partial file
 under a key.
+
+A cache entry that is a symbolic link is refused when the cache may be
+written (:class:`FeatureCacheError`, before anything is read or
+computed), as a checkpoint folder refuses one
+(:mod:`sparsegcn.train.checkpoint`): a miss would be written through it,
+replacing the file it names, in another place. A hard link is fine: the
+rename replaces that name alone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from sparsegcn import _checks, transforms
+from sparsegcn import _checks, _interrupt, transforms
 from sparsegcn.features import Features, SparseFeatures, as_features
 from sparsegcn.files import NotRegularFileError, NpySpec, read_npz, write_atomic
 from sparsegcn.graph import Graph
@@ -50,6 +58,25 @@ from sparsegcn.train.checkpoint import dataset_fingerprint
 CACHE_FORMAT = 2
 """Part of every key: bump it when what a cached file holds changes (2: an
 ``.npz`` with the key and the features' digest; 1: a bare ``.npy``)."""
+
+
+class FeatureCacheError(ValueError):
+    """A feature cache entry that is never written: a symbolic link (exit status 2)."""
+
+
+def _check_not_linked(path: Path) -> None:
+    """Refuses a cache entry that is a symbolic link (dangling or not)."""
+    if not path.is_symlink():
+        return
+    try:
+        detail = f"a symbolic link to {os.readlink(path)}; writing it would replace that file"
+    except OSError:  # gone or replaced meanwhile: still refused
+        detail = "a symbolic link"
+    raise FeatureCacheError(
+        f"feature cache entry {path} is {detail}: a cache folder's files belong to it, so it "
+        f"is not used; replace it with a copy of the file, remove it, or choose another "
+        f"--feature-cache folder"
+    )
 
 
 def _digest(*arrays) -> str:
@@ -169,6 +196,10 @@ def sgc_precompute(
       ``(features, hit)``: ``[N, F]`` dense float32 features, and whether
       they came from the cache (the propagation was skipped).
 
+    Raises:
+      FeatureCacheError: with ``write``, the entry for these inputs is a
+        symbolic link (never written through; see the module docstring).
+
     Cost: a hit reads ``N F`` floats, hashes them, the graph and the features
     (``O(E + nnz(X) + N F)``); a miss adds ``K`` sparse-dense products,
     ``O(K E F)``, and writes the file.
@@ -181,12 +212,16 @@ def sgc_precompute(
             dataset, graph, features, hops=hops, normalize_features=normalize_features
         )
         path = Path(cache_dir) / f"sgc-{key}.npz"
+        if write:
+            _check_not_linked(path)
         cached = _read(path, key, (n, int(features.shape[1])))
         if cached is not None:
             return as_features(cached, n), True
     x = as_features(features, n)
     rows = np.asarray(sgc_features(transforms.gcn_norm(graph), x, hops=hops), np.float32)
     if path is not None and write:
+        _interrupt.check()  # a swallowed Ctrl-C: replace nothing
+        _check_not_linked(path)  # made a link meanwhile: still never written through
         _write(path, key, rows)
     return as_features(rows, dataset.num_nodes), False
 
@@ -196,4 +231,4 @@ def cache_owns(name: str) -> bool:
     return name.startswith("sgc-") and (name.endswith(".npz") or name.endswith(".tmp"))
 
 
-__all__ = ["CACHE_FORMAT", "cache_owns", "precompute_key", "sgc_precompute"]
+__all__ = ["CACHE_FORMAT", "FeatureCacheError", "cache_owns", "precompute_key", "sgc_precompute"]

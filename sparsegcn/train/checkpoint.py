@@ -75,11 +75,13 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
+from sparsegcn import _interrupt
 from sparsegcn.files import (
     CorruptFileError,
     NpySpec,
     fsync_directory,
     json_text,
+    naming_errors,
     open_regular,
     read_json,
     read_npz,
@@ -97,6 +99,11 @@ _ARRAYS = re.compile(r"^ckpt-(\d{6,})-[0-9a-f]{12}\.npz$")
 _TEMP = re.compile(r"^\.ckpt-\d{6,}(?:-[0-9a-f]{12}\.npz|\.json)\.[a-z0-9_]{8}\.tmp$")
 LOCK_NAME = ".lock"
 _PENDING = "arrays "
+# What this module writes in a lock file: nothing yet, or the holder's pid and
+# one line per arrays file in flight (_rewrite_lock). Anything else is a file of
+# someone else's, never overwritten.
+_LOCK_TEXT = re.compile(r"(?:\d+\n(?:arrays ckpt-\d{6,}-[0-9a-f]{12}\.npz\n)*)?")
+_LOCK_MAX_BYTES = 1 << 16
 
 LINK_MODEL_FILES = ("link-model.json", "link-model.npz")
 """What a link run's ``--checkpoint`` folder holds
@@ -207,22 +214,53 @@ def _pending(directory: Path) -> list[str]:
     The lock file holds the writer's pid, then one ``arrays <name>`` line per
     arrays file written (or replaced) since the last prune: the files a
     ``kill -9`` may leave without a manifest, which the next prune removes.
-    Only names recorded there are ever removed as orphans.
+    Only names recorded there are ever removed as orphans, and only from a
+    lock file in the format this module writes (:func:`_lock_records`).
     """
     try:
-        lines = read_text(directory / LOCK_NAME).splitlines()
-    except (OSError, UnicodeDecodeError):
+        with open_regular(directory / LOCK_NAME) as f:
+            data = f.read(_LOCK_MAX_BYTES + 1)
+    except OSError:
         return []
-    names = [line[len(_PENDING) :] for line in lines if line.startswith(_PENDING)]
-    return [name for name in names if _ARRAYS.match(name)]
+    return _lock_records(data) or []
 
 
-def _rewrite_lock(fd: int, pending: Sequence[str] = ()) -> None:
+def _lock_records(data: bytes) -> list[str] | None:
+    """The arrays file names a lock file's contents record, or ``None`` when the
+    contents are not what :func:`_rewrite_lock` writes (someone else's file)."""
+    if len(data) > _LOCK_MAX_BYTES:
+        return None
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    if not _LOCK_TEXT.fullmatch(text):
+        return None
+    return [line[len(_PENDING) :] for line in text.splitlines() if line.startswith(_PENDING)]
+
+
+def _check_lock_contents(fd: int, path: Path) -> None:
+    """Refuses a lock file whose contents this module did not write: it is
+    rewritten (truncated) by the next writer, and would be lost."""
+    data = os.pread(fd, _LOCK_MAX_BYTES + 1, 0)
+    if _lock_records(data) is None:
+        size = os.fstat(fd).st_size
+        raise CheckpointError(
+            f"checkpoint lock {path} holds {size} byte(s) sparsegcn did not write (a "
+            f"checkpoint lock holds a process id); it is not overwritten: move it, or choose "
+            f"another --checkpoint folder"
+        )
+
+
+def _rewrite_lock(fd: int, path: Path, pending: Sequence[str] = ()) -> None:
+    """Writes this process's id and ``pending`` into the held lock file ``path`` (open
+    as ``fd``); an error names ``path`` (a full disk)."""
     text = "".join([f"{os.getpid()}\n", *(f"{_PENDING}{name}\n" for name in pending)])
-    os.ftruncate(fd, 0)
-    os.lseek(fd, 0, os.SEEK_SET)
-    os.write(fd, text.encode())
-    os.fsync(fd)
+    with naming_errors(path):
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, text.encode())
+        os.fsync(fd)
 
 
 def _record_pending(directory: Path, name: str) -> None:
@@ -230,7 +268,7 @@ def _record_pending(directory: Path, name: str) -> None:
     fd = _HELD.get(_lock_key(directory))
     if fd is None:
         return
-    _rewrite_lock(fd, [*_pending(directory), name])
+    _rewrite_lock(fd, directory / LOCK_NAME, [*_pending(directory), name])
 
 
 def _open_lock(directory: Path, flags: int) -> int:
@@ -258,19 +296,67 @@ def _open_lock(directory: Path, flags: int) -> int:
     return fd
 
 
-def _unlock(key: Path, fd: int) -> None:
-    _HELD.pop(key, None)
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    os.close(fd)
+def _is_open_as(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed, not replaced)."""
+    try:
+        here = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    there = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _unlock(key: Path, fd: int, created: Sequence[Path] = ()) -> None:
+    """Releases the lock ``fd`` of folder ``key``. A folder the lock made
+    (``created``: it and the parents made for it, deepest first) that holds
+    nothing but the lock file, as after a run that failed or was interrupted
+    before its first save, is removed, lock file first, while still locked."""
+    try:
+        if created and os.listdir(key) == [LOCK_NAME] and _is_open_as(fd, key / LOCK_NAME):
+            os.unlink(key / LOCK_NAME)
+            for folder in created:
+                os.rmdir(folder)
+    except OSError:
+        pass  # not empty (another process wrote there meanwhile) or gone: left as it is
+    finally:
+        _HELD.pop(key, None)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _make_folder(directory: Path) -> list[Path]:
+    """Makes ``directory`` and its missing parents; returns those this call made,
+    deepest first (absolute paths)."""
+    missing = []
+    folder = directory.absolute()
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    made = []
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            continue  # made meanwhile by someone else: not ours to remove
+        made.append(folder)
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)  # the error naming what is in the way
+    return made[::-1]
 
 
 class FolderLock:
     """An exclusive ``fcntl.flock`` on ``<directory>/.lock``, recording this pid.
 
     Acquiring never waits: a folder another process holds raises
-    :class:`CheckpointLockedError`. The lock file is left in place on
-    release (removing it would let two processes lock two different files).
-    Re-acquiring a folder this process already holds is a no-op lock that
+    :class:`CheckpointLockedError`, and a ``.lock`` holding anything but what
+    this module writes there (its holder's pid and arrays files in flight) is
+    refused with :class:`CheckpointError`, never overwritten. The lock file is
+    left in place on release (removing it would let two processes lock two
+    different files), except in a folder the lock made itself and that
+    holds nothing else: that folder is removed, so a run that fails or is
+    interrupted before its first save leaves nothing behind (and a lock
+    taken on a lock file removed so meanwhile is dropped and taken again, on
+    the folder's new one). Re-acquiring a folder this process already holds is a no-op lock that
     releases nothing.
     """
 
@@ -279,10 +365,38 @@ class FolderLock:
         self._release: weakref.finalize | None = None
 
     def acquire(self) -> FolderLock:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        created = _make_folder(self.directory)
         key = _lock_key(self.directory)
         if key in _HELD:
             return self
+        path = self.directory / LOCK_NAME
+        for _ in range(100):
+            try:
+                fd = self._lock_file()
+            except FileNotFoundError:  # its maker removed the folder after we made sure of it
+                fd = None
+            if fd is not None and _is_open_as(fd, path):
+                break
+            if fd is not None:  # locked after its maker removed it (_unlock): a stale file
+                os.close(fd)
+            created = sorted({*created, *_make_folder(self.directory)}, key=lambda f: -len(f.parts))
+        else:
+            raise CheckpointLockedError(self.directory, None)
+        try:
+            _check_lock_contents(fd, self.directory / LOCK_NAME)
+            pending = _pending(self.directory)  # a killed writer's, cleaned up by the next prune
+            _rewrite_lock(fd, self.directory / LOCK_NAME, pending)
+        except BaseException:
+            _unlock(key, fd, created)
+            raise
+        _HELD[key] = fd
+        # Released when the lock (or the hook holding it) is garbage collected,
+        # e.g. after training raised, so a long-lived process does not keep it.
+        self._release = weakref.finalize(self, _unlock, key, fd, created)
+        return self
+
+    def _lock_file(self) -> int:
+        """The lock file open and locked (exclusive), or :class:`CheckpointLockedError`."""
         fd = _open_lock(self.directory, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -291,13 +405,7 @@ class FolderLock:
             if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise CheckpointLockedError(self.directory, _holder_pid(self.directory)) from None
             raise
-        pending = _pending(self.directory)  # a killed writer's, cleaned up by the next prune
-        _rewrite_lock(fd, pending)
-        _HELD[key] = fd
-        # Released when the lock (or the hook holding it) is garbage collected,
-        # e.g. after training raised, so a long-lived process does not keep it.
-        self._release = weakref.finalize(self, _unlock, key, fd)
-        return self
+        return fd
 
     def release(self) -> None:
         if self._release is not None:
@@ -445,7 +553,9 @@ def check_checkpoint_folder(
 
     Raises:
       CheckpointLockedError: another process holds the folder's lock.
-      CheckpointError: a checkpoint manifest, arrays file or link-model file
+      CheckpointError: its ``.lock`` holds what this module does not write
+        there (someone else's file, which the writer would overwrite); a
+        checkpoint manifest, arrays file or link-model file
         there is a symbolic link (:func:`_linked_files`;
         whatever ``overwrite`` says: a write would replace the file it names,
         outside the folder); or the folder holds files of the other kind (whatever
@@ -469,6 +579,7 @@ def check_checkpoint_folder(
         if fd is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                _check_lock_contents(fd, directory / LOCK_NAME)
             except OSError as err:
                 if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise CheckpointLockedError(directory, _holder_pid(directory)) from None
@@ -653,6 +764,7 @@ def save_checkpoint(
     The folder's lock (:class:`FolderLock`) is held while saving (it is
     already held when a :class:`CheckpointHook` saves).
     """
+    _interrupt.check()  # a swallowed Ctrl-C: write and remove nothing
     directory = Path(directory)
     seeds = [int(s) for s in seeds]
     epochs = _epochs(state)
@@ -756,9 +868,17 @@ def _prune(directory: Path, keep: int | None, run_id: str | None, drop=()) -> No
     in between leaves a recorded orphan (removed next time), never a
     dangling manifest. Any other file, even one named like a checkpoint,
     stays, and so does any symbolic link (:func:`_linked`) and what
-    a linked manifest lists.
+    a linked manifest lists; an arrays file known from the lock file alone
+    is removed only when it is a regular file whose contents hash to the
+    digest its name records (:func:`_is_orphan`), as every arrays file
+    :func:`save_checkpoint` writes does.
+
+    An interrupt recorded by :mod:`sparsegcn._interrupt` (a Ctrl-C whose
+    ``KeyboardInterrupt`` was swallowed) stops it before anything is removed.
     """
-    candidates = set(_pending(directory))
+    _interrupt.check()
+    recorded = set(_pending(directory))
+    candidates = set(recorded)
     doomed = list(drop)
     if keep is not None:
         own = [
@@ -773,18 +893,38 @@ def _prune(directory: Path, keep: int | None, run_id: str | None, drop=()) -> No
             continue  # not a checkpoint manifest of this folder: not ours to remove
         _record_pending(directory, arrays)
         candidates.add(arrays)
+        recorded.discard(arrays)  # listed by a manifest of this folder: known to be ours
         manifest.unlink(missing_ok=True)
     referenced = {_arrays_of(manifest) for manifest in list_checkpoints(directory)}
     for name in candidates - referenced:
-        if not _linked(directory / name):
-            (directory / name).unlink(missing_ok=True)
+        path = directory / name
+        if _linked(path) or (name in recorded and not _is_orphan(path)):
+            continue
+        path.unlink(missing_ok=True)
     for path in directory.iterdir():
         if _TEMP.match(path.name) and path.is_file() and not _linked(path):
             path.unlink(missing_ok=True)
     fd = _HELD.get(_lock_key(directory))
     if fd is not None:
-        _rewrite_lock(fd)
+        _rewrite_lock(fd, directory / LOCK_NAME)
     fsync_directory(directory)
+
+
+def _is_orphan(path: Path) -> bool:
+    """Whether ``path``, an arrays file's name the lock file records, is one
+    :func:`save_checkpoint` wrote: a regular file whose sha256 starts with the
+    12 hex digits its name records."""
+    match = _ARRAYS.fullmatch(path.name)
+    try:
+        if match is None or not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        digest = hashlib.sha256()
+        with open_regular(path) as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return False
+    return digest.hexdigest()[:12] == path.name[-16:-4]
 
 
 # -- loading ------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -177,6 +178,25 @@ def test_cli_training_and_prediction_reuse_the_cache(propagations, tmp_path, mon
     monkeypatch.chdir(elsewhere)
     assert main(["predict", "--checkpoint", str(ckpt), "--out", str(tmp_path / "q.npy")]) == 0
     assert propagations == [2, 2] and list(elsewhere.iterdir()) == []
+
+
+def test_a_linked_cache_entry_is_refused_and_the_file_it_names_kept(tmp_path, capsys):
+    # The miss was written through the link: the user's other/mine.npz was replaced.
+    cache, other = tmp_path / "C", tmp_path / "other"
+    argv = ["train", "--model", "sgc", "--scale", "0.1", "--epochs", "1", "--no-progress"]
+    assert main([*argv, "--feature-cache", str(cache)]) == 0
+    (entry,) = cache.iterdir()
+    entry.unlink()
+    other.mkdir()
+    (other / "mine.npz").write_bytes(b"USER DATA")
+    entry.symlink_to(Path("..") / "other" / "mine.npz")
+    capsys.readouterr()
+    assert main([*argv, "--feature-cache", str(cache)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"feature cache entry {entry} is a symbolic link to ../other/mine.npz" in err
+    assert (other / "mine.npz").read_bytes() == b"USER DATA"
+    assert sorted(p.name for p in cache.iterdir()) == [entry.name] and entry.is_symlink()
 
 
 def test_the_cache_option_is_refused_where_it_does_nothing(tmp_path):

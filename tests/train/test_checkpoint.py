@@ -1,6 +1,7 @@
 """Checkpoints: exact resume, round trips, atomic writes, and refusing bad checkpoints."""
 
 import dataclasses
+import hashlib
 import json
 import os
 
@@ -156,10 +157,12 @@ def test_arrays_a_killed_save_left_without_a_manifest_are_pruned_next_time(run, 
     _, _, full = run
     save_checkpoint(tmp_path, full.state, seeds=SEEDS, keep=1)
     # A writer killed between its arrays file and its manifest: the arrays
-    # file is recorded in the lock file first, so the next prune knows it.
+    # file is recorded in the lock file first, so the next prune knows it. It
+    # is complete (renamed into place whole), so its name records its digest.
+    orphan = f"ckpt-000099-{hashlib.sha256(b'arrays').hexdigest()[:12]}.npz"
     lock = FolderLock(tmp_path).acquire()
-    _record_pending(tmp_path, "ckpt-000099-00000000abcd.npz")
-    (tmp_path / "ckpt-000099-00000000abcd.npz").write_bytes(b"half")
+    _record_pending(tmp_path, orphan)
+    (tmp_path / orphan).write_bytes(b"arrays")
     lock.release()  # no prune ran, as after kill -9
     state = full.state._replace(epoch=np.full(2, 300, np.int32))
     save_checkpoint(tmp_path, state, seeds=SEEDS, keep=1)
@@ -426,6 +429,21 @@ def test_a_lock_file_linked_to_another_file_is_refused_and_that_file_kept(tmp_pa
     assert important.read_text() == "important data"
 
 
+def test_a_full_disk_writing_the_lock_names_the_lock_file(tmp_path, monkeypatch):
+    # A full disk at the lock's rewrite was a bare "[Errno 28] No space left on device".
+    import errno
+
+    from sparsegcn.train import checkpoint as checkpoint_module
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_module.os, "write", full)
+    folder = tmp_path / "ck"
+    with pytest.raises(OSError, match=rf"^cannot write {folder / '.lock'}: No space left"):
+        checkpoint_module.FolderLock(folder).acquire()
+
+
 def test_save_checkpoint_replaces_only_its_own_runs_checkpoints(run, tmp_path):
     # It replaced another run's manifest of the same epoch (and deleted its arrays),
     # and wrote checkpoints beside a link model.
@@ -583,3 +601,66 @@ def test_a_dangling_link_in_a_checkpoints_place_is_never_written_through(run, tm
     assert list(elsewhere.iterdir()) == []
     with pytest.raises(CheckpointError, match=r"is a symbolic link to .*elsewhere/x\.json"):
         check_checkpoint_folder(folder, overwrite=True)
+
+
+def test_a_lock_file_holding_someone_elses_data_is_refused_and_kept(tmp_path, capsys):
+    # `sparsegcn train --checkpoint ck` truncated a user's ck/.lock and wrote its pid there.
+    from sparsegcn.cli import main
+    from sparsegcn.train.checkpoint import FolderLock
+
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    (folder / ".lock").write_text("USER LOCK DATA")
+    refusal = r"ck/\.lock holds 14 byte\(s\) sparsegcn did not write .* it is not overwritten"
+    with pytest.raises(CheckpointError, match=refusal):
+        FolderLock(folder).acquire()
+    with pytest.raises(CheckpointError, match=refusal):
+        check_checkpoint_folder(folder)
+    argv = ["train", "--epochs", "2", "--no-progress", "--checkpoint", str(folder)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds 14 byte(s) sparsegcn did not write" in err
+    assert (folder / ".lock").read_text() == "USER LOCK DATA"
+    assert sorted(p.name for p in folder.iterdir()) == [".lock"]
+    # What this module writes there is taken: nothing, or a pid and arrays in flight.
+    for ours in ("", "123\n", "123\narrays ckpt-000001-0123456789ab.npz\n"):
+        (folder / ".lock").write_text(ours)
+        FolderLock(folder).acquire().release()
+        assert (folder / ".lock").read_text().split("\n")[0] == str(os.getpid())
+
+
+def test_a_planted_lock_file_never_marks_a_users_file_for_removal(run, tmp_path):
+    # A lock file in this module's format records the arrays files in flight, which
+    # the next prune removes: one naming a user's file had it deleted.
+    _, _, full = run
+    user_file = tmp_path / "ckpt-000001-0123456789ab.npz"  # named like arrays, not ours
+    user_file.write_bytes(b"user data")
+    (tmp_path / ".lock").write_text(f"4242\narrays {user_file.name}\n")
+    save_checkpoint(tmp_path, full.state, seeds=SEEDS, keep=1)
+    assert user_file.read_bytes() == b"user data"
+    outside = tmp_path / "outside.npz"
+    outside.write_bytes(b"user data")
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    (folder / ".lock").write_text("4242\narrays ../outside.npz\n")
+    with pytest.raises(CheckpointError, match=r"ck/\.lock holds 27 byte\(s\) sparsegcn did not"):
+        save_checkpoint(folder, full.state, seeds=SEEDS, keep=1)
+    assert outside.read_bytes() == b"user data"
+
+
+def test_a_hook_that_saved_nothing_removes_only_the_folders_it_made(run, tmp_path):
+    # A run interrupted or failed before its first save left its new folder,
+    # holding only the .lock it had made there.
+    _, _, full = run
+    CheckpointHook(tmp_path / "new" / "ck", seeds=SEEDS).close()
+    assert list(tmp_path.iterdir()) == []
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    CheckpointHook(existing / "ck", seeds=SEEDS).close()
+    assert list(existing.iterdir()) == []  # ck was the hook's; existing was not
+    CheckpointHook(existing, seeds=SEEDS).close()
+    assert [p.name for p in existing.iterdir()] == [".lock"]
+    hook = CheckpointHook(tmp_path / "saved", seeds=SEEDS)
+    path = hook.save(full.state, full.history)
+    hook.close()
+    assert path.exists() and (tmp_path / "saved" / ".lock").exists()
