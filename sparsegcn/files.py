@@ -390,7 +390,7 @@ def write_atomic(
 
 def _replace_regular(tmp: str | os.PathLike, path: Path) -> None:
     """``os.replace(tmp, path)``, unless ``path`` became a non-regular file meanwhile,
-    or the command was interrupted (:func:`sparsegcn._interrupt.check`)."""
+    or the command was interrupted (``sparsegcn._interrupt.check``)."""
     _interrupt.check()  # a Ctrl-C swallowed on the way here replaces nothing
     kind = _sink_kind(path)
     if kind is not None:

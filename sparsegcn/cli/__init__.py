@@ -20,7 +20,7 @@ then go nowhere, and the exit status still tells the outcome.
 Ctrl-C ends a command with ``<prog>: interrupted`` and status 130, SIGTERM
 with ``<prog>: terminated`` and 143, after the ``finally`` blocks on the way
 out have run (temporary files removed, checkpoint folders released). Both
-are recorded by :mod:`sparsegcn._interrupt`, so one whose
+are recorded by ``sparsegcn._interrupt``, so one whose
 ``KeyboardInterrupt`` was swallowed still ends the command there, never
 with its results and status 0.
 """
@@ -166,7 +166,7 @@ def _guarded(prog: str, work: Callable[[], int], debug: bool) -> int:
     :func:`exit_status`, Ctrl-C ``<prog>: interrupted`` and 130, SIGTERM ``<prog>:
     terminated`` and 143 (``debug``: raised).
 
-    A signal :mod:`sparsegcn._interrupt` recorded decides the outcome whatever
+    A signal ``sparsegcn._interrupt`` recorded decides the outcome whatever
     ``work`` did after it: swallowed, and ``work`` returned or failed otherwise,
     it still ends as that signal.
     """
@@ -226,10 +226,10 @@ def console_main() -> int:
     turns it off), which saves the page faults of re-allocating large buffers
     on every compiled call.
 
-    Ctrl-C and SIGTERM are handled (:mod:`sparsegcn._interrupt`) from its
+    Ctrl-C and SIGTERM are handled (``sparsegcn._interrupt``) from its
     first line, and for good: after one, once :func:`main` has reported it
     (and the ``finally`` blocks on the way out have run), the process leaves
-    at once with its status (:func:`sparsegcn._interrupt.leave`), skipping an
+    at once with its status (``sparsegcn._interrupt.leave``), skipping an
     interpreter teardown that could crash under JAX's running threads.
     """
     _interrupt.install()

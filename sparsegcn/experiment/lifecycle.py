@@ -218,7 +218,7 @@ class Lifecycle:
         A plot that cannot be drawn (a full disk, ...) does not lose the run it
         belongs to: the entries then say ``"plot": None`` and, in
         ``"plot_error"``, why, and ``sparsegcn train`` reports the run before
-        failing on it. An interrupt recorded by :mod:`sparsegcn._interrupt`
+        failing on it. An interrupt recorded by ``sparsegcn._interrupt``
         (a Ctrl-C whose ``KeyboardInterrupt`` was swallowed) stops it before
         either write.
         """

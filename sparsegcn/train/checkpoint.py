@@ -873,7 +873,7 @@ def _prune(directory: Path, keep: int | None, run_id: str | None, drop=()) -> No
     digest its name records (:func:`_is_orphan`), as every arrays file
     :func:`save_checkpoint` writes does.
 
-    An interrupt recorded by :mod:`sparsegcn._interrupt` (a Ctrl-C whose
+    An interrupt recorded by ``sparsegcn._interrupt`` (a Ctrl-C whose
     ``KeyboardInterrupt`` was swallowed) stops it before anything is removed.
     """
     _interrupt.check()
