@@ -2392,7 +2392,10 @@ def _(tmp):
 @case("graph datasets", "tu: more folds than graphs")
 def _(tmp):
     root = _tu_folder(tmp)
-    return run_cli(_train_tu(root, "--folds", "10", "--no-progress"), words="folds must be in")
+    return run_cli(
+        _train_tu(root, "--folds", "10", "--no-progress"),
+        words="(--folds) must be at most the number of graphs",
+    )
 
 
 @case("graph datasets", "--folds on a node dataset")
