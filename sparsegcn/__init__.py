@@ -1,6 +1,15 @@
 """sparsegcn: scalable sparse message passing for graph neural networks in JAX."""
 
+# ruff: noqa: E402 (the signal handler of `python -m sparsegcn` goes in before JAX)
+
 from importlib import metadata as _metadata
+
+from sparsegcn import _interrupt
+
+# `python -m sparsegcn` (or one of its tools): Ctrl-C recorded from here, before JAX is
+# imported, and acted on when the command starts (only when such a module is the
+# program; a library leaves signals alone).
+_interrupt.install_if_program()
 
 from sparsegcn.backends import (
     BACKENDS,

@@ -21,10 +21,13 @@ Only the command line installs the handler (:func:`sparsegcn.cli.console_main`,
 raises in a process that has not installed it. The ``sparsegcn`` console
 script installs it before ``sparsegcn`` (and JAX) is imported
 (:mod:`sparsegcn_console` loads this module, which imports nothing but the
-standard library, from its file), and a signal recorded then stops the
-command before it starts. ``python -m sparsegcn`` and the dataset tools'
-``python -m`` entry points import the package first, so a Ctrl-C in their
-first second or so still meets Python's own handler.
+standard library, from its file); ``python -m sparsegcn`` and the dataset
+tools' ``python -m sparsegcn.datasets...`` have the package install it as
+its first step (:func:`install_if_program`: only when the program run is one
+of :data:`PROGRAMS`). During that start-up a signal is recorded and not
+raised (raised in a C extension's initialisation, it would come out as an
+``ImportError``); when the command starts (:func:`end_start_up`, or the
+command's own :func:`install`), one that came ends it with one line.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """The signals :func:`install` handles."""
 
 _received: int | None = None  # the first signal handled since install()
+_deferred = False  # start-up: record a signal, raise nothing (install(defer=True))
 _previous: dict[int, Any] = {}  # the handlers install() replaced, by signal
 _previous_hook: Any = None  # the sys.unraisablehook install() wrapped
 
@@ -55,11 +59,13 @@ def _raised(signum: int) -> KeyboardInterrupt:
 
 
 def _handle(signum: int, frame) -> None:
-    """Records ``signum`` and raises it: the record survives a caller that swallows it."""
+    """Records ``signum`` and raises it: the record survives a caller that swallows it.
+    While deferred (start-up), only records it."""
     global _received
     if _received is None:
         _received = signum
-    raise _raised(signum)
+    if not _deferred:
+        raise _raised(signum)
 
 
 def _unraisable(unraisable) -> None:
@@ -71,8 +77,14 @@ def _unraisable(unraisable) -> None:
     (_previous_hook or sys.__unraisablehook__)(unraisable)
 
 
-def install() -> tuple[int, ...]:
+def install(*, defer: bool = False) -> tuple[int, ...]:
     """Handles SIGINT and SIGTERM in this process from now on (see the module docstring).
+
+    With ``defer`` (start-up, while the package and JAX are imported), a
+    signal is only recorded, not raised: a ``KeyboardInterrupt`` raised in a
+    C extension's initialisation would come out as an ``ImportError``
+    traceback; :func:`end_start_up` then acts on it. Without, a later call
+    ends the deferral too.
 
     A signal that is ignored (``nohup``, a background job of a non-interactive
     shell) stays ignored, one already handled here is left as it is, and
@@ -83,9 +95,10 @@ def install() -> tuple[int, ...]:
     Returns:
       The signals this call began handling, for :func:`restore`.
     """
-    global _previous_hook
+    global _previous_hook, _deferred
     if threading.current_thread() is not threading.main_thread():
         return ()
+    _deferred = defer
     added = []
     for signum in SIGNALS:
         current = signal.getsignal(signum)
@@ -103,12 +116,13 @@ def restore(signals: tuple[int, ...]) -> None:
     """Gives ``signals`` (:func:`install`'s result) their former handlers back and,
     when none is handled here any more, ``sys.unraisablehook`` too, and forgets
     the signal received."""
-    global _received, _previous_hook
+    global _received, _previous_hook, _deferred
     for signum in signals:
         previous = _previous.pop(signum)
         signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
     if not _previous:
         _received = None
+        _deferred = False
         if sys.unraisablehook is _unraisable:
             sys.unraisablehook = _previous_hook or sys.__unraisablehook__
         _previous_hook = None
@@ -175,6 +189,62 @@ def leave(status: int) -> None:
     os._exit(status)
 
 
+def program() -> str | None:
+    """The module ``python -m`` runs as this process's program (``sparsegcn``,
+    ``sparsegcn.datasets.convert``, ...; read from ``sys.orig_argv``), or ``None``
+    (a script, ``-c``, the interactive interpreter)."""
+    argv = list(getattr(sys, "orig_argv", ()))[1:]
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-m":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if arg.startswith("-m"):
+            return arg[2:]
+        if arg == "-c" or arg == "-" or not arg.startswith("-"):
+            return None
+        i += 2 if arg in ("-X", "-W") else 1
+    return None
+
+
+PROGRAMS = (
+    "sparsegcn",
+    "sparsegcn.__main__",
+    "sparsegcn.datasets.convert",
+    "sparsegcn.datasets.synthetic_disk",
+    "sparsegcn.datasets.to_disk",
+)
+"""The modules ``python -m`` runs as commands. Each starts through
+:func:`sparsegcn.cli.console_main` or :func:`sparsegcn.cli.run_tool`, whose
+:func:`install` ends the deferral of :func:`install_if_program` (a test checks
+that no other module of the package is a ``__main__``)."""
+
+
+def install_if_program() -> str | None:
+    """:func:`install` with ``defer``, when this process's program is one of
+    :data:`PROGRAMS` run by ``python -m`` (:func:`program`): the package calls it
+    first thing, so that a Ctrl-C while it imports JAX, or before the command
+    starts, is recorded; the command's own :func:`install` ends the deferral and
+    its first :func:`check` acts on it. Returns the module's name, or ``None`` (a
+    program of its own: its signals are left alone)."""
+    module = program()
+    if module not in PROGRAMS:
+        return None
+    install(defer=True)
+    return module
+
+
+def end_start_up(prog: str) -> None:
+    """Ends :func:`install`'s deferral: signals raise from now on. One received during
+    start-up ends the process here, with one line ``<prog>: interrupted`` (or
+    ``terminated``) and ``128 + signum``: nothing has run yet."""
+    global _deferred
+    _deferred = False
+    if _received is not None:
+        print(f"{prog}: {describe(_received)}", file=sys.stderr)
+        leave(exit_status(_received))
+
+
 def _leave_now(signum: int, frame) -> None:
     leave(exit_status(signum))
 
@@ -191,15 +261,19 @@ def leave_on_signal() -> None:
 
 
 __all__ = [
+    "PROGRAMS",
     "SIGNALS",
     "Terminated",
     "check",
     "describe",
+    "end_start_up",
     "exit_status",
     "install",
+    "install_if_program",
     "installed",
     "leave",
     "leave_on_signal",
+    "program",
     "received",
     "restore",
 ]

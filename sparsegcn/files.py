@@ -157,21 +157,36 @@ def _take_permissions(
     """Gives the new file or folder ``path`` the permissions of the one it is to replace.
 
     A replacement is a new inode: without this it would get ``0666 & ~umask``
-    (``0777`` for a folder) and this process's group, so a report the user
-    made ``0600`` would become readable by all, and a group folder ``2770``
-    would become ``0755`` and this user's group. With ``replaced`` (the
-    status of what is replaced), ``path`` gets its mode bits, and its group
-    where ``chown`` to that group is permitted (a group of this process, or
-    root), silently not where it is not: the write never fails over it.
-    Without, the mode the umask allows.
+    (``0777`` for a folder) and this process's owner and group, so a report
+    the user made ``0600`` would become readable by all, and a group folder
+    ``2770`` would become ``0755`` and this user's group. With ``replaced``
+    (the status of what is replaced):
+
+    - its owner, where ``chown`` to it is permitted (root), and its group,
+      where permitted (a group of this process, or root); silently not where
+      not: the write never fails over it;
+    - its mode bits, when ``path`` now has the replaced one's owner (a mode
+      made for another owner, ``0600`` say, would lock that owner out of
+      the file, or make it someone else's), else the mode the umask allows;
+    - never a file's set-user-id or set-group-id bit: an output is data, and
+      a set-id file of this process's owner is not to be made from another's.
+
+    Without ``replaced``, the mode the umask allows.
     """
+    default = (0o777 if folder else 0o666) & ~_umask()
     if replaced is None:
-        os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
+        os.chmod(path, default)
         return
-    if replaced.st_gid != os.stat(path).st_gid:
+    now = os.stat(path)
+    if (replaced.st_uid, replaced.st_gid) != (now.st_uid, now.st_gid):
         with contextlib.suppress(OSError):  # chown first: it may clear the set-id bits
+            os.chown(path, replaced.st_uid, -1)
+        with contextlib.suppress(OSError):
             os.chown(path, -1, replaced.st_gid)
-    os.chmod(path, stat.S_IMODE(replaced.st_mode))
+    mode = stat.S_IMODE(replaced.st_mode)
+    if not folder:
+        mode &= ~(stat.S_ISUID | stat.S_ISGID)
+    os.chmod(path, mode if os.stat(path).st_uid == replaced.st_uid else default)
 
 
 def _through_link(path: Path) -> Path:

@@ -6,8 +6,8 @@ CPU. A Ctrl-C in that time would meet Python's own handler, whose
 :mod:`sparsegcn._interrupt`): the command would go on, ``--overwrite``
 included. So this entry point loads :mod:`sparsegcn._interrupt` alone, from
 its file (it imports nothing but the standard library), installs its
-handler, and only then imports the package and runs
-:func:`sparsegcn.cli.console_main`. It lives outside the package because
+handler (recording a signal, raising none, until the imports are done), and
+only then imports the package and runs :func:`sparsegcn.cli.console_main`. It lives outside the package because
 importing any module of a package runs the package's ``__init__`` first.
 """
 
@@ -36,7 +36,7 @@ def install_first() -> ModuleType:
         loaded = importlib.util.module_from_spec(spec)
         sys.modules[NAME] = loaded
         spec.loader.exec_module(loaded)
-    loaded.install()
+    loaded.install(defer=True)
     return loaded
 
 
@@ -44,16 +44,11 @@ def main() -> int:
     """Runs the ``sparsegcn`` command (:func:`sparsegcn.cli.console_main`), its signal
     handlers installed before :mod:`sparsegcn` (and JAX) is imported."""
     interrupt = install_first()
-    try:
-        import sparsegcn
-        from sparsegcn.cli import console_main
-    except KeyboardInterrupt:  # not swallowed: nothing has run yet
-        signum = interrupt.received()
-        status = interrupt.exit_status(signum) if signum is not None else 130
-        print(f"sparsegcn: {interrupt.describe(signum)}", file=sys.stderr)
-        interrupt.leave(status)
-        return status  # not reached: leave() ends the process
+    import sparsegcn
+    from sparsegcn.cli import console_main
+
     sparsegcn._interrupt = interrupt  # as importing the submodule would have set it
+    interrupt.end_start_up("sparsegcn")  # a signal during the imports: one line, leave
     return console_main()
 
 

@@ -512,6 +512,35 @@ def _folder(path, text):
     return path
 
 
+def test_a_replaced_file_of_another_owner_keeps_the_owner_or_takes_the_umask(
+    tmp_path, monkeypatch
+):
+    # The mode was copied onto a file of this process's owner: a 0600 report of
+    # another user became unreadable to them, and a 4755 one a set-user-id file of ours.
+    if os.geteuid() != 0:
+        pytest.skip("making files of another owner needs root")
+    import sparsegcn.files as files
+
+    report, theirs = tmp_path / "r.json", tmp_path / "s.json"
+    for path, mode in ((report, 0o600), (theirs, 0o4755)):
+        path.write_text("old")
+        os.chown(path, 65534, 65534)
+        path.chmod(mode)
+    old = os.umask(0o022)
+    try:
+        write_json_atomic(theirs, {"a": 1})  # root may give it back to its owner
+        assert (theirs.stat().st_uid, stat.S_IMODE(theirs.stat().st_mode)) == (65534, 0o755)
+
+        def refused(path, uid, gid, **kwargs):
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(files.os, "chown", refused)  # as a user who is not root
+        write_json_atomic(report, {"a": 1})
+    finally:
+        os.umask(old)
+    assert (report.stat().st_uid, stat.S_IMODE(report.stat().st_mode)) == (0, 0o644)
+
+
 @pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
 def test_a_folder_replaced_is_never_lost(tmp_path, monkeypatch, exchange):
     import sparsegcn.files as files

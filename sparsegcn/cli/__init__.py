@@ -237,10 +237,17 @@ def console_main() -> int:
         keep_freed_memory_unless_disabled()
     try:
         status = main()
-    except KeyboardInterrupt:  # --debug: its traceback, then the same way out
+    except KeyboardInterrupt:  # --debug, or outside _guarded (parsing the options)
         _interrupt.leave_on_signal()
-        traceback.print_exc()
-        status = _interrupt.exit_status(signal.SIGINT)
+        stopped_by = _interrupt.received() or signal.SIGINT
+        debug = "--debug" in sys.argv[1:]
+        with contextlib.suppress(ValueError):
+            debug = debug or env_switch("SPARSEGCN_DEBUG", False)
+        if debug:
+            traceback.print_exc()
+        else:
+            print(f"sparsegcn: {_interrupt.describe(stopped_by)}", file=sys.stderr)
+        status = _interrupt.exit_status(stopped_by)
     _interrupt.leave_on_signal()  # from here, a signal ends the process at once
     signum = _interrupt.received()
     if signum is not None:

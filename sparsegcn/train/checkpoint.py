@@ -256,10 +256,15 @@ def _rewrite_lock(fd: int, path: Path, pending: Sequence[str] = ()) -> None:
     """Writes this process's id and ``pending`` into the held lock file ``path`` (open
     as ``fd``); an error names ``path`` (a full disk)."""
     text = "".join([f"{os.getpid()}\n", *(f"{_PENDING}{name}\n" for name in pending)])
+    data = memoryview(text.encode())
     with naming_errors(path):
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, text.encode())
+        while data:  # a short write (a full disk) would leave a cut line, refused later
+            written = os.write(fd, data)
+            if written <= 0:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            data = data[written:]
         os.fsync(fd)
 
 

@@ -214,10 +214,45 @@ def test_the_console_script_handles_a_ctrl_c_swallowed_while_jax_is_imported(tmp
         sys.exit(sparsegcn_console.main())
         """
     )
-    assert outcome(script) == (
-        130,
-        "",
-        "sparsegcn train: interrupted\n",
-    )
+    assert outcome(script) == (130, "", "sparsegcn: interrupted\n")
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
     assert (folder / "notes.txt").read_text() == "mine"
+
+
+def test_python_m_sparsegcn_records_a_ctrl_c_from_before_jax_is_imported(tmp_path):
+    # `python -m` imports the package before any command code: the package installs
+    # the handler first thing (deferred: recorded, not raised inside an extension's
+    # import), and the command acts on it. A Ctrl-C 0.3 s in (JAX takes over a
+    # second to import) used to be swallowed: the run went on, exit 0.
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    argv = [sys.executable, "-m", "sparsegcn", *RUN, "--json", str(tmp_path / "r.json")]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        process.wait(timeout=0.3)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert (process.returncode, out) == (130, b"")
+    assert err.decode() in ("sparsegcn: interrupted\n", "sparsegcn train: interrupted\n")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_the_programs_are_every_main_module_and_are_told_apart_from_others(monkeypatch):
+    from sparsegcn import _interrupt
+
+    mains = {
+        ".".join(path.relative_to(REPO).with_suffix("").parts)
+        for path in (REPO / "sparsegcn").rglob("*.py")
+        if 'if __name__ == "__main__":' in path.read_text() or path.name == "__main__.py"
+    }
+    assert mains | {"sparsegcn"} == set(_interrupt.PROGRAMS)
+    for argv, module in [
+        (["python", "-m", "sparsegcn", "train"], "sparsegcn"),
+        (["python", "-X", "dev", "-msparsegcn.datasets.convert"], "sparsegcn.datasets.convert"),
+        (["python", "-u", "-m", "pytest", "-m", "slow"], "pytest"),
+        (["python", "script.py", "-m", "sparsegcn"], None),
+        (["python", "-c", "import sparsegcn", "-m", "sparsegcn"], None),
+        (["python"], None),
+    ]:
+        monkeypatch.setattr(sys, "orig_argv", argv)
+        assert _interrupt.program() == module
