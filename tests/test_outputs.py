@@ -512,9 +512,7 @@ def _folder(path, text):
     return path
 
 
-def test_a_replaced_file_of_another_owner_keeps_the_owner_or_takes_the_umask(
-    tmp_path, monkeypatch
-):
+def test_a_replaced_file_of_another_owner_keeps_the_owner_or_takes_the_umask(tmp_path, monkeypatch):
     # The mode was copied onto a file of this process's owner: a 0600 report of
     # another user became unreadable to them, and a 4755 one a set-user-id file of ours.
     if os.geteuid() != 0:
