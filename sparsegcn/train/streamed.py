@@ -70,6 +70,7 @@ from sparsegcn.sampling.host import (
 )
 from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
 from sparsegcn.train.loop import drive
+from sparsegcn.train.losses import cross_entropy_per_node
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -320,13 +321,6 @@ def evaluate_streamed(
     return _evaluate(fns, store, params, data, nodes, batch_size, key, host=host)[0]
 
 
-def _cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """float ``[B]`` softmax cross-entropy of ``logits [B, C]`` at int ``labels [B]``."""
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    log_z = np.log(np.exp(shifted).sum(axis=-1))
-    return log_z - np.take_along_axis(shifted, labels[:, None], axis=-1)[:, 0]
-
-
 def _evaluate(
     fns: StreamedFns,
     store: HostFeatureStore,
@@ -359,11 +353,12 @@ def _evaluate(
         host,
     )
     for i, (x, tree, _, _) in enumerate(stream):
-        logits = np.asarray(fns.logits(params, x, tree))
+        logits = fns.logits(params, x, tree)
         seeds = padded[i * batch_size : (i + 1) * batch_size]
         mask = real[i * batch_size : (i + 1) * batch_size]
-        correct += int(np.sum((np.argmax(logits, axis=-1) == labels[seeds]) & mask))
-        loss += float(np.sum(_cross_entropy(logits, labels[seeds]) * mask))
+        predicted = np.asarray(jnp.argmax(logits, axis=-1))
+        correct += int(np.sum((predicted == labels[seeds]) & mask))
+        loss += float(np.sum(np.asarray(cross_entropy_per_node(logits, labels[seeds])) * mask))
     return correct / v, loss / v
 
 
