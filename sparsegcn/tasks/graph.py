@@ -27,7 +27,8 @@ from sparsegcn.batch import check_packing, choose_budget
 from sparsegcn.datasets.base import reading_only
 
 HOLDOUT_FOLDS = 10
-"""Without ``--folds``: train on one fold of a 10-fold split (test 10 %)."""
+"""Without ``--folds``: train on one fold of a 10-fold split (test 10 %;
+:func:`holdout_folds` on a dataset of fewer graphs)."""
 
 FOLDS = Bound(int, low=0, high=INT32_MAX)
 """``--folds``, as the other integer options are bounded; 1 is refused too, and
@@ -83,13 +84,36 @@ refused once loaded)."""
 
 
 def check_folds_fit(exp, num_graphs: int, name: str) -> None:
-    """Refuses more ``--folds`` than ``num_graphs``, the graphs of dataset ``name``
-    (each fold tests one graph at least)."""
+    """Refuses folds that ``num_graphs``, the graphs of dataset ``name``, cannot
+    fill: each fold tests one graph at least, and leaves one to train and one
+    to validate on (so the largest fold, ``ceil(G / k)`` graphs, leaves two).
+    Without ``--folds`` the holdout split needs three graphs."""
+    if num_graphs < 3:
+        raise ValueError(
+            f"{name} has {num_graphs} graph{'s' if num_graphs != 1 else ''}; a graph run "
+            "needs 3 at least (one to train, one to validate and one to test on)"
+        )
+    if not exp.folds:
+        return
     if exp.folds > num_graphs:
         raise ValueError(
             f"folds={exp.folds} (--folds) must be at most the number of graphs, "
             f"{num_graphs} in {name}"
         )
+    largest = -(-num_graphs // exp.folds)
+    if num_graphs - largest < 2:
+        fits = [k for k in range(2, num_graphs + 1) if num_graphs - -(-num_graphs // k) >= 2]
+        raise ValueError(
+            f"folds={exp.folds} (--folds) tests {largest} of the {num_graphs} graphs in {name} "
+            f"in one fold, leaving {num_graphs - largest} to train and validate on (2 at "
+            f"least); use --folds {fits[0]} or more"
+        )
+
+
+def holdout_folds(num_graphs: int) -> int:
+    """The folds whose first is the holdout split without ``--folds``:
+    :data:`HOLDOUT_FOLDS`, or one per graph on a dataset with fewer."""
+    return min(HOLDOUT_FOLDS, num_graphs)
 
 
 def _check_stored_folds(exp) -> None:
@@ -154,7 +178,7 @@ def graph_splits(exp, dataset):
             raise ValueError(_official_folds_error(dataset.name, exp.folds))
         return official_splits(dataset)
     check_folds_fit(exp, dataset.num_graphs, dataset.name)
-    folds = exp.folds or HOLDOUT_FOLDS
+    folds = exp.folds or holdout_folds(dataset.num_graphs)
     splits = fold_splits(dataset.labels, folds, exp.seed)
     if not exp.folds:
         splits = type(splits)(*(m[:1] for m in splits))
@@ -365,6 +389,31 @@ def _member_seeds(exp, splits) -> list[int]:
     return exp.seed_list() * int(splits.train.shape[0])
 
 
+def _check_members(exp, seeds: list[int]) -> None:
+    """Refuses ``exp.resume`` when its members are not this run's, naming the
+    folds and seeds of both (a member is one fold of one seed, so the seeds
+    alone, ``[0, 0, 0]``, would not say what differs)."""
+    from sparsegcn.train.checkpoint import CheckpointError, read_manifest
+
+    manifest = read_manifest(exp.resume)
+    if [int(s) for s in manifest["seeds"]] == seeds:
+        return
+    config = manifest.get("metadata", {}).get("config", {})
+    try:
+        stored = _describe_members(int(config["folds"]), int(config["seed"]), int(config["seeds"]))
+    except (KeyError, TypeError, ValueError):
+        stored = f"seeds {[int(s) for s in manifest['seeds']]}"
+    raise CheckpointError(
+        f"incompatible checkpoint: it holds {stored} but this run trains "
+        f"{_describe_members(exp.folds, exp.seed, exp.seeds)}"
+    )
+
+
+def _describe_members(folds: int, seed: int, seeds: int) -> str:
+    split = f"folds={folds}" if folds else "one holdout split"
+    return f"{split} x seeds {list(range(seed, seed + seeds))}"
+
+
 @dataclasses.dataclass
 class GraphLifecycle:
     """``--resume`` and ``--checkpoint`` around :func:`~sparsegcn.train.graphs.fit_graphs`.
@@ -397,6 +446,7 @@ class GraphLifecycle:
         metadata = {"config": dataclasses.asdict(exp), "dataset": graph_fingerprint(dataset)}
         resumed = None
         if exp.resume:
+            _check_members(exp, seeds)
             members = len(seeds)
             template = checkpoint_template(model, config, members)
             settings = {k: v for k, v in metadata["config"].items() if k not in RESUME_MAY_CHANGE}
@@ -762,6 +812,7 @@ __all__ = [
     "graph_config",
     "graph_fingerprint",
     "graph_splits",
+    "holdout_folds",
     "load_experiment_graphs",
     "predict_graph_checkpoint",
     "prepare_graphs",

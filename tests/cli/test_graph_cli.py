@@ -220,7 +220,7 @@ def test_more_folds_than_graphs_are_refused_naming_the_flag(tmp_path, capsys):
     err = one_error(capsys)
     assert "folds=4 (--folds) must be at most the number of graphs, 3 in tu:MINI" in err
     # A sweep refuses such a point once the graphs are read, before it trains any point.
-    assert main([*argv, "--sweep", "folds=2,4", "--epochs", "1", "--no-progress"]) == 2
+    assert main([*argv, "--sweep", "folds=3,4", "--epochs", "1", "--no-progress"]) == 2
     assert "folds=4 (--folds) must be at most the number of graphs, 3" in one_error(capsys)
 
 
@@ -235,3 +235,46 @@ def test_a_folders_manifest_bounds_the_folds_before_its_arrays_are_read(tmp_path
     assert f"folds=8 (--folds) must be at most the number of graphs, 7 in {folder}" in one_error(
         capsys
     )
+
+
+def test_resume_with_other_folds_names_folds_and_seeds(tmp_path, capsys):
+    # Before: "it holds seeds [0, 0, 0] (3 seeds) but this run trains seeds [0, 1, 0, 1, 0, 1]".
+    write_mini(tmp_path / "tu" / "MINI")
+    argv = ["train", "--dataset", "tu:MINI", "--root", str(tmp_path), "--model", "gin"]
+    argv += ["--hidden", "4", "--epochs", "1", "--no-progress"]
+    assert main([*argv, "--folds", "3", "--checkpoint", str(tmp_path / "ck")]) == 0
+    capsys.readouterr()
+    resume = ["--resume", str(tmp_path / "ck")]
+    assert main([*argv, "--folds", "3", "--seeds", "2", *resume]) == 2
+    err = one_error(capsys)
+    assert "it holds folds=3 x seeds [0] but this run trains folds=3 x seeds [0, 1]" in err
+    assert main([*argv, "--seed", "1", "--seeds", "3", *resume]) == 2
+    assert "this run trains one holdout split x seeds [1, 2, 3]" in one_error(capsys)
+
+
+def test_folds_must_leave_graphs_to_train_and_validate_on(tmp_path, capsys):
+    # Before: "folds must be in [2, 1] (the graphs), got 1" for --folds 2 on 3 graphs,
+    # and "folds must be in [2, 3] (the graphs), got 10" with no --folds at all.
+    write_mini(tmp_path / "tu" / "MINI")
+    argv = ["train", "--dataset", "tu:MINI", "--root", str(tmp_path), "--model", "gin"]
+    argv += ["--hidden", "4", "--epochs", "1", "--no-progress"]
+    assert main([*argv, "--folds", "2"]) == 2
+    assert (
+        "folds=2 (--folds) tests 2 of the 3 graphs in tu:MINI in one fold, leaving 1 to train "
+        "and validate on (2 at least); use --folds 3 or more" in one_error(capsys)
+    )
+    out = tmp_path / "holdout.json"
+    assert main([*argv, "--json", str(out)]) == 0  # the holdout split: one fold of 3
+    report = json.loads(out.read_text())
+    assert report["split"] == "holdout" and report["folds"] == 0
+    two = {  # MINI's first two graphs (nodes 1-5 and all six edges)
+        "graph_indicator": "1\n1\n1\n2\n2\n",
+        "graph_labels": "1\n-1\n",
+        "node_labels": "0\n2\n0\n1\n1\n",
+        "node_attributes": "0.5, 1\n1.5, 2\n2.5, 3\n3.5, 4\n4.5, 5\n",
+        "graph_attributes": "0.25\n0.5\n",
+    }
+    write_mini(tmp_path / "tu" / "TWO", "TWO", **two)
+    argv[2] = "tu:TWO"
+    assert main(argv) == 2
+    assert "tu:TWO has 2 graphs; a graph run needs 3 at least" in one_error(capsys)
