@@ -1426,7 +1426,9 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
       outputs: ``{flag: path}`` of the files (or folders) the run writes;
         ``None`` entries are skipped.
       inputs: ``(description, path)`` pairs of what the run reads: a file,
-        or a folder whose every file is an input.
+        or a folder whose every file is an input, or a path not there yet (a
+        dataset the run downloads, a cache made on first use), refused as a
+        folder would be.
 
     Raises:
       ValueError: naming the flag, the output and the input.
@@ -1440,6 +1442,15 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
         for what, source in inputs:
             real = os.path.realpath(source)
             clash = real in targets
+            if not clash and not os.path.lexists(source):
+                # Not there yet (a dataset the run downloads, a cache made on first use):
+                # it may become a folder, with the output inside.
+                inside = real.rstrip(os.sep) + os.sep
+                if any(t.startswith(inside) for t in targets):
+                    raise ValueError(
+                        f"{flag} {out} lies inside {what} {source}, which this run reads "
+                        f"(it is made on first use); write it elsewhere"
+                    )
             if not clash and source.is_dir():
                 clash = any(
                     t == real or t.startswith(real.rstrip(os.sep) + os.sep) for t in targets
@@ -1536,20 +1547,7 @@ def check_outputs(
                 f"to write elsewhere, or {flag} {path} to replace it"
             )
         check_writable(path, what=flag)
-    inputs = [(what, Path(p)) for what, p in inputs if p is not None]
     check_not_inputs(outputs, inputs)
-    # check_not_inputs tells a folder by looking; an input not there yet (a cache made on
-    # first use, the dataset folder the run writes) may become one, with the output inside.
-    for what, source in inputs:
-        if os.path.lexists(source):
-            continue
-        inside = os.path.realpath(source).rstrip(os.sep) + os.sep
-        for flag, out in outputs.items():
-            if out is not None and any(t.startswith(inside) for t in _output_targets(Path(out))):
-                raise ValueError(
-                    f"{flag} {out} lies inside {what} {source}, which this run reads "
-                    f"(it is made on first use); write it elsewhere"
-                )
 
 
 # -- reading inputs -------------------------------------------------------------------

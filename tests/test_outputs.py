@@ -216,6 +216,23 @@ def test_an_output_inside_an_input_folder_or_linked_to_an_input_is_refused(tmp_p
     )  # beside: fine
 
 
+def test_an_output_inside_a_dataset_folder_the_run_downloads_is_refused(tmp_path, capsys):
+    # Before: info --dataset tu:MUTAG --root R --json R/tu/MUTAG/MUTAG_A.txt downloaded
+    # MUTAG, then replaced its verified edge file by the report (only an input already
+    # there was treated as a folder).
+    from sparsegcn.cli import main
+
+    later = tmp_path / "tu" / "MUTAG"
+    with pytest.raises(ValueError, match=r"lies inside the dataset .*made on first use"):
+        check_not_inputs({"--json": later / "MUTAG_A.txt"}, [("the dataset", later)])
+    check_not_inputs({"--json": tmp_path / "tu" / "x.json"}, [("the dataset", later)])
+    argv = ["--dataset", "tu:MUTAG", "--root", str(tmp_path), "--no-progress"]
+    for command in (["info"], ["train", "--model", "gin", "--epochs", "1"]):
+        assert main([*command, *argv, "--json", str(later / "MUTAG_A.txt")]) == 2
+        assert "lies inside the dataset" in capsys.readouterr().err
+    assert not (tmp_path / "tu").exists()  # refused before any download
+
+
 def test_outputs_that_would_land_on_one_another_are_refused(tmp_path, capsys):
     from sparsegcn.cli import main
     from sparsegcn.experiment.precompute import cache_owns

@@ -42,6 +42,7 @@ from sparsegcn import __version__, _interrupt
 from sparsegcn._env import check_switches, env_switch
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.cli import bench, info, predict, train
+from sparsegcn.cli.options import expand_home
 from sparsegcn.train.guard import DivergenceError
 from sparsegcn.xla_tuning import check_xla_flags
 
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     """Runs one ``sparsegcn`` subcommand; returns the exit status (see the module docstring)."""
     with _interrupt.installed():
         _usable_stderr()
-        args = build_parser().parse_args(argv)
+        args = expand_home(build_parser().parse_args(argv))
         try:
             check_switches()
         except ValueError as err:

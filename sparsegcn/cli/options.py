@@ -40,6 +40,35 @@ def check_paths(paths: dict) -> None:
             raise ValueError(f"{flag} '' is empty: give a path, or leave the option out")
 
 
+PATH_DESTS = (
+    "dataset",
+    "root",
+    "json",
+    "checkpoint",
+    "resume",
+    "plot",
+    "feature_cache",
+    "out",
+    "embeddings",
+    "pairs",
+    "tmp_dir",
+)
+"""The options of the commands and dataset tools that name paths (:func:`expand_home`)."""
+
+
+def expand_home(args: argparse.Namespace) -> argparse.Namespace:
+    """Expands a leading ``~`` or ``~user`` in every path option (:data:`PATH_DESTS`), as
+    a shell does for a separate word but not after ``--json=``: ``--json=~/r.json``
+    would otherwise write into a folder named ``~`` in the current one."""
+    import os
+
+    for dest in PATH_DESTS:
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and value.startswith("~"):
+            setattr(args, dest, os.path.expanduser(value))
+    return args
+
+
 def given_options(args: argparse.Namespace) -> frozenset:
     """The fields whose flags :func:`add_dataclass_options` saw on the command line
     (even when given their default value)."""

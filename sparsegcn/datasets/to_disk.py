@@ -130,9 +130,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    args = parser.parse_args(argv)
     from sparsegcn.cli import run_tool
-    from sparsegcn.cli.options import check_paths
+    from sparsegcn.cli.options import check_paths, expand_home
+
+    args = expand_home(parser.parse_args(argv))
 
     def work():
         check_paths({"--out": args.out, "--root": args.root})

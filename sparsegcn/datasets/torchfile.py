@@ -281,6 +281,34 @@ class _Bounded(io.RawIOBase):
         return len(data)
 
 
+class _Malformed(Exception):
+    """A pickle that ``pickle`` itself fails on (:func:`_load`), as opposed to one
+    this reader refuses (``pickle.UnpicklingError``, :class:`CorruptFileError`)."""
+
+
+_PICKLE_ERRORS = (
+    ValueError,  # an opcode's text argument that is no number ("garbage": 'g' reads "arbage")
+    KeyError,  # a memo key never stored
+    IndexError,  # a stack or memo index past its end
+    TypeError,  # an allowed callable given arguments it does not take
+    AttributeError,
+    struct.error,
+    UnicodeDecodeError,
+    OverflowError,
+    RecursionError,
+)
+
+
+def _load(unpickler: pickle.Unpickler) -> object:
+    """``unpickler.load()``, its failures on malformed data raised as :class:`_Malformed`."""
+    try:
+        return unpickler.load()
+    except CorruptFileError:
+        raise
+    except _PICKLE_ERRORS as err:
+        raise _Malformed(f"{type(err).__name__}: {err}") from None
+
+
 def _unpickle_member(path: Path, archive: zipfile.ZipFile, member: str, storages: dict) -> object:
     """Unpickles zip member ``member`` (``<name>/data.pkl``), reading at most the bytes it
     declares, and refusing one that declares more than :data:`MAX_PICKLE_BYTES` unread."""
@@ -293,7 +321,9 @@ def _unpickle_member(path: Path, archive: zipfile.ZipFile, member: str, storages
         )
     try:
         with archive.open(member) as raw, io.BufferedReader(_Bounded(raw, size, path, member)) as f:
-            return _TorchUnpickler(f, source=str(path), storages=storages, legacy=False).load()
+            return _load(_TorchUnpickler(f, source=str(path), storages=storages, legacy=False))
+    except _Malformed as err:
+        raise CorruptFileError(path, f"member {member!r} is not a valid pickle ({err})") from None
     except MemoryError:
         # Pickle allocates a declared bytes length before reading it (see _read_legacy).
         raise CorruptFileError(
@@ -347,7 +377,12 @@ def _read_zip(path: Path, archive: zipfile.ZipFile) -> object:
 def _read_legacy(path: Path, f) -> object:
     def unpickle(what: str, storages: dict):
         try:
-            return _TorchUnpickler(f, source=str(path), storages=storages, legacy=True).load()
+            return _load(_TorchUnpickler(f, source=str(path), storages=storages, legacy=True))
+        except _Malformed as err:
+            raise CorruptFileError(
+                path,
+                f"not a torch.save file: the {what} is not a valid pickle ({err})",
+            ) from None
         except MemoryError:
             # A legacy stream's pickles hold no tensor data (the storages follow them), so
             # running out of memory in one means a record's length is corrupt: pickle

@@ -107,12 +107,18 @@ _DATA_FILES = (
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+INT64_RANGE = (-(2**63), 2**63 - 1)
+
+
 def _rows(path: Path, kind: type, width: int | None = None) -> np.ndarray:
     """The comma-separated rows of ``path`` as ``[lines, columns]``.
 
     Every line must hold the same number of values (``width`` when given),
-    each an integer (``kind=int``) or a finite real. Blank lines at the end
-    are ignored; anywhere else they are refused.
+    each a 64-bit integer (``kind=int``) or a real that float32 holds
+    finitely (``kind=float``: the attributes are kept as float32). Blank
+    lines at the end and a UTF-8 byte-order mark at the start are ignored;
+    blank lines anywhere else are refused.
 
     Raises:
       ValueError: naming ``path``, the line (1-based) and what is wrong;
@@ -120,47 +126,56 @@ def _rows(path: Path, kind: type, width: int | None = None) -> np.ndarray:
       NotRegularFileError: ``path`` is a FIFO, a device, a folder (never read).
     """
     with reading(path):
-        lines = read_text(path).splitlines()
+        lines = read_text(path).removeprefix("\ufeff").splitlines()
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
-        raise ValueError(f"{path.name}: the file is empty")
+        raise ValueError(f"{path}: the file is empty")
     counts = np.array([line.count(",") + 1 for line in lines])
     expected = width if width is not None else int(counts[0])
     blank = [i for i, line in enumerate(lines) if not line.strip()]
     if blank:
-        raise ValueError(f"{path.name} line {blank[0] + 1}: empty line")
+        raise ValueError(f"{path} line {blank[0] + 1}: empty line")
     wrong = np.flatnonzero(counts != expected)
     if wrong.size:
         i = int(wrong[0])
         raise ValueError(
-            f"{path.name} line {i + 1}: expected {expected} comma-separated values, got "
+            f"{path} line {i + 1}: expected {expected} comma-separated values, got "
             f"{int(counts[i])}: {lines[i]!r}"
         )
     tokens = ",".join(lines).split(",")
     try:
         values = np.array(tokens).astype(np.int64 if kind is int else np.float64)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: an integer past 64 bits
         values = None
-    if values is not None and (kind is int or np.isfinite(values).all()):
+    if values is not None and (kind is int or (np.abs(values) <= FLOAT32_MAX).all()):
         return values.reshape(len(lines), expected)
     for i, line in enumerate(lines):
         for token in line.split(","):
-            try:
-                value = kind(token)
-            except ValueError:
-                value = None
-            if value is None or (kind is float and not np.isfinite(value)):
-                what = "an integer" if kind is int else "a finite number"
-                raise ValueError(f"{path.name} line {i + 1}: {token.strip()!r} is not {what}")
+            _check_token(path, i + 1, token, kind)
     raise AssertionError("unreachable: a row failed to parse but no token did")
+
+
+def _check_token(path: Path, line: int, token: str, kind: type) -> None:
+    """Refuses one value of :func:`_rows`, naming the file, the line and why."""
+    where = f"{path} line {line}: {token.strip()!r}"
+    try:
+        value = kind(token)
+    except ValueError:
+        raise ValueError(
+            f"{where} is not {'an integer' if kind is int else 'a finite number'}"
+        ) from None
+    if kind is int and not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
+        raise ValueError(f"{where} is out of the 64-bit integer range")
+    if kind is float and not np.isfinite(value):
+        raise ValueError(f"{where} is not a finite number")
+    if kind is float and abs(value) > FLOAT32_MAX:
+        raise ValueError(f"{where} is too large for float32 (at most {FLOAT32_MAX:.4g})")
 
 
 def _check_lines(path: Path, rows: np.ndarray, count: int, what: str) -> None:
     if rows.shape[0] != count:
-        raise ValueError(
-            f"{path.name}: expected {count} lines (one per {what}), got {rows.shape[0]}"
-        )
+        raise ValueError(f"{path}: expected {count} lines (one per {what}), got {rows.shape[0]}")
 
 
 MIN_ONE_HOT_LIMIT = 1024
@@ -248,7 +263,7 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
     if indicator[0] != 1 or ((step != 0) & (step != 1)).any():
         bad = 0 if indicator[0] != 1 else int(np.flatnonzero((step != 0) & (step != 1))[0]) + 1
         raise ValueError(
-            f"{path.name} line {bad + 1}: graph id {int(indicator[bad])}; graph ids must start at "
+            f"{path} line {bad + 1}: graph id {int(indicator[bad])}; graph ids must start at "
             "1 and number the graphs in order, each graph's nodes on consecutive lines"
         )
     num_nodes = indicator.shape[0]
@@ -269,7 +284,7 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
     if out.size:
         i = int(out[0])
         raise ValueError(
-            f"{path.name} line {i + 1}: node id out of [1, {num_nodes}]: "
+            f"{path} line {i + 1}: node id out of [1, {num_nodes}]: "
             f"{int(edges[i, 0])}, {int(edges[i, 1])}"
         )
     edges = edges - 1
@@ -277,7 +292,7 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
     if cross.size:
         i = int(cross[0])
         raise ValueError(
-            f"{path.name} line {i + 1}: edge {int(edges[i, 0]) + 1}, {int(edges[i, 1]) + 1} joins "
+            f"{path} line {i + 1}: edge {int(edges[i, 0]) + 1}, {int(edges[i, 1]) + 1} joins "
             f"graphs {int(node_graph[edges[i, 0]]) + 1} and {int(node_graph[edges[i, 1]]) + 1}"
         )
     # Edges sorted by graph (stably: each graph's edges keep the file's order).
@@ -290,7 +305,7 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
         path = found
         node_labels = _rows(path, int)
         _check_lines(path, node_labels, num_nodes, "node")
-        columns.append(one_hot_columns(node_labels, source=path.name))
+        columns.append(one_hot_columns(node_labels, source=str(path)))
     if (found := _optional(folder, name, "node_attributes")) is not None:
         path = found
         attributes = _rows(path, float)
@@ -303,7 +318,7 @@ def read_tu(folder: str | Path, name: str) -> GraphDataset:
         path = found
         edge_labels = _rows(path, int)
         _check_lines(path, edge_labels, edges.shape[0], f"line of {name}_A.txt")
-        edge_columns.append(one_hot_columns(edge_labels, source=path.name))
+        edge_columns.append(one_hot_columns(edge_labels, source=str(path)))
     if (found := _optional(folder, name, "edge_attributes")) is not None:
         path = found
         attributes = _rows(path, float)

@@ -146,6 +146,13 @@ def _task_rows() -> dict[str, Applies]:
     return {field: _task_row(name) for name, task in TASKS.items() for field in task.fields}
 
 
+def _graph_dataset(e) -> bool:
+    """Whether ``e`` trains the graph task (its dataset's, or ``--task graph``)."""
+    from sparsegcn.tasks import task_name
+
+    return task_name(e.dataset, e.task) == "graph"
+
+
 APPLIES: dict[str, Applies] = {
     "fanouts": Applies(
         lambda e: get_model_spec(e.model).sampled or _link_run(e),
@@ -205,9 +212,13 @@ APPLIES: dict[str, Applies] = {
         lambda e: f"dataset {e.dataset!r} is a folder path, read as it is",
     ),
     "scale": Applies(
-        lambda e: e.dataset.startswith("synthetic:"),
-        "generated datasets (synthetic:<preset>)",
-        lambda e: f"dataset {e.dataset!r} is read as it is",
+        lambda e: e.dataset.startswith("synthetic:") and not _graph_dataset(e),
+        "generated node, link and heterogeneous datasets (synthetic:<preset>)",
+        lambda e: (
+            f"graph dataset {e.dataset!r} is generated at one size"
+            if _graph_dataset(e)
+            else f"dataset {e.dataset!r} is read as it is"
+        ),
     ),
     # The graph, hetero and link trainers propagate with their own segment sums.
     "backend": Applies(
@@ -443,7 +454,7 @@ class Experiment:
     fanouts: str | None = _field(
         None,
         "neighbours sampled per hop, one hop per layer: trains on sampled mini-batches "
-        "(sage by default, 25,10; gat and gatv2 when given; 'none': full batch)",
+        "(sage by default, 25,10; gat, gatv2, gin and rgcn when given; 'none': full batch)",
     )
     batch_size: int | None = _field(
         None, "seeds per sampled mini-batch; graphs per batch of a graph task [512; graph: 32]"
@@ -482,7 +493,11 @@ class Experiment:
     )
     checkpoint: str | None = _field(None, "save checkpoints to this folder")
     checkpoint_every: int = _field(50, "epochs between checkpoints (0: only at the end)")
-    keep: int = _field(3, "number of newest checkpoints to keep (0: all)")
+    keep: int | None = _field(
+        None,
+        "number of newest checkpoints to keep (0: all; default 3, or with --resume the "
+        "resumed run's own --keep)",
+    )
     resume: str | None = _field(None, "resume from this checkpoint folder or ckpt-*.json file")
     plot: str | None = _field(None, "draw loss and validation accuracy curves to this PNG")
     devices: int = _field(
@@ -510,7 +525,8 @@ class Experiment:
     divergence_factor: float = _field(
         DIVERGENCE_FACTOR,
         "stop when a seed's loss stays above this many times its first epoch's loss for "
-        "--divergence-epochs epochs in a row (0: off; see README, 'training diverged')",
+        "--divergence-epochs epochs in a row (0: off; see docs/troubleshooting.md, "
+        "'Training diverged')",
     )
     divergence_epochs: int = _field(
         DIVERGENCE_EPOCHS, "consecutive epochs above --divergence-factor that stop a run"
@@ -614,7 +630,11 @@ class Experiment:
             flags={k: "--" + option.get(k, k).replace("_", "-") for k in numbers},
             # 0 switches these options off (see their help).
             off={
-                k: (0,) for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
+                **{
+                    k: (0,)
+                    for k in ("patience", "epochs_per_call", "clip_norm", "divergence_factor")
+                },
+                "keep": (None,),  # 3, or the resumed run's (CheckpointHook.for_run)
             },
         )
         check_hyperparameter(

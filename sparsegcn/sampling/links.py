@@ -83,6 +83,18 @@ def _check_fraction(name: str, value) -> float:
     return float(value)
 
 
+def _pairs_needed(val: float, test: float) -> int:
+    """The fewest pairs ``M`` whose split holds out one example at least of each
+    nonzero fraction (``floor(f * M) >= 1``), and trains on one: 3 at least."""
+    m = 3
+    for f in (val, test):
+        if f > 0:
+            m = max(m, math.ceil(1 / f))
+            while math.floor(f * m) < 1:
+                m += 1
+    return m
+
+
 def random_link_split(
     graph: Graph,
     *,
@@ -112,8 +124,9 @@ def random_link_split(
 
     Raises:
       ValueError: fractions outside ``[0, 1)`` or summing to 1 or more, a
-        graph with fewer than 3 edges, or one too dense to draw the
-        negatives from.
+        graph with too few pairs to hold out one validation and one test
+        example (20 at the default fractions; 3 at least), or one too dense
+        to draw the negatives from.
     """
     val, test = _check_fraction("val", val), _check_fraction("test", test)
     if val + test >= 1:
@@ -132,8 +145,14 @@ def random_link_split(
         lower = u < v
         u, v = u[lower], v[lower]
     m = u.shape[0]
-    if m < 3:
-        raise ValueError(f"random_link_split needs at least 3 edges, got {m}")
+    needed = _pairs_needed(val, test)
+    if m < needed:
+        what = "unordered pairs of an undirected graph" if undirected else "edges"
+        raise ValueError(
+            f"random_link_split needs at least {needed} edges ({what}, self-loops and "
+            f"duplicates dropped) to hold out one validation and one test edge at val={val}, "
+            f"test={test}; got {m}"
+        )
     rng = np.random.default_rng(seed)
     perm = rng.permutation(m)
     num_val, num_test = math.floor(val * m), math.floor(test * m)

@@ -110,6 +110,18 @@ def check_folds_fit(exp, num_graphs: int, name: str) -> None:
         )
 
 
+def check_classes(dataset) -> None:
+    """Refuses a classification dataset whose graphs all have one class: every
+    model would score 1.0 on it, having learned nothing."""
+    if dataset.kind != "class":
+        return
+    if dataset.num_graphs and np.unique(np.asarray(dataset.labels)).shape[0] == 1:
+        raise ValueError(
+            f"{dataset.name}: all its {dataset.num_graphs} graphs have one label; graph "
+            "classification needs two classes at least"
+        )
+
+
 def holdout_folds(num_graphs: int) -> int:
     """The folds whose first is the holdout split without ``--folds``:
     :data:`HOLDOUT_FOLDS`, or one per graph on a dataset with fewer."""
@@ -173,6 +185,7 @@ def graph_splits(exp, dataset):
     """
     from sparsegcn.train.graphs import fold_splits, official_splits
 
+    check_classes(dataset)
     if dataset.split is not None:
         if exp.folds:
             raise ValueError(_official_folds_error(dataset.name, exp.folds))
@@ -671,6 +684,7 @@ def run_graph_sweep(base, axes: dict, *, progress: bool = False) -> dict:
     raw = load_experiment_graphs(
         dataclasses.replace(base, degree_features=False), progress=progress
     )
+    check_classes(raw)
     for exp in experiments:  # and what the graphs bound, before any point trains
         if raw.split is None:
             check_folds_fit(exp, raw.num_graphs, raw.name)
@@ -806,6 +820,7 @@ def predict_graph_checkpoint(
 __all__ = [
     "OFFICIAL_SPLIT_PREFIXES",
     "GraphLifecycle",
+    "check_classes",
     "check_folds_fit",
     "check_graph_experiment",
     "describe_graphs",

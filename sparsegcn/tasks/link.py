@@ -38,23 +38,24 @@ from sparsegcn.datasets.base import reading_only
 from sparsegcn.features import as_features, normalize
 from sparsegcn.train.checkpoint import LINK_MODEL_FILES, FolderLock, check_checkpoint_folder
 
-_FIXED = "trains for a fixed number of epochs, without resuming"
+_FIXED = "trains for a fixed number of epochs and saves its final model once, without resuming"
 _SELECTS_NONE = "trains for a fixed number of epochs and keeps the last params, selecting none"
+_ON_DEVICE = "keeps the features and the graph on the device, whole"
 
 # Experiment settings the link trainer does not read: the values that mean "unset",
 # and what link training does instead.
 _UNSUPPORTED = {
     "resume": ((None,), _FIXED),
-    "plot": ((None,), _FIXED),
-    "reorder": (("none",), _FIXED),
-    "residual": ((False,), _FIXED),
-    "feature_cache": ((None,), _FIXED),
-    "features_on": (("auto", "device"), _FIXED),
-    "graph_on": (("auto", "device"), _FIXED),
-    "max_batches": ((0,), _FIXED),
-    "shard_features": ((False,), _FIXED),
-    "patience": ((0,), _FIXED),
-    "clip_norm": ((0.0,), _FIXED),
+    "plot": ((None,), "draws no curves (its report holds the final metrics)"),
+    "reorder": (("none",), "keeps the dataset's node ids, which its splits and pairs name"),
+    "residual": ((False,), "builds its encoder without residual connections"),
+    "feature_cache": ((None,), "precomputes no features (the cache holds SGC's)"),
+    "features_on": (("auto", "device"), _ON_DEVICE),
+    "graph_on": (("auto", "device"), _ON_DEVICE),
+    "max_batches": ((0,), "trains every batch of every epoch"),
+    "shard_features": ((False,), _ON_DEVICE),
+    "patience": ((0,), "trains for a fixed number of epochs, without early stopping"),
+    "clip_norm": ((0.0,), "updates without gradient clipping"),
     "monitor": ((None,), _SELECTS_NONE),
     # The encoder propagates on its registry entry's graph (an edge list, or CSR where
     # the native kernel runs the product: the report's "layout"), never through a backend.
@@ -315,11 +316,11 @@ def _prepare_links(exp, *, progress: bool = False, available: int | None = -1):
     from sparsegcn.nn.registry import create_model
     from sparsegcn.train.links import LinkTrainConfig, eval_set, link_data, stack_link_data
 
-    root = default_root() if exp.root is None else exp.root
     options = exp.options()
     if _owns(exp.dataset):
         import importlib
 
+        root = default_root() if exp.root is None else exp.root
         links = importlib.import_module("sparsegcn.datasets.links")  # the link datasets' loaders
         generated = {"scale": exp.scale} if exp.dataset.startswith("synthetic:") else {}
         dataset = links.load_links(exp.dataset, root, progress=progress, **generated)
@@ -345,12 +346,16 @@ def _prepare_links(exp, *, progress: bool = False, available: int | None = -1):
         from sparsegcn.datasets import load
         from sparsegcn.sampling.links import random_link_split
 
-        dataset = load(exp.dataset, root, scale=exp.scale, progress=progress)
+        # load() defaults the root itself, and refuses one beside a folder path.
+        dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
         features, name, metric = dataset.features, dataset.name, "auc"
         num_edges = dataset.num_edges
         check_link_memory(exp, dataset.num_nodes, features.shape[1], num_edges, available=available)
         # Kipf & Welling split anew for every run: one random split per seed.
-        splits = [random_link_split(dataset.graph, seed=seed) for seed in exp.seed_list()]
+        try:
+            splits = [random_link_split(dataset.graph, seed=seed) for seed in exp.seed_list()]
+        except ValueError as err:
+            raise ValueError(f"{exp.dataset}: {err}") from None
         graph, split, undirected = splits[0]
     n = graph.num_nodes
     x = as_features(normalize(features, link_feature_normalization(exp)), n)

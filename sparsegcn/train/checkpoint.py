@@ -1279,6 +1279,18 @@ def load_checkpoint(
 # -- saving during training ---------------------------------------------------
 
 
+DEFAULT_KEEP = 3
+"""Checkpoints a run keeps when ``--keep`` is not given and it resumes nothing."""
+
+
+def _recorded_keep(metadata: Mapping) -> int:
+    """The ``keep`` a checkpoint's run recorded (its config), :data:`DEFAULT_KEEP` if none."""
+    keep = metadata.get("config", {}).get("keep") if isinstance(metadata, Mapping) else None
+    if isinstance(keep, int) and not isinstance(keep, bool) and keep >= 0:
+        return keep
+    return DEFAULT_KEEP
+
+
 class CheckpointHook:
     """An ``on_chunk`` hook for :func:`~sparsegcn.train.fit`: saves every ``every`` epochs.
 
@@ -1320,14 +1332,20 @@ class CheckpointHook:
         ``exp`` supplies ``checkpoint``, ``checkpoint_every``, ``keep`` and
         ``overwrite``; a ``resumed`` :class:`Checkpoint` makes the hook continue
         its epoch count and run id (so it may write beside that run's files).
+        ``exp.keep`` left ``None`` keeps :data:`DEFAULT_KEEP` checkpoints, or,
+        resuming, as many as the resumed run kept (its recorded ``keep``), so a
+        resumed ``--keep 0`` run's older checkpoints are not pruned by a default.
         """
         if not exp.checkpoint:
             return None
+        keep = exp.keep
+        if keep is None:  # not given: a resumed run keeps what it kept (nothing lost to a default)
+            keep = _recorded_keep(resumed.metadata) if resumed else DEFAULT_KEEP
         return cls(
             exp.checkpoint,
             seeds=seeds,
             every=exp.checkpoint_every,
-            keep=exp.keep or None,
+            keep=keep or None,
             metadata=metadata,
             start_epoch=resumed.epoch if resumed else 0,
             run_id=resumed.run_id if resumed else NEW_RUN,
@@ -1517,6 +1535,7 @@ def fingerprint_expectation(manifest: Mapping, fingerprint: Mapping) -> dict:
 
 
 __all__ = [
+    "DEFAULT_KEEP",
     "FOLDER_KINDS",
     "FORMAT",
     "FORMAT_VERSION",

@@ -997,6 +997,42 @@ def _place(tree, mesh: Mesh | None, spec=None):
     return put(tree, mesh, spec)
 
 
+def check_program_memory(
+    compiled, budget: Budget, members: int, batch_size: int, *, available: int | None = -1
+) -> None:
+    """Refuses a compiled training program that needs more memory than is free,
+    before it runs (XLA's buffer assignment, ``compiled.memory_analysis()``: its
+    temporaries and outputs, less the state it updates in place; the arguments
+    are on the device already).
+
+    Args:
+      compiled: the compiled program.
+      budget: the padded batch it trains on; ``members`` the folds x seeds it trains.
+      batch_size: the graphs a batch packs (named in the message).
+      available: free bytes; ``-1`` asks the default device
+        (:func:`sparsegcn.bench.runner.available_memory`), ``None`` skips the check.
+
+    Raises:
+      ValueError: naming the need, what is free and what to lower.
+    """
+    from sparsegcn.bench import runner
+
+    if available == -1:
+        available = runner.available_memory()
+    stats = compiled.memory_analysis()
+    if available is None or stats is None:
+        return
+    need = stats.temp_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
+    if need <= available:
+        return
+    raise ValueError(
+        f"this graph run's compiled program needs {need / 2**30:.1f} GiB more (XLA's buffer "
+        f"assignment: {members} member(s) (folds x seeds) on batches of up to {batch_size} "
+        f"graphs, padded to {budget.nodes} nodes and {budget.edges} edges) but "
+        f"{available / 2**30:.1f} GiB is free; lower --batch-size, --hidden, --folds or --seeds"
+    )
+
+
 def fit_graphs(
     model: GraphModel,
     dataset,
@@ -1142,6 +1178,7 @@ def fit_graphs(
     start = time.perf_counter()
     compiled = jax.jit(program, donate_argnums=0).lower(state, *args, jnp.int32(done)).compile()
     compile_s = time.perf_counter() - start
+    check_program_memory(compiled, budget, members, config.batch_size)
     start_epoch = done
     position = [done]
 
@@ -1303,6 +1340,7 @@ __all__ = [
     "accuracy",
     "ap",
     "binary_loss",
+    "check_program_memory",
     "checkpoint_template",
     "class_loss",
     "device_batch_size",

@@ -157,3 +157,21 @@ def test_train_and_info_refuse_an_output_that_is_one_of_their_inputs(tmp_path, c
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         ["manifest.json", *(f"{name}.npy" for name in arrays)]
     )
+
+
+def test_a_home_folder_in_a_path_option_is_expanded(tmp_path, monkeypatch, capsys):
+    # Before: --json=~/r.json (no shell expansion after "=") wrote ./~/r.json.
+    import argparse
+
+    from sparsegcn.cli.options import PATH_DESTS, expand_home
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    assert main(["train", "--epochs", "1", "--no-progress", "--json=~/r.json"]) == 0
+    assert (home / "r.json").is_file() and not any(work.iterdir())
+    args = expand_home(argparse.Namespace(**{d: "~/x" for d in PATH_DESTS}, seeds="~/x"))
+    assert all(getattr(args, d) == str(home / "x") for d in PATH_DESTS)
+    assert args.seeds == "~/x"  # not a path option

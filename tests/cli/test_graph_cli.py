@@ -278,3 +278,38 @@ def test_folds_must_leave_graphs_to_train_and_validate_on(tmp_path, capsys):
     argv[2] = "tu:TWO"
     assert main(argv) == 2
     assert "tu:TWO has 2 graphs; a graph run needs 3 at least" in one_error(capsys)
+
+
+def test_a_dataset_of_one_class_is_refused(tmp_path, capsys):
+    # Before: it trained, and reported test accuracy 1.0.
+    write_mini(tmp_path / "tu" / "ONE", "ONE", graph_labels="1\n1\n1\n")
+    argv = ["train", "--dataset", "tu:ONE", "--root", str(tmp_path), "--model", "gin"]
+    assert main([*argv, "--epochs", "1", "--no-progress"]) == 2
+    assert "tu:ONE: all its 3 graphs have one label; graph classification needs two" in (
+        one_error(capsys)
+    )
+
+
+def test_a_program_larger_than_free_memory_is_refused_before_it_runs(tmp_path, monkeypatch, capsys):
+    # Before: synthetic:molhiv --batch-size 100000 allocated 14.5 GiB of temporaries
+    # (XLA's count) and died of it where less was free, an "unexpected error" or a kill.
+    import jax
+    import jax.numpy as jnp
+
+    from sparsegcn.batch import Budget
+    from sparsegcn.bench import runner
+    from sparsegcn.train.graphs import check_program_memory
+
+    compiled = jax.jit(lambda x: jnp.outer(x, x).sum(0)).lower(jnp.ones(1000)).compile()
+    temps = compiled.memory_analysis().temp_size_in_bytes
+    assert temps >= 1000 * 1000 * 4  # the [1000, 1000] outer product
+    check_program_memory(compiled, Budget(8, 8, 2), 1, 4, available=None)  # unknown: run
+    check_program_memory(compiled, Budget(8, 8, 2), 1, 4, available=2 * temps)
+    with pytest.raises(ValueError, match=r"needs 0\.0 GiB more .* 3 member\(s\)"):
+        check_program_memory(compiled, Budget(8, 8, 2), 3, 4, available=temps // 2)
+    monkeypatch.setattr(runner, "available_memory", lambda: 1024)
+    write_mini(tmp_path / "tu" / "MINI")
+    argv = ["train", "--dataset", "tu:MINI", "--root", str(tmp_path), "--model", "gin"]
+    assert main([*argv, "--epochs", "1", "--no-progress", "--batch-size", "2"]) == 2
+    err = one_error(capsys)
+    assert "on batches of up to 2 graphs" in err and "but 0.0 GiB is free" in err

@@ -143,3 +143,12 @@ def test_dropping_edge_features_a_dataset_lacks_is_refused(tmp_path, capsys):
     assert main([*argv, "--no-edge-features", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--no-edge-features) drops edge features, but" in err[0]
+
+
+def test_scale_is_refused_on_graph_datasets_generated_at_one_size(capsys):
+    # Before: train --dataset synthetic:molhiv --scale 1e-9 trained the full dataset
+    # (info refused it).
+    argv = ["train", "--dataset", "synthetic:molhiv", "--model", "gin", "--scale", "0.5"]
+    err = refused([*argv, "--epochs", "1", "--no-progress"], capsys)
+    assert "scale=0.5 (--scale) applies only to generated node, link and heterogeneous" in err
+    assert "graph dataset 'synthetic:molhiv' is generated at one size" in err

@@ -78,7 +78,20 @@ SAMPLED_VGAE = [*SAMPLED_GAE[:5], "vgae", *SAMPLED_GAE[6:]]
         (
             ["--dataset", "cora", "--task", "link", "--model", "gae", "--patience", "5"],
             r"link prediction trains for a fixed number of epochs, without "
-            r"resuming; patience=5 \(--patience\) is not supported",
+            r"early stopping; patience=5 \(--patience\) is not supported",
+        ),
+        # Each said "trains for a fixed number of epochs, without resuming".
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--reorder", "degree"],
+            r"keeps the dataset's node ids, which its splits and pairs name; reorder='degree'",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--features-on", "host"],
+            r"keeps the features and the graph on the device, whole; features_on='host'",
+        ),
+        (
+            ["--dataset", "cora", "--task", "link", "--model", "gae", "--resume", "ck"],
+            r"saves its final model once, without resuming; resume='ck' \(--resume\)",
         ),
         (
             ["--dataset", "cora", "--task", "link", "--model", "gae", "--monitor", "val_loss"],
@@ -610,3 +623,34 @@ def test_an_empty_pairs_file_gives_the_embeddings_and_no_mean(tiny_link_model, c
     assert np.load(out).shape == (0,) and np.load(emb).shape == (3000, 16)
     report = json.loads(summary.read_text())
     assert report["mean_probability"] is None and report["out_shape"] == [0]
+
+
+def test_a_dataset_folder_trains_links_and_one_too_small_is_refused(tmp_path, capsys):
+    # Before: any folder was refused, "root=PosixPath('datasets') applies only to datasets
+    # named by name", a --root never given; and 3 edges split into no validation or test
+    # edge, and the run reported NaN AUC with exit 0.
+    from sparsegcn.datasets import Dataset, load, save
+    from sparsegcn.graph import Graph
+
+    folder = save(load("synthetic:tiny", tmp_path, scale=0.5), tmp_path / "tiny")
+    out = tmp_path / "r.json"
+    argv = ["train", "--dataset", str(folder), "--task", "link", "--model", "gae"]
+    assert main([*argv, "--epochs", "2", "--no-progress", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["task"] == "link" and np.isfinite(report["test_auc_mean"])
+    chain = np.arange(6)
+    small = Dataset(
+        name="chain",
+        graph=Graph(np.r_[chain[:-1], chain[1:]], np.r_[chain[1:], chain[:-1]], None, 6),
+        features=np.eye(6, dtype=np.float32),
+        labels=np.zeros(6, np.int64),
+        split={"train": chain[:2], "valid": chain[2:4], "test": chain[4:]},
+        num_classes=2,
+        num_edges=5,
+    )
+    save(small, tmp_path / "chain")
+    argv[2] = str(tmp_path / "chain")
+    assert main([*argv, "--epochs", "2", "--no-progress"]) == 2
+    err = one_error(capsys)
+    assert f"{tmp_path / 'chain'}: random_link_split needs at least 20 edges" in err
+    assert "got 5" in err

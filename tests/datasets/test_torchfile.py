@@ -243,3 +243,15 @@ def test_a_zip_pickle_length_beyond_memory_is_a_corrupt_file(tmp_path):
     # (Where memory is overcommitted the allocation succeeds and the read comes up short.)
     with pytest.raises((CorruptFileError, pickle.UnpicklingError), match=r"length\.pt|truncated"):
         read_torch_file(path)
+
+
+def test_a_malformed_pickle_is_a_corrupt_file_naming_it(tmp_path):
+    # Before: "invalid literal for int() with base 10: 'arbage\n'", no file named
+    # ('g' is pickle's GET, whose text argument "arbage" is no memo index).
+    legacy = tmp_path / "test.pt"
+    legacy.write_bytes(b"garbage\n")
+    with pytest.raises(CorruptFileError, match=r"test\.pt: not a torch\.save file.*ValueError"):
+        read_torch_file(legacy)
+    zipped = _zip_with_pickle(tmp_path / "zipped.pt", b"garbage\n")
+    with pytest.raises(CorruptFileError, match=r"zipped\.pt: member .* not a valid pickle"):
+        read_torch_file(zipped)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fifos import fifo
-from graph_sets import write_mini
+from graph_sets import MINI, write_mini
 from http_server import serve
 
 from sparsegcn.datasets import tu
@@ -102,11 +102,34 @@ def test_one_hot_degrees_replace_the_features_by_hand(tmp_path):
             {"graph_labels": None, "graph_attributes": None},
             r"MINI_graph_labels.txt is missing, and so is MINI_graph_attributes.txt",
         ),
+        # Before: "OverflowError: Python int too large to convert to C long", no file named.
+        (
+            {"A": "1, 2\n2, 99999999999999999999\n"},
+            r"MINI_A.txt line 2: '99999999999999999999' is out of the 64-bit integer range",
+        ),
+        # Before: read as inf, with a RuntimeWarning on stderr.
+        (
+            {"node_attributes": "1\n1\n1\n1e39\n1\n1\n"},
+            r"MINI_node_attributes.txt line 4: '1e39' is too large for float32",
+        ),
+        ({"edge_attributes": "1\n1\n1\n1\n-4e38\n1\n"}, r"edge_attributes.txt line 5"),
     ],
 )
 def test_malformed_files_are_refused_naming_file_and_line(tmp_path, changes, message):
-    with pytest.raises(ValueError, match=message):
-        read_tu(write_mini(tmp_path, **changes), "MINI")
+    folder = write_mini(tmp_path, **changes)
+    with pytest.raises(ValueError, match=message) as raised:
+        read_tu(folder, "MINI")
+    assert str(folder) in str(raised.value)  # the whole path, not the file name alone
+
+
+def test_a_byte_order_mark_is_read_as_utf8_text(tmp_path):
+    # Before: "'\\ufeff4' is not an integer".
+    marked = {k: "\ufeff" + v for k, v in MINI.items()}
+    data = read_tu(write_mini(tmp_path, **marked), "MINI")
+    plain = read_tu(write_mini(tmp_path / "plain"), "MINI")
+    np.testing.assert_array_equal(data.features, plain.features)
+    np.testing.assert_array_equal(data.labels, plain.labels)
+    np.testing.assert_array_equal(data.senders, plain.senders)
 
 
 def test_mutag_counts(data_root):

@@ -86,8 +86,19 @@ def test_split_refuses_bad_fractions_and_tiny_graphs():
         random_link_split(graph, val=1.5)
     with pytest.raises(ValueError, match="val \\+ test must be below 1"):
         random_link_split(graph, val=0.5, test=0.5)
-    with pytest.raises(ValueError, match="at least 3 edges, got 1"):
+    with pytest.raises(ValueError, match=r"at least 20 edges .* got 1"):
         random_link_split(sg.Graph(np.array([0, 1]), np.array([1, 0]), None, 3))
+    # Before: 3 pairs split into 3 train, 0 validation and 0 test, and AUC was NaN.
+    path = np.arange(20)
+    chain = sg.Graph(path[:-1], path[1:], None, 20)  # 19 directed edges
+    with pytest.raises(ValueError, match=r"at least 20 edges \(edges, .*got 19"):
+        random_link_split(chain)
+    one_more = sg.Graph(np.arange(20), (np.arange(20) + 1) % 20, None, 20)
+    split = random_link_split(one_more)
+    assert [split.split[k].shape[0] for k in ("train", "valid", "test")] == [17, 1, 2]
+    assert random_link_split(chain, val=0.0, test=0.25).split["test"].shape[0] == 4
+    with pytest.raises(ValueError, match="at least 34 edges"):  # floor(0.03 * 33) = 0
+        random_link_split(one_more, val=0.03)
 
 
 @pytest.mark.parametrize("lookup", ["bitmap", "binary search"])

@@ -664,3 +664,31 @@ def test_a_hook_that_saved_nothing_removes_only_the_folders_it_made(run, tmp_pat
     path = hook.save(full.state, full.history)
     hook.close()
     assert path.exists() and (tmp_path / "saved" / ".lock").exists()
+
+
+def test_an_unset_keep_on_resume_keeps_what_the_resumed_run_kept(tmp_path):
+    # Before: --keep left out on --resume took the default 3, and the resumed
+    # --keep 0 run's older checkpoints were pruned by its first save.
+    from types import SimpleNamespace
+
+    from sparsegcn.train.checkpoint import DEFAULT_KEEP
+
+    def hook(keep, recorded=None, resumed=True):
+        exp = Experiment(checkpoint=str(tmp_path / "ck"), keep=keep)
+        config = {} if recorded == "missing" else {"keep": recorded}
+        old = SimpleNamespace(epoch=5, run_id="r", metadata={"config": config})
+        made = CheckpointHook.for_run(
+            exp, seeds=SEEDS, metadata={}, resumed=old if resumed else None
+        )
+        made.close()
+        return made.keep
+
+    assert hook(None, resumed=False) == DEFAULT_KEEP == 3
+    assert hook(None, recorded=0) is None  # all, as the resumed run kept
+    assert hook(None, recorded=5) == 5
+    assert hook(None, recorded=None) == 3 and hook(None, recorded="missing") == 3
+    assert hook(2, recorded=0) == 2  # given: the new value
+    assert hook(0, recorded=4) is None
+    assert Experiment().keep is None
+    with pytest.raises(ValueError, match="keep"):
+        Experiment(keep=-1)
