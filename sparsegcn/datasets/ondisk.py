@@ -301,6 +301,13 @@ def _check_target(
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a folder")
     _files.check_not_mount_point(path)  # the finished folder is renamed over it: EBUSY
+    real, cwd = os.path.realpath(path), os.path.realpath(os.getcwd())
+    if cwd == real or cwd.startswith(real.rstrip(os.sep) + os.sep):
+        where = "the current folder" if cwd == real else "a folder holding the current one"
+        raise ValueError(
+            f"{path} is {where}, which the finished dataset folder would replace whole; "
+            f"name a folder to create, e.g. {Path(path) / 'NAME'}"
+        )
     if not path.is_dir() or not any(path.iterdir()):
         return
     if not overwrite:

@@ -136,3 +136,22 @@ def test_a_mount_point_as_out_is_refused_before_any_work(tmp_path, capsys, monke
     assert "give a folder inside it" in error_line(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt"] and not any(mount.iterdir())
     assert synthetic_disk.main(["tiny", "--out", str(mount / "ds"), "--no-progress"]) == 0
+
+
+def test_the_current_folder_as_out_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    # Before: --out . generated the whole dataset, then failed with ". exists and is not
+    # empty" (its own temporary folder, made inside "."); --out .. would have replaced the
+    # folder holding the current one.
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for out, where in ((".", "the current folder"), ("..", "a folder holding the current one")):
+        assert synthetic_disk.main(["tiny", "--out", out]) == 2
+        assert f"{out} is {where}, which the finished dataset folder would replace" in (
+            error_line(capsys)
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"] and not any(work.iterdir())
+    root = tmp_path / "root"  # outside the current folder: the input is not inside --out
+    assert to_disk.main(["synthetic:tiny", "--out", ".", "--root", str(root)]) == 2
+    assert ". is the current folder" in error_line(capsys)
+    assert not root.exists() and not any(work.iterdir())

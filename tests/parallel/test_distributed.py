@@ -320,4 +320,4 @@ def test_processes_given_different_settings_are_refused_before_the_data_is_read(
     writer = Experiment(checkpoint="ck", keep=2, checkpoint_every=10, overwrite=True, plot="p.png")
     assert writer.for_process(0) is writer
     alone = writer.for_process(1)
-    assert (alone.checkpoint, alone.plot, alone.keep, alone.overwrite) == (None, None, 3, False)
+    assert (alone.checkpoint, alone.plot, alone.keep, alone.overwrite) == (None, None, None, False)
