@@ -278,8 +278,38 @@ def mrr(
     return jnp.sum(jnp.where(valid, reciprocal, 0.0)) / count
 
 
+def check_tasks_defined(labels, rows, where: str) -> None:
+    """Refuses an evaluation split on which no task has both a positive and a negative
+    label: its ROC-AUC is undefined (NaN), so it could neither select a model nor
+    report one (``ogb``'s Evaluator raises on it), and :func:`mean_over_tasks`
+    has nothing to average.
+
+    Args:
+      labels: ``[N, T]`` 0/1 labels, a missing one NaN or negative.
+      rows: the split's rows of ``labels`` (int ids or a boolean mask).
+      where: what the rows are, for the message (``"ogbn-proteins' valid nodes"``).
+
+    Raises:
+      ValueError: naming ``where``, its rows and labels.
+    """
+    import numpy as np
+
+    y = np.asarray(labels, np.float64)
+    y = y.reshape(y.shape[0], -1)[np.asarray(rows)]
+    present = np.isfinite(y) & (y >= 0)
+    positive, negative = (present & (y > 0)).any(0), (present & (y == 0)).any(0)
+    if not (positive & negative).any():
+        raise ValueError(
+            f"{where} ({y.shape[0]}): no task has both a positive and a negative label among "
+            f"them ({int(present.sum())} labels, {int((present & (y > 0)).sum())} positive), "
+            f"so their ROC-AUC is undefined; split the data so each evaluation split holds "
+            f"both classes of some task"
+        )
+
+
 __all__ = [
     "average_precision",
+    "check_tasks_defined",
     "hits_at_k",
     "mean_over_tasks",
     "mrr",

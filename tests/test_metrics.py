@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -149,3 +151,43 @@ def test_hits_and_mrr_equal_ogb_evaluator():
     )
     want = float(ranked["mrr_list"].mean())
     assert float(jax.jit(mrr)(pos, negs)) == pytest.approx(want, rel=1e-6)
+
+
+def test_an_evaluation_split_without_both_labels_of_any_task_is_refused(tmp_path, capsys):
+    # Before: a validation split of one class scored NaN every epoch, so no epoch was
+    # better than the start: "val rocauc -1.0000", "test rocauc 0.0000", exit 0; an
+    # all-negative test split failed after training, inside ogb's Evaluator.
+    from sparsegcn.cli import main
+    from sparsegcn.datasets import Dataset, save
+    from sparsegcn.graph import Graph
+    from sparsegcn.metrics import check_tasks_defined
+
+    labels = np.array([[1, 0], [0, np.nan], [1, np.nan], [0, 1], [-1, 1]])
+    check_tasks_defined(labels, [0, 1], "two rows")  # task 0 has both
+    check_tasks_defined(labels, np.array([1, 0, 0, 1, 0], bool), "a mask")  # rows 0 and 3
+    for rows, counts in (([1, 3], "(3 labels, 1 positive)"), ([2, 4], "(2 labels, 2 positive)")):
+        with pytest.raises(ValueError, match=rf"^x \(2\): no task .* {re.escape(counts)}"):
+            check_tasks_defined(labels, rows, "x")
+    n = 12
+    y = np.tile([[1, 0], [0, 1]], (n // 2, 1))
+    y[8:10] = 0  # the validation nodes: no task has a positive
+    split = {"train": np.arange(8), "valid": np.arange(8, 10), "test": np.arange(10, 12)}
+    ring = np.arange(n)
+    folder = save(
+        Dataset(
+            name="ml",
+            graph=Graph(np.r_[ring, (ring + 1) % n], np.r_[(ring + 1) % n, ring], None, n),
+            features=np.eye(n, dtype=np.float32),
+            labels=y,
+            split=split,
+            num_classes=2,
+        ),
+        tmp_path / "ml",
+    )
+    assert main(["train", "--dataset", str(folder), "--epochs", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        "ml's valid nodes (2): no task has both a positive and a negative label among them "
+        "(4 labels, 0 positive), so their ROC-AUC is undefined; split the data so each "
+        "evaluation split holds both classes of some task"
+    )

@@ -265,7 +265,7 @@ def read_binary_labels(path: str | os.PathLike, width: int) -> np.ndarray:
         i = int(wrong[0])
         line = data.split(b"\n")[i].decode(errors="replace")
         raise ValueError(
-            f"{path.name} line {i + 1}: expected {width} comma-separated values, got "
+            f"{path} line {i + 1}: expected {width} comma-separated values, got "
             f"{int(fields[i])}: {line!r}"
         )
     starts = np.concatenate([np.zeros(1, index), separators + 1])
@@ -287,7 +287,7 @@ def read_binary_labels(path: str | os.PathLike, width: int) -> np.ndarray:
         first = int(starts[i])
         text = data[first : first + int(lengths[i])].decode(errors="replace")
         raise ValueError(
-            f"{path.name} line {i // width + 1}: task {i % width + 1} holds {text!r}; a binary "
+            f"{path} line {i // width + 1}: task {i % width + 1} holds {text!r}; a binary "
             f"label is 0, 1 or missing (empty or nan)"
         )
     return values.reshape(lines, width)
@@ -313,7 +313,7 @@ def _parse_csv(path: Path, data: bytes, dtype, width: int | None) -> np.ndarray:
     blank = _blank_line(data)
     if blank is not None:
         what = "the file is empty" if not data else f"line {blank + 1}: empty line"
-        raise ValueError(f"{path.name}: {what}")
+        raise ValueError(f"{path}: {what}")
     try:
         values = np.loadtxt(
             io.BytesIO(data), delimiter=",", dtype=dtype, ndmin=2, comments=None, encoding=None
@@ -322,7 +322,7 @@ def _parse_csv(path: Path, data: bytes, dtype, width: int | None) -> np.ndarray:
         raise _parse_error(path, data, err, floating) from None
     if width is not None and values.shape[1] != width:
         raise ValueError(
-            f"{path.name} line 1: expected {width} comma-separated values, got {values.shape[1]}: "
+            f"{path} line 1: expected {width} comma-separated values, got {values.shape[1]}: "
             f"{_line_of(data, 0)!r}"
         )
     return values
@@ -339,7 +339,7 @@ def _parse_error(path: Path, data: bytes, err: ValueError, floating: bool) -> Va
         width = len(tokens) if width is None else width
         if len(tokens) != width:
             return ValueError(
-                f"{path.name} line {i + 1}: expected {width} comma-separated values, got "
+                f"{path} line {i + 1}: expected {width} comma-separated values, got "
                 f"{len(tokens)}: {line.decode(errors='replace')!r}"
             )
         for token in tokens:
@@ -347,14 +347,14 @@ def _parse_error(path: Path, data: bytes, err: ValueError, floating: bool) -> Va
                 kind(token)
             except ValueError:
                 text = token.decode(errors="replace").strip()
-                return ValueError(f"{path.name} line {i + 1}: {text!r} is not {what}")
-    return ValueError(f"{path.name}: {err}")
+                return ValueError(f"{path} line {i + 1}: {text!r} is not {what}")
+    return ValueError(f"{path}: {err}")
 
 
 def _first_bad(path: Path, bad: np.ndarray, what: Callable[[int], str]) -> ValueError:
     """The error for the first True row of ``bad`` (a per-line mask)."""
     i = int(np.flatnonzero(bad)[0])
-    return ValueError(f"{path.name} line {i + 1}: {what(i)}")
+    return ValueError(f"{path} line {i + 1}: {what(i)}")
 
 
 def _counts(path: Path) -> np.ndarray:
@@ -369,14 +369,13 @@ def _check_vocab(path: Path, values: np.ndarray, dims: tuple[int, ...]) -> None:
     """Refuses a categorical value outside ``[0, dims[j])`` in column ``j``."""
     if values.shape[1] != len(dims):
         raise ValueError(
-            f"{path.name} line 1: expected {len(dims)} comma-separated values, got "
-            f"{values.shape[1]}"
+            f"{path} line 1: expected {len(dims)} comma-separated values, got {values.shape[1]}"
         )
     bad = (values < 0) | (values >= np.asarray(dims))
     if bad.any():
         i, j = (int(k[0]) for k in np.nonzero(bad))
         raise ValueError(
-            f"{path.name} line {i + 1}: column {j + 1} holds {int(values[i, j])}, outside the "
+            f"{path} line {i + 1}: column {j + 1} holds {int(values[i, j])}, outside the "
             f"vocabulary [0, {dims[j]})"
         )
 
@@ -427,14 +426,14 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
     num_graphs = num_nodes_list.shape[0]
     if num_edges_list.shape[0] != num_graphs:
         raise ValueError(
-            f"{edges_path.name}: expected {num_graphs} lines (one per graph, as "
+            f"{edges_path}: expected {num_graphs} lines (one per graph, as "
             f"{nodes_path.name}), got {num_edges_list.shape[0]}"
         )
     node_ptr = np.zeros(num_graphs + 1, np.int64)
     np.cumsum(num_nodes_list, out=node_ptr[1:])
     num_nodes = int(node_ptr[-1])
     if num_nodes >= 2**31:
-        raise ValueError(f"{nodes_path.name}: {num_nodes} nodes do not fit int32 node ids")
+        raise ValueError(f"{nodes_path}: {num_nodes} nodes do not fit int32 node ids")
     stored_ptr = np.zeros(num_graphs + 1, np.int64)
     np.cumsum(num_edges_list, out=stored_ptr[1:])
 
@@ -442,7 +441,7 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
     local = read_csv_gz(path, np.int64, 2) if stored_ptr[-1] else np.zeros((0, 2), np.int64)
     if local.shape[0] != stored_ptr[-1]:
         raise ValueError(
-            f"{path.name}: expected {int(stored_ptr[-1])} lines (the sum of "
+            f"{path}: expected {int(stored_ptr[-1])} lines (the sum of "
             f"{edges_path.name}), got {local.shape[0]}"
         )
     edge_graph = np.repeat(np.arange(num_graphs), num_edges_list)
@@ -451,7 +450,7 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
     if out.any():
         i = int(np.flatnonzero(out)[0])
         raise ValueError(
-            f"{path.name} line {i + 1}: node id {int(local[i, 0])}, {int(local[i, 1])} outside "
+            f"{path} line {i + 1}: node id {int(local[i, 0])}, {int(local[i, 1])} outside "
             f"graph {int(edge_graph[i])}'s [0, {int(size[i, 0])}) (ids are local to each graph)"
         )
     stored = (local + node_ptr[edge_graph][:, None]).astype(np.int32)
@@ -469,7 +468,7 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
         features = read_csv_gz(path, np.int32) if num_nodes else np.zeros((0, 9), np.int32)
         if features.shape[0] != num_nodes:
             raise ValueError(
-                f"{path.name}: expected {num_nodes} lines (the sum of {nodes_path.name}), "
+                f"{path}: expected {num_nodes} lines (the sum of {nodes_path.name}), "
                 f"got {features.shape[0]}"
             )
         if molecule:
@@ -486,7 +485,7 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
         values = read_csv_gz(path, kind) if local.shape[0] else np.zeros((0, 3), kind)
         if values.shape[0] != local.shape[0]:
             raise ValueError(
-                f"{path.name}: expected {local.shape[0]} lines (one per line of edge.csv.gz), "
+                f"{path}: expected {local.shape[0]} lines (one per line of edge.csv.gz), "
                 f"got {values.shape[0]}"
             )
         if molecule:
@@ -569,7 +568,7 @@ def _labels(raw: Path, meta: dict, num_graphs: int):
         raise ValueError(f"task type {meta['task type']!r} is not supported")
     if labels.shape[0] != num_graphs:
         raise ValueError(
-            f"{path.name}: expected {num_graphs} lines (one per graph), got {labels.shape[0]}"
+            f"{path}: expected {num_graphs} lines (one per graph), got {labels.shape[0]}"
         )
     return labels, num_classes, classes
 
@@ -584,14 +583,14 @@ def _split(folder: Path, split: str, num_graphs: int) -> dict[str, np.ndarray]:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(
-                f"{path.name} line {i + 1}: graph id {int(values[i])} is outside [0, {num_graphs})"
+                f"{path} line {i + 1}: graph id {int(values[i])} is outside [0, {num_graphs})"
             )
         np.add.at(seen, values, 1)
         repeated = seen[values] > 1
         if repeated.any():
             i = int(np.flatnonzero(repeated)[0])
             raise ValueError(
-                f"{path.name} line {i + 1}: graph {int(values[i])} is already in this or an "
+                f"{path} line {i + 1}: graph {int(values[i])} is already in this or an "
                 "earlier split"
             )
         ids[key] = values

@@ -27,6 +27,7 @@ from sparsegcn.experiment.build import (
 from sparsegcn.experiment.config import Experiment
 from sparsegcn.experiment.lifecycle import Lifecycle, check_dataset, process_settings
 from sparsegcn.experiment.resources import fit_to_graph
+from sparsegcn.metrics import check_tasks_defined
 from sparsegcn.tasks import task_for, task_name
 from sparsegcn.train import FitResult, fit
 from sparsegcn.train.losses import CLASSIFICATION, NodeObjective
@@ -164,6 +165,11 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     objective: NodeObjective = task_for(exp.dataset).objective or CLASSIFICATION
     dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
     dataset.require_splits()
+    if objective.metric_name == "rocauc":  # before training, not in ogb's Evaluator after it
+        for split in ("valid", "test"):
+            check_tasks_defined(
+                dataset.labels, dataset.split[split], f"{dataset.name}'s {split} nodes"
+            )
     if exp.resume:  # the data the checkpoint was trained on, before any preparation
         check_dataset(exp.resume, dataset)
     if not exp.edge_features and dataset.graph.edge_features is None:

@@ -189,12 +189,28 @@ def graph_splits(exp, dataset):
     if dataset.split is not None:
         if exp.folds:
             raise ValueError(_official_folds_error(dataset.name, exp.folds))
-        return official_splits(dataset)
+        return check_splits_scored(dataset, official_splits(dataset))
     check_folds_fit(exp, dataset.num_graphs, dataset.name)
     folds = exp.folds or holdout_folds(dataset.num_graphs)
     splits = fold_splits(dataset.labels, folds, exp.seed)
     if not exp.folds:
         splits = type(splits)(*(m[:1] for m in splits))
+    return check_splits_scored(dataset, splits)
+
+
+def check_splits_scored(dataset, splits):
+    """``splits``, once every fold's validation and test graphs of a binary
+    dataset (ROC-AUC, AP) hold both labels of some task
+    (:func:`~sparsegcn.metrics.check_tasks_defined`)."""
+    from sparsegcn.metrics import check_tasks_defined
+
+    if dataset.kind == "binary":
+        folds = splits.train.shape[0]
+        for k in range(folds):
+            for name in ("valid", "test"):
+                fold = f" of fold {k}" if folds > 1 else ""
+                rows = getattr(splits, name)[k]
+                check_tasks_defined(dataset.labels, rows, f"{dataset.name}'s {name} graphs{fold}")
     return splits
 
 
@@ -823,6 +839,7 @@ __all__ = [
     "check_classes",
     "check_folds_fit",
     "check_graph_experiment",
+    "check_splits_scored",
     "describe_graphs",
     "graph_config",
     "graph_fingerprint",

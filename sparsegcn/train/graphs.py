@@ -1107,6 +1107,12 @@ def fit_graphs(
         budget = fit_budget(
             nodes, edges, [o for member in orders for o in member], per_device, group=group
         )
+        # The held-out graphs are packed under it too: the largest may be in none of the
+        # training batches (a graph larger than the budget cannot be packed at all).
+        budget = budget._replace(
+            nodes=max(budget.nodes, -(-max(int(nodes.max()), 1) // 8) * 8 + 1),
+            edges=max(budget.edges, -(-max(int(edges.max()), 1) // 8) * 8),
+        )
     elif budget is None:
         budget = choose_budget(nodes, edges, per_device)
     train, train_graphs = member_batches(

@@ -353,3 +353,32 @@ def test_pack_graphs_keeps_categorical_features_and_missing_labels():
         np.sort(batch.edge_features[:real_edges, 0]),
         np.sort(np.concatenate([bonds[data.edge_ptr[g] : data.edge_ptr[g + 1], 0] for g in order])),
     )
+
+
+def test_a_held_out_graph_larger_than_every_training_batch_is_packed():
+    # Before: balanced packing sized the budget from the training batches alone, and
+    # the held-out batches failed with "graph 0 has 7 nodes and 12 edges; the budget
+    # holds 8 nodes and 8 edges per batch" (graph 0: a position, not the graph's id).
+    edges = BINARY.edges_per_graph()
+    small = np.flatnonzero(edges <= 6)
+    large = np.flatnonzero(edges > 8)
+    assert small.size >= 4 and large.size >= 2
+    split = {"train": small, "valid": large[::2], "test": large[1::2]}
+    data = dataclasses.replace(BINARY, split=split)
+    model = graph_gin(3, 3, hidden=4, num_layers=2, dropout_rate=0.0)
+    config = GraphTrainConfig(epochs=1, batch_size=1, packings=1)
+    result = fit_graphs(model, data, config, official_splits(data), seeds=(0,))
+    assert result.budget.edges >= edges.max() and result.budget.nodes > data.nodes_per_graph().max()
+    assert np.isfinite(result.curves.train_loss).all()
+
+
+def test_binary_evaluation_graphs_without_both_labels_of_a_task_are_refused():
+    # Before: "val rocauc nan" with exit 0 (an all-negative test split: ogb's
+    # Evaluator raised after training).
+    labels = BINARY.labels.copy()
+    labels[BINARY.split["valid"]] = 0.0
+    data = dataclasses.replace(BINARY, labels=labels)
+    exp = Experiment(dataset="ogbg-molhiv", model="gin")
+    with pytest.raises(ValueError, match=r"binary:RANDOM's valid graphs \(6\): no task has both"):
+        graph_splits(exp, data)
+    assert graph_splits(exp, BINARY).train.shape == (1, 30)
