@@ -191,3 +191,28 @@ def test_an_evaluation_split_without_both_labels_of_any_task_is_refused(tmp_path
         "(4 labels, 0 positive), so their ROC-AUC is undefined; split the data so each "
         "evaluation split holds both classes of some task"
     )
+
+
+def test_a_node_dataset_of_one_class_is_refused(tmp_path, capsys):
+    # Before: it trained, and reported test accuracy 1.0.
+    from sparsegcn.cli import main
+    from sparsegcn.datasets import Dataset, save
+    from sparsegcn.graph import Graph
+
+    n, ring = 8, np.arange(8)
+    folder = save(
+        Dataset(
+            name="one",
+            graph=Graph(ring, (ring + 1) % n, None, n),
+            features=np.eye(n, dtype=np.float32),
+            labels=np.r_[np.zeros(6, np.int64), 1, 1],  # the unlabelled nodes' class
+            split={"train": ring[:2], "valid": ring[2:4], "test": ring[4:6]},
+            num_classes=2,
+        ),
+        tmp_path / "one",
+    )
+    assert main(["train", "--dataset", str(folder), "--epochs", "1", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "one: all its 6 train, validation and test nodes have one label; node "
+        "classification needs two classes at least"
+    )

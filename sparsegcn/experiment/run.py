@@ -165,6 +165,15 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     objective: NodeObjective = task_for(exp.dataset).objective or CLASSIFICATION
     dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
     dataset.require_splits()
+    if objective is CLASSIFICATION:
+        labelled = np.concatenate(
+            [np.asarray(dataset.split[k]) for k in ("train", "valid", "test")]
+        )
+        if np.unique(np.asarray(dataset.labels)[labelled]).shape[0] == 1:
+            raise ValueError(
+                f"{dataset.name}: all its {labelled.shape[0]} train, validation and test nodes "
+                "have one label; node classification needs two classes at least"
+            )
     if objective.metric_name == "rocauc":  # before training, not in ogb's Evaluator after it
         for split in ("valid", "test"):
             check_tasks_defined(
