@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from sparsegcn import _checks
+from sparsegcn.datasets.base import check_disjoint_splits
 from sparsegcn.hetero import HeteroGraph
 
 
@@ -24,7 +25,8 @@ class HeteroDataset:
       target: the labelled node type.
       labels: int64 ``[N_target]``, ``-1`` where unlabelled.
       num_classes: ``C``.
-      split: ``{"train", "valid", "test"}: int64 ids of target nodes``.
+      split: ``{"train", "valid", "test"}: int64 ids of target nodes``; no id
+        twice, in one split or in two.
       metric: what the report scores (``"acc"``).
       info: free-form provenance (the generator and its scale and seed; the
         folder it was read from, which writers refuse to write into).
@@ -56,6 +58,12 @@ class HeteroDataset:
                 raise ValueError(
                     f"split[{part!r}] holds nodes without a label in [0, {self.num_classes})"
                 )
+        check_disjoint_splits(
+            self.split,
+            error=lambda part, message: ValueError(
+                f"split[{part!r}] of {self.target!r} nodes: {message}"
+            ),
+        )
 
     def stats(self) -> dict:
         """``num_nodes``/``num_edges`` totals (raw edges) plus counts per type and relation."""

@@ -19,7 +19,8 @@ read, without ``ogb`` or ``torch`` (pandas parses the gzip CSVs in chunks):
 
 ``synthetic:mag`` generates a graph of ogbn-mag's size (:data:`MAG_NUM_NODES`,
 :data:`MAG_NUM_EDGES`) in which the venue is learnable from the typed
-neighbourhood (:func:`generate_mag`); ``scale`` shrinks every count.
+neighbourhood (:func:`generate_mag`); ``scale`` shrinks every count, down to the
+smallest that leaves every split enough papers (:meth:`MagSpec.scaled`).
 
 References:
   Hu et al., *Open Graph Benchmark: Datasets for Machine Learning on
@@ -32,6 +33,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -62,6 +64,9 @@ MAG_SPLIT_SIZES = {"train": 629_571, "valid": 64_879, "test": 41_939}
 
 MAG_CLASSES = 349
 MAG_FEATURES = 128
+MIN_SPLIT_PAPERS = 10
+"""The fewest validation or test papers :meth:`MagSpec.scaled` makes (an accuracy over
+fewer is noise); the train split needs at least one paper per venue."""
 MAG_NAMES = ("ogbn-mag", "synthetic:mag")
 
 
@@ -96,14 +101,62 @@ class MagSpec:
 
     def scaled(self, scale: float) -> MagSpec:
         """Every node, edge and split count times ``scale`` (at least one each, and
-        at least one paper per venue)."""
+        at least three papers per venue).
+
+        A scale is refused when it leaves the train split fewer papers than venues
+        (some venues could not be learned) or the valid or test split fewer than
+        :data:`MIN_SPLIT_PAPERS` (its accuracy would be noise), unless the split
+        held fewer before scaling. At ogbn-mag's sizes the smallest scale that
+        works is about ``0.00056`` (353 train, 36 valid, 23 test papers).
+
+        Raises:
+          ValueError: ``scale`` outside ``(0, 1]``, or too small (the message
+            names ``--scale`` and a scale that works).
+        """
         if not 0.0 < float(scale) <= 1.0:
             raise ValueError(f"scale must be in (0, 1], got {scale!r}")
+        short = self._short_split(scale)
+        if short is not None:
+            key, papers, need = short
+            why = f"its {need} venues" if key == "train" else f"{need}"
+            raise ValueError(
+                f"synthetic:mag at scale {scale:g} has {papers} paper(s) in the {key!r} split, "
+                f"fewer than {why}; use a larger --scale (e.g. {self._smallest_scale():g})"
+            )
         nodes = {t: max(1, round(n * scale)) for t, n in self.num_nodes.items()}
         nodes["paper"] = max(nodes["paper"], self.num_classes * 3)
         sizes = {k: max(1, round(v * scale)) for k, v in self.split_sizes.items()}
         edges = {k: max(1, round(v * scale)) for k, v in self.num_edges.items()}
         return dataclasses.replace(self, num_nodes=nodes, num_edges=edges, split_sizes=sizes)
+
+    def _minimums(self) -> dict[str, int]:
+        """The fewest papers :meth:`scaled` leaves in each split (never more than it holds)."""
+        return {
+            key: min(self.num_classes if key == "train" else MIN_SPLIT_PAPERS, int(size))
+            for key, size in self.split_sizes.items()
+        }
+
+    def _short_split(self, scale: float) -> tuple[str, int, int] | None:
+        """``(split, papers, minimum)`` of the first split that ``scale`` shrinks below its
+        minimum, or ``None``."""
+        for key, need in self._minimums().items():
+            papers = max(1, round(self.split_sizes[key] * scale))
+            if papers < need:
+                return key, papers, need
+        return None
+
+    def _smallest_scale(self) -> float:
+        """The smallest scale of two significant digits that :meth:`scaled` accepts."""
+        low = max(
+            (need - 0.5) / self.split_sizes[key]
+            for key, need in self._minimums().items()
+            if need > 0
+        )
+        step = 10.0 ** (math.floor(math.log10(low)) - 1)
+        scale = math.ceil(low / step) * step
+        while self._short_split(scale) is not None and scale < 1.0:
+            scale += step
+        return min(float(f"{scale:.3g}"), 1.0)
 
 
 def _members(groups: np.ndarray, num_groups: int):
@@ -211,9 +264,12 @@ def _header_row(path: Path) -> dict:
     """A gzip CSV of one header line and one value row, as ``{column: value}``."""
     import gzip
 
+    from sparsegcn.files import check_regular_file, reading
+
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing")
-    with gzip.open(path, "rt") as f:
+    check_regular_file(path)
+    with reading(path), gzip.open(path, "rt") as f:
         lines = [line.strip() for line in f if line.strip()]
     if len(lines) != 2:
         raise ValueError(f"{path} must hold a header and one row, got {len(lines)} lines")
@@ -223,10 +279,52 @@ def _header_row(path: Path) -> dict:
     return dict(zip(header, values, strict=True))
 
 
-def _flag(value: str) -> bool:
-    if value not in ("True", "False"):
-        raise ValueError(f"expected True or False, got {value!r}")
-    return value == "True"
+def _node_counts(path: Path) -> dict[str, int]:
+    """``num-node-dict.csv.gz`` as ``{type: N_t}``."""
+    counts = {}
+    for t, value in _header_row(path).items():
+        try:
+            counts[t] = int(value)
+        except ValueError:
+            counts[t] = -1
+        if counts[t] < 0:
+            raise ValueError(
+                f"{path}: the count of {t!r} nodes is {value!r}, not a non-negative integer"
+            )
+    return counts
+
+
+def _flags(path: Path) -> list[str]:
+    """The columns of a ``nodetype-has-*.csv.gz`` file whose flag is ``True``."""
+    flags = _header_row(path)
+    for t, value in flags.items():
+        if value not in ("True", "False"):
+            raise ValueError(f"{path}: the flag of {t!r} is {value!r}; expected True or False")
+    return [t for t, value in flags.items() if value == "True"]
+
+
+def _features(path: Path, num_nodes: int) -> np.ndarray:
+    """A ``node-feat.csv.gz`` file: ``num_nodes`` lines of as many finite numbers as the
+    first, as float32 ``[num_nodes, F]``.
+
+    Raises:
+      FileNotFoundError: the file is missing.
+      ValueError: naming the file and the first line (1-based) of another width
+        or with a non-finite value, or the wrong line count.
+    """
+    import gzip
+
+    from sparsegcn.datasets.proteins import read_table
+    from sparsegcn.files import check_regular_file, reading
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing")
+    check_regular_file(path)
+    with reading(path), gzip.open(path, "rt") as f:
+        first = f.readline().rstrip("\r\n")
+    if not first:
+        raise ValueError(f"{path}, line 1: expected comma-separated numbers, got {first!r}")
+    return read_table(path, first.count(",") + 1, "float", rows=num_nodes)
 
 
 def load_mag_raw(
@@ -234,18 +332,26 @@ def load_mag_raw(
 ) -> HeteroDataset:
     """Reads OGB's raw heterogeneous layout (``<root>/ogbn_mag``) into a :class:`HeteroDataset`.
 
+    The labelled type must have features; other types have them where their
+    ``node-feat`` file exists.
+
     Args:
       folder: the dataset folder holding ``raw/`` and ``split/time/``.
       name: the dataset's name in reports.
 
     Raises:
       FileNotFoundError: naming the first missing file.
-      ValueError: a malformed file (ids out of range name the relation).
+      ValueError: a malformed file, named with the line where one applies (ids
+        out of range in an edge file name the relation); a truncated or corrupt
+        gzip is a :class:`~sparsegcn.files.CorruptFileError`.
     """
+    from sparsegcn.datasets.base import check_disjoint_splits
+    from sparsegcn.datasets.ogb import as_labels
+
     folder = Path(folder)
     raw = folder / "raw"
     start = time.perf_counter()
-    counts = {t: int(v) for t, v in _header_row(raw / "num-node-dict.csv.gz").items()}
+    counts = _node_counts(raw / "num-node-dict.csv.gz")
     triplets = sorted(tuple(row) for row in _read(raw / "triplet-type-list.csv.gz", str))
     relations = {}
     for key in triplets:
@@ -259,30 +365,50 @@ def load_mag_raw(
         edges = edges.reshape(-1, 2)
         relations[tuple(key)] = (edges[:, 0], edges[:, 1])
     graph = HeteroGraph(counts, relations)
-    features = {}
-    for t in counts:
-        path = raw / "node-feat" / t / "node-feat.csv.gz"
-        if path.exists():
-            features[t] = _read(path, np.float32)
-    from sparsegcn.datasets.ogb import as_labels
-
-    labelled = [t for t, v in _header_row(raw / "nodetype-has-label.csv.gz").items() if _flag(v)]
+    labelled = _flags(raw / "nodetype-has-label.csv.gz")
     if len(labelled) != 1:
         raise ValueError(f"{name}: expected one labelled node type, got {labelled}")
     target = labelled[0]
-    labels = as_labels(
-        _read(raw / "node-label" / target / "node-label.csv.gz", np.float64), counts[target]
-    )
+    features = {}
+    for t in counts:
+        path = raw / "node-feat" / t / "node-feat.csv.gz"
+        if path.exists() or t == target:
+            features[t] = _features(path, counts[t])
+    label_path = raw / "node-label" / target / "node-label.csv.gz"
+    stored = _read(label_path, np.float64)
+    if stored.shape[0] != counts[target]:
+        raise ValueError(
+            f"{label_path}: expected {counts[target]} lines (one per {target}), "
+            f"got {stored.shape[0]}"
+        )
+    try:
+        labels = as_labels(stored, counts[target])
+    except ValueError as err:
+        raise ValueError(f"{label_path}: {err}") from None
     split_dir = folder / "split" / "time"
-    has_split = [
-        t for t, v in _header_row(split_dir / "nodetype-has-split.csv.gz").items() if _flag(v)
-    ]
+    has_split = _flags(split_dir / "nodetype-has-split.csv.gz")
     if has_split != [target]:
         raise ValueError(f"{name}: the split covers {has_split}, the labels {target!r}")
-    split = {
-        part: _read(split_dir / target / f"{part}.csv.gz", np.int64).reshape(-1)
-        for part in ("train", "valid", "test")
-    }
+    files = {part: split_dir / target / f"{part}.csv.gz" for part in ("train", "valid", "test")}
+    split = {part: _read(path, np.int64).reshape(-1) for part, path in files.items()}
+    for part, ids in split.items():
+        bad = (ids < 0) | (ids >= counts[target])
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"{files[part]}, line {i + 1}: {target} id {int(ids[i])} is outside "
+                f"[0, {counts[target]})"
+            )
+        unlabelled = labels[ids] < 0
+        if unlabelled.any():
+            i = int(np.flatnonzero(unlabelled)[0])
+            raise ValueError(
+                f"{files[part]}, line {i + 1}: {target} {int(ids[i])} has no label "
+                f"(NaN in {label_path})"
+            )
+    check_disjoint_splits(
+        split, error=lambda part, message: ValueError(f"{files[part]}: {message}")
+    )
     num_classes = int(labels.max()) + 1 if (labels >= 0).any() else 0
     if name == "ogbn-mag":
         num_classes = max(num_classes, MAG_CLASSES)
@@ -412,6 +538,7 @@ __all__ = [
     "MAG_NUM_EDGES",
     "MAG_NUM_NODES",
     "MAG_SPLIT_SIZES",
+    "MIN_SPLIT_PAPERS",
     "HeteroDataset",
     "MagSpec",
     "generate_mag",

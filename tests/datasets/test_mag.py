@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import importlib.util
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ from hetero_graphs import tiny_spec
 from sparsegcn.datasets.mag import (
     MAG_NUM_EDGES,
     MAG_NUM_NODES,
+    HeteroDataset,
     MagSpec,
     generate_mag,
     load_mag,
@@ -138,3 +142,164 @@ def test_bad_raw_files_fail_naming_them(tmp_path):
         load_mag_raw(folder)
     with pytest.raises(FileNotFoundError, match=r"mag\.zip"):
         load_mag("ogbn-mag", tmp_path / "elsewhere")
+
+
+# -- bad input -----------------------------------------------------------------
+RAW = "raw/"
+SPLIT = "split/time/paper/"
+FEAT = RAW + "node-feat/paper/node-feat.csv.gz"
+LABEL = RAW + "node-label/paper/node-label.csv.gz"
+
+
+@pytest.fixture(scope="module")
+def raw_base(tmp_path_factory):
+    """The tiny spec's raw layout, written once; tests corrupt copies of it."""
+    data = generate_mag(tiny_spec(), seed=4)
+    return write_mag_raw(data, tmp_path_factory.mktemp("mag") / "ogbn_mag")
+
+
+def _corrupt(base, tmp_path, relative: str, edit):
+    """A copy of ``base`` whose ``relative`` file holds ``edit(its lines)`` (gzip text),
+    or is deleted when ``edit`` is ``None``; returns ``(folder, that file)``."""
+    folder = tmp_path / "ogbn_mag"
+    shutil.copytree(base, folder)
+    path = folder / relative
+    if edit is None:
+        path.unlink()
+    else:
+        lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+        path.write_bytes(gzip.compress("".join(f"{line}\n" for line in edit(lines)).encode()))
+    return folder, path
+
+
+def test_hetero_dataset_refuses_repeated_and_shared_split_ids():
+    data = generate_mag(tiny_spec(), seed=4)
+    train, test = data.split["train"], data.split["test"]
+    with pytest.raises(
+        ValueError,
+        match=rf"split\['train'\] of 'paper' nodes: node {train[0]} appears more than once in "
+        r"the 'train' split \(1 repeated id\(s\)\)",
+    ):
+        dataclasses.replace(data, split={**data.split, "train": np.append(train, train[0])})
+    with pytest.raises(
+        ValueError,
+        match=rf"split\['test'\] of 'paper' nodes: node {train[0]} is in both the 'train' and the "
+        r"'test' split \(2 shared node\(s\)\); the splits must be disjoint",
+    ):
+        HeteroDataset(**{**data.__dict__, "split": {**data.split, "test": np.r_[test, train[:2]]}})
+
+
+def test_raw_split_with_repeated_or_shared_ids_is_refused_naming_the_file(raw_base, tmp_path):
+    train = gzip.decompress((raw_base / SPLIT / "train.csv.gz").read_bytes()).decode().split()
+    folder, path = _corrupt(raw_base, tmp_path / "a", SPLIT + "train.csv.gz", lambda x: x + x[:5])
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"{path}: node {min(train[:5], key=int)} appears more than once in the "
+            "'train' split (5 repeated id(s)); each node may appear once"
+        ),
+    ):
+        load_mag_raw(folder)
+    folder, path = _corrupt(
+        raw_base, tmp_path / "b", SPLIT + "test.csv.gz", lambda x: x + train[:5]
+    )
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"{path}: node {min(train[:5], key=int)} is in both the 'train' and the "
+            "'test' split (5 shared node(s)); the splits must be disjoint"
+        ),
+    ):
+        load_mag_raw(folder)
+
+
+def _ragged(lines):
+    lines[3] = ",".join(lines[3].split(",")[:7])
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_ragged, r", line 4: expected 8 comma-separated numbers, got '"),
+        (lambda lines: ["nan," * 7 + "nan", *lines[1:]], r", line 1: expected 8 .* got 'nan,"),
+        (lambda lines: lines[1:], r": expected 400 lines, got 399"),
+        (None, r" is missing"),
+    ],
+    ids=["ragged", "nan", "short", "missing"],
+)
+def test_bad_feature_file_is_refused_naming_it_and_the_line(raw_base, tmp_path, edit, message):
+    folder, path = _corrupt(raw_base, tmp_path, FEAT, edit)
+    error = FileNotFoundError if edit is None else ValueError
+    with pytest.raises(error, match=re.escape(str(path)) + message):
+        load_mag_raw(folder)
+
+
+@pytest.mark.parametrize(
+    ("relative", "edit", "message"),
+    [
+        (
+            RAW + "num-node-dict.csv.gz",
+            lambda lines: [lines[0], lines[1].replace("300", "abc", 1)],
+            r": the count of 'author' nodes is 'abc', not a non-negative integer",
+        ),
+        (
+            RAW + "nodetype-has-label.csv.gz",
+            lambda lines: [lines[0], lines[1].replace("True", "yes")],
+            r": the flag of 'paper' is 'yes'; expected True or False",
+        ),
+        (
+            LABEL,
+            lambda lines: ["-1", *lines[1:]],
+            r": labels\[0\] = -1\.0 is not a class id",
+        ),
+        (LABEL, lambda lines: lines[1:], r": expected 400 lines \(one per paper\), got 399"),
+        (
+            SPLIT + "test.csv.gz",
+            lambda lines: ["400"],
+            r", line 1: paper id 400 is outside \[0, 400\)",
+        ),
+    ],
+    ids=["count", "flag", "negative-label", "short-labels", "split-id"],
+)
+def test_bad_raw_file_is_refused_naming_it(raw_base, tmp_path, relative, edit, message):
+    folder, path = _corrupt(raw_base, tmp_path, relative, edit)
+    with pytest.raises(ValueError, match=re.escape(str(path)) + message):
+        load_mag_raw(folder)
+
+
+def test_truncated_header_file_is_a_corrupt_file_naming_it(raw_base, tmp_path):
+    from sparsegcn.files import CorruptFileError
+
+    folder, path = _corrupt(raw_base, tmp_path, RAW + "num-node-dict.csv.gz", lambda lines: lines)
+    path.write_bytes(path.read_bytes()[:-6])
+    with pytest.raises(CorruptFileError, match=re.escape(str(path)) + ": truncated"):
+        load_mag_raw(folder)
+
+
+def test_a_scale_too_small_for_the_splits_is_refused(capsys):
+    from sparsegcn.cli import main
+
+    message = (
+        "synthetic:mag at scale 1e-09 has 1 paper(s) in the 'train' split, fewer than its 349 "
+        "venues; use a larger --scale (e.g. 0.00056)"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        MagSpec().scaled(1e-9)
+    smallest = MagSpec().scaled(0.00056)
+    assert dict(smallest.split_sizes) == {"train": 353, "valid": 36, "test": 23}
+    for scale in (0.001, 0.01):  # what the test suite and the docs use
+        assert min(MagSpec().scaled(scale).split_sizes.values()) >= 10
+    # A split already below the minimum is not refused for staying there.
+    assert dict(tiny_spec(num_classes=300).scaled(1.0).split_sizes)["train"] == 200
+    few_tests = tiny_spec(split_sizes={"train": 200, "valid": 100, "test": 40})
+    with pytest.raises(
+        ValueError,
+        match=r"has 4 paper\(s\) in the 'test' split, fewer than 10; "
+        r"use a larger --scale \(e\.g\. 0\.24\)",
+    ):
+        few_tests.scaled(0.1)
+    argv = ["info", "--dataset", "synthetic:mag", "--scale", "1e-9", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
