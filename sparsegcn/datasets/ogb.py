@@ -11,7 +11,7 @@ that ``ogb`` or PyG already downloaded is reused.
 imported lazily, here only. Install the CPU build of torch first, then
 ``pip install 'sparsegcn[ogb]'``.
 
-Three problems of ``ogb`` 1.3.6 with current libraries are handled here:
+These problems of ``ogb`` 1.3.6 with current libraries are handled here:
 
 - **The processed cache.** ``ogb`` saves ``processed/data_processed`` with
   ``torch.save(..., pickle_protocol=4)`` and reads it back with a bare
@@ -42,6 +42,15 @@ Three problems of ``ogb`` 1.3.6 with current libraries are handled here:
   archive again over plain http, unverified, and removes the
   folder. Both are refused here before ``ogb`` runs (and ``pre_process``
   refuses the second again): ``ogb`` never downloads and never deletes.
+- **Unchecked raw files.** ``ogb``'s ``read_csv_graph_raw`` slices the
+  edges and node rows to the counts in ``num-edge-list.csv.gz`` and
+  ``num-node-list.csv.gz`` without comparing them with the files, so a
+  wrong count silently drops edges or nodes, and its pandas errors do not
+  say which file failed. Before ``ogb`` processes a CSV folder, the two
+  counts are read and every file ``ogb`` will read is streamed once (gzip
+  integrity, line and value counts; no parsing), and a mismatch is refused
+  naming both files and both numbers. The split files
+  are read here, not by ``ogb``, so that a missing or empty one is named.
 
 References:
   Hu et al., *Open Graph Benchmark: Datasets for Machine Learning on
@@ -65,8 +74,9 @@ from pathlib import Path
 import numpy as np
 
 from sparsegcn.datasets import OGB
-from sparsegcn.datasets.base import Dataset, check_may_download
+from sparsegcn.datasets.base import SPLITS, Dataset, check_may_download
 from sparsegcn.datasets.download import download_file
+from sparsegcn.datasets.proteins import read_table
 from sparsegcn.datasets.unpickle import safe_load
 from sparsegcn.files import (
     CorruptFileError,
@@ -133,6 +143,8 @@ MAX_EXPANSION = 100
 """The most an archive's members may declare in all, as a multiple of the archive's size."""
 MAX_MEMBERS = 10_000
 """The most members an archive may hold."""
+
+_CHUNK_BYTES = 1 << 24
 
 
 def import_ogb():
@@ -257,6 +269,8 @@ def _dataset_class(nodeproppred, raw: str):
             if not cache.exists():
                 if not (Path(self.root) / raw).is_file():
                     raise _missing_raw(self.name, Path(self.root), raw)
+                if raw == "raw/edge.csv.gz":  # ogb saves what it read: check first
+                    _check_raw_csv(Path(self.root), self.meta_info)
                 super().pre_process()
                 return
             loaded = load_processed(cache)
@@ -266,7 +280,7 @@ def _dataset_class(nodeproppred, raw: str):
             folder = Path(self.root) / "split" / (split_type or self.meta_info["split"])
             path = folder / "split_dict.pt"
             if not path.is_file():
-                return super().get_idx_split(split_type)
+                return _read_split(folder)
             from sparsegcn.datasets.torchfile import read_torch_file
 
             split = read_torch_file(path)
@@ -275,6 +289,168 @@ def _dataset_class(nodeproppred, raw: str):
             return split
 
     return SafeNodePropPredDataset
+
+
+def _hint(dataset_dir: Path) -> str:
+    return f"; restore it, or move {str(dataset_dir)!r} away to download the dataset again"
+
+
+def _csv_shape(path: Path, hint: str) -> tuple[int, int]:
+    """``(lines, values per line)`` of the gzip CSV ``path``, from one streamed pass that
+    counts newlines and commas (no parsing).
+
+    Raises:
+      CorruptFileError: the file is not gzip, truncated or corrupt, empty, or
+        has a blank line or a line with another count of values than line 1
+        (found by a line-by-line scan that runs only then).
+    """
+    check_regular_file(path)
+    try:
+        with reading(path), gzip.open(path, "rb") as f:
+            first = f.readline()
+            width = first.count(b",") + 1
+            newlines, commas, last = first.count(b"\n"), first.count(b","), first[-1:]
+            blank = not first.strip()
+            while chunk := f.read(_CHUNK_BYTES):
+                newlines += chunk.count(b"\n")
+                commas += chunk.count(b",")
+                blank = blank or b"\n\n" in chunk or b"\n\r\n" in chunk
+                blank = blank or (last == b"\n" and chunk[:1] in (b"\n", b"\r"))
+                last = chunk[-1:]
+    except CorruptFileError as err:
+        raise CorruptFileError(err.path, err.cause + hint) from err
+    if not first:
+        raise CorruptFileError(path, "the file is empty" + hint)
+    lines = newlines + (last != b"\n")
+    if blank or commas != lines * (width - 1):
+        raise _bad_csv_line(path, width, hint)
+    return lines, width
+
+
+def _bad_csv_line(path: Path, width: int, hint: str) -> CorruptFileError:
+    """The error for the first blank line of ``path``, or the first without ``width`` values
+    (a scan line by line, run only when the counts of :func:`_csv_shape` disagree)."""
+    with gzip.open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            text = line.rstrip(b"\r\n")
+            if not text.strip():
+                return CorruptFileError(path, f"line {number} is blank" + hint)
+            if text.count(b",") + 1 != width:
+                shown = text[:80].decode(errors="replace") + ("..." if len(text) > 80 else "")
+                return CorruptFileError(
+                    path,
+                    f"line {number} holds {text.count(b',') + 1} comma-separated values, line 1 "
+                    f"holds {width}: {shown!r}{hint}",
+                )
+    return CorruptFileError(path, f"the lines do not all hold {width} values" + hint)
+
+
+def _one_count(path: Path, what: str, hint: str) -> int:
+    """The single count in ``num-node-list.csv.gz`` or ``num-edge-list.csv.gz``."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing (one line: the number of {what}){hint}")
+    table = read_table(path, 1, "int")
+    if table.shape[0] != 1:
+        raise CorruptFileError(
+            path,
+            f"expected one line (a node-property dataset is one graph), got {table.shape[0]}"
+            + hint,
+        )
+    count = int(table[0, 0])
+    if count < 0:
+        raise CorruptFileError(path, f"line 1: the number of {what} is {count}" + hint)
+    return count
+
+
+def _check_raw_csv(dataset_dir: str | os.PathLike, meta) -> None:
+    """Refuses raw CSV files that ``ogb``'s ``read_csv_graph_raw`` would misread.
+
+    ``ogb`` takes the first ``E`` edges and ``N`` node rows, ``E`` and ``N``
+    as ``num-edge-list.csv.gz`` and ``num-node-list.csv.gz`` say, so a wrong
+    count drops data silently; and its pandas errors (a ragged or empty
+    file) do not name the file. Every file it will read is streamed once
+    here (about as long as decompressing it; ogb's parse takes far longer).
+
+    Args:
+      dataset_dir: the dataset folder, e.g. ``<root>/ogbn_arxiv``.
+      meta: the dataset's row of ``ogb``'s master.csv.
+
+    Raises:
+      FileNotFoundError: a count file, ``edge.csv.gz``, ``node-feat.csv.gz``,
+        ``node-label.csv.gz`` or an additional file master.csv lists is
+        missing (named).
+      CorruptFileError: a file that is not gzip or truncated; empty; with a
+        blank line or a line of another width than line 1 (named, 1-based);
+        with ``edge.csv.gz`` not 2 values a line or the labels not one per
+        task; or whose line count differs from its count file (both files
+        and both numbers named).
+    """
+    dataset_dir = Path(dataset_dir)
+    raw = dataset_dir / "raw"
+    hint = _hint(dataset_dir)
+    node_count, edge_count = raw / "num-node-list.csv.gz", raw / "num-edge-list.csv.gz"
+    counts = {
+        "nodes": (node_count, _one_count(node_count, "nodes", hint)),
+        "edges": (edge_count, _one_count(edge_count, "edges", hint)),
+    }
+
+    def extra(key: str) -> list[str]:
+        listed = str(meta[f"additional {key} files"])
+        return [] if listed == "None" else [f"{name}.csv.gz" for name in listed.split(",")]
+
+    # (file, one line per, values per line or None for any, required)
+    files = [
+        ("edge.csv.gz", "edges", 2, True),
+        ("edge-feat.csv.gz", "edges", None, False),
+        ("node-feat.csv.gz", "nodes", None, True),
+        ("node-label.csv.gz", "nodes", int(meta["num tasks"]), True),
+        *((name, "nodes", None, True) for name in extra("node")),
+        *((name, "edges", None, True) for name in extra("edge")),
+    ]
+    for name, per, width, required in files:
+        path = raw / name
+        if not path.exists():
+            if required:
+                raise FileNotFoundError(f"{path} is missing (one line per {per[:-1]}){hint}")
+            continue
+        lines, values = _csv_shape(path, hint)
+        if width is not None and values != width:
+            raise CorruptFileError(
+                path, f"line 1: expected {width} comma-separated values, got {values}" + hint
+            )
+        count_file, count = counts[per]
+        if lines != count:
+            raise CorruptFileError(
+                path,
+                f"expected {count} lines, one per {per[:-1]} as {count_file} says, got "
+                f"{lines}{hint}",
+            )
+
+
+def _read_split(folder: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The ``{train,valid,test}.csv.gz`` node ids of ``split/<type>/``, read as ``ogb`` reads
+    them, but with each bad file named.
+
+    Returns:
+      ``{"train", "valid", "test"}`` -> int64 ``[n]`` node ids.
+
+    Raises:
+      FileNotFoundError: a split file is missing (named).
+      ValueError: a file that is not gzip or truncated, empty, or has a line
+        that is not one integer (the file and the 1-based line named).
+    """
+    folder = Path(folder)
+    hint = _hint(folder.parent.parent)
+    split = {}
+    for key in SPLITS:
+        path = folder / f"{key}.csv.gz"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing (the {key} node ids, one a line){hint}")
+        _, width = _csv_shape(path, hint)
+        if width != 1:
+            raise CorruptFileError(path, f"line 1: expected one node id, got {width} values" + hint)
+        split[key] = read_table(path, 1, "int")[:, 0]
+    return split
 
 
 def _from_prompt(err: BaseException) -> bool:
@@ -289,7 +465,7 @@ def _from_prompt(err: BaseException) -> bool:
 def _bad_raw_file(dataset_dir: Path, err: BaseException) -> CorruptFileError:
     """The raw file of ``dataset_dir`` that ``err`` (a decoding error inside ``ogb``)
     came from, found by decompressing each ``.gz`` file and testing each ``.npz``."""
-    hint = f"; restore it, or move {str(dataset_dir)!r} away to download the dataset again"
+    hint = _hint(dataset_dir)
     for path in sorted(dataset_dir.rglob("*")):
         if not path.is_file() or path.suffix not in (".gz", ".npz"):
             continue
@@ -519,10 +695,15 @@ def load_ogb(
         directory, or lacks ogb's release marker; data that break the
         :class:`Dataset` checks (e.g. a label outside ``[0, num_classes)``),
         always naming the dataset, folder and offending value.
+      CorruptFileError: a raw or split file that is not gzip, truncated,
+        empty or ragged, or whose line count differs from
+        ``num-node-list.csv.gz`` / ``num-edge-list.csv.gz`` (the file, the
+        line and both counts named).
       PermissionError: ogb would have to write under a read-only folder.
       FileNotFoundError: the dataset is missing and ``download`` is False,
         or its folder lacks the raw file and the processed cache (``ogb``
-        would download it unverified and delete the folder).
+        would download it unverified and delete the folder), or a raw or
+        split file (named).
       OSError: the download failed.
     """
     if name not in OGB:

@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -280,6 +281,62 @@ def test_a_bad_raw_file_is_named_not_taken_for_a_download_prompt(tmp_path, damag
     edges = write_arxiv(tmp_path) / "raw" / "edge.csv.gz"
     edges.write_bytes(damage(edges.read_bytes()))
     with pytest.raises(ValueError, match=rf"raw/edge\.csv\.gz: {words}"):
+        load_ogb("ogbn-arxiv", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("count_file", "counted", "rows", "file", "expected", "got"),
+    [
+        # ogb takes the first 7 edges and drops the eighth without a word.
+        ("num-edge-list", "edge", [7], "edge.csv.gz", 7, 8),
+        ("num-node-list", "node", [10], "node-feat.csv.gz", 10, 9),
+        ("num-node-list", "node", [9], "node-label.csv.gz", 9, 8),
+    ],
+)
+def test_a_line_count_that_disagrees_with_its_count_file_names_both(
+    tmp_path, count_file, counted, rows, file, expected, got
+):
+    folder = write_arxiv(tmp_path)
+    raw = folder / "raw"
+    if file == "node-label.csv.gz":
+        _write_csv(raw / file, _arxiv_labels()[:got], "%d")
+    else:
+        _write_csv(raw / f"{count_file}.csv.gz", rows, "%d")
+    message = (
+        rf"{re.escape(str(raw / file))}: expected {expected} lines, one per {counted} as "
+        rf"{re.escape(str(raw / count_file))}\.csv\.gz says, got {got}"
+    )
+    with pytest.raises(ValueError, match=message):
+        load_ogb("ogbn-arxiv", tmp_path)
+    assert not (folder / "processed" / "data_processed").exists()  # ogb cached nothing
+
+
+def test_a_ragged_raw_row_names_the_file_and_line(tmp_path):
+    features = write_arxiv(tmp_path) / "raw" / "node-feat.csv.gz"
+    rows = gzip.decompress(features.read_bytes()).splitlines(keepends=True)
+    rows[2] = b"1.5,2.5\n"  # pandas would fill the missing values with NaN
+    features.write_bytes(gzip.compress(b"".join(rows)))
+    with pytest.raises(
+        ValueError,
+        match=rf"{re.escape(str(features))}: line 3 holds 2 comma-separated values, line 1 holds 4",
+    ):
+        load_ogb("ogbn-arxiv", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("part", "data", "error", "words"),
+    [
+        ("valid", b"", ValueError, "the file is empty"),
+        ("test", None, FileNotFoundError, "is missing"),
+    ],
+)
+def test_an_empty_or_missing_split_file_is_named(tmp_path, part, data, error, words):
+    path = write_arxiv(tmp_path) / "split" / "time" / f"{part}.csv.gz"
+    if data is None:
+        path.unlink()
+    else:
+        path.write_bytes(gzip.compress(data))
+    with pytest.raises(error, match=rf"^{re.escape(str(path))}:? {words}"):
         load_ogb("ogbn-arxiv", tmp_path)
 
 
