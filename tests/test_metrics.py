@@ -212,7 +212,8 @@ def test_a_node_dataset_of_one_class_is_refused(tmp_path, capsys):
         tmp_path / "one",
     )
     assert main(["train", "--dataset", str(folder), "--epochs", "1", "--no-progress"]) == 2
-    assert capsys.readouterr().err.strip().endswith(
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
         "one: all its 6 train, validation and test nodes have one label; node "
         "classification needs two classes at least"
     )
