@@ -60,6 +60,7 @@ References:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib.util
 import os
@@ -271,7 +272,10 @@ def _dataset_class(nodeproppred, raw: str):
                     raise _missing_raw(self.name, Path(self.root), raw)
                 if raw == "raw/edge.csv.gz":  # ogb saves what it read: check first
                     _check_raw_csv(Path(self.root), self.meta_info)
-                super().pre_process()
+                # ogb prints "Loading necessary files..." and "Saving...": progress, which
+                # goes to stderr, never into a command's printed table or report.
+                with contextlib.redirect_stdout(sys.stderr):
+                    super().pre_process()
                 return
             loaded = load_processed(cache)
             self.graph, self.labels = loaded["graph"], loaded["labels"]

@@ -155,9 +155,12 @@ def no_network(monkeypatch):
 # -- loading -------------------------------------------------------------------
 
 
-def test_arxiv_matches_the_written_arrays_and_is_symmetrized(tmp_path):
+def test_arxiv_matches_the_written_arrays_and_is_symmetrized(tmp_path, capfd):
     write_arxiv(tmp_path)
     ds = load_ogb("ogbn-arxiv", tmp_path)
+    # ogb's "Loading necessary files..." went to stdout, into `sparsegcn info`'s table.
+    out, err = capfd.readouterr()
+    assert out == "" and "Loading necessary files" in err
 
     reference = sorted(
         {(s, r) for s, r in ARXIV_EDGES.tolist()} | {(r, s) for s, r in ARXIV_EDGES.tolist()}
