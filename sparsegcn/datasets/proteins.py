@@ -65,6 +65,14 @@ _CHUNK_ROWS = 1 << 21
 _URL = "http://snap.stanford.edu/ogb/data/nodeproppred/proteins.zip"
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _representable(value: float, kind: str) -> bool:
+    """Whether ``value`` is finite, and for ``kind="float"`` finite in float32 too."""
+    return math.isfinite(value) and (kind == "int" or abs(value) <= _FLOAT32_MAX)
+
+
 def _bad_line(path: Path, columns: int, kind: str) -> tuple[int, str] | None:
     """The first line of ``path`` that is not ``columns`` comma-separated ``kind`` numbers."""
     parse = int if kind == "int" else float
@@ -76,7 +84,7 @@ def _bad_line(path: Path, columns: int, kind: str) -> tuple[int, str] | None:
                     values = [parse(f) for f in fields]
                 except ValueError:
                     return number, line.rstrip("\r\n")
-                if len(values) != columns or not all(math.isfinite(v) for v in values):
+                if len(values) != columns or not all(_representable(v, kind) for v in values):
                     return number, line.rstrip("\r\n")
     except (OSError, EOFError, zlib.error, UnicodeDecodeError):
         return None
@@ -85,7 +93,7 @@ def _bad_line(path: Path, columns: int, kind: str) -> tuple[int, str] | None:
 
 def _malformed(path: Path, columns: int, kind: str, cause: str) -> ValueError:
     found = _bad_line(path, columns, kind)
-    what = f"{columns} comma-separated {'integers' if kind == 'int' else 'numbers'}"
+    what = f"{columns} comma-separated {'integers' if kind == 'int' else 'finite float32 numbers'}"
     if found is None:
         return ValueError(f"{path}: unreadable ({cause}); expected lines of {what}")
     number, text = found
@@ -130,6 +138,8 @@ def read_table(path, columns: int, kind: str = "int", *, rows: int | None = None
                 values = frame.to_numpy()
                 if values.shape[1] != columns or not np.isfinite(values).all():
                     raise ValueError("bad values")
+                if kind == "float" and (np.abs(values) > _FLOAT32_MAX).any():
+                    raise ValueError("values past float32's range")
                 if kind == "int" and (values != np.round(values)).any():
                     raise ValueError("non-integer values")
                 parts.append(values.astype(dtype))

@@ -221,12 +221,14 @@ def _ragged(lines):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (_ragged, r", line 4: expected 8 comma-separated numbers, got '"),
+        (_ragged, r", line 4: expected 8 comma-separated finite float32 numbers, got '"),
         (lambda lines: ["nan," * 7 + "nan", *lines[1:]], r", line 1: expected 8 .* got 'nan,"),
+        # Before: read as inf (finite as float64, not as the float32 it is kept as).
+        (lambda lines: ["1e39," * 7 + "1", *lines[1:]], r", line 1: expected 8 .* got '1e39,"),
         (lambda lines: lines[1:], r": expected 400 lines, got 399"),
         (None, r" is missing"),
     ],
-    ids=["ragged", "nan", "short", "missing"],
+    ids=["ragged", "nan", "past-float32", "short", "missing"],
 )
 def test_bad_feature_file_is_refused_naming_it_and_the_line(raw_base, tmp_path, edit, message):
     folder, path = _corrupt(raw_base, tmp_path, FEAT, edit)
