@@ -144,6 +144,65 @@ def choose_budget(
     )
 
 
+def _check_budget(budget: Budget) -> Budget:
+    """``budget`` with int fields, if one graph and the padding fit in it.
+
+    Packing adds graphs while they fit, so a budget with no graph slot or no
+    node row besides padding's would never make progress.
+    """
+    nodes = _checks.check_static_int("budget.nodes", budget.nodes)
+    edges = _checks.check_static_int("budget.edges", budget.edges)
+    graphs = _checks.check_static_int("budget.graphs", budget.graphs)
+    if graphs < 2:
+        raise ValueError(
+            f"budget.graphs must be >= 2 (one graph slot plus the padding slot), got {graphs}"
+        )
+    if nodes < 2:
+        raise ValueError(
+            f"budget.nodes must be >= 2 (one node row plus the padding row), got {nodes}"
+        )
+    return Budget(nodes, edges, graphs)
+
+
+def _check_order(order, num_graphs: int) -> np.ndarray:
+    """``order`` as int64 ``[K]`` if it holds distinct graph ids in ``[0, num_graphs)``.
+
+    Raises:
+      ValueError: naming ``order``, the first bad position and its value.
+    """
+    order = np.asarray(order)
+    if order.ndim != 1:
+        raise ValueError(f"order must have 1 dimension, got shape {order.shape}")
+    if order.size == 0:
+        return order.astype(np.int64)
+    if order.dtype == np.bool_ or not np.issubdtype(order.dtype, np.integer):
+        whole = np.zeros(order.shape, bool)
+        if np.issubdtype(order.dtype, np.floating):
+            whole = np.isfinite(order) & (order == np.round(order))
+        pos = int(np.flatnonzero(~whole)[0]) if not whole.all() else 0
+        raise ValueError(
+            f"order must hold integer graph ids, got order[{pos}] = {order[pos].item()!r} "
+            f"(dtype {order.dtype})"
+        )
+    if order.min() < 0 or order.max() >= num_graphs:
+        pos = int(np.flatnonzero((order < 0) | (order >= num_graphs))[0])
+        raise ValueError(
+            f"order[{pos}] = {int(order[pos])} is out of range: graph ids must lie in "
+            f"[0, {num_graphs}) for a dataset of {num_graphs} graphs"
+        )
+    order = order.astype(np.int64)
+    by_id = np.argsort(order, kind="stable")
+    repeats = by_id[1:][order[by_id][1:] == order[by_id][:-1]]
+    if repeats.size:
+        pos = int(repeats.min())
+        first = int(np.flatnonzero(order[:pos] == order[pos])[0])
+        raise ValueError(
+            f"order[{pos}] = {int(order[pos])} repeats order[{first}]; "
+            "each graph is packed at most once"
+        )
+    return order
+
+
 def batch_bounds(
     nodes: np.ndarray,
     edges: np.ndarray,
@@ -168,8 +227,12 @@ def batch_bounds(
       bounds[b + 1] - 1``.
 
     Raises:
-      ValueError: a single graph larger than the budget (naming it).
+      ValueError: a single graph larger than the budget (naming it);
+        ``batch_size`` below 1; a budget without room for one graph and
+        the padding (fewer than 2 graph slots or 2 node rows).
     """
+    batch_size = _checks.check_static_int("batch_size", batch_size, minimum=1)
+    budget = _check_budget(budget)
     too_big = np.flatnonzero((nodes > budget.nodes - 1) | (edges > budget.edges))
     if too_big.size:
         g = int(too_big[0])
@@ -217,7 +280,7 @@ def pack_graphs(
         ``features``, ``labels`` and ``edge_features``). Integer features
         stay int32 (categorical columns); ``[G, T]`` labels stay float32 with
         their NaN.
-      order: int ``[K]`` graph indices, each at most once.
+      order: int ``[K]`` graph indices in ``[0, G)``, each at most once.
       budget: static sizes of every batch (:func:`choose_budget`).
       batch_size: the most graphs per batch.
       num_batches: pad with empty batches (every graph slot padding) to this
@@ -229,10 +292,14 @@ def pack_graphs(
       A :class:`GraphBatch` of NumPy arrays with a leading axis ``[B]``.
 
     Raises:
-      ValueError: a graph over the budget, or more batches than ``num_batches``.
+      ValueError: a graph over the budget, or more batches than
+        ``num_batches``; ``batch_size`` below 1 or a budget without room for
+        one graph plus padding (:func:`batch_bounds`); an ``order`` entry
+        that is not an integer, out of range or repeated (naming its
+        position and value).
     """
-    order = np.asarray(order, np.int64)
     node_ptr, edge_ptr = np.asarray(dataset.node_ptr), np.asarray(dataset.edge_ptr)
+    order = _check_order(order, node_ptr.shape[0] - 1)
     nodes = (node_ptr[order + 1] - node_ptr[order]).astype(np.int64)
     edges = (edge_ptr[order + 1] - edge_ptr[order]).astype(np.int64)
     bounds = batch_bounds(nodes, edges, budget, batch_size, group=group)
@@ -290,8 +357,8 @@ def pack_graphs(
 def batch_count(
     dataset, order: np.ndarray, budget: Budget, batch_size: int, *, group: int | None = None
 ) -> int:
-    """How many batches :func:`pack_graphs` makes of ``order``."""
-    order = np.asarray(order, np.int64)
+    """How many batches :func:`pack_graphs` makes of ``order`` (checked as there)."""
+    order = _check_order(order, np.asarray(dataset.node_ptr).shape[0] - 1)
     nodes = np.diff(np.asarray(dataset.node_ptr))[order]
     edges = np.diff(np.asarray(dataset.edge_ptr))[order]
     return int(batch_bounds(nodes, edges, budget, batch_size, group=group).shape[0] - 1)

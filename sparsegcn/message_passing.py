@@ -39,7 +39,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from sparsegcn.views import REDUCES, broadcast_edges
+from sparsegcn import _checks
+from sparsegcn.views import REDUCES, broadcast_edges, check_edge_weight
 
 AGGREGATIONS = (*REDUCES, "softmax")
 
@@ -80,14 +81,18 @@ def message_passing(
       ``[num_dst, ...]``.
 
     Raises:
-      ValueError: an unknown aggregation, or edge features without a
-        message function to read them.
+      ValueError: an unknown aggregation, edge features without a message
+        function to read them, ``x_src`` (or ``x_dst``, when the message
+        reads it) without one row per source (target), or ``edge_weight``
+        neither ``[E]`` nor ``[E, H]`` with ``H`` heads in the messages.
     """
     if aggregate not in AGGREGATIONS:
         raise ValueError(f"unknown aggregate {aggregate!r}; choose one of {list(AGGREGATIONS)}")
     if edge_features is not None and message is None:
         raise ValueError("edge_features need a message function to read them")
     if message is None and aggregate in ("sum", "mean"):
+        if edge_weight is not None:
+            check_edge_weight(edge_weight, jnp.shape(graph.senders)[0], jnp.shape(x_src))
         y = graph.product(x_src, edge_weight)
         if aggregate == "mean":
             count = broadcast_edges(graph.in_count(y.dtype), y)
@@ -99,7 +104,7 @@ def message_passing(
     else:
         x_i = None if x_dst is None else graph.gather_dst(jnp.asarray(x_dst))
         messages = message(x_j, x_i, edge_features)
-    weights = graph.edge_factors(edge_weight, messages.dtype)
+    weights = graph.edge_factors(edge_weight, messages.dtype, messages.shape, "messages")
     if weights is not None:
         messages = messages * broadcast_edges(weights, messages)
     if aggregate == "softmax":
@@ -114,7 +119,13 @@ def edge_scores(graph, score_src: jax.Array, score_dst: jax.Array) -> jax.Array:
     The additive form of GAT's attention logits: each side's share is
     computed once per node (``[num_src, H]``, ``[num_dst, H]``), so only
     ``E H`` scalars are gathered, never ``[E, F]`` rows.
+
+    Raises:
+      ValueError: ``score_src`` without one row per source or ``score_dst``
+        without one per target.
     """
+    _checks.check_num_rows("score_src", jnp.shape(score_src), graph.num_src)
+    _checks.check_num_rows("score_dst", jnp.shape(score_dst), graph.num_dst)
     return graph.gather_src(jnp.asarray(score_src)) + graph.gather_dst(jnp.asarray(score_dst))
 
 

@@ -54,6 +54,37 @@ def broadcast_edges(w: jax.Array, like: jax.Array) -> jax.Array:
     return w.reshape(w.shape + (1,) * (like.ndim - w.ndim))
 
 
+def check_edge_weight(edge_weight, num_edges: int, like_shape=None, like: str = "x") -> None:
+    """Raises unless ``edge_weight`` is ``[E]``, or ``[E, H]`` per head.
+
+    The one shape check every layout and aggregation shares, so none of
+    them broadcasts a wrong-length weight or reads a head that is not there.
+    Shapes are static, so it holds under ``jit`` and ``vmap`` too.
+
+    Args:
+      edge_weight: the run-time edge factors.
+      num_edges: ``E``, the view's edge count.
+      like_shape: the shape of the rows the weights scale (``x [N, H, ...]``
+        or messages ``[E, H, ...]``); ``None`` skips the per-head check.
+      like: how the message names those rows.
+    """
+    shape = tuple(jnp.shape(edge_weight))
+    if len(shape) not in (1, 2) or shape[0] != num_edges:
+        raise ValueError(
+            f"edge_weight must have shape ({num_edges},) or ({num_edges}, H), got {shape}"
+        )
+    if (
+        len(shape) == 2
+        and like_shape is not None
+        and (len(like_shape) < 2 or like_shape[1] != shape[1])
+    ):
+        rows = "E" if like == "messages" else "N"
+        raise ValueError(
+            f"per-head edge_weight {shape} needs {like} of shape [{rows}, {shape[1]}, ...], "
+            f"got {tuple(like_shape)}"
+        )
+
+
 class EdgeListView:
     """The view protocol over an explicit edge list: gathers and segment reductions.
 
@@ -99,16 +130,31 @@ class EdgeListView:
         return h
 
     def gather_src(self, x_src: jax.Array) -> jax.Array:
-        """``x_src[senders]``: ``[num_src, ...] -> [E, ...]``."""
+        """``x_src[senders]``: ``[num_src, ...] -> [E, ...]``.
+
+        The gather skips bounds checks, so the row count is checked here:
+        a short ``x_src`` would be read out of range.
+        """
+        _checks.check_num_rows("x_src", jnp.shape(x_src), self.num_src)
         return gather_rows(x_src, self.senders)
 
     def gather_dst(self, x_dst: jax.Array) -> jax.Array:
-        """``x_dst[receivers]``: ``[num_dst, ...] -> [E, ...]`` (padding rows clipped)."""
+        """``x_dst[receivers]``: ``[num_dst, ...] -> [E, ...]`` (padding rows clipped).
+
+        The clip would hide a short ``x_dst``, so its row count is checked.
+        """
+        _checks.check_num_rows("x_dst", jnp.shape(x_dst), self.num_dst)
         return jnp.take(x_dst, self.receivers, axis=0, mode="clip")
 
-    def edge_factors(self, edge_weight, dtype) -> jax.Array | None:
+    def edge_factors(self, edge_weight, dtype, like_shape=None, like="x") -> jax.Array | None:
         """The per-edge factors a product uses: ``edge_weight`` or the view's own
-        weights, zero on masked edges; ``None`` means all ones."""
+        weights, zero on masked edges; ``None`` means all ones.
+
+        ``edge_weight`` must be ``[E]`` or ``[E, H]`` (:func:`check_edge_weight`,
+        against ``like_shape`` when given).
+        """
+        if edge_weight is not None:
+            check_edge_weight(edge_weight, jnp.shape(self.senders)[0], like_shape, like)
         w = self.weights if edge_weight is None else edge_weight
         if self.edge_mask is None:
             return None if w is None else jnp.asarray(w).astype(dtype)
@@ -133,7 +179,7 @@ class EdgeListView:
         """
         x_src = self.check_sources(x_src)
         messages = self.gather_src(x_src)
-        w = self.edge_factors(edge_weight, x_src.dtype)
+        w = self.edge_factors(edge_weight, x_src.dtype, x_src.shape)
         if w is not None:
             messages = messages * broadcast_edges(w, messages)
         return segment_sum(
@@ -205,8 +251,10 @@ class Bipartite(EdgeListView):
 
     The view of a row chunk (sources: all nodes; targets: the chunk's rows,
     starting at ``dst_start``) and of anything else whose two sides differ.
-    Ids are trusted (built by the library, not read from users); padding
-    edges are masked.
+    Concrete ids are checked on the host against ``num_src`` and
+    ``num_dst`` when the view is built; traced ids (a view built inside
+    ``jit``, such as a row chunk's) cannot be and are trusted. Padding
+    edges are masked, and their ids must be in range too.
 
     Attributes:
       senders: int32 ``[E]`` source rows in ``[0, num_src)``.
@@ -227,6 +275,24 @@ class Bipartite(EdgeListView):
     num_src: int = 0
     num_dst: int = 0
     edges_sorted: bool = False
+
+    def __post_init__(self):
+        sides = (
+            ("senders", self.senders, self.num_src),
+            ("receivers", self.receivers, self.num_dst),
+        )
+        for name, ids, bound in sides:
+            if _checks.is_traced(ids):
+                continue
+            host = np.asarray(ids)
+            bad = (host < 0) | (host >= bound)
+            if bad.any():
+                pos = int(np.flatnonzero(bad)[0])
+                side = "num_src" if name == "senders" else "num_dst"
+                raise ValueError(
+                    f"{name}[{pos}] = {int(host[pos])} is out of range: {name} must lie in "
+                    f"[0, {bound}) for {side}={bound} ({int(bad.sum())} bad id(s) in all)"
+                )
 
     def targets(self, h):
         if isinstance(self.dst_start, int) and self.dst_start == 0 and h.shape[0] == self.num_dst:

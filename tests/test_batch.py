@@ -6,6 +6,8 @@ registered node models run unchanged, and one compiled step serves every batch."
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import types
 
 import jax
@@ -25,7 +27,14 @@ from sparsegcn.batch import (
 )
 from sparsegcn.datasets.graphs import GraphDataset
 from sparsegcn.nn.graph_gin import graph_gin
-from sparsegcn.nn.readout import READOUTS, attention_pool, attention_pool_params, readout
+from sparsegcn.nn.readout import (
+    READOUTS,
+    attention_pool,
+    attention_pool_params,
+    readout,
+    set2set,
+    set2set_params,
+)
 from sparsegcn.nn.registry import create_model, get_model_spec
 
 DATA = random_graphs()
@@ -370,3 +379,85 @@ def test_one_compiled_step_serves_every_batch(gin_model):
     for b in range(batches.graph_mask.shape[0]):
         jax.block_until_ready(step(params, one(batches, b)))
     assert batches.graph_mask.shape[0] >= 3 and len(traces) == 1
+
+
+@contextlib.contextmanager
+def fails_instead_of_hanging(seconds: float = 5.0):
+    """Turns a hang (the old endless packing loop) into a failure."""
+
+    def stop(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(
+    "budget, batch_size, message",
+    [
+        (Budget(64, 64, 5), 0, r"batch_size must be >= 1, got 0"),
+        (Budget(64, 64, 5), -2, r"batch_size must be >= 1, got -2"),
+        (Budget(64, 64, 1), 4, r"budget.graphs must be >= 2 .*got 1"),
+        (Budget(64, 64, 0), 4, r"budget.graphs must be >= 2 .*got 0"),
+        (Budget(1, 64, 5), 4, r"budget.nodes must be >= 2 .*got 1"),
+        (Budget(64, -1, 5), 4, r"budget.edges must be >= 0, got -1"),
+    ],
+)
+def test_a_budget_or_batch_size_without_room_is_refused_before_packing(budget, batch_size, message):
+    order = np.arange(DATA.num_graphs)
+    with fails_instead_of_hanging():
+        with pytest.raises(ValueError, match=message):
+            pack_graphs(DATA, order, budget, batch_size)
+        with pytest.raises(ValueError, match=message):
+            batch_count(DATA, order, budget, batch_size)
+
+
+@pytest.mark.parametrize(
+    "order, message",
+    [
+        ([0, -1], r"order\[1\] = -1 is out of range.*\[0, \d+\)"),
+        ([0, 1, 10**6], r"order\[2\] = 1000000 is out of range"),
+        ([1.7], r"order must hold integer graph ids, got order\[0\] = 1.7"),
+        ([1.0, 2.5], r"order\[1\] = 2.5"),
+        ([True, False], r"order must hold integer graph ids.*bool"),
+        ([2, 0, 3, 0], r"order\[3\] = 0 repeats order\[1\]; each graph is packed at most once"),
+        ([[0, 1]], r"order must have 1 dimension"),
+    ],
+)
+def test_a_bad_order_is_named(order, message):
+    budget = Budget(64, 64, 5)
+    with pytest.raises(ValueError, match=message):
+        pack_graphs(DATA, np.asarray(order), budget, 4)
+    with pytest.raises(ValueError, match=message):
+        batch_count(DATA, np.asarray(order), budget, 4)
+
+
+def test_an_empty_order_packs_no_batch():
+    batches = pack_graphs(DATA, [], Budget(64, 64, 5), 4, num_batches=1)
+    assert not np.asarray(batches.graph_mask).any()
+
+
+@pytest.mark.parametrize("node_graph", [[0, 0, 5], [0, -1, 1]])
+@pytest.mark.parametrize("how", [*READOUTS, "attention", "set2set"])
+def test_readout_names_an_out_of_range_graph_slot(how, node_graph):
+    h = jnp.array([[1.0], [2.0], [4.0]])
+    pos = 2 if node_graph[2] == 5 else 1
+    message = rf"node_graph\[{pos}\] = {node_graph[pos]} is out of range.*num_graphs=2"
+    with pytest.raises(ValueError, match=message):
+        if how == "attention":
+            attention_pool(attention_pool_params(jax.random.key(0), 1), h, node_graph, 2)
+        elif how == "set2set":
+            set2set(set2set_params(jax.random.key(0), 1), h, jnp.asarray(node_graph), 2, steps=1)
+        else:
+            readout(h, np.asarray(node_graph), 2, how)
+
+
+@pytest.mark.parametrize("mask", [[False], [0, 2, 1]])
+def test_readout_refuses_a_node_mask_not_bool_per_node(mask):
+    with pytest.raises(ValueError, match=r"node_mask must be bool of shape \(3,\)"):
+        readout(jnp.ones((3, 1)), jnp.array([0, 0, 1]), 2, node_mask=jnp.asarray(mask))

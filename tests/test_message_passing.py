@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from graphs import GRAPH_CASES, random_graph
 
+from sparsegcn import Bipartite, Graph
 from sparsegcn.backends import LAYOUTS, as_layout
 from sparsegcn.message_passing import edge_scores, edge_softmax, message_passing
 
@@ -107,3 +110,99 @@ def test_bad_aggregation_and_orphan_edge_features_are_refused():
         message_passing(graph, x, aggregate="median")
     with pytest.raises(ValueError, match="edge_features need a message function"):
         message_passing(graph, x, edge_features=jnp.ones((graph.num_edges, 2)))
+
+
+def small_graph() -> Graph:
+    """4 edges on 3 nodes; node 2 receives from node 1 only."""
+    return Graph(np.array([0, 1, 1, 2]), np.array([1, 0, 2, 1]), num_nodes=3)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("aggregate", ["sum", "mean", "max", "min", "softmax"])
+def test_x_src_without_one_row_per_node_is_refused_on_every_path(layout, aggregate):
+    view = as_layout(small_graph(), layout)
+    short = jnp.ones((2, 1))
+    with pytest.raises(ValueError, match=r"x_src has 2 rows .*num_nodes=3; x_src.shape = \(2, 1\)"):
+        message_passing(view, short, aggregate=aggregate)
+    with pytest.raises(ValueError, match="x_src has 2 rows"):
+        jax.jit(lambda x: message_passing(view, x, aggregate=aggregate))(short)
+    with pytest.raises(ValueError, match="x_src has 2 rows"):
+        message_passing(view, short, message=lambda xj, xi, e: xj, aggregate=aggregate)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_short_x_dst_and_scores_are_refused(layout):
+    view = as_layout(small_graph(), layout)
+    x = jnp.ones((3, 1))
+    with pytest.raises(ValueError, match=r"x_dst has 2 rows .*x_dst.shape = \(2, 1\)"):
+        message_passing(view, x, jnp.ones((2, 1)), message=lambda xj, xi, e: xj * xi)
+    with pytest.raises(ValueError, match=r"score_dst has 2 rows .*score_dst.shape = \(2,\)"):
+        edge_scores(view, jnp.zeros(3), jnp.array([1.0, 10.0]))
+    with pytest.raises(ValueError, match=r"score_src has 2 rows"):
+        edge_scores(view, jnp.array([1.0, 10.0]), jnp.zeros(3))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("aggregate", ["sum", "mean", "max", "softmax"])
+@pytest.mark.parametrize("shape", [(1,), (3,), (5,), (4, 1, 1), ()])
+def test_edge_weight_of_the_wrong_shape_is_refused_alike_by_every_layout(layout, aggregate, shape):
+    view = as_layout(small_graph(), layout)
+    x = jnp.ones((3, 2))
+    expected = rf"edge_weight must have shape \(4,\) or \(4, H\), got {re.escape(str(shape))}"
+    with pytest.raises(ValueError, match=expected):
+        message_passing(view, x, aggregate=aggregate, edge_weight=jnp.ones(shape))
+    with pytest.raises(ValueError, match=expected):
+        jax.jit(lambda w: message_passing(view, x, aggregate=aggregate, edge_weight=w))(
+            jnp.ones(shape)
+        )
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("heads", [1, 3])
+def test_per_head_edge_weight_must_match_the_heads_of_x(layout, heads):
+    graph = Graph(np.array([0, 1, 1, 2, 2]), np.array([1, 0, 2, 1, 1]), num_nodes=3)
+    view = as_layout(graph, layout)
+    x = jnp.ones((3, 2, 4))
+    with pytest.raises(ValueError, match=rf"per-head edge_weight \(5, {heads}\) needs x of shape"):
+        view.product(x, jnp.ones((5, heads)))
+    with pytest.raises(ValueError, match="per-head edge_weight"):
+        message_passing(view, x, edge_weight=jnp.ones((5, heads)))
+    with pytest.raises(ValueError, match="per-head edge_weight"):
+        message_passing(view, x, aggregate="max", edge_weight=jnp.ones((5, heads)))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("aggregate", ["sum", "max"])
+def test_per_head_edge_weight_under_vmap_matches_a_loop(layout, aggregate):
+    """GAT's shapes, ``x [N, H, F]`` and ``alpha [E, H]``, batched: the checks
+    see the per-example shapes."""
+    view = as_layout(random_graph(8, 20, seed=3), layout)
+    rng = np.random.default_rng(4)
+    xs = jnp.asarray(rng.standard_normal((2, 8, 3, 2)), jnp.float32)
+    ws = jnp.asarray(rng.uniform(size=(2, view.num_edges, 3)), jnp.float32)
+    s = np.asarray(view.senders)
+    got = jax.vmap(lambda x, w: message_passing(view, x, aggregate=aggregate, edge_weight=w))(
+        xs, ws
+    )
+    for b in range(2):
+        messages = np.asarray(xs[b])[s] * np.asarray(ws[b])[:, :, None]
+        expected = loop_aggregate(view, messages, aggregate)
+        np.testing.assert_allclose(got[b], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_bipartite_refuses_concrete_ids_out_of_range():
+    with pytest.raises(ValueError, match=r"senders\[1\] = 5 is out of range.*num_src=2"):
+        Bipartite(jnp.array([0, 5]), jnp.array([0, 0]), num_src=2, num_dst=1)
+    with pytest.raises(ValueError, match=r"receivers\[1\] = 3 is out of range.*num_dst=1"):
+        Bipartite(np.array([0, 1]), np.array([0, 3]), num_src=2, num_dst=1)
+    with pytest.raises(ValueError, match=r"senders\[0\] = -1"):
+        Bipartite(np.array([-1, 1]), np.array([0, 0]), num_src=2, num_dst=1)
+
+
+def test_bipartite_with_traced_ids_is_built_unchecked():
+    def run(senders, receivers, x):
+        view = Bipartite(senders, receivers, num_src=2, num_dst=1)
+        return message_passing(view, x)
+
+    out = jax.jit(run)(jnp.array([0, 1]), jnp.array([0, 0]), jnp.array([[1.0], [10.0]]))
+    np.testing.assert_allclose(out, [[11.0]])

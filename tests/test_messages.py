@@ -12,6 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -351,6 +352,22 @@ def test_fit_refuses_what_is_not_node_data_naming_it():
         sg.fit(3, {"x": 1})
 
 
+def test_labels_and_masks_need_one_bool_row_per_node():
+    # Before: masks of length 1 broadcast (test accuracy 2.0), and an int mask [0, 0, 3, 1]
+    # weighted its third node three times.
+    model = MODELS["gcn"].build(4, 2, hidden=4, num_layers=2, dropout_rate=0.0)
+    graph = sg.Graph(np.array([0, 1, 2, 3]), np.array([1, 0, 3, 2]), None, 4)
+    x, labels, mask = np.eye(4, dtype=np.float32), np.array([0, 1, 0, 1]), np.ones(4, bool)
+    one = np.array([True])
+    with pytest.raises(ValueError, match=r"fit: data.labels has shape \(1,\) but data.graph"):
+        sg.fit(model, sg.NodeData(graph, x, np.array([1]), one, one, one))
+    with pytest.raises(ValueError, match=r"fit: data.val_mask has shape \(1,\) .* 4 nodes"):
+        sg.fit(model, sg.NodeData(graph, x, labels, mask, one, mask))
+    weights = np.array([0, 0, 3, 1])
+    with pytest.raises(TypeError, match=r"fit: data.train_mask has dtype int64; masks must be"):
+        sg.fit(model, sg.NodeData(graph, x, labels, weights, mask, mask))
+
+
 def test_labels_beyond_the_models_classes_are_refused_naming_both():
     model = MODELS["gcn"].build(5, 3, hidden=4, num_layers=2, dropout_rate=0.0)
     graph = sg.Graph(np.array([0, 1]), np.array([1, 0]), None, 4)
@@ -457,3 +474,33 @@ def test_well_formed_xla_flags_pass(monkeypatch, tmp_path):
         assert new("sparsegcn.xla_tuning", "xla_flags_problem")(flags) is None
     (tmp_path / "flags").write_text("--xla_a=1\n")
     assert new("sparsegcn.xla_tuning", "xla_flags_problem")(str(tmp_path / "flags")) is None
+
+
+def test_predict_compiles_once_for_repeated_calls():
+    # Before: jax.jit of a new closure on every call traced and compiled it again.
+    model = MODELS["gcn"].build(4, 2, hidden=4, num_layers=2, dropout_rate=0.0)
+    graph = sg.gcn_norm(sg.Graph(np.array([0, 1, 2, 3]), np.array([1, 0, 3, 2]), None, 4))
+    mask = np.ones(4, bool)
+    data = sg.NodeData(graph, np.eye(4, dtype=np.float32), np.array([0, 1, 0, 1]), mask, mask, mask)
+    traces = []
+    counted = model._replace(apply=lambda *a, **k: traces.append(1) or model.apply(*a, **k))
+    params = jax.vmap(model.init)(jax.random.split(jax.random.key(0), 2))
+    first = sg.predict(counted, params, data)
+    for _ in range(3):
+        again = sg.predict(counted, params, data)
+    assert len(traces) == 1
+    np.testing.assert_array_equal(first[0], again[0])
+    assert first[0].shape == (2, 4) and first[1].shape[:2] == (2, 4)
+
+
+@pytest.mark.parametrize("builder", ["gcn", "sage", "gat", "gatv2", "gin", "mlp", "appnp", "gcnii"])
+def test_builders_called_directly_refuse_bad_widths(builder):
+    # Before: gcn(-1, 2) failed in init ("invalid tensor dimension size"), gcn(4, 0) gave
+    # [N, 0] logits and gat(4, 0) raised ZeroDivisionError; create_model refused them.
+    build = getattr(sg, builder, None) or MODELS[builder].build
+    with pytest.raises(ValueError, match=r"in_features must be >= 1, got -1"):
+        build(-1, 2)
+    with pytest.raises(ValueError, match=r"num_classes must be >= 1, got 0"):
+        build(4, 0)
+    with pytest.raises(TypeError, match=r"num_classes must be an integer >= 1, got 2.5"):
+        build(4, 2.5)

@@ -13,6 +13,7 @@ from jax.experimental import sparse as jsparse
 from sparsegcn.backends.base import Backend
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import sort_edges
+from sparsegcn.views import check_edge_weight
 
 
 def to_bcoo(graph: Graph, dtype=jnp.float32, weights=None) -> jsparse.BCOO:
@@ -81,6 +82,8 @@ def bcoo_product(graph: Graph, x: jax.Array, edge_weight=None) -> jax.Array:
     ``[E, H]`` with ``x [N, H, F]`` run one product per head (BCOO's batching
     rule takes no batched values with unbatched indices)."""
     n = graph.num_nodes
+    if edge_weight is not None:
+        check_edge_weight(edge_weight, graph.num_edges, x.shape)
     if edge_weight is not None and jnp.ndim(edge_weight) == 2:
         heads = range(jnp.shape(edge_weight)[1])
         return jnp.stack([bcoo_product(graph, x[:, h], edge_weight[:, h]) for h in heads], 1)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from sparsegcn.backends.base import Backend
 from sparsegcn.graph import Graph
+from sparsegcn.views import check_edge_weight
 
 DEFAULT_MAX_BYTES = 4 * 2**30
 
@@ -61,6 +62,8 @@ def dense_product(graph: Graph, x: jax.Array, edge_weight, max_bytes: int) -> ja
             f"{_format_bytes(max_bytes)}; use backend='segment' or 'bcoo', or raise "
             f"the limit with sparsegcn.backends.Dense(max_bytes=...)"
         )
+    if edge_weight is not None:
+        check_edge_weight(edge_weight, graph.num_edges, x.shape)
     if edge_weight is not None and jnp.ndim(edge_weight) == 2:
         per_head = jax.vmap(lambda w, xh: dense_product(graph, xh, w, max_bytes), (1, 1), 1)
         return per_head(edge_weight, x)

@@ -92,7 +92,9 @@ def appnp(
       Neural Networks meet Personalized PageRank*, ICLR 2019.
       https://arxiv.org/abs/1810.05997
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(
+        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+    )
     _checks.check_static_int("hops", hops, minimum=1)
     _checks.check_hyperparameter("alpha", alpha)
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)

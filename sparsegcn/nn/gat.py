@@ -256,7 +256,9 @@ def gat(
       Brody, Alon & Yahav, *How Attentive are Graph Attention Networks?*,
       ICLR 2022. https://arxiv.org/abs/2105.14491
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(
+        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+    )
     for name, value in (("heads", heads), ("output_heads", output_heads)):
         _checks.check_static_int(name, value, minimum=1)
     attention_dropout = dropout_rate if attention_dropout is None else attention_dropout

@@ -60,7 +60,9 @@ def gcn(
       Kipf & Welling, *Semi-Supervised Classification with Graph
       Convolutional Networks*, ICLR 2017. https://arxiv.org/abs/1609.02907
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(
+        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+    )
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
     resolved = None if backend is None else get_backend(backend)
     config = dict(

@@ -109,7 +109,9 @@ def gcnii(
       Chen, Wei, Huang, Ding & Li, *Simple and Deep Graph Convolutional
       Networks*, ICML 2020. https://arxiv.org/abs/2007.02133
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(
+        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+    )
     _checks.check_hyperparameter("alpha", alpha)
     _checks.check_hyperparameter("lam", lam)
     betas = gcnii_betas(num_layers, lam)

@@ -189,7 +189,9 @@ def gin(
       Xu, Hu, Leskovec & Jegelka, *How Powerful are Graph Neural Networks?*,
       ICLR 2019. https://arxiv.org/abs/1810.00826
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(
+        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+    )
     fans = [in_features] + [hidden] * (num_layers - 1) + [num_classes]
     config = dict(
         in_features=in_features,

@@ -114,7 +114,9 @@ def graph_gin(
     Shapes:
       ``apply(params, stats, batch) -> ([G_b, C], stats)``.
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(
+        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+    )
     if num_layers < 2:
         raise ValueError(f"num_layers counts the input and must be >= 2, got {num_layers}")
     check_graph_readout(readout_reduce, set2set_steps)

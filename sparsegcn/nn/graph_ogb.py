@@ -209,7 +209,9 @@ def graph_ogb(
     Shapes:
       ``apply(params, stats, batch) -> ([G_b, C], stats)``.
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(
+        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+    )
     check_graph_readout(readout_reduce, set2set_steps)
     in_features = _checks.check_static_int("in_features", in_features, minimum=1)
     if feature_dims is not None:

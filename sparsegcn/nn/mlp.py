@@ -26,7 +26,9 @@ def mlp(
     Shapes:
       ``apply(params, graph, x [N, F]) -> [N, C]``.
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(
+        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+    )
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
     config = dict(
         in_features=in_features,

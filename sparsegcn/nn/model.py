@@ -47,13 +47,25 @@ def split_dropout_keys(key: jax.Array | None, count: int, training: bool, rate: 
     return list(jax.random.split(key, count))
 
 
-def check_model_settings(hidden: int, num_layers: int, dropout_rate: float) -> None:
+def check_model_settings(
+    hidden: int,
+    num_layers: int,
+    dropout_rate: float,
+    *,
+    in_features: int | None = None,
+    num_classes: int | None = None,
+) -> None:
     """Every builder's shared settings, through the table the CLI and trainers use
-    (:data:`sparsegcn._checks.HYPERPARAMETERS`): refused with the value named."""
+    (:data:`sparsegcn._checks.HYPERPARAMETERS`): refused with the value named, before
+    anything is built (``in_features`` and ``num_classes``, where a builder passes
+    them, too: ``gcn(-1, 2)`` failed only in ``init``, ``gcn(4, 0)`` gave ``[N, 0]``
+    logits)."""
+    widths = {"in_features": in_features, "num_classes": num_classes}
     check_hyperparameters(
-        {"hidden": hidden, "layers": num_layers, "dropout": dropout_rate},
+        {**{k: v for k, v in widths.items() if v is not None}, "hidden": hidden,
+         "layers": num_layers, "dropout": dropout_rate},
         labels={"layers": "num_layers", "dropout": "dropout_rate"},
-    )
+    )  # fmt: skip
 
 
 def check_edge_features(params: dict, graph, edge_features, where: str) -> None:

@@ -21,14 +21,31 @@ import jax.numpy as jnp
 from sparsegcn import _checks
 from sparsegcn.nn.initializers import glorot_uniform
 from sparsegcn.ops import segment_softmax, segment_sum
-from sparsegcn.ops.segment import segment_max
+from sparsegcn.ops.segment import check_segment_ids, segment_max
 
 READOUTS = ("sum", "mean", "max")
+
+
+def _graph_slots(node_graph, num_graphs) -> tuple[jax.Array, int]:
+    """``node_graph`` as an array and ``num_graphs`` as an int, after the range check.
+
+    Concrete ids are checked on the host (the segment ops would drop an
+    out-of-range slot silently); traced ids are not checked.
+    """
+    num_graphs = _checks.check_static_int("num_graphs", num_graphs)
+    check_segment_ids("node_graph", node_graph, num_graphs, count_name="num_graphs")
+    return jnp.asarray(node_graph), num_graphs
 
 
 def _masked(h: jax.Array, node_mask: jax.Array | None, fill) -> jax.Array:
     if node_mask is None:
         return h
+    node_mask = jnp.asarray(node_mask)
+    if node_mask.dtype != jnp.bool_ or node_mask.shape != h.shape[:1]:
+        raise ValueError(
+            f"node_mask must be bool of shape {h.shape[:1]}, got {node_mask.dtype} "
+            f"{node_mask.shape}"
+        )
     keep = jnp.reshape(node_mask, node_mask.shape + (1,) * (h.ndim - 1))
     return jnp.where(keep, h, jnp.asarray(fill, h.dtype))
 
@@ -56,10 +73,13 @@ def readout(
       ``[G, F]``; a graph without (unmasked) nodes gets 0.
 
     Raises:
-      ValueError: an unknown ``reduce``.
+      ValueError: an unknown ``reduce``, a ``node_mask`` not bool ``[N]``, or a concrete ``node_graph`` id
+        outside ``[0, num_graphs)`` (named with its position; traced ids
+        are not checked).
     """
     if reduce not in READOUTS:
         raise ValueError(f"unknown readout {reduce!r}; choose one of {list(READOUTS)}")
+    node_graph, num_graphs = _graph_slots(node_graph, num_graphs)
     if reduce == "max":
         out = segment_max(_masked(h, node_mask, -jnp.inf), node_graph, num_graphs)
         return jnp.where(jnp.isfinite(out), out, jnp.zeros((), out.dtype))
@@ -96,17 +116,22 @@ def attention_pool(
     Args:
       params: :func:`attention_pool_params`.
       h: ``[N, F]``.
-      node_graph: int ``[N]``.
+      node_graph: int ``[N]``, in ``[0, num_graphs)``.
       num_graphs: static ``G``.
       node_mask: optional bool ``[N]``; masked nodes get weight 0.
 
     Returns:
       ``[G, F]``.
 
+    Raises:
+      ValueError: a concrete ``node_graph`` id outside ``[0, num_graphs)``
+        (traced ids are not checked).
+
     References:
       Li, Tarlow, Brockschmidt & Zemel, *Gated Graph Sequence Neural
       Networks*, ICLR 2016 (eq. 7). https://arxiv.org/abs/1511.05493
     """
+    node_graph, num_graphs = _graph_slots(node_graph, num_graphs)
     gate = (h @ params["w_gate"] + params["b_gate"][None, :])[:, 0]
     alpha = segment_softmax(gate, node_graph, num_graphs, mask=node_mask)
     return segment_sum(alpha[:, None] * h, node_graph, num_graphs)
@@ -171,13 +196,16 @@ def set2set(
       ``[G, 2F]``.
 
     Raises:
-      ValueError: ``steps`` below 1, or ``params`` not for ``F`` features.
+      ValueError: ``steps`` below 1, ``params`` not for ``F`` features, or
+        a concrete ``node_graph`` id outside ``[0, num_graphs)`` (traced
+        ids are not checked).
 
     References:
       Vinyals, Bengio & Kudlur, *Order Matters: Sequence to sequence for
       sets*, ICLR 2016. https://arxiv.org/abs/1511.06391
     """
     steps = _checks.check_static_int("steps", steps, minimum=1)
+    node_graph, num_graphs = _graph_slots(node_graph, num_graphs)
     features = h.shape[-1]
     if params["w_hh"].shape != (features, 4 * features):
         raise ValueError(

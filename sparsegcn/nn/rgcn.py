@@ -226,7 +226,7 @@ def rgcn(
       ValueError: unknown types, featured types of different widths, or a
         bad setting, naming it.
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(hidden, num_layers, dropout_rate, num_classes=num_classes)
     counts = {t: _checks.check_static_int(f"num_nodes[{t!r}]", n) for t, n in num_nodes.items()}
     edge_types = tuple(check_edge_type(tuple(k)) for k in edge_types)
     for key in edge_types:

@@ -213,7 +213,9 @@ def sage(
       Hamilton, Ying & Leskovec, *Inductive Representation Learning on Large
       Graphs*, NeurIPS 2017. https://arxiv.org/abs/1706.02216
     """
-    check_model_settings(hidden, num_layers, dropout_rate)
+    check_model_settings(
+        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+    )
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
     if not 0.0 <= dropout_rate < 1.0:
         raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate}")

@@ -20,8 +20,11 @@ softmax    no entries, so nothing to define; a segment whose entries
            are all masked gives zeros
 =========  ===========================================================
 
-Ids must be validated beforehand (see :mod:`sparsegcn._checks`): XLA's
-scatter silently drops ids outside ``[0, num_segments)``.
+XLA's scatter silently drops ids outside ``[0, num_segments)``, so every
+function checks concrete ``segment_ids`` on the host first and raises
+``ValueError`` naming the first bad id. Traced ids (inside ``jit``, ``grad``
+or ``vmap``) are not checked, since that would need a device sync: validate
+them beforehand (see :mod:`sparsegcn._checks`).
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
-from sparsegcn._checks import check_static_int
+from sparsegcn._checks import check_static_int, is_traced
 
 __all__ = [
     "REDUCTIONS",
@@ -44,6 +48,47 @@ __all__ = [
     "segment_softmax",
     "segment_sum",
 ]
+
+
+def check_segment_ids(
+    name: str, segment_ids, num_segments: int, *, count_name: str = "num_segments"
+) -> None:
+    """Raises naming the first concrete id outside ``[0, num_segments)``.
+
+    The message names the ids as ``name`` and the bound as ``count_name``.
+
+    One vectorised min/max on the host; traced ids are skipped (checking
+    them would need a device sync), so out-of-range traced ids are still
+    dropped by XLA's scatter.
+    """
+    if is_traced(segment_ids):
+        return
+    ids = np.asarray(segment_ids)
+    if ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        return
+    if ids.min() >= 0 and ids.max() < num_segments:
+        return
+    bad = (ids < 0) | (ids >= num_segments)
+    pos = int(np.flatnonzero(bad.ravel())[0])
+    raise ValueError(
+        f"{name}[{pos}] = {int(ids.ravel()[pos])} is out of range: ids must lie in "
+        f"[0, {num_segments}) for {count_name}={num_segments} "
+        f"({int(bad.sum())} bad id(s) in all)"
+    )
+
+
+def _prepare(data, segment_ids, num_segments) -> tuple[jax.Array, jax.Array, int]:
+    """``data`` and ``segment_ids`` as arrays, checked; ``num_segments`` as an int."""
+    raw_ids = segment_ids
+    data, segment_ids = jnp.asarray(data), jnp.asarray(segment_ids)
+    num_segments = _check_segments(data, segment_ids, num_segments)
+    # A host array is checked before the device copy, which may narrow int64 ids to int32.
+    check_segment_ids(
+        "segment_ids",
+        raw_ids if isinstance(raw_ids, np.ndarray) else segment_ids,
+        num_segments,
+    )
+    return data, segment_ids, num_segments
 
 
 def _check_segments(data: jax.Array, segment_ids: jax.Array, num_segments) -> int:
@@ -90,7 +135,8 @@ def segment_sum(
 
     Args:
       data: ``[E, ...]`` rows to reduce.
-      segment_ids: int ``[E]``, each in ``[0, num_segments)``.
+      segment_ids: int ``[E]``, each in ``[0, num_segments)`` (checked when
+        concrete; traced ids are not checked, and XLA drops those out of range).
       num_segments: static number of output rows ``N``.
       indices_are_sorted: promise that ``segment_ids`` is non-decreasing
         (lets XLA use a faster sorted scatter; a false promise gives wrong
@@ -98,9 +144,13 @@ def segment_sum(
 
     Returns:
       ``[N, ...]`` with ``data``'s trailing shape and dtype.
+
+    Raises:
+      ValueError: a concrete id outside ``[0, num_segments)``, named with
+        its position; shape mismatches.
+      TypeError: non-integer ``segment_ids``.
     """
-    data, segment_ids = jnp.asarray(data), jnp.asarray(segment_ids)
-    num_segments = _check_segments(data, segment_ids, num_segments)
+    data, segment_ids, num_segments = _prepare(data, segment_ids, num_segments)
     return jax.ops.segment_sum(
         data, segment_ids, num_segments=num_segments, indices_are_sorted=indices_are_sorted
     )
@@ -122,8 +172,7 @@ def segment_mean(
     Returns:
       ``[N, ...]`` with ``data``'s trailing shape and dtype.
     """
-    data, segment_ids = jnp.asarray(data), jnp.asarray(segment_ids)
-    num_segments = _check_segments(data, segment_ids, num_segments)
+    data, segment_ids, num_segments = _prepare(data, segment_ids, num_segments)
     if not jnp.issubdtype(data.dtype, jnp.floating):
         raise TypeError(f"segment_mean needs floating-point data, got {data.dtype}")
     totals = jax.ops.segment_sum(
@@ -139,8 +188,7 @@ def segment_mean(
 
 
 def _segment_extremum(op, data, segment_ids, num_segments, indices_are_sorted, fill):
-    data, segment_ids = jnp.asarray(data), jnp.asarray(segment_ids)
-    num_segments = _check_segments(data, segment_ids, num_segments)
+    data, segment_ids, num_segments = _prepare(data, segment_ids, num_segments)
     result = op(data, segment_ids, num_segments=num_segments, indices_are_sorted=indices_are_sorted)
     # The empty test uses counts, not isinf(result): a real -inf entry is not an empty segment.
     nonempty = _nonempty(segment_ids, num_segments, indices_are_sorted)
@@ -170,13 +218,19 @@ def segment_max(
 
     Args:
       data: ``[E, ...]`` rows to reduce.
-      segment_ids: int ``[E]``, each in ``[0, num_segments)``.
+      segment_ids: int ``[E]``, each in ``[0, num_segments)`` (checked when
+        concrete; traced ids are not checked, and XLA drops those out of range).
       num_segments: static number of output rows ``N``.
       indices_are_sorted: promise that ``segment_ids`` is non-decreasing.
       fill: value of empty segments, cast to ``data.dtype``.
 
     Returns:
       ``[N, ...]`` with ``data``'s trailing shape and dtype.
+
+    Raises:
+      ValueError: a concrete id outside ``[0, num_segments)``, named with
+        its position; shape mismatches.
+      TypeError: non-integer ``segment_ids``.
     """
     return _segment_extremum(
         jax.ops.segment_max, data, segment_ids, num_segments, indices_are_sorted, fill
@@ -227,7 +281,8 @@ def segment_softmax(
 
     Args:
       logits: floating ``[E]`` or ``[E, H, ...]`` scores.
-      segment_ids: int ``[E]``, each in ``[0, num_segments)``.
+      segment_ids: int ``[E]``, each in ``[0, num_segments)`` (checked when
+        concrete; traced ids are not checked, and XLA drops those out of range).
       num_segments: static number of segments ``N``.
       mask: optional bool ``[E]``; False entries are excluded.
       indices_are_sorted: promise that ``segment_ids`` is non-decreasing.
@@ -236,11 +291,15 @@ def segment_softmax(
       ``[E, ...]``, the shape and dtype of ``logits``; over the unmasked
       entries of each segment (per head) the weights sum to 1.
 
+    Raises:
+      ValueError: a concrete id outside ``[0, num_segments)``, named with
+        its position; shape mismatches.
+      TypeError: non-integer ``segment_ids``.
+
     References:
       Veličković et al., "Graph Attention Networks", ICLR 2018.
     """
-    logits, segment_ids = jnp.asarray(logits), jnp.asarray(segment_ids)
-    num_segments = _check_segments(logits, segment_ids, num_segments)
+    logits, segment_ids, num_segments = _prepare(logits, segment_ids, num_segments)
     if not jnp.issubdtype(logits.dtype, jnp.floating):
         raise TypeError(f"segment_softmax needs floating-point logits, got {logits.dtype}")
     kw: dict[str, Any] = dict(num_segments=num_segments, indices_are_sorted=indices_are_sorted)

@@ -18,6 +18,7 @@ trainer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import jax
@@ -86,13 +87,19 @@ def predict(model: Model, params, data: LabelledNodes) -> tuple[jax.Array, jax.A
       ``(classes, embeddings)``: int32 ``[K, N]`` arg-max classes and float32
       ``[K, N, H]`` embeddings (``model.embed``, the last layer's input).
     """
+    return _predict_program(model.apply, model.embed)(params, data.graph, data.features)
+
+
+@functools.lru_cache(maxsize=32)
+def _predict_program(apply: Callable, embed: Callable):
+    """:func:`predict`'s jitted program for a model's functions, built once per model
+    (rebuilt on every call, ``jax.jit`` of a new closure compiled every time)."""
 
     def one_seed(p, graph, features):
-        logits = model.apply(p, graph, features)
-        return jnp.argmax(logits, axis=-1).astype(jnp.int32), model.embed(p, graph, features)
+        logits = apply(p, graph, features)
+        return jnp.argmax(logits, axis=-1).astype(jnp.int32), embed(p, graph, features)
 
-    run = jax.jit(jax.vmap(one_seed, in_axes=(0, None, None)))
-    return run(params, data.graph, data.features)
+    return jax.jit(jax.vmap(one_seed, in_axes=(0, None, None)))
 
 
 def _select(pred: jax.Array, on_true, on_false):

@@ -178,6 +178,29 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _check_rows(caller: str, data) -> None:
+    """Refuses labels or masks without one row per node of ``data.graph``, and masks that
+    are not bool (an int or float mask would weight the mean: a mask of ``[0, 3]`` counts
+    its node three times; one of length 1 broadcasts over every node)."""
+    num_nodes = getattr(getattr(data, "graph", None), "num_nodes", None)
+    for name in ("labels", "train_mask", "val_mask", "test_mask"):
+        value = getattr(data, name)
+        shape = getattr(value, "shape", None)
+        if shape is None:
+            value = np.asarray(value)
+            shape = value.shape
+        if isinstance(num_nodes, int) and (len(shape) == 0 or shape[0] != num_nodes):
+            raise ValueError(
+                f"{caller}: data.{name} has shape {tuple(shape)} but data.graph has "
+                f"{num_nodes} nodes; give one row per node"
+            )
+        if name != "labels" and np.dtype(value.dtype) != np.bool_:
+            raise TypeError(
+                f"{caller}: data.{name} has dtype {np.dtype(value.dtype)}; masks must be bool "
+                "(a number would weight its node in the means), e.g. mask.astype(bool)"
+            )
+
+
 def check_node_data(caller: str, model, data) -> None:
     """Refuses a model or data a trainer cannot use, before anything is compiled.
 
@@ -192,7 +215,9 @@ def check_node_data(caller: str, model, data) -> None:
         :class:`NodeData` (a dict, a :class:`~sparsegcn.datasets.Dataset`);
         the message names the value.
       ValueError: a labelled node's class is outside ``[0, num_classes)`` of
-        the model (a 3-class model on 7-class labels), naming both.
+        the model (a 3-class model on 7-class labels), naming both; labels or
+        a mask without one row per node of ``data.graph``.
+      TypeError: also a mask that is not bool.
     """
     if not isinstance(model, Model):
         raise TypeError(
@@ -208,6 +233,7 @@ def check_node_data(caller: str, model, data) -> None:
             f"{caller}: data must be a NodeData with fields {', '.join(_DATA_FIELDS)}; got "
             f"{type(data).__name__} {_shown(data)}, which lacks {', '.join(missing)}{hint}"
         )
+    _check_rows(caller, data)
     num_classes = (
         (model.config or {}).get("num_classes") if isinstance(model.config, dict) else None
     )

@@ -300,3 +300,39 @@ def test_float64_matches_oracle_tightly(reduce):
     assert out.dtype == np.float64 and grad.dtype == np.float64
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(grad, expected_grad, rtol=1e-12, atol=1e-14)
+
+
+BAD_IDS = {
+    "too_large": ([0, 5, 1], 1, 5),
+    "negative": ([0, 1, -1], 2, -1),
+    "both": ([0, 5, -1], 1, 5),
+}
+
+
+@pytest.mark.parametrize("ids, pos, value", BAD_IDS.values(), ids=list(BAD_IDS))
+@pytest.mark.parametrize("kind", ["list", "numpy", "jax"])
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min", "softmax"])
+def test_concrete_out_of_range_ids_are_named_not_dropped(op, kind, ids, pos, value):
+    fn = segment_softmax if op == "softmax" else REDUCTIONS[op]
+    ids = {"list": list, "numpy": np.asarray, "jax": jnp.asarray}[kind](ids)
+    message = rf"segment_ids\[{pos}\] = {value} is out of range.*\[0, 2\).*num_segments=2"
+    with pytest.raises(ValueError, match=message):
+        fn(jnp.ones(3, jnp.float32), ids, 2)
+
+
+def test_host_ids_are_checked_before_narrowing_to_int32():
+    ids = np.array([0, 1, 2**32], np.int64)  # 2**32 would wrap to 0 in int32
+    with pytest.raises(ValueError, match=r"segment_ids\[2\] = 4294967296 is out of range"):
+        segment_sum(jnp.ones(3, jnp.float32), ids, 2)
+
+
+def test_traced_ids_are_not_checked():
+    # Documented: under jit the ids are tracers, so XLA drops the bad ones.
+    out = jax.jit(lambda ids: segment_sum(jnp.ones(3, jnp.float32), ids, 2))(jnp.array([0, 5, -1]))
+    np.testing.assert_array_equal(out, [1.0, 0.0])
+
+
+def test_valid_edge_ids_pass_the_range_check():
+    out = segment_sum(jnp.ones(3, jnp.float32), np.array([0, 1, 1]), 2)
+    np.testing.assert_array_equal(out, [1.0, 2.0])
+    assert segment_sum(jnp.ones((0, 2), jnp.float32), np.zeros(0, np.int32), 2).shape == (2, 2)
