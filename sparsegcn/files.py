@@ -1442,19 +1442,15 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
         for what, source in inputs:
             real = os.path.realpath(source)
             clash = real in targets
-            if not clash and not os.path.lexists(source):
+            inside = not clash and any(_within(t, {real}) for t in targets)
+            if inside and not os.path.lexists(source):
                 # Not there yet (a dataset the run downloads, a cache made on first use):
                 # it may become a folder, with the output inside.
-                inside = real.rstrip(os.sep) + os.sep
-                if any(t.startswith(inside) for t in targets):
-                    raise ValueError(
-                        f"{flag} {out} lies inside {what} {source}, which this run reads "
-                        f"(it is made on first use); write it elsewhere"
-                    )
-            if not clash and source.is_dir():
-                clash = any(
-                    t == real or t.startswith(real.rstrip(os.sep) + os.sep) for t in targets
+                raise ValueError(
+                    f"{flag} {out} lies inside {what} {source}, which this run reads "
+                    f"(it is made on first use); write it elsewhere"
                 )
+            clash = clash or (inside and source.is_dir())
             if clash or _hard_linked(out, source):
                 raise ValueError(
                     f"{flag} {out} would overwrite {what} {source}, an input of this run; "

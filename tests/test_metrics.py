@@ -153,13 +153,35 @@ def test_hits_and_mrr_equal_ogb_evaluator():
     assert float(jax.jit(mrr)(pos, negs)) == pytest.approx(want, rel=1e-6)
 
 
+def _saved_ring(folder, labels, cuts):
+    """An on-disk dataset of a ring of ``len(labels)`` nodes (both directions), one-hot
+    features, and train / valid / test the node ranges ending at ``cuts``."""
+    from sparsegcn.datasets import Dataset, save
+    from sparsegcn.graph import Graph
+
+    n = len(labels)
+    ring, starts = np.arange(n), (0, *cuts[:-1])
+    parts = zip(("train", "valid", "test"), starts, cuts, strict=True)
+    split = {k: np.arange(a, b) for k, a, b in parts}
+    graph = Graph(np.r_[ring, (ring + 1) % n], np.r_[(ring + 1) % n, ring], None, n)
+    return save(
+        Dataset(
+            name=folder.name,
+            graph=graph,
+            features=np.eye(n, dtype=np.float32),
+            labels=labels,
+            split=split,
+            num_classes=2,
+        ),
+        folder,
+    )
+
+
 def test_an_evaluation_split_without_both_labels_of_any_task_is_refused(tmp_path, capsys):
     # Before: a validation split of one class scored NaN every epoch, so no epoch was
     # better than the start: "val rocauc -1.0000", "test rocauc 0.0000", exit 0; an
     # all-negative test split failed after training, inside ogb's Evaluator.
     from sparsegcn.cli import main
-    from sparsegcn.datasets import Dataset, save
-    from sparsegcn.graph import Graph
     from sparsegcn.metrics import check_tasks_defined
 
     labels = np.array([[1, 0], [0, np.nan], [1, np.nan], [0, 1], [-1, 1]])
@@ -168,22 +190,9 @@ def test_an_evaluation_split_without_both_labels_of_any_task_is_refused(tmp_path
     for rows, counts in (([1, 3], "(3 labels, 1 positive)"), ([2, 4], "(2 labels, 2 positive)")):
         with pytest.raises(ValueError, match=rf"^x \(2\): no task .* {re.escape(counts)}"):
             check_tasks_defined(labels, rows, "x")
-    n = 12
-    y = np.tile([[1, 0], [0, 1]], (n // 2, 1))
+    y = np.tile([[1, 0], [0, 1]], (6, 1))
     y[8:10] = 0  # the validation nodes: no task has a positive
-    split = {"train": np.arange(8), "valid": np.arange(8, 10), "test": np.arange(10, 12)}
-    ring = np.arange(n)
-    folder = save(
-        Dataset(
-            name="ml",
-            graph=Graph(np.r_[ring, (ring + 1) % n], np.r_[(ring + 1) % n, ring], None, n),
-            features=np.eye(n, dtype=np.float32),
-            labels=y,
-            split=split,
-            num_classes=2,
-        ),
-        tmp_path / "ml",
-    )
+    folder = _saved_ring(tmp_path / "ml", y, (8, 10, 12))
     assert main(["train", "--dataset", str(folder), "--epochs", "1", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(
@@ -196,21 +205,9 @@ def test_an_evaluation_split_without_both_labels_of_any_task_is_refused(tmp_path
 def test_a_node_dataset_of_one_class_is_refused(tmp_path, capsys):
     # Before: it trained, and reported test accuracy 1.0.
     from sparsegcn.cli import main
-    from sparsegcn.datasets import Dataset, save
-    from sparsegcn.graph import Graph
 
-    n, ring = 8, np.arange(8)
-    folder = save(
-        Dataset(
-            name="one",
-            graph=Graph(ring, (ring + 1) % n, None, n),
-            features=np.eye(n, dtype=np.float32),
-            labels=np.r_[np.zeros(6, np.int64), 1, 1],  # the unlabelled nodes' class
-            split={"train": ring[:2], "valid": ring[2:4], "test": ring[4:6]},
-            num_classes=2,
-        ),
-        tmp_path / "one",
-    )
+    # Nodes 6 and 7, in no split, have the other class.
+    folder = _saved_ring(tmp_path / "one", np.r_[np.zeros(6, np.int64), 1, 1], (2, 4, 6))
     assert main(["train", "--dataset", str(folder), "--epochs", "1", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(
