@@ -77,13 +77,14 @@ def check_finite(name: str, values: np.ndarray) -> None:
         raise ValueError(f"{name}[{where}] = {values[pos]} is not finite")
 
 
-def check_num_rows(name: str, shape: tuple, num_nodes: int) -> None:
-    """Raises unless an array of ``shape`` has one row per node."""
+def check_num_rows(name: str, shape: tuple, num_nodes: int, size: str = "num_nodes") -> None:
+    """Raises unless an array of ``shape`` has one row per node; ``size`` is how the
+    message names the count (``"num_src"`` for a bipartite view's sources)."""
     if len(shape) == 0:
         raise ValueError(f"{name} must have at least 1 dimension (one row per node), got a scalar")
     if shape[0] != num_nodes:
         raise ValueError(
-            f"{name} has {shape[0]} rows but the graph has num_nodes={num_nodes}; "
+            f"{name} has {shape[0]} rows but the graph has {size}={num_nodes}; "
             f"{name}.shape = {tuple(shape)}"
         )
 
@@ -267,3 +268,71 @@ def check_hyperparameters(
         check_hyperparameter(
             name, value, label=labels.get(name), flag=flags.get(name), off=off.get(name, ())
         )
+
+
+def check_seeds(caller: str, seeds) -> tuple[int, ...]:
+    """Returns ``seeds`` as a tuple of Python ints, or raises naming the bad one.
+
+    Each seed must be an integer in ``[0, 2**32)``, the range of
+    ``jax.random.key`` without 64-bit mode (beyond it ``key(2**32)`` equals
+    ``key(0)``, and ``key(-1)`` equals ``key(2**32 - 1)``). Strings, floats and
+    bools are refused rather than coerced (``int("01")`` and ``int(1.5)`` would
+    train a seed the caller did not name).
+
+    Args:
+      caller: the trainer's name, for the message (``"fit"``).
+      seeds: a sequence of integers, e.g. ``(0, 1, 2)``.
+
+    Raises:
+      TypeError: ``seeds`` is not a sequence (a bare int, a string), or a
+        seed is not an integer.
+      ValueError: no seeds, or a seed outside ``[0, 2**32)``.
+    """
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise TypeError(
+            f"{caller}: seeds must be a sequence of integers, e.g. (0, 1, 2), got {seeds!r} "
+            f"({type(seeds).__name__})"
+        )
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ValueError(f"{caller} needs at least one seed, got seeds={seeds!r}")
+    for position, seed in enumerate(seeds):
+        check_hyperparameter("seed", seed, label=f"{caller}: seeds[{position}]")
+    return tuple(int(s) for s in seeds)
+
+
+def check_config(caller: str, value, cls: type, *, name: str = "config", optional: bool = True):
+    """Returns ``value`` if it is a ``cls`` (``cls()`` for ``None`` when ``optional``),
+    else raises.
+
+    A trainer reads its settings as attributes, so a dict (or another
+    trainer's config) would fail deep inside with an ``AttributeError``, or
+    run with settings the caller did not give.
+
+    Raises:
+      TypeError: naming ``value``'s type and, for a mapping, how to build a ``cls``.
+    """
+    if value is None and optional:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    hint = f"; build one with {cls.__name__}(**{name})" if isinstance(value, dict) else ""
+    raise TypeError(
+        f"{caller}: {name} must be a {cls.__name__}, got {type(value).__name__} {text}{hint}"
+    )
+
+
+def check_flag(name: str, value) -> bool:
+    """Returns ``value`` as a Python bool if it is one (or a NumPy bool), else raises.
+
+    A string or a number would be truthy: ``self_loops="no"`` would add self
+    loops, ``residual=0.0`` would pass only by accident.
+
+    Raises:
+      TypeError: naming ``name`` and the value.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")

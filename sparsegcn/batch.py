@@ -164,15 +164,15 @@ def _check_budget(budget: Budget) -> Budget:
     return Budget(nodes, edges, graphs)
 
 
-def _check_order(order, num_graphs: int) -> np.ndarray:
+def _check_order(order, num_graphs: int, name: str = "order") -> np.ndarray:
     """``order`` as int64 ``[K]`` if it holds distinct graph ids in ``[0, num_graphs)``.
 
     Raises:
-      ValueError: naming ``order``, the first bad position and its value.
+      ValueError: naming ``name`` (the order), the first bad position and its value.
     """
     order = np.asarray(order)
     if order.ndim != 1:
-        raise ValueError(f"order must have 1 dimension, got shape {order.shape}")
+        raise ValueError(f"{name} must have 1 dimension, got shape {order.shape}")
     if order.size == 0:
         return order.astype(np.int64)
     if order.dtype == np.bool_ or not np.issubdtype(order.dtype, np.integer):
@@ -181,13 +181,13 @@ def _check_order(order, num_graphs: int) -> np.ndarray:
             whole = np.isfinite(order) & (order == np.round(order))
         pos = int(np.flatnonzero(~whole)[0]) if not whole.all() else 0
         raise ValueError(
-            f"order must hold integer graph ids, got order[{pos}] = {order[pos].item()!r} "
+            f"{name} must hold integer graph ids, got {name}[{pos}] = {order[pos].item()!r} "
             f"(dtype {order.dtype})"
         )
     if order.min() < 0 or order.max() >= num_graphs:
         pos = int(np.flatnonzero((order < 0) | (order >= num_graphs))[0])
         raise ValueError(
-            f"order[{pos}] = {int(order[pos])} is out of range: graph ids must lie in "
+            f"{name}[{pos}] = {int(order[pos])} is out of range: graph ids must lie in "
             f"[0, {num_graphs}) for a dataset of {num_graphs} graphs"
         )
     order = order.astype(np.int64)
@@ -197,7 +197,7 @@ def _check_order(order, num_graphs: int) -> np.ndarray:
         pos = int(repeats.min())
         first = int(np.flatnonzero(order[:pos] == order[pos])[0])
         raise ValueError(
-            f"order[{pos}] = {int(order[pos])} repeats order[{first}]; "
+            f"{name}[{pos}] = {int(order[pos])} repeats {name}[{first}]; "
             "each graph is packed at most once"
         )
     return order
@@ -485,14 +485,22 @@ def fit_budget(
       The :class:`Budget`.
 
     Raises:
-      ValueError: no order holds a graph.
+      ValueError: no order holds a graph; an order with a graph id that is
+        not an integer, out of range or repeated; counts of different lengths.
     """
     batch_size = _checks.check_static_int("batch_size", batch_size, minimum=1)
+    if group is not None:
+        group = _checks.check_static_int("group", group, minimum=1)
     nodes_per_graph = np.asarray(nodes_per_graph, np.int64)
     edges_per_graph = np.asarray(edges_per_graph, np.int64)
+    if nodes_per_graph.ndim != 1 or nodes_per_graph.shape != edges_per_graph.shape:
+        raise ValueError(
+            f"nodes_per_graph and edges_per_graph must be [G], one count per graph, got shapes "
+            f"{nodes_per_graph.shape} and {edges_per_graph.shape}"
+        )
     most_nodes = most_edges = longest = 0
-    for order in orders:
-        order = np.asarray(order, np.int64)
+    for index, order in enumerate(orders):
+        order = _check_order(order, nodes_per_graph.shape[0], f"orders[{index}]")
         if order.size == 0:
             continue
         position = np.arange(order.shape[0])

@@ -235,7 +235,21 @@ def as_features(x, num_nodes: int | None = None) -> Features:
 
 
 def matmul(x: Features, w: jax.Array) -> jax.Array:
-    """``X @ W`` for dense or sparse ``X`` ``[N, F]`` and ``W`` ``[F, out]``."""
+    """``X @ W`` for dense or sparse ``X`` ``[N, F]`` and ``W`` ``[F, out]``.
+
+    Raises:
+      ValueError: ``X``'s last axis is not ``W``'s first (features of another
+        width than the model's ``in_features``), naming both shapes; checked
+        on the static shapes, so it costs nothing under ``jit``.
+    """
+    x_shape, w_shape = tuple(np.shape(x) if not hasattr(x, "shape") else x.shape), w.shape
+    if not x_shape or x_shape[-1] != w_shape[0]:
+        raise ValueError(
+            f"features of shape {x_shape} meet a weight of shape {tuple(w_shape)}, which "
+            f"expects {w_shape[0]} columns; build the model with in_features="
+            f"{x_shape[-1] if x_shape else '?'} (the features' width) or give it "
+            f"[N, {w_shape[0]}] features"
+        )
     if isinstance(x, SparseFeatures):
         return x.matmul(w)
     return x @ w

@@ -90,6 +90,8 @@ def _relation_view(key: EdgeType, edges, num_src: int, num_dst: int) -> Bipartit
                 f"relation {key}: weights must have shape ({np.shape(senders)[0]},), one per "
                 f"edge, got {w.shape}"
             )
+        if not (np.issubdtype(w.dtype, np.floating) or np.issubdtype(w.dtype, np.integer)):
+            raise ValueError(f"relation {key}: weights must be real numbers, got dtype {w.dtype}")
         _checks.check_finite(f"weights of relation {key}", w)
         weights = (jnp.asarray if isinstance(weights, jax.Array) else np.asarray)(w, np.float32)
     return Bipartite(senders, receivers, weights, None, 0, num_src, num_dst)

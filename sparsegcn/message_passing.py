@@ -124,8 +124,12 @@ def edge_scores(graph, score_src: jax.Array, score_dst: jax.Array) -> jax.Array:
       ValueError: ``score_src`` without one row per source or ``score_dst``
         without one per target.
     """
-    _checks.check_num_rows("score_src", jnp.shape(score_src), graph.num_src)
-    _checks.check_num_rows("score_dst", jnp.shape(score_dst), graph.num_dst)
+    _checks.check_num_rows(
+        "score_src", jnp.shape(score_src), graph.num_src, getattr(graph, "source_count", "num_src")
+    )
+    _checks.check_num_rows(
+        "score_dst", jnp.shape(score_dst), graph.num_dst, getattr(graph, "target_count", "num_dst")
+    )
     return graph.gather_src(jnp.asarray(score_src)) + graph.gather_dst(jnp.asarray(score_dst))
 
 

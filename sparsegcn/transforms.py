@@ -108,6 +108,7 @@ def degree(graph: Graph, *, direction: str = "in", weighted: bool = True) -> np.
     """
     if direction not in ("in", "out"):
         raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
+    _checks.check_flag("weighted", weighted)
     senders, receivers, weights = _host_edges(graph)
     ids = receivers if direction == "in" else senders
     if not weighted:
@@ -352,6 +353,7 @@ def gcn_norm_factors(graph: Graph, *, self_loops: bool = True) -> tuple[Graph, n
     Returns:
       ``(Graph, float32 [N])``.
     """
+    _checks.check_flag("self_loops", self_loops)
     g = add_remaining_self_loops(graph) if self_loops else graph
     scale = _inv_sqrt_or_zero(degree(g, direction="in"))
     return g, scale

@@ -95,6 +95,11 @@ class EdgeListView:
     transient ``[E, F]`` buffer, the price layouts that fuse avoid.
     """
 
+    #: How row-count messages name ``num_src`` and ``num_dst``: a graph's sources
+    #: and targets are all its nodes; :class:`Bipartite` names its two sides.
+    source_count = "num_nodes"
+    target_count = "num_nodes"
+
     if TYPE_CHECKING:
         # The name reports print: a class constant, or a property where it
         # depends on the instance (a packed graph's format).
@@ -135,7 +140,7 @@ class EdgeListView:
         The gather skips bounds checks, so the row count is checked here:
         a short ``x_src`` would be read out of range.
         """
-        _checks.check_num_rows("x_src", jnp.shape(x_src), self.num_src)
+        _checks.check_num_rows("x_src", jnp.shape(x_src), self.num_src, self.source_count)
         return gather_rows(x_src, self.senders)
 
     def gather_dst(self, x_dst: jax.Array) -> jax.Array:
@@ -143,7 +148,7 @@ class EdgeListView:
 
         The clip would hide a short ``x_dst``, so its row count is checked.
         """
-        _checks.check_num_rows("x_dst", jnp.shape(x_dst), self.num_dst)
+        _checks.check_num_rows("x_dst", jnp.shape(x_dst), self.num_dst, self.target_count)
         return jnp.take(x_dst, self.receivers, axis=0, mode="clip")
 
     def edge_factors(self, edge_weight, dtype, like_shape=None, like="x") -> jax.Array | None:
@@ -166,7 +171,7 @@ class EdgeListView:
 
     def check_sources(self, x_src) -> jax.Array:
         x_src = jnp.asarray(x_src)
-        _checks.check_num_rows("x_src", x_src.shape, self.num_src)
+        _checks.check_num_rows("x_src", x_src.shape, self.num_src, self.source_count)
         if not jnp.issubdtype(x_src.dtype, jnp.inexact):
             raise TypeError(f"x_src must have a floating dtype, got {x_src.dtype}")
         return x_src
@@ -266,6 +271,9 @@ class Bipartite(EdgeListView):
       num_dst: static number of targets.
       edges_sorted: static, receivers non-decreasing.
     """
+
+    source_count = "num_src"
+    target_count = "num_dst"
 
     senders: Array
     receivers: Array

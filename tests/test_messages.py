@@ -504,3 +504,105 @@ def test_builders_called_directly_refuse_bad_widths(builder):
         build(4, 0)
     with pytest.raises(TypeError, match=r"num_classes must be an integer >= 1, got 2.5"):
         build(4, 2.5)
+
+
+def _tiny_node_data(labels=None, features=None):
+    graph = sg.gcn_norm(sg.Graph(np.array([0, 1, 2, 3]), np.array([1, 0, 3, 2]), None, 4))
+    mask = np.ones(4, bool)
+    labels = np.array([0, 1, 0, 1]) if labels is None else labels
+    features = np.eye(4, dtype=np.float32) if features is None else features
+    return sg.NodeData(graph, features, labels, mask, mask, mask)
+
+
+@pytest.mark.parametrize("model", ["gcn", "sage", "gat", "gin", "mlp", "appnp", "gcnii", "jk"])
+@pytest.mark.parametrize("width", [3, 8])
+def test_features_of_another_width_than_the_model_are_named(model, width):
+    # Before: "dot_general requires contracting dimensions to have the same shape" from XLA
+    # (gcn, sage, jk), from apply as from fit; width 8 equals the hidden width, which gcn's
+    # "already projected?" test by width could mistake for x W.
+    built = sg.create_model(model, in_features=5, num_classes=2, hidden=8, layers=2, dropout=0.5)
+    x = np.ones((4, width), np.float32)
+    data = _tiny_node_data(features=x)
+    with pytest.raises(ValueError, match=rf"features of shape \(4, {width}\) meet a weight of "):
+        built.apply(built.init(jax.random.key(0)), data.graph, x)
+    with pytest.raises(
+        ValueError, match=rf"fit: data.features has {width} columns .*in_features=5"
+    ):
+        sg.fit(built, data, TrainConfig(epochs=1))
+
+
+def test_fit_refuses_float_labels_and_a_dict_config():
+    model = sg.gcn(4, 2)
+    with pytest.raises(TypeError, match=r"fit: data.labels has dtype float64; labels must be"):
+        sg.fit(model, _tiny_node_data(labels=np.array([0.0, 1.0, 0.0, 1.0])))
+    with pytest.raises(TypeError, match=r"build one with TrainConfig\(\*\*config\)"):
+        sg.fit(model, _tiny_node_data(), {"epochs": 2})
+
+
+@pytest.mark.parametrize(
+    ("seeds", "error", "words"),
+    [
+        (("01",), TypeError, r"seeds\[0\] must be an integer .* got '01' \(str\)"),
+        ((0, 1.5), TypeError, r"seeds\[1\] must be an integer .* got 1.5 \(float\)"),
+        ((True,), TypeError, r"seeds\[0\] must be an integer"),
+        ((-1,), ValueError, r"seeds\[0\] must be >= 0 and <= 4294967295, got -1"),
+        ((2**32,), ValueError, r"seeds\[0\] must be >= 0 and <= 4294967295, got 4294967296"),
+        (3, TypeError, r"seeds must be a sequence of integers, e.g. \(0, 1, 2\), got 3"),
+        ("012", TypeError, r"seeds must be a sequence of integers"),
+    ],
+)
+def test_seeds_are_refused_not_coerced(seeds, error, words):
+    # Before: int() coerced "01" to 1 and 1.5 to 1; key(2**32) is key(0), key(-1) key(2**32-1).
+    with pytest.raises(error, match=rf"^fit: {words}"):
+        sg.fit(sg.gcn(4, 2), _tiny_node_data(), TrainConfig(epochs=1), seeds=seeds)
+
+
+def test_numpy_integer_seeds_are_seeds():
+    result = sg.fit(sg.gcn(4, 2), _tiny_node_data(), TrainConfig(epochs=1), seeds=np.arange(2))
+    assert result.seeds == (0, 1)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda g: sg.gcn_norm(g, self_loops="no"),
+        lambda g: sg.degree(g, weighted="no"),
+        lambda g: sg.gcn(4, 2, residual="no"),
+        lambda g: sg.sage(4, 2, normalize=1),
+        lambda g: sg.create_model("gcn", 4, 2, hidden=4, layers=2, dropout=0.0, residual="no"),
+    ],
+)
+def test_flags_must_be_bools(call):
+    # Before: a string was truthy, so self_loops="no" added self loops.
+    graph = sg.Graph(np.array([0, 1]), np.array([1, 0]), None, 3)
+    with pytest.raises(TypeError, match=r"must be True or False, got"):
+        call(graph)
+
+
+def test_hetero_weights_must_be_real():
+    # Before: complex weights lost their imaginary part with a ComplexWarning.
+    with pytest.raises(
+        ValueError, match=r"relation .* weights must be real numbers, got dtype complex"
+    ):
+        sg.HeteroGraph(
+            {"a": 2, "b": 2},
+            {("a", "to", "b"): (np.array([0, 1]), np.array([1, 0]), np.array([1 + 2j, 1]))},
+        )
+
+
+@pytest.mark.parametrize("layout", ["csr", "ell"])
+def test_packed_products_refuse_a_scalar_weight_as_the_others_do(layout):
+    # Before: IndexError "tuple index out of range" from the packed product.
+    view = sg.as_layout(sg.Graph(np.array([0, 1]), np.array([1, 0]), None, 3), layout)
+    with pytest.raises(
+        ValueError, match=r"edge_weight must have shape \(2,\) or \(2, H\), got \(\)"
+    ):
+        view.product(np.ones((3, 2), np.float32), 2.0)
+
+
+def test_bipartite_row_counts_name_its_sides():
+    from sparsegcn.views import Bipartite
+
+    view = Bipartite(np.array([0, 1], np.int32), np.array([0, 0], np.int32), num_src=3, num_dst=1)
+    with pytest.raises(ValueError, match=r"x_src has 2 rows but the graph has num_src=3"):
+        view.product(np.ones((2, 4), np.float32))

@@ -31,6 +31,7 @@ from sparsegcn.backends.csr import CsrLayout, build_csr, check_csr_kernel, csr_m
 from sparsegcn.backends.ell import DEFAULT_WIDTHS, EllLayout, build_ell, ell_matmul
 from sparsegcn.graph import GRAPH_CHILDREN, Graph
 from sparsegcn.transforms import gcn_norm, gcn_norm_factors
+from sparsegcn.views import check_edge_weight
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -355,19 +356,10 @@ def packed_weighted_matmul(
       ``[N, F]`` or ``[N, H, F]`` in ``x``'s dtype.
     """
     check_csr_kernel(csr_kernel)
+    check_edge_weight(edge_weight, graph.num_edges, x.shape)
     w = jnp.asarray(edge_weight).astype(x.dtype)
-    if w.shape[0] != graph.num_edges or w.ndim not in (1, 2):
-        raise ValueError(
-            f"edge_weight must have shape ({graph.num_edges},) or ({graph.num_edges}, H), "
-            f"got {w.shape}"
-        )
     n = graph.num_nodes
     if w.ndim == 2:
-        if x.ndim < 2 or x.shape[1] != w.shape[1]:
-            raise ValueError(
-                f"per-head edge_weight {w.shape} needs x of shape [N, {w.shape[1]}, ...], "
-                f"got {x.shape}"
-            )
         heads = jax.vmap(
             lambda wh, xh: packed_weighted_matmul(graph, xh, wh, csr_kernel=csr_kernel), (1, 1), 1
         )

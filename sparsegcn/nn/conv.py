@@ -102,7 +102,7 @@ def gcn_propagate(
     if projected is None:
         projected = z.shape[-1] == params["w"].shape[1]
     if not projected:  # (Â X) W
-        h = h @ params["w"]
+        h = matmul(h, params["w"])
     return h + params["b"][None, :] if "b" in params else h
 
 

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from sparsegcn._checks import check_flag
 from sparsegcn.backends import native
 from sparsegcn.nn.initializers import linear_params
 from sparsegcn.nn.model import Model
@@ -294,6 +295,7 @@ def graph_autoencoder(
       ValueError: an unknown decoder or reconstruction, or ``recon="full"``
         with the ``hadamard`` decoder.
     """
+    check_flag("variational", variational)
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {list(DECODERS)}, got {decoder!r}")
     if recon not in RECONSTRUCTIONS:

@@ -257,7 +257,12 @@ def gat(
       ICLR 2022. https://arxiv.org/abs/2105.14491
     """
     check_model_settings(
-        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+        hidden,
+        num_layers,
+        dropout_rate,
+        in_features=in_features,
+        num_classes=num_classes,
+        flags={"v2": v2},
     )
     for name, value in (("heads", heads), ("output_heads", output_heads)):
         _checks.check_static_int(name, value, minimum=1)

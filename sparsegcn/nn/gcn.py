@@ -61,7 +61,12 @@ def gcn(
       Convolutional Networks*, ICLR 2017. https://arxiv.org/abs/1609.02907
     """
     check_model_settings(
-        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+        hidden,
+        num_layers,
+        dropout_rate,
+        in_features=in_features,
+        num_classes=num_classes,
+        flags={"residual": residual},
     )
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
     resolved = None if backend is None else get_backend(backend)

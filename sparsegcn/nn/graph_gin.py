@@ -115,7 +115,12 @@ def graph_gin(
       ``apply(params, stats, batch) -> ([G_b, C], stats)``.
     """
     check_model_settings(
-        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+        hidden,
+        num_layers,
+        dropout_rate,
+        in_features=in_features,
+        num_classes=num_classes,
+        flags={"learn_eps": learn_eps, "virtual_node": virtual_node},
     )
     if num_layers < 2:
         raise ValueError(f"num_layers counts the input and must be >= 2, got {num_layers}")

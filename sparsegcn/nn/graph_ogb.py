@@ -210,7 +210,12 @@ def graph_ogb(
       ``apply(params, stats, batch) -> ([G_b, C], stats)``.
     """
     check_model_settings(
-        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+        hidden,
+        num_layers,
+        dropout_rate,
+        in_features=in_features,
+        num_classes=num_classes,
+        flags={"learn_eps": learn_eps, "virtual_node": virtual_node},
     )
     check_graph_readout(readout_reduce, set2set_steps)
     in_features = _checks.check_static_int("in_features", in_features, minimum=1)

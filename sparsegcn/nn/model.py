@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from sparsegcn._checks import check_hyperparameters
+from sparsegcn._checks import check_flag, check_hyperparameters
 from sparsegcn.nn.initializers import linear_params
 
 Params = Any  # a pytree of jax.Array
@@ -54,12 +54,16 @@ def check_model_settings(
     *,
     in_features: int | None = None,
     num_classes: int | None = None,
+    flags: dict | None = None,
 ) -> None:
     """Every builder's shared settings, through the table the CLI and trainers use
     (:data:`sparsegcn._checks.HYPERPARAMETERS`): refused with the value named, before
     anything is built (``in_features`` and ``num_classes``, where a builder passes
     them, too: ``gcn(-1, 2)`` failed only in ``init``, ``gcn(4, 0)`` gave ``[N, 0]``
-    logits)."""
+    logits); ``flags``, ``{name: value}`` of the builder's on/off settings, must be
+    bools (a string such as ``"no"`` would switch them on)."""
+    for name, value in (flags or {}).items():
+        check_flag(name, value)
     widths = {"in_features": in_features, "num_classes": num_classes}
     check_hyperparameters(
         {**{k: v for k, v in widths.items() if v is not None}, "hidden": hidden,

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, cast
 
 from sparsegcn import transforms
-from sparsegcn._checks import HYPERPARAMETERS, Bound, check_bound
+from sparsegcn._checks import HYPERPARAMETERS, Bound, check_bound, check_flag
 from sparsegcn.graph import Graph
 from sparsegcn.nn.appnp import appnp
 from sparsegcn.nn.gae import DECODERS, ENCODERS, NEGATIVES, RECONSTRUCTIONS, graph_autoencoder
@@ -464,6 +464,8 @@ def create_model(
     spec = get_model_spec(name)
     for label, value in (("in_features", in_features), ("num_classes", num_classes)):
         check_bound(label, value, HYPERPARAMETERS[label])
+    for label, value in (("residual", residual), ("precomputed", precomputed)):
+        check_flag(label, value)
     resolved = spec.resolve_options(name, options)
     kwargs = {spec.options[k].keyword or k: v for k, v in resolved.items()}
     if residual and not spec.residual:

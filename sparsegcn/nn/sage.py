@@ -100,7 +100,7 @@ def sage_propagate(
             graph, graph.sources(z[:, 1]), aggregate=aggregator, edge_weight=unweighted
         )
     else:
-        root = graph.targets(z) @ params["w_root"]
+        root = matmul(graph.targets(z), params["w_root"])
         agg = message_passing(graph, graph.sources(z), aggregate=aggregator, edge_weight=unweighted)
         neigh = agg @ params["w_neigh"]
     h = root + neigh + params["b"][None, :]
@@ -214,7 +214,12 @@ def sage(
       Graphs*, NeurIPS 2017. https://arxiv.org/abs/1706.02216
     """
     check_model_settings(
-        hidden, num_layers, dropout_rate, in_features=in_features, num_classes=num_classes
+        hidden,
+        num_layers,
+        dropout_rate,
+        in_features=in_features,
+        num_classes=num_classes,
+        flags={"normalize": normalize, "residual": residual},
     )
     sizes = layer_sizes(in_features, hidden, num_classes, num_layers)
     if not 0.0 <= dropout_rate < 1.0:

@@ -121,6 +121,7 @@ def sgc(
         raise ValueError(f"sgc has no hidden layer; hidden must be None, got {hidden}")
     if num_layers != 1:
         raise ValueError(f"sgc is one linear layer; num_layers must be 1, got {num_layers}")
+    _checks.check_flag("precomputed", precomputed)
     _checks.check_static_int("hops", hops, minimum=1)
     if not 0.0 <= dropout_rate < 1.0:
         raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate}")

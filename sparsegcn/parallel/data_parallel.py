@@ -54,6 +54,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from sparsegcn._checks import check_config
 from sparsegcn.features import SparseFeatures
 from sparsegcn.nn.model import Model
 from sparsegcn.parallel.feature_shard import shard_feature_rows, sharded_features_model
@@ -271,7 +272,7 @@ def fit_data_parallel(
       DivergenceError: a seed's loss or gradient became non-finite.
     """
     mesh = as_mesh(devices)
-    minibatch = MinibatchConfig() if minibatch is None else minibatch
+    minibatch = check_config("fit_data_parallel", minibatch, MinibatchConfig, name="minibatch")
     if not isinstance(data, MinibatchData):
         raise TypeError(
             f"fit_data_parallel expects MinibatchData (see minibatch_data), got "

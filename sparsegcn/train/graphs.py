@@ -1077,9 +1077,8 @@ def fit_graphs(
     Returns:
       A :class:`GraphFitResult`.
     """
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("seeds must name at least one seed")
+    config = _checks.check_config("fit_graphs", config, GraphTrainConfig, optional=False)
+    seeds = _checks.check_seeds("fit_graphs", seeds)
     metric = dataset.metric
     if metric not in METRICS:
         raise ValueError(f"{dataset.name}: metric must be one of {list(METRICS)}, got {metric!r}")

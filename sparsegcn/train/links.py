@@ -66,6 +66,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from sparsegcn._checks import check_seeds
 from sparsegcn.metrics import hits_at_k, mrr, ranking_auc_ap
 from sparsegcn.nn.gae import (
     LinkModel,
@@ -709,10 +710,11 @@ def _drive(
     )
 
 
-def check_link_config(config: LinkTrainConfig, model: LinkModel) -> None:
+def check_link_config(config: LinkTrainConfig, model: LinkModel, caller: str = "fit_links") -> None:
     """Refuses settings the trainer cannot run, before tracing."""
-    from sparsegcn._checks import check_static_int
+    from sparsegcn._checks import check_config, check_static_int
 
+    check_config(caller, config, LinkTrainConfig, optional=False)
     check_static_int("epochs", config.epochs, minimum=1)
     if config.epochs_per_call is not None:
         check_static_int("epochs_per_call", config.epochs_per_call, minimum=1)
@@ -760,7 +762,7 @@ def fit_links(
     check_link_config(config, model)
     mesh = link_mesh(devices)
     start = time.perf_counter()
-    seeds = tuple(int(s) for s in seeds)
+    seeds = check_seeds("fit_links", seeds)
     keys = seed_keys(seeds)
     init_keys, train_keys = jax.vmap(lambda k: jax.random.split(k))(keys).swapaxes(0, 1)
     params = jax.vmap(model.init)(init_keys)
@@ -1151,7 +1153,7 @@ def fit_links_sampled(
     """
     from sparsegcn.sampling.neighbor import check_fanouts
 
-    check_link_config(config, model)
+    check_link_config(config, model, "fit_links_sampled")
     fanouts = check_fanouts(fanouts)
     from sparsegcn._checks import check_static_int
 
@@ -1166,7 +1168,7 @@ def fit_links_sampled(
         raise ValueError(f"caps={caps!r} applies to sampler='dedup' only")
     mesh = link_mesh(devices)
     start = time.perf_counter()
-    seeds = tuple(int(s) for s in seeds)
+    seeds = check_seeds("fit_links_sampled", seeds)
     keys = seed_keys(seeds)
     init_keys, train_keys = jax.vmap(lambda k: jax.random.split(k))(keys).swapaxes(0, 1)
     params = jax.vmap(model.init)(init_keys)

@@ -24,6 +24,7 @@ import jax
 import numpy as np
 import optax
 
+from sparsegcn._checks import check_config, check_seeds
 from sparsegcn.nn.model import Model
 from sparsegcn.train.guard import raise_if_diverged, raise_if_loss_grew, raise_if_not_finite
 from sparsegcn.train.optim import make_optimizer
@@ -178,10 +179,8 @@ def run_training(
     """
     start = time.perf_counter()
     check_node_data(trainer.name, model, data)
-    config = TrainConfig() if config is None else config
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError(f"{trainer.name} needs at least one seed")
+    config = check_config(trainer.name, config, TrainConfig)
+    seeds = check_seeds(trainer.name, seeds)
     check_masks(data, trainer.name)
     tx = make_optimizer(config)
     state = start_state(model, tx, config, seeds, state, history)

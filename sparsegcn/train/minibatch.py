@@ -563,7 +563,7 @@ def fit_minibatch(
       ValueError: no seeds, or a state or history that does not match them.
       DivergenceError: a seed's loss or gradient became non-finite.
     """
-    minibatch = MinibatchConfig() if minibatch is None else minibatch
+    minibatch = _checks.check_config("fit_minibatch", minibatch, MinibatchConfig, name="minibatch")
     if not isinstance(data, MinibatchData):
         raise TypeError(
             f"fit_minibatch expects MinibatchData (see minibatch_data), got {type(data).__name__}"

@@ -201,6 +201,24 @@ def _check_rows(caller: str, data) -> None:
             )
 
 
+def _check_width(caller: str, model, in_features, features) -> None:
+    """Refuses features whose width is not the model's ``in_features`` (a
+    ``[N, F]`` product with an ``[F', H]`` weight fails deep inside XLA)."""
+    shape = getattr(features, "shape", None)
+    if shape is None:
+        shape = np.shape(features)
+    if len(shape) != 2:
+        raise ValueError(
+            f"{caller}: data.features must be [N, F] (nodes x features), got shape {tuple(shape)}"
+        )
+    if isinstance(in_features, int) and shape[1] != in_features:
+        raise ValueError(
+            f"{caller}: data.features has {shape[1]} columns (shape {tuple(shape)}) but model "
+            f"{model.name!r} was built with in_features={in_features}; build it with "
+            f"in_features={shape[1]}"
+        )
+
+
 def check_node_data(caller: str, model, data) -> None:
     """Refuses a model or data a trainer cannot use, before anything is compiled.
 
@@ -217,7 +235,9 @@ def check_node_data(caller: str, model, data) -> None:
       ValueError: a labelled node's class is outside ``[0, num_classes)`` of
         the model (a 3-class model on 7-class labels), naming both; labels or
         a mask without one row per node of ``data.graph``.
-      TypeError: also a mask that is not bool.
+      TypeError: also a mask that is not bool, or labels that are not integers.
+      ValueError: also features that are not ``[N, F]``, or whose ``F`` is not
+        the model's ``in_features``.
     """
     if not isinstance(model, Model):
         raise TypeError(
@@ -234,10 +254,16 @@ def check_node_data(caller: str, model, data) -> None:
             f"{type(data).__name__} {_shown(data)}, which lacks {', '.join(missing)}{hint}"
         )
     _check_rows(caller, data)
-    num_classes = (
-        (model.config or {}).get("num_classes") if isinstance(model.config, dict) else None
-    )
+    settings = model.config if isinstance(model.config, dict) else {}
+    _check_width(caller, model, settings.get("in_features"), data.features)
+    num_classes = settings.get("num_classes")
     labels = data.labels
+    dtype = np.dtype(getattr(labels, "dtype", None) or np.asarray(labels).dtype)
+    if dtype == np.bool_ or not np.issubdtype(dtype, np.integer):
+        raise TypeError(
+            f"{caller}: data.labels has dtype {dtype}; labels must be integers (a class "
+            "per node, or 1, 0 and -1 per task), e.g. labels.astype(np.int32)"
+        )
     if num_classes is None or not getattr(labels, "is_fully_addressable", True):
         return
     if isinstance(labels, jax.core.Tracer):

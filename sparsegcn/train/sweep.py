@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sparsegcn._checks import check_hyperparameter
+from sparsegcn._checks import check_hyperparameter, check_seeds
 from sparsegcn.nn.model import Model
 from sparsegcn.train.fullbatch import fit
 from sparsegcn.train.guard import DivergenceError
@@ -209,7 +209,7 @@ def fit_sweep(
             value = point.get(name, defaults[name])
             check_hyperparameter(name, value, label=f"points[{position}][{name!r}]")
             columns[name].append(float(value))
-    seeds = tuple(int(s) for s in seeds)
+    seeds = check_seeds("fit_sweep", seeds)
     k, p = len(seeds), len(points)
     tx = make_optimizer(config)
 

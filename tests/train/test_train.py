@@ -137,7 +137,7 @@ def test_every_trainer_refuses_no_seeds_by_its_name(data, name):
     model = sg.sage(8, 2) if "minibatch" in name or "data_parallel" in name else sg.gcn(8, 2)
     if model.name == "sage":
         data = sg.minibatch_data(data)
-    with pytest.raises(ValueError, match=f"^{name} needs at least one seed$"):
+    with pytest.raises(ValueError, match=f"^{name} needs at least one seed"):
         getattr(sg, name)(model, data, TrainConfig(epochs=1), seeds=[])
 
 
