@@ -336,3 +336,73 @@ def check_flag(name: str, value) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+
+
+def check_real_values(name: str, values: np.ndarray) -> None:
+    """Raises unless ``values`` are finite real numbers that fit :data:`COMPUTE_DTYPE`.
+
+    Refuses complex, bool, string and object dtypes (a cast to float32 would drop an
+    imaginary part, or fail deep inside), NaN and infinities (naming the first), and
+    values past float32's range (``1e300`` is finite in float64 and ``inf`` after the
+    cast training makes).
+    """
+    dtype = values.dtype
+    if dtype == np.bool_ or not (
+        np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)
+    ):
+        raise ValueError(f"{name} must be real numbers, got dtype {dtype}")
+    check_finite(name, values)
+    if values.size == 0 or not np.issubdtype(dtype, np.floating):
+        return
+    if np.finfo(dtype).max <= np.finfo(COMPUTE_DTYPE).max:
+        return
+    limit = np.finfo(COMPUTE_DTYPE).max
+    past = np.abs(values) > limit
+    if past.any():
+        pos = np.unravel_index(int(np.flatnonzero(past.ravel())[0]), values.shape)
+        where = ", ".join(str(int(i)) for i in pos)
+        raise ValueError(
+            f"{name}[{where}] = {values[pos]} is past the range of "
+            f"{np.dtype(COMPUTE_DTYPE).name} (|x| <= {limit:.4g}), the dtype training computes in"
+        )
+
+
+def check_key(name: str, key):
+    """Returns ``key`` if it is one JAX PRNG key, else raises naming ``name``.
+
+    Accepted: a typed key (``jax.random.key(seed)``, shape ``()``) or a
+    legacy raw key (``jax.random.PRNGKey(seed)``: ``uint32[2]`` for the
+    default threefry implementation; the configured implementation's shape).
+    A traced key (inside ``jit``, ``grad`` or ``vmap``) is checked by its
+    shape and dtype, which are static; its value is never read.
+
+    Raises:
+      TypeError: ``key`` is not an array (an int seed, ``None``), or its
+        dtype is neither a key's nor uint32 (float or int32 data).
+      ValueError: a batch of typed keys, or uint32 data of another shape
+        than a raw key's.
+    """
+    expected = "jax.random.key(seed), or a legacy jax.random.PRNGKey(seed)"
+    dtype, shape = getattr(key, "dtype", None), getattr(key, "shape", None)
+    if dtype is None or shape is None:
+        raise TypeError(
+            f"{name} must be a PRNG key ({expected}), got {key!r} ({type(key).__name__})"
+        )
+    shape = tuple(shape)
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        if shape == ():
+            return key
+        raise ValueError(
+            f"{name} must be a PRNG key ({expected}), got a batch of "
+            f"{int(np.prod(shape))} keys (shape {shape}); pass one key"
+        )
+    text = f"{np.dtype(dtype).name}{list(shape)}"
+    if np.dtype(dtype) != np.uint32:
+        raise TypeError(f"{name} must be a PRNG key ({expected}), got an array of {text}")
+    raw = tuple(jax.eval_shape(jax.random.PRNGKey, 0).shape)
+    if shape != raw:
+        raise ValueError(
+            f"{name} must be a PRNG key ({expected}), got an array of {text}; a raw key is "
+            f"uint32{list(raw)}"
+        )
+    return key

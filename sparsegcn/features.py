@@ -80,6 +80,8 @@ class SparseFeatures:
     layout: FeatureLayout | None = None
 
     def __post_init__(self):
+        if not isinstance(self.shape, (tuple, list)) or len(self.shape) != 2:
+            raise ValueError(f"shape must be (N, F), two sizes, got {self.shape!r}")
         n, f = (_checks.check_static_int(f"shape[{i}]", d) for i, d in enumerate(self.shape))
         object.__setattr__(self, "shape", (n, f))
         if _checks.is_traced(self.rows, self.cols, self.values):
@@ -95,7 +97,7 @@ class SparseFeatures:
             )
         if rows.size > 1 and (np.diff(rows.astype(np.int64)) < 0).any():
             raise ValueError("features.rows must be non-decreasing (CSR order); use from_scipy")
-        _checks.check_finite("features.values", values)
+        _checks.check_real_values("features.values", values)
         convert = jnp.asarray if isinstance(self.values, jax.Array) else np.asarray
         object.__setattr__(self, "rows", convert(rows.astype(np.int32, copy=False)))
         object.__setattr__(self, "cols", convert(cols.astype(np.int32, copy=False)))
@@ -120,7 +122,18 @@ class SparseFeatures:
 
     @classmethod
     def from_scipy(cls, matrix) -> SparseFeatures:
-        """From any scipy sparse matrix; explicit zeros are dropped, duplicates summed."""
+        """From any scipy sparse matrix; explicit zeros are dropped, duplicates summed.
+
+        Raises:
+          ValueError: ``matrix`` is not 2-D, or holds values that are not finite real
+            numbers within float32's range, naming the first.
+        """
+        if not sp.issparse(matrix):
+            matrix = _checks.as_host("matrix", matrix)
+        if len(matrix.shape) != 2:
+            raise ValueError(f"features must be [N, F], got shape {tuple(matrix.shape)}")
+        coo = sp.coo_array(matrix)
+        _checks.check_real_values("features.values", coo.data)
         csr = sp.csr_array(matrix, dtype=np.float32)
         csr.sum_duplicates()
         csr.eliminate_zeros()
@@ -225,9 +238,7 @@ def as_features(x, num_nodes: int | None = None) -> Features:
         host = _checks.as_host("features", x)
         if host.ndim != 2:
             raise ValueError(f"features must have 2 dimensions [N, F], got shape {host.shape}")
-        if not (np.issubdtype(host.dtype, np.floating) or np.issubdtype(host.dtype, np.integer)):
-            raise ValueError(f"features must be real numbers, got dtype {host.dtype}")
-        _checks.check_finite("features", host)
+        _checks.check_real_values("features", host)
         features = jnp.asarray(host, jnp.float32)
     if num_nodes is not None:
         _checks.check_num_rows("features", features.shape, num_nodes)
@@ -266,8 +277,17 @@ def row_normalize(x):
     entries has no meaningful sum, so it is refused.
 
     Raises:
-      ValueError: naming the first negative entry.
+      ValueError: naming the first negative, non-finite or non-real entry, or
+        features that are not ``[N, F]``.
     """
+    if not sp.issparse(x):
+        x = _checks.as_host("features", x)
+    if len(x.shape) != 2:
+        raise ValueError(f"features must be [N, F], got shape {tuple(x.shape)}")
+    if sp.issparse(x):
+        _checks.check_real_values("features.values", sp.coo_array(x).data)
+    else:
+        _checks.check_real_values("features", x)
     _check_non_negative(x)
     if sp.issparse(x):
         csr = sp.csr_array(x, dtype=np.float32)

@@ -17,6 +17,13 @@ official definition it names:
 
 Missing labels are a boolean mask (for OGB's NaN labels: ``~isnan(y)``).
 
+Bad input is refused on the host before anything is computed: shapes always
+(they are static, so under ``jit`` too), and NaN scores where the scores are
+concrete arrays (``ValueError`` naming the first; scikit-learn raises on NaN
+too). Inside a compiled program, where values cannot be checked, a NaN among
+the scores counted makes the metric NaN, never a perfect score. A NaN in a
+masked entry (padding, a missing label) counts for nothing, like the entry.
+
 References:
   Hu et al., *Open Graph Benchmark: Datasets for Machine Learning on
   Graphs*, NeurIPS 2020 (``ogb/graphproppred/evaluate.py``,
@@ -27,7 +34,54 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
+
+from sparsegcn._checks import is_traced
+
+
+def _refuse_nan(name: str, scores: jax.Array, valid: jax.Array | None = None) -> None:
+    """Raises naming the first NaN of ``scores`` where ``valid`` (broadcast from the
+    left: a row mask covers its row). Tracers, and arrays this process cannot read
+    whole, pass: the metric itself turns their NaN into a NaN result."""
+    arrays = (scores,) if valid is None else (scores, valid)
+    if is_traced(*arrays) or not all(getattr(a, "is_fully_addressable", True) for a in arrays):
+        return
+    bad = np.isnan(np.asarray(scores))
+    if valid is not None:
+        keep = np.asarray(valid)
+        bad &= keep.reshape(keep.shape + (1,) * (bad.ndim - keep.ndim))
+    if bad.any():
+        pos = np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape)
+        where = ", ".join(str(int(i)) for i in pos)
+        raise ValueError(
+            f"{name}[{where}] is NaN ({int(bad.sum())} NaN score(s) in all): a metric of "
+            f"NaN scores is undefined; check the model's outputs for divergence, or mask "
+            f"these entries out"
+        )
+
+
+def _bool_mask(name: str, mask: ArrayLike | None, shape: tuple, per: str = "score") -> jax.Array:
+    """``mask`` as a bool array of ``shape`` (``None``: all True); a mask of another
+    dtype (an int mask meets ``&`` bitwise) or shape (it would broadcast) is refused."""
+    if mask is None:
+        return jnp.ones(shape, bool)
+    valid = jnp.asarray(mask)
+    if valid.dtype != jnp.bool_:
+        raise TypeError(f"{name} must be a bool array, got {valid.dtype}")
+    if valid.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} (one entry per {per}), got {valid.shape}")
+    return valid
+
+
+def _scores_1d(name: str, scores: ArrayLike) -> jax.Array:
+    """``scores`` as float32 ``[n]``, ``n >= 1``; other ranks and empty arrays refused."""
+    out = jnp.asarray(scores, jnp.float32)
+    if out.ndim != 1:
+        raise ValueError(f"{name} must be [P], got shape {out.shape}")
+    if out.shape[0] == 0:
+        raise ValueError(f"{name} must hold at least one score (P >= 1), got shape {out.shape}")
+    return out
 
 
 def _sorted_groups(scores: jax.Array, positive: jax.Array, valid: jax.Array):
@@ -59,7 +113,8 @@ def _column_roc_auc(scores: jax.Array, positive: jax.Array, valid: jax.Array) ->
     num_neg = jnp.sum(~positive & valid).astype(jnp.float32)
     rank_sum = jnp.sum(pos * mid_rank)
     auc = (rank_sum - 0.5 * num_pos * (num_pos + 1.0)) / (num_pos * num_neg)
-    return jnp.where((num_pos > 0) & (num_neg > 0), auc, jnp.nan)
+    defined = (num_pos > 0) & (num_neg > 0) & ~jnp.any(jnp.isnan(scores) & valid)
+    return jnp.where(defined, auc, jnp.nan)
 
 
 def _column_average_precision(
@@ -76,6 +131,7 @@ def _column_average_precision(
     precision = true_kept / jnp.maximum(kept, 1.0)
     ap = jnp.sum(pos * precision) / num_pos
     defined = (num_pos > 0) & (jnp.sum(~positive & valid) > 0)
+    defined &= ~jnp.any(jnp.isnan(scores) & valid)
     return jnp.where(defined, ap, jnp.nan)
 
 
@@ -94,6 +150,7 @@ def _per_task(fn, scores: ArrayLike, labels: ArrayLike, mask: ArrayLike | None) 
         valid = jnp.asarray(mask, bool)
         if valid.shape != scores.shape:
             raise ValueError(f"mask must have shape {scores.shape}, got {valid.shape}")
+    _refuse_nan("scores", scores, valid)
     positive = labels > 0.5
     if scores.ndim == 1:
         return fn(scores, positive, valid)
@@ -118,7 +175,12 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, mask: ArrayLike | None = None)
 
     Returns:
       float32 ``[]`` or ``[T]``; NaN for a task without both a positive and
-      a negative unmasked label.
+      a negative unmasked label, and under ``jit`` for a task with a NaN
+      unmasked score.
+
+    Raises:
+      ValueError: a shape mismatch; a NaN unmasked score of concrete ``scores``
+        (scikit-learn raises on NaN too).
     """
     return _per_task(_column_roc_auc, scores, labels, mask)
 
@@ -142,7 +204,11 @@ def average_precision(
 
     Returns:
       float32 ``[]`` or ``[T]``; NaN where a task lacks a positive or a negative
-      (``ogb`` skips such tasks).
+      (``ogb`` skips such tasks), and under ``jit`` for a task with a NaN
+      unmasked score.
+
+    Raises:
+      ValueError: as :func:`roc_auc`.
     """
     return _per_task(_column_average_precision, scores, labels, mask)
 
@@ -172,10 +238,23 @@ def ranking_auc_ap(
       negative_scores: any shape, ``Q >= 1`` entries (flattened).
 
     Returns:
-      float32 ``([], [])``.
+      float32 ``([], [])``; both NaN under ``jit`` when a score is NaN.
+
+    Raises:
+      ValueError: ``P == 0`` or ``Q == 0``; a NaN among concrete scores.
     """
-    pos = jnp.asarray(positive_scores, jnp.float32).reshape(-1)
-    neg = jnp.sort(jnp.asarray(negative_scores, jnp.float32).reshape(-1))
+    pos = jnp.asarray(positive_scores, jnp.float32)
+    neg = jnp.asarray(negative_scores, jnp.float32)
+    for name, scores, side in (("positive", pos, "P"), ("negative", neg, "Q")):
+        if scores.size == 0:
+            raise ValueError(
+                f"{name}_scores must hold at least one score ({side} >= 1), "
+                f"got shape {scores.shape}"
+            )
+        _refuse_nan(f"{name}_scores", scores)
+    pos, neg = pos.reshape(-1), neg.reshape(-1)
+    undefined = jnp.any(jnp.isnan(pos)) | jnp.any(jnp.isnan(neg))
+    neg = jnp.sort(neg)
     ranked = jnp.sort(pos)
     below = jnp.searchsorted(neg, pos, side="left").astype(jnp.float32)
     at_most = jnp.searchsorted(neg, pos, side="right").astype(jnp.float32)
@@ -184,7 +263,7 @@ def ranking_auc_ap(
     true_kept = num_pos - jnp.searchsorted(ranked, pos, side="left").astype(jnp.float32)
     false_kept = num_neg - below
     ap = jnp.mean(true_kept / (true_kept + false_kept))
-    return auc, ap
+    return jnp.where(undefined, jnp.nan, auc), jnp.where(undefined, jnp.nan, ap)
 
 
 def mean_over_tasks(values: ArrayLike) -> jax.Array:
@@ -217,30 +296,46 @@ def hits_at_k(
     the value is 1, as in ``ogb``.
 
     Args:
-      positive_scores: ``[P]``.
-      negative_scores: ``[Q]`` (shared by every positive).
-      k: static ``K >= 1``.
+      positive_scores: ``[P]``, ``P >= 1``.
+      negative_scores: ``[Q]`` (shared by every positive; per-positive
+        negatives ``[P, K]`` are :func:`mrr`'s).
+      k: static ``K >= 1`` (a Python or NumPy int).
       positive_mask, negative_mask: bool ``[P]``, ``[Q]``: the real entries
         of padded arrays (``None``: all).
 
     Returns:
-      float32 ``[]``.
+      float32 ``[]``; NaN when every positive is masked (``ogb`` divides by
+      zero), and under ``jit`` when an unmasked score is NaN.
+
+    Raises:
+      ValueError: ``k``, a shape, or a NaN unmasked concrete score.
+      TypeError: a mask that is not bool.
     """
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an int >= 1, got {k!r}")
-    pos = jnp.asarray(positive_scores, jnp.float32)
+    k = int(k)
+    pos = _scores_1d("positive_scores", positive_scores)
     neg = jnp.asarray(negative_scores, jnp.float32)
-    pmask = jnp.ones(pos.shape, bool) if positive_mask is None else jnp.asarray(positive_mask)
-    nmask = jnp.ones(neg.shape, bool) if negative_mask is None else jnp.asarray(negative_mask)
-    masked = jnp.where(nmask, neg, -jnp.inf)
+    if neg.ndim != 1:
+        raise ValueError(
+            f"negative_scores must be [Q] (shared by every positive; mrr ranks each "
+            f"positive among its own [P, K]), got shape {neg.shape}"
+        )
+    pmask = _bool_mask("positive_mask", positive_mask, pos.shape)
+    nmask = _bool_mask("negative_mask", negative_mask, neg.shape)
+    _refuse_nan("positive_scores", pos, pmask)
+    _refuse_nan("negative_scores", neg, nmask)
+    count = jnp.sum(pmask)
+    undefined = (count == 0) | jnp.any(jnp.isnan(pos) & pmask) | jnp.any(jnp.isnan(neg) & nmask)
     width = min(k, neg.shape[0])
     if width == 0:
-        return jnp.float32(1.0)
+        return jnp.where(undefined, jnp.nan, jnp.float32(1.0))
+    masked = jnp.where(nmask, neg, -jnp.inf)
     kth = jax.lax.top_k(masked, width)[0][-1]
     enough = jnp.sum(nmask) >= k
     hits = jnp.sum((pos > kth) & pmask).astype(jnp.float32)
-    hits = hits / jnp.maximum(jnp.sum(pmask), 1).astype(jnp.float32)
-    return jnp.where(enough, hits, jnp.float32(1.0))
+    hits = hits / jnp.maximum(count, 1).astype(jnp.float32)
+    return jnp.where(undefined, jnp.nan, jnp.where(enough, hits, jnp.float32(1.0)))
 
 
 def mrr(
@@ -257,25 +352,36 @@ def mrr(
         \\qquad \\mathrm{MRR} = \\frac{1}{|P|} \\sum_i \\frac{1}{r_i}
 
     Args:
-      positive_scores: ``[P]``.
+      positive_scores: ``[P]``, ``P >= 1``.
       negative_scores: ``[P, K]``, row ``i`` the negatives of positive ``i``.
       mask: bool ``[P]``, the real rows (``None``: all).
 
     Returns:
-      float32 ``[]``.
+      float32 ``[]``; NaN when every row is masked (``ogb``'s mean of no
+      ranks), and under ``jit`` when an unmasked row holds a NaN score
+      (``ogb`` would rank a NaN positive first).
+
+    Raises:
+      ValueError: a shape, or a NaN in an unmasked row of concrete scores.
+      TypeError: a mask that is not bool.
     """
-    pos = jnp.asarray(positive_scores, jnp.float32)
+    pos = _scores_1d("positive_scores", positive_scores)
     neg = jnp.asarray(negative_scores, jnp.float32)
     if neg.ndim != 2 or neg.shape[0] != pos.shape[0]:
         raise ValueError(
             f"negative_scores must be [P, K] with P={pos.shape[0]}, got shape {neg.shape}"
         )
+    valid = _bool_mask("mask", mask, pos.shape, per="row")
+    _refuse_nan("positive_scores", pos, valid)
+    _refuse_nan("negative_scores", neg, valid)
     optimistic = jnp.sum(neg >= pos[:, None], axis=1)
     pessimistic = jnp.sum(neg > pos[:, None], axis=1)
     reciprocal = 1.0 / (0.5 * (optimistic + pessimistic).astype(jnp.float32) + 1.0)
-    valid = jnp.ones(pos.shape, bool) if mask is None else jnp.asarray(mask, bool)
-    count = jnp.maximum(jnp.sum(valid), 1).astype(jnp.float32)
-    return jnp.sum(jnp.where(valid, reciprocal, 0.0)) / count
+    unranked = jnp.isnan(pos) | jnp.any(jnp.isnan(neg), axis=1)
+    reciprocal = jnp.where(unranked, jnp.nan, reciprocal)
+    count = jnp.sum(valid)
+    total = jnp.sum(jnp.where(valid, reciprocal, 0.0))
+    return jnp.where(count > 0, total / jnp.maximum(count, 1).astype(jnp.float32), jnp.nan)
 
 
 def check_tasks_defined(labels, rows, where: str) -> None:

@@ -153,6 +153,153 @@ def test_hits_and_mrr_equal_ogb_evaluator():
     assert float(jax.jit(mrr)(pos, negs)) == pytest.approx(want, rel=1e-6)
 
 
+# -- bad input: refused on the host, NaN (never a perfect score) under jit ----------
+
+_POS = np.array([0.9, 0.5], np.float32)
+_SHARED = np.array([0.1, 0.6, 0.3], np.float32)  # Hits@1: 0.9 beats 0.6, 0.5 does not
+_ROWS = np.array([[0.1, 0.6, 0.3], [0.2, 0.2, 0.9]], np.float32)  # MRR ranks 1 and 2
+
+
+def test_mrr_refuses_a_column_of_positives_and_masks_that_are_not_bool_of_length_p():
+    # Before: [P, 1] positives broadcast against [P, K] negatives (MRR 2.33 for 0.75), a
+    # mask of one entry broadcast over every row, and an int mask was cast to bool.
+    assert float(mrr(_POS, _ROWS)) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match=r"^positive_scores must be \[P\], got shape \(2, 1\)"):
+        mrr(_POS[:, None], _ROWS)
+    with pytest.raises(ValueError, match=r"^mask must have shape \(2,\) .*, got \(1,\)"):
+        mrr(_POS, _ROWS, mask=np.array([False]))
+    with pytest.raises(TypeError, match=r"^mask must be a bool array, got int"):
+        mrr(_POS, _ROWS, mask=np.array([0, 2]))
+    with pytest.raises(ValueError, match=r"^positive_scores must hold at least one score"):
+        mrr(np.zeros(0), np.zeros((0, 3)))
+    assert float(mrr(_POS, _ROWS, mask=np.array([False, True]))) == 0.5
+    # No row left: the mean of no ranks, NaN (ogb's mrr_list.mean()), not 0.
+    assert np.isnan(float(mrr(_POS, _ROWS, mask=np.zeros(2, bool))))
+
+
+def test_mrr_of_nan_scores_is_refused_or_nan_never_perfect():
+    # Before: NaN compares false, so a NaN positive, or a row of NaN negatives, ranked
+    # first: MRR 1.0 for all-NaN positives and for all-NaN negatives.
+    nan_pos = np.array([0.9, np.nan], np.float32)
+    nan_neg = _ROWS.copy()
+    nan_neg[0, 2] = np.nan
+    with pytest.raises(ValueError, match=r"^positive_scores\[1\] is NaN"):
+        mrr(nan_pos, _ROWS)
+    with pytest.raises(ValueError, match=r"^negative_scores\[0, 2\] is NaN"):
+        mrr(_POS, nan_neg)
+    # Inside a compiled program the values cannot be checked: the MRR is NaN.
+    assert np.isnan(float(jax.jit(mrr)(np.full(2, np.nan, np.float32), _ROWS)))
+    assert np.isnan(float(jax.jit(mrr)(_POS, np.full((2, 3), np.nan, np.float32))))
+    assert np.isnan(float(jax.jit(mrr)(_POS, nan_neg)))
+    # A masked row's NaN is padding: ignored.
+    only_first = np.array([True, False])
+    assert float(mrr(nan_pos, _ROWS, mask=only_first)) == 1.0
+    assert float(jax.jit(mrr)(nan_pos, _ROWS, only_first)) == 1.0
+
+
+def test_roc_auc_and_ap_refuse_nan_scores_as_sklearn_does_and_are_nan_under_jit():
+    # Before: NaN sorted above every score, so a NaN positive gave AUC 1.0 and all-NaN
+    # scores AUC 0.556, AP 0.589; scikit-learn raises on them.
+    labels = np.array([0, 1, 0, 1, 1, 0], np.float32)
+    scores = np.array([0.1, 0.9, 0.3, np.nan, 0.8, 0.4], np.float32)
+    with pytest.raises(ValueError, match="NaN"):
+        sklearn_metrics.roc_auc_score(labels, scores)
+    with pytest.raises(ValueError, match="NaN"):
+        sklearn_metrics.average_precision_score(labels, scores)
+    for fn in (roc_auc, average_precision):
+        with pytest.raises(ValueError, match=r"^scores\[3\] is NaN"):
+            fn(scores, labels)
+        assert np.isnan(float(jax.jit(fn)(scores, labels)))
+        assert np.isnan(float(jax.jit(fn)(np.full(6, np.nan, np.float32), labels)))
+    # A masked NaN is a missing entry: ignored, as scikit-learn on the rest.
+    kept = ~np.isnan(scores)
+    for fn, ref in (
+        (roc_auc, sklearn_metrics.roc_auc_score),
+        (average_precision, sklearn_metrics.average_precision_score),
+    ):
+        want = ref(labels[kept], scores[kept])
+        assert float(fn(scores, labels, kept)) == pytest.approx(want, rel=1e-6)
+        assert float(jax.jit(fn)(scores, labels, kept)) == pytest.approx(want, rel=1e-6)
+    # Per task: the task holding the NaN is NaN, the others are unchanged.
+    two = np.stack([scores, np.nan_to_num(scores)], axis=1)
+    both = np.stack([labels, labels], axis=1)
+    with pytest.raises(ValueError, match=r"^scores\[3, 0\] is NaN"):
+        roc_auc(two, both)
+    auc = np.asarray(jax.jit(roc_auc)(two, both))
+    want = sklearn_metrics.roc_auc_score(labels, np.nan_to_num(scores))
+    assert np.isnan(auc[0]) and auc[1] == pytest.approx(want, rel=1e-6)
+
+
+def test_ranking_auc_ap_refuses_an_empty_side_and_nan_scores():
+    # Before: no negatives gave AP 1.0 (AUC NaN); a NaN negative gave AUC 0.5, a NaN
+    # positive counted as the highest score.
+    with pytest.raises(ValueError, match=r"^negative_scores must hold at least one score"):
+        ranking_auc_ap(_POS, np.zeros(0, np.float32))
+    with pytest.raises(ValueError, match=r"^positive_scores must hold at least one score"):
+        ranking_auc_ap(np.zeros(0, np.float32), _SHARED)
+    with pytest.raises(ValueError, match=r"^negative_scores\[1, 0\] is NaN"):
+        ranking_auc_ap(_POS, np.array([[0.1], [np.nan]], np.float32))
+    with pytest.raises(ValueError, match=r"^positive_scores\[0\] is NaN"):
+        ranking_auc_ap(np.array([np.nan, 0.5], np.float32), _SHARED)
+    for pos, neg in (
+        (np.array([np.nan, 0.5], np.float32), _SHARED),
+        (_POS, np.array([0.1, np.nan, 0.3], np.float32)),
+    ):
+        auc, ap = jax.jit(ranking_auc_ap)(pos, neg)
+        assert np.isnan(float(auc)) and np.isnan(float(ap))
+
+
+def test_hits_at_k_refuses_masks_that_are_not_bool_or_not_one_per_score():
+    # Before: the int mask [2, 2] met `&` bitwise (2 & True == 0): Hits@1 0.0 for 0.5;
+    # a mask of one entry broadcast (1.0); a float mask or the wrong length raised raw
+    # JAX errors.
+    assert float(hits_at_k(_POS, _SHARED, 1, positive_mask=np.array([True, True]))) == 0.5
+    with pytest.raises(TypeError, match=r"^positive_mask must be a bool array, got int"):
+        hits_at_k(_POS, _SHARED, 1, positive_mask=np.array([2, 2]))
+    with pytest.raises(TypeError, match=r"^negative_mask must be a bool array, got float32"):
+        hits_at_k(_POS, _SHARED, 1, negative_mask=np.ones(3, np.float32))
+    with pytest.raises(ValueError, match=r"^positive_mask must have shape \(2,\) .*, got \(1,\)"):
+        hits_at_k(_POS, _SHARED, 1, positive_mask=np.array([True]))
+    with pytest.raises(ValueError, match=r"^negative_mask must have shape \(3,\) .*, got \(2,\)"):
+        hits_at_k(_POS, _SHARED, 1, negative_mask=np.array([True, False]))
+
+
+def test_hits_at_k_refuses_row_negatives_and_no_positives_is_nan():
+    # Before: [P, K] negatives were accepted (ogb's hits@K takes a shared [Q]), no
+    # positives gave 0.0, and k=np.int64(1) was refused.
+    with pytest.raises(ValueError, match=r"^negative_scores must be \[Q\].*got shape \(2, 3\)"):
+        hits_at_k(_POS, _ROWS, 1)
+    with pytest.raises(ValueError, match=r"^positive_scores must be \[P\], got shape \(2, 1\)"):
+        hits_at_k(_POS[:, None], _SHARED, 1)
+    with pytest.raises(ValueError, match=r"^positive_scores must hold at least one score"):
+        hits_at_k(np.zeros(0, np.float32), _SHARED, 1)
+    none = np.zeros(2, bool)
+    assert np.isnan(float(hits_at_k(_POS, _SHARED, 1, positive_mask=none)))
+    jitted = jax.jit(hits_at_k, static_argnums=2)
+    assert np.isnan(float(jitted(_POS, _SHARED, 1, positive_mask=none)))
+    assert np.isnan(float(jitted(_POS, _SHARED[:0], 1, positive_mask=none)))
+    assert float(hits_at_k(_POS, _SHARED, np.int64(1))) == 0.5
+
+
+def test_hits_at_k_of_nan_scores_is_refused_or_nan():
+    # Before: a NaN positive counted as a miss and a NaN negative as the K-th best
+    # negative (Hits 0.0), silently.
+    nan_pos = np.array([np.nan, 0.2], np.float32)
+    nan_neg = np.array([0.1, np.nan, 0.3], np.float32)
+    with pytest.raises(ValueError, match=r"^positive_scores\[0\] is NaN"):
+        hits_at_k(nan_pos, _SHARED, 1)
+    with pytest.raises(ValueError, match=r"^negative_scores\[1\] is NaN"):
+        hits_at_k(_POS, nan_neg, 1)
+    jitted = jax.jit(hits_at_k, static_argnums=2)
+    assert np.isnan(float(jitted(nan_pos, _SHARED, 1)))
+    assert np.isnan(float(jitted(_POS, nan_neg, 1)))
+    assert np.isnan(float(jitted(nan_pos, _SHARED, 5)))  # not 1.0: fewer negatives than K
+    # Masked NaNs are padding: ignored (0.2 does not beat the best real negative, 0.3).
+    pmask, nmask = ~np.isnan(nan_pos), ~np.isnan(nan_neg)
+    assert float(jitted(nan_pos, nan_neg, 1, positive_mask=pmask, negative_mask=nmask)) == 0.0
+    assert float(hits_at_k(_POS, nan_neg, 1, negative_mask=nmask)) == 1.0
+
+
 def _saved_ring(folder, labels, cuts):
     """An on-disk dataset of a ring of ``len(labels)`` nodes (both directions), one-hot
     features, and train / valid / test the node ranges ending at ``cuts``."""

@@ -120,6 +120,12 @@ def load(
         name = text if is_path(text) else os.path.join(os.curdir, text)
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string, got {name!r} ({type(name).__name__})")
+    from sparsegcn._checks import check_flag
+
+    for flag, value in (("download", download), ("progress", progress), ("verify", verify)):
+        check_flag(flag, value)
+    if root is not None and not isinstance(root, (str, os.PathLike)):
+        raise TypeError(f"root must be a folder path, got {root!r} ({type(root).__name__})")
     _check_applies(name, root=root, scale=scale, seed=seed, verify=verify)
     if is_path(name):
         return load_ondisk(os.path.expanduser(name), verify=verify, progress=progress)
@@ -132,6 +138,16 @@ def load(
         raise ValueError(
             f"{name!r} is a link-prediction dataset: load it with "
             f"sparsegcn.datasets.links.load_links (the link task)"
+        )
+    if name.startswith((TU_PREFIX, OGBG_PREFIX)) or name in SYNTHETIC_GRAPHS:
+        raise ValueError(
+            f"{name!r} is a graph-level dataset: load it with "
+            f"sparsegcn.datasets.graphs.load_graphs (the graph task)"
+        )
+    if name in ("ogbn-mag", SYNTHETIC_PREFIX + "mag"):
+        raise ValueError(
+            f"{name!r} is a heterogeneous dataset: load it with "
+            f"sparsegcn.datasets.mag.load_mag (the hetero task)"
         )
     if name in PLANETOID:
         from sparsegcn.datasets.planetoid import load_planetoid

@@ -54,7 +54,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from sparsegcn._checks import check_config
+from sparsegcn._checks import check_config, check_flag
 from sparsegcn.features import SparseFeatures
 from sparsegcn.nn.model import Model
 from sparsegcn.parallel.feature_shard import shard_feature_rows, sharded_features_model
@@ -280,6 +280,7 @@ def fit_data_parallel(
         )
     num_train = int(data.train_nodes.shape[0])
     batch_size = effective_batch_size(num_train, minibatch.batch_size)
+    check_flag("shard_features", shard_features)
     sharded_rows = int(data.graph.num_nodes) if shard_features else None
     if shard_features and isinstance(data.features, SparseFeatures):
         raise TypeError(

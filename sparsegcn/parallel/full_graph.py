@@ -118,8 +118,9 @@ def fit_edge_sharded(
     """:func:`~sparsegcn.train.fit` with edges and features sharded over several devices.
 
     Args:
-      model: ``gcn``, ``sage`` or ``mlp`` (rebuilt edge-sharded, same params;
-        see :func:`~sparsegcn.parallel.edge_sharded_model`).
+      model: any registered node model: each runs on an edge shard unchanged, with
+        the same params (:func:`~sparsegcn.parallel.edge_sharded_model`; tested
+        against a single device for every model of the registry).
       data: the same :class:`~sparsegcn.train.NodeData` ``fit`` takes
         (normalized graph); sharded on the host once.
       devices: local devices per process ``D`` or a mesh; the graph is
@@ -167,7 +168,7 @@ def predict_edge_sharded(
     """:func:`~sparsegcn.train.predict` (layer-wise full-graph inference), edge-sharded.
 
     Args:
-      model: the model the params belong to (``gcn``, ``sage``, ``mlp``).
+      model: the model the params belong to (any registered node model).
       params: params with a leading ``[K]`` seed axis.
       data: the :class:`~sparsegcn.train.NodeData` (graph and features are read).
       devices: local devices per process or a mesh.

@@ -111,8 +111,23 @@ class NeighborSample(NamedTuple):
         return sum((jnp.sum(m, dtype=jnp.int32) for m in self.masks[1:]), jnp.int32(0))
 
 
-def check_fanouts(fanouts) -> tuple[int, ...]:
-    """Validates ``fanouts`` (a sequence of ints >= 1, or ``"25,10"``) into a tuple."""
+def check_fanout(label: str, k) -> int:
+    """One fanout: a static int in ``[1, 2**31)``; ``label`` names it in the message."""
+    if _checks.is_traced(k) or isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"{label} must be a static Python int, got {k!r}")
+    if k < 1:
+        raise ValueError(f"{label} must be >= 1, got {int(k)}")
+    if k > _INT32_MAX:
+        raise ValueError(
+            f"{label} must be <= 2**31 - 1 = {_INT32_MAX} (a fanout above the graph's "
+            f"largest in-degree samples nothing more), got {int(k)}"
+        )
+    return int(k)
+
+
+def check_fanouts(fanouts, name: str = "fanouts") -> tuple[int, ...]:
+    """Validates ``fanouts`` (a sequence of ints >= 1, or ``"25,10"``) into a tuple;
+    ``name`` is how messages name the sequence (entry ``i`` is ``name[i]``)."""
     if isinstance(fanouts, str):
         parts = [p.strip() for p in fanouts.split(",")]
         try:
@@ -123,19 +138,7 @@ def check_fanouts(fanouts) -> tuple[int, ...]:
             ) from None
     if not isinstance(fanouts, Sequence) or len(fanouts) == 0:
         raise ValueError(f"fanouts must be a non-empty sequence of ints, got {fanouts!r}")
-    result = []
-    for i, k in enumerate(fanouts):
-        if _checks.is_traced(k) or isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"fanouts[{i}] must be a static Python int, got {k!r}")
-        if k < 1:
-            raise ValueError(f"fanouts[{i}] must be >= 1, got {int(k)}")
-        if k > _INT32_MAX:
-            raise ValueError(
-                f"fanouts[{i}] must be <= 2**31 - 1 = {_INT32_MAX} (a fanout above the graph's "
-                f"largest in-degree samples nothing more), got {int(k)}"
-            )
-        result.append(int(k))
-    return tuple(result)
+    return tuple(check_fanout(f"{name}[{i}]", k) for i, k in enumerate(fanouts))
 
 
 _UINT32_LIMIT = 1 << 32

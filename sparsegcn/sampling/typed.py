@@ -51,7 +51,7 @@ import numpy as np
 from sparsegcn import _checks
 from sparsegcn.hetero import EdgeType, HeteroGraph
 from sparsegcn.ops.random import hash_bits
-from sparsegcn.sampling.neighbor import _sample_level, check_fanouts, rebase_offsets
+from sparsegcn.sampling.neighbor import _sample_level, check_fanout, check_fanouts, rebase_offsets
 
 Path = tuple[int, ...]
 
@@ -167,7 +167,7 @@ def check_typed_fanouts(fanouts, edge_types: Sequence[EdgeType]) -> tuple[tuple[
     table = []
     for hop, entry in enumerate(fanouts):
         if not per_relation(entry):
-            table.append((check_fanouts((entry,))[0],) * len(edge_types))
+            table.append((check_fanout(f"fanouts[{hop}]", entry),) * len(edge_types))
             continue
         if not isinstance(entry, Mapping):  # one int per edge type, in order
             if len(entry) != len(edge_types):
@@ -175,7 +175,7 @@ def check_typed_fanouts(fanouts, edge_types: Sequence[EdgeType]) -> tuple[tuple[
                     f"fanouts[{hop}] = {entry!r} must give one fanout per edge type "
                     f"({len(edge_types)})"
                 )
-            table.append(check_fanouts(tuple(entry)))
+            table.append(check_fanouts(tuple(entry), f"fanouts[{hop}]"))
             continue
         row: dict[EdgeType, int] = {}
         for name, k in entry.items():
@@ -187,7 +187,7 @@ def check_typed_fanouts(fanouts, edge_types: Sequence[EdgeType]) -> tuple[tuple[
                     f"fanouts[{hop}] names relation {name!r}, which is not a unique relation; "
                     f"edge types are {list(edge_types)}"
                 )
-            row[key] = check_fanouts((k,))[0]
+            row[key] = check_fanout(f"fanouts[{hop}][{name!r}]", k)
         missing = [k for k in edge_types if k not in row]
         if missing:
             raise ValueError(f"fanouts[{hop}] gives no fanout for {missing}")

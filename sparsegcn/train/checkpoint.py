@@ -76,6 +76,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsegcn import _interrupt
+from sparsegcn._checks import Bound, check_bound, check_hyperparameter
 from sparsegcn.files import (
     CorruptFileError,
     NpySpec,
@@ -770,17 +771,36 @@ def save_checkpoint(
     already held when a :class:`CheckpointHook` saves).
     """
     _interrupt.check()  # a swallowed Ctrl-C: write and remove nothing
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"save_checkpoint: directory must be a path, got {directory!r}")
+    if not hasattr(state, "epoch"):
+        raise TypeError(
+            f"save_checkpoint: state must be a training state with per-member epochs (a "
+            f"TrainState), got {type(state).__name__}"
+        )
     directory = Path(directory)
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise TypeError(f"save_checkpoint: seeds must be a sequence of integers, got {seeds!r}")
+    seeds = list(seeds)
+    for position, seed in enumerate(seeds):  # members may share a seed (folds x seeds)
+        check_hyperparameter("seed", seed, label=f"save_checkpoint: seeds[{position}]")
     seeds = [int(s) for s in seeds]
     epochs = _epochs(state)
     if epochs.shape[0] != len(seeds):
         raise ValueError(
             f"state holds {epochs.shape[0]} members but {len(seeds)} seeds were given: {seeds}"
         )
-    if keep is not None and keep < 1:
-        raise ValueError(f"keep must be >= 1 or None, got {keep}")
+    if keep is not None:
+        check_bound("save_checkpoint: keep", keep, Bound(int, low=1), off=(None,))
     epoch = int(epochs.max())
     history = _history_arrays(history)
+    for metric, values in history.items():
+        if values.ndim != 2 or values.shape[1] != len(seeds):
+            raise ValueError(
+                f"save_checkpoint: history[{metric!r}] has shape {values.shape}; it must be "
+                f"[epochs, K] with K = {len(seeds)} members (one column per seed), or "
+                "load_checkpoint would refuse it"
+            )
     payload, leaves = _serialize(state, history)
     digest = hashlib.sha256(payload).hexdigest()
     arrays_name = f"ckpt-{epoch:06d}-{digest[:12]}.npz"
@@ -838,7 +858,24 @@ def save_checkpoint(
     return path
 
 
+def _string_keys(value, where: str = "metadata") -> None:
+    """Refuses a mapping key that is not a string: JSON would turn ``1`` into ``"1"``, and
+    the checkpoint would no longer match the metadata it was saved with."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"checkpoint {where} keys must be strings (JSON would store {key!r} as "
+                    f"{str(key)!r}), got {key!r} ({type(key).__name__})"
+                )
+            _string_keys(item, f"{where}[{key!r}]")
+    elif isinstance(value, (list, tuple)):
+        for position, item in enumerate(value):
+            _string_keys(item, f"{where}[{position}]")
+
+
 def _jsonable(metadata: dict) -> dict:
+    _string_keys(metadata)
     try:
         return json.loads(json.dumps(metadata, allow_nan=False))
     except (TypeError, ValueError) as err:
@@ -937,6 +974,8 @@ def _is_orphan(path: Path) -> bool:
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:
     """A manifest path from a checkpoint folder (its newest) or a manifest file."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"a checkpoint path must be a str or os.PathLike, got {path!r}")
     path = Path(path)
     if path.is_dir():
         latest = latest_checkpoint(path)

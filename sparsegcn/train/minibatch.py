@@ -56,7 +56,7 @@ from sparsegcn.train.fullbatch import end_epoch, evaluate
 from sparsegcn.train.loop import FitResult
 from sparsegcn.train.losses import CLASSIFICATION, NodeObjective
 from sparsegcn.train.optim import apply_optimizer
-from sparsegcn.train.state import NodeData, TrainConfig, TrainState
+from sparsegcn.train.state import NodeData, TrainConfig, TrainState, check_node_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,8 +141,12 @@ def minibatch_data(data: NodeData, *, chunk_size: int | None = None) -> Minibatc
         :class:`~sparsegcn.sampling.ChunkedGraph`).
 
     Raises:
-      ValueError: if there are no train nodes.
+      ValueError: if there are no train nodes, or labels and masks without one
+        row per node.
+      TypeError: masks that are not bool, or labels that are not integers (they
+        were truncated: 6.9 became class 6).
     """
+    check_node_rows("minibatch_data", data)
     n = data.graph.num_nodes
     train_mask = np.asarray(data.train_mask, bool)
     train_nodes = np.flatnonzero(train_mask).astype(np.int32)

@@ -201,6 +201,23 @@ def _check_rows(caller: str, data) -> None:
             )
 
 
+def check_label_dtype(caller: str, labels) -> None:
+    """Refuses labels that are not integers (a float label would be truncated to a class)."""
+    dtype = np.dtype(getattr(labels, "dtype", None) or np.asarray(labels).dtype)
+    if dtype == np.bool_ or not np.issubdtype(dtype, np.integer):
+        raise TypeError(
+            f"{caller}: data.labels has dtype {dtype}; labels must be integers (a class "
+            "per node, or 1, 0 and -1 per task), e.g. labels.astype(np.int32)"
+        )
+
+
+def check_node_rows(caller: str, data) -> None:
+    """Labels and masks with one row per node, bool masks and integer labels
+    (:func:`check_node_data` without a model: what building trainer data checks)."""
+    _check_rows(caller, data)
+    check_label_dtype(caller, data.labels)
+
+
 def _check_width(caller: str, model, in_features, features) -> None:
     """Refuses features whose width is not the model's ``in_features`` (a
     ``[N, F]`` product with an ``[F', H]`` weight fails deep inside XLA)."""
@@ -258,12 +275,7 @@ def check_node_data(caller: str, model, data) -> None:
     _check_width(caller, model, settings.get("in_features"), data.features)
     num_classes = settings.get("num_classes")
     labels = data.labels
-    dtype = np.dtype(getattr(labels, "dtype", None) or np.asarray(labels).dtype)
-    if dtype == np.bool_ or not np.issubdtype(dtype, np.integer):
-        raise TypeError(
-            f"{caller}: data.labels has dtype {dtype}; labels must be integers (a class "
-            "per node, or 1, 0 and -1 per task), e.g. labels.astype(np.int32)"
-        )
+    check_label_dtype(caller, labels)
     if num_classes is None or not getattr(labels, "is_fully_addressable", True):
         return
     if isinstance(labels, jax.core.Tracer):
@@ -292,9 +304,15 @@ def check_node_data(caller: str, model, data) -> None:
     bad = labelled & ((labels < 0) | (labels >= num_classes))
     if bad.any():
         node = int(np.flatnonzero(bad)[0])
+        label = int(labels[node])
+        if label < 0:
+            raise ValueError(
+                f"{caller}: node {node} has label {label}, outside [0, {num_classes}) of model "
+                f"{model.name!r}; a labelled node (one in a mask) needs a class >= 0"
+            )
         top = int(labels[labelled].max())
         raise ValueError(
-            f"{caller}: node {node} has label {int(labels[node])} (labels reach {top}), outside "
+            f"{caller}: node {node} has label {label} (labels reach {top}), outside "
             f"[0, {num_classes}) of model {model.name!r} built with num_classes={num_classes}; "
             f"build the model with the dataset's number of classes ({top + 1} at least)"
         )

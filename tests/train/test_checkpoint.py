@@ -373,7 +373,7 @@ def test_save_validates_its_inputs(run, tmp_path):
     _, _, full = run
     with pytest.raises(ValueError, match=r"state holds 2 members but 3 seeds were given"):
         save_checkpoint(tmp_path, full.state, seeds=[0, 1, 2])
-    with pytest.raises(ValueError, match="keep must be >= 1 or None, got 0"):
+    with pytest.raises(ValueError, match=r"keep must be >= 1 \(or None for off\), got 0"):
         save_checkpoint(tmp_path, full.state, seeds=SEEDS, keep=0)
     with pytest.raises(TypeError, match="plain JSON data"):
         save_checkpoint(tmp_path, full.state, seeds=SEEDS, metadata={"x": object()})

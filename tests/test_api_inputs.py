@@ -1,0 +1,201 @@
+"""Python API inputs that were coerced, lost or misread: each refused naming the value."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sparsegcn as sg
+from sparsegcn.train import TrainConfig
+
+
+def _node_data(**fields):
+    graph = sg.Graph(np.array([0, 1, 2, 3]), np.array([1, 0, 3, 2]), None, 4)
+    mask = np.ones(4, bool)
+    base = dict(
+        graph=graph,
+        features=np.eye(4, dtype=np.float32),
+        labels=np.array([0, 1, 0, 1]),
+        train_mask=mask,
+        val_mask=mask,
+        test_mask=mask,
+    )
+    return sg.NodeData(**{**base, **fields})
+
+
+# -- features ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        # Before: 1e300 is finite in float64, and became inf in the float32 cast.
+        (lambda: sg.as_features(np.array([[1e300, 1.0]])), r"features\[0, 0\] = 1e\+300 is past"),
+        (
+            lambda: sg.as_features(sp.csr_array(np.array([[1e300, 1.0]]))),
+            r"features.values\[0\] = 1e\+300 is past",
+        ),
+        (
+            lambda: sg.SparseFeatures(np.array([0]), np.array([0]), np.array([1e300]), (2, 2)),
+            r"features.values\[0\] = 1e\+300 is past the range of float32",
+        ),
+        # Before: the imaginary part was dropped with a NumPy warning.
+        (
+            lambda: sg.SparseFeatures(np.array([0]), np.array([0]), np.array([3 + 1j]), (2, 2)),
+            r"features.values must be real numbers, got dtype complex128",
+        ),
+        (
+            lambda: sg.as_features(sp.csr_array(np.array([[1 + 1j, 1.0]]))),
+            r"features.values must be real numbers, got dtype complex128",
+        ),
+        (
+            lambda: sg.row_normalize(np.array([[1 + 1j, 2.0]])),
+            r"features must be real numbers, got dtype complex128",
+        ),
+        # Before: a sparse row holding inf came back as zeros, a dense one as NaN.
+        (
+            lambda: sg.row_normalize(sp.csr_array(np.array([[np.inf, 1.0], [1.0, 3.0]]))),
+            r"features.values\[0\] = inf is not finite",
+        ),
+        (lambda: sg.row_normalize(np.array([[np.inf, 1.0]])), r"features\[0, 0\] = inf"),
+        # Before: "too many values to unpack", an AxisError.
+        (
+            lambda: sg.SparseFeatures(np.array([0]), np.array([0]), np.array([1.0]), (2, 2, 2)),
+            r"shape must be \(N, F\), two sizes, got \(2, 2, 2\)",
+        ),
+        (lambda: sg.SparseFeatures.from_scipy(np.ones(3)), r"features must be \[N, F\]"),
+        (lambda: sg.row_normalize(np.array([1.0, 2.0])), r"features must be \[N, F\]"),
+    ],
+)
+def test_features_that_would_be_lost_in_float32_are_refused(make, words):
+    with pytest.raises(ValueError, match=words):
+        make()
+
+
+def test_row_normalize_still_normalizes_what_it_should():
+    dense = np.array([[0.0, 0.0], [1.0, 3.0]])
+    np.testing.assert_allclose(sg.row_normalize(dense), [[0.0, 0.0], [0.25, 0.75]])
+    sparse = sg.row_normalize(sp.csr_array(dense))
+    np.testing.assert_allclose(sparse.toarray(), [[0.0, 0.0], [0.25, 0.75]])
+
+
+# -- node data -----------------------------------------------------------------
+
+
+def test_minibatch_data_refuses_float_labels_instead_of_truncating_them():
+    # Before: 6.9 became class 6, and fit_minibatch trained on it.
+    with pytest.raises(TypeError, match=r"minibatch_data: data.labels has dtype float64"):
+        sg.minibatch_data(_node_data(labels=np.array([0.0, 1.9, 0.0, 1.0])))
+    with pytest.raises(TypeError, match=r"minibatch_data: data.val_mask has dtype int64"):
+        sg.minibatch_data(_node_data(val_mask=np.array([0, 3, 1, 0])))
+
+
+def test_a_negative_label_is_named_without_a_class_count_hint():
+    labels = np.array([0, -1, 0, 1])
+    with pytest.raises(ValueError, match=r"node 1 has label -1, outside \[0, 2\) .* needs a class"):
+        sg.fit(sg.gcn(4, 2), _node_data(labels=labels), TrainConfig(epochs=1))
+
+
+def test_shard_features_must_be_a_bool():
+    data = sg.minibatch_data(_node_data())
+    with pytest.raises(TypeError, match=r"shard_features must be True or False, got 'yes'"):
+        sg.fit_data_parallel(sg.sage(4, 2), data, TrainConfig(epochs=1), shard_features="yes")
+
+
+# -- checkpoints ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_seed_state():
+    from sparsegcn.train.optim import make_optimizer
+    from sparsegcn.train.state import init_state, seed_keys
+
+    model, tx = sg.gcn(4, 2), make_optimizer(TrainConfig())
+    return jax.vmap(lambda k: init_state(model, tx, k))(seed_keys([0, 1]))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        # Before: saved, then refused on load as corruption ("do not match their manifest").
+        (
+            dict(history={"loss": np.zeros((2, 3))}),
+            ValueError,
+            r"history\['loss'\] has shape \(2, 3\); it must be \[epochs, K\] with K = 2",
+        ),
+        (dict(history={"loss": np.zeros(2)}), ValueError, r"history\['loss'\] has shape \(2,\)"),
+        # Before: written (-1, 2**70) or a raw int() error ('a').
+        (dict(seeds=[-1, 0]), ValueError, r"seeds\[0\] must be >= 0"),
+        (dict(seeds=[0, "a"]), TypeError, r"seeds\[1\] must be an integer"),
+        # Before: keep=1.5 wrote the checkpoint, then failed in pruning.
+        (dict(keep=1.5), TypeError, r"keep must be an integer >= 1"),
+        # Before: JSON turned the key 1 into "1", so the metadata no longer matched.
+        (dict(metadata={"a": {1: 2}}), TypeError, r"metadata\['a'\] keys must be strings"),
+    ],
+)
+def test_save_checkpoint_refuses_what_load_would_refuse_or_misread(
+    tmp_path, two_seed_state, kwargs, error, words
+):
+    arguments = dict(seeds=[0, 1], **kwargs) if "seeds" not in kwargs else kwargs
+    with pytest.raises(error, match=words):
+        sg.save_checkpoint(tmp_path / "ck", two_seed_state, **arguments)
+    assert not (tmp_path / "ck").exists() or not list((tmp_path / "ck").glob("ckpt-*"))
+
+
+def test_members_may_share_a_seed(tmp_path, two_seed_state):
+    # A graph run's members are folds x seeds: fold 0 and fold 1 of seed 0.
+    path = sg.save_checkpoint(tmp_path / "ck", two_seed_state, seeds=[0, 0])
+    assert path.exists()
+
+
+def test_checkpoint_paths_must_be_paths():
+    with pytest.raises(TypeError, match=r"a checkpoint path must be a str or os.PathLike, got 3"):
+        sg.load_checkpoint(3, template=None)
+
+
+# -- datasets and sampling -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("tu:MUTAG", r"graph-level dataset: load it with sparsegcn.datasets.graphs.load_graphs"),
+        ("ogbg-molhiv", r"graph-level dataset"),
+        ("synthetic:molhiv", r"graph-level dataset"),
+        ("ogbn-mag", r"heterogeneous dataset: load it with sparsegcn.datasets.mag.load_mag"),
+        ("synthetic:mag", r"heterogeneous dataset"),
+    ],
+)
+def test_load_points_to_the_loader_of_another_task(tmp_path, name, words):
+    # Before: "unknown dataset" (and "unknown synthetic preset 'molhiv'").
+    with pytest.raises(ValueError, match=words):
+        sg.datasets.load(name, tmp_path)
+
+
+def test_load_refuses_string_flags_and_a_root_that_is_no_path(tmp_path):
+    # Before: download="no" was truthy and tried the network; root=123 failed in pathlib.
+    with pytest.raises(TypeError, match=r"download must be True or False, got 'no'"):
+        sg.datasets.load("cora", tmp_path, download="no")
+    with pytest.raises(TypeError, match=r"root must be a folder path, got 123"):
+        sg.datasets.load("cora", 123)
+
+
+def test_a_typed_fanout_is_named_by_hop_and_relation():
+    from sparsegcn.sampling.typed import HeteroCSR, sample_typed
+
+    cites, writes = ("paper", "cites", "paper"), ("author", "writes", "paper")
+    graph = sg.HeteroGraph(
+        {"paper": 3, "author": 2},
+        {cites: (np.array([1, 2]), np.array([0, 0])), writes: (np.array([0, 1]), np.array([0, 1]))},
+    )
+    csr, seeds = HeteroCSR.from_graph(graph), jnp.array([0, 1], jnp.int32)
+    # Before: "fanouts[1] must be >= 1", which named relation 1 of hop 0 as hop 1.
+    with pytest.raises(ValueError, match=r"^fanouts\[0\]\[1\] must be >= 1, got -1$"):
+        sample_typed(csr, seeds, [(1, -1)], seed_type="paper", key=jax.random.key(0))
+    with pytest.raises(ValueError, match=r"^fanouts\[0\]\['cites'\] must be >= 1, got 0$"):
+        sample_typed(
+            csr, seeds, [{"cites": 0, "writes": 1}], seed_type="paper", key=jax.random.key(0)
+        )
