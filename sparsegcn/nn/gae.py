@@ -28,8 +28,9 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from sparsegcn._checks import check_flag
+from sparsegcn._checks import check_flag, check_hyperparameter, is_traced
 from sparsegcn.backends import native
 from sparsegcn.nn.initializers import linear_params
 from sparsegcn.nn.model import Model
@@ -120,6 +121,22 @@ def _native_pair_scores_bwd(weighted, residuals, g):
 _native_pair_scores.defvjp(_native_pair_scores_fwd, _native_pair_scores_bwd)
 
 
+def _check_pair_ids(pairs, num_nodes: int) -> None:
+    """Refuses concrete ``pairs`` holding a node id outside ``[0, num_nodes)``,
+    naming the first (``pairs[i, j] = v is not a node id in [0, N)``).
+
+    XLA's gathers clamp such an id to the nearest row and score a pair the
+    caller did not ask for. Traced ``pairs`` (inside ``jit``, ``grad`` or
+    ``vmap``) cannot be checked here and are trusted: check them where they
+    enter, on the host.
+    """
+    if is_traced(pairs):
+        return
+    from sparsegcn.datasets.link_base import check_node_ids
+
+    check_node_ids("pairs", np.asarray(pairs), num_nodes)
+
+
 def pair_scores(
     z: jax.Array, pairs: jax.Array, relation: jax.Array | None = None, *, kernel: str = "auto"
 ) -> jax.Array:
@@ -132,9 +149,18 @@ def pair_scores(
     float32 ``z`` and int32 ``pairs`` when the program is lowered for the CPU
     and the library is built, XLA's gathers otherwise; ``"xla"`` always XLA's.
     Both give the same values up to float summation order.
+
+    Concrete ``pairs`` are checked to hold node ids of ``z``'s rows
+    (XLA's gathers would clamp one outside them);
+    traced ``pairs`` are trusted.
+
+    Raises:
+      ValueError: an unknown ``kernel``, or a concrete node id outside
+        ``[0, N)``, naming the first.
     """
     if kernel not in ("auto", "xla"):
         raise ValueError(f"kernel must be 'auto' or 'xla', got {kernel!r}")
+    _check_pair_ids(pairs, z.shape[0])
     flat = pairs.reshape(-1, 2)
     weighted = relation is not None
     if relation is None:
@@ -161,11 +187,13 @@ def decode_pairs(
     """Decoder ``name``'s logit of each pair: ``[..., 2]`` node ids -> ``[...]``.
 
     ``kernel``: as :func:`pair_scores`, for ``inner`` and ``distmult``.
+    Concrete ``pairs`` are checked as :func:`pair_scores` checks them.
     """
     if name == "inner":
         return pair_scores(z, pairs, kernel=kernel)
     if name == "distmult":
         return pair_scores(z, pairs, params["relation"], kernel=kernel)
+    _check_pair_ids(pairs, z.shape[0])
     zu, zv = z[pairs[..., 0]], z[pairs[..., 1]]
 
     def row(vector):  # broadcast a [D] vector against [..., D] explicitly
@@ -292,10 +320,28 @@ def graph_autoencoder(
       :class:`LinkModel`.
 
     Raises:
-      ValueError: an unknown decoder or reconstruction, or ``recon="full"``
-        with the ``hadamard`` decoder.
+      TypeError: ``embedding_dim`` is not an integer.
+      ValueError: ``embedding_dim`` below 1, or not matching the encoder's
+        outputs (``encoder.config["num_classes"]``: ``D``, ``2D`` for VGAE);
+        an unknown decoder or reconstruction, or ``recon="full"`` with the
+        ``hadamard`` decoder.
     """
     check_flag("variational", variational)
+    check_hyperparameter("hidden", embedding_dim, label="embedding_dim")
+    dim = int(embedding_dim)
+    width = encoder.config.get("num_classes")
+    if isinstance(width, int | np.integer) and not isinstance(width, bool):
+        if variational and width != 2 * dim:
+            raise ValueError(
+                f"variational embedding_dim={dim} needs an encoder with 2 * {dim} = {2 * dim} "
+                f"outputs ([mu, log sigma]), got {width} ({encoder.name}); build the encoder "
+                f"with {2 * dim} outputs"
+            )
+        if not variational and width != dim:
+            raise ValueError(
+                f"embedding_dim={dim} needs an encoder with {dim} outputs, got {width} "
+                f"({encoder.name}); build the encoder with {dim} outputs"
+            )
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {list(DECODERS)}, got {decoder!r}")
     if recon not in RECONSTRUCTIONS:
@@ -307,7 +353,6 @@ def graph_autoencoder(
             f"recon='full' scores all N² pairs as one product; decoder {decoder!r} has none, "
             f"use recon='sampled' or a decoder of {list(FULL_DECODERS)}"
         )
-    dim = embedding_dim
     inner = encoder
     name = "vgae" if variational else "gae"
     config = dict(

@@ -46,7 +46,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sparsegcn._checks import (
+    check_flag,
+    check_hyperparameter,
+    check_ids_in_range,
+    check_key,
+    check_static_int,
+    is_traced,
+)
 from sparsegcn.backends.base import fence_ids
+from sparsegcn.datasets.link_base import check_node_ids
 from sparsegcn.graph import Graph
 from sparsegcn.ops.random import hash_bits, uniform_below
 
@@ -116,19 +125,24 @@ def random_link_split(
     Args:
       graph: host :class:`~sparsegcn.graph.Graph`, ``N`` nodes.
       val, test: fractions of the pairs held out.
-      seed: the NumPy generator's seed.
+      seed: the NumPy generator's seed, an integer in ``[0, 2**32)``.
       undirected: split by unordered pairs (``None``: detect).
 
     Returns:
       :class:`LinkSplit`.
 
     Raises:
+      TypeError: a seed that is not an integer, or ``undirected`` neither
+        ``None`` nor a bool.
       ValueError: fractions outside ``[0, 1)`` or summing to 1 or more, a
-        graph with too few pairs to hold out one validation and one test
-        example (20 at the default fractions; 3 at least), or one too dense
-        to draw the negatives from.
+        seed outside ``[0, 2**32)``, a graph with too few pairs to hold out
+        one validation and one test example (20 at the default fractions;
+        3 at least), or one too dense to draw the negatives from.
     """
     val, test = _check_fraction("val", val), _check_fraction("test", test)
+    check_hyperparameter("seed", seed, label="random_link_split: seed")
+    if undirected is not None:
+        undirected = check_flag("undirected", undirected)
     if val + test >= 1:
         raise ValueError(f"val + test must be below 1, got {val} + {test}")
     n = graph.num_nodes
@@ -241,8 +255,16 @@ jax.tree_util.register_pytree_node(
 
 def edge_index(pairs: np.ndarray, num_nodes: int, *, symmetric: bool = True) -> EdgeIndex:
     """An :class:`EdgeIndex` of ``pairs`` ``[P, 2]`` (and their reverses if ``symmetric``),
-    with its bitmap when ``num_nodes <= BITMAP_MAX_NODES``."""
+    with its bitmap when ``num_nodes <= BITMAP_MAX_NODES``.
+
+    Raises:
+      TypeError: ``num_nodes`` is not a static int.
+      ValueError: a node id outside ``[0, num_nodes)``, naming the first
+        (its key ``u N + v`` would alias another pair).
+    """
+    num_nodes = check_static_int("num_nodes", num_nodes)
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+    check_node_ids("pairs", pairs, num_nodes)
     u, v = pairs[:, 0], pairs[:, 1]
     if symmetric:
         u, v = np.concatenate([u, v]), np.concatenate([v, u])
@@ -339,6 +361,24 @@ def spare_pool_size(count: int, num_nodes: int, num_edges: int) -> int | None:
     return math.ceil((t + 8 * math.sqrt(t) + 8) / (1 - d))
 
 
+def _check_sampler_args(key, name: str, count, num_nodes, index: EdgeIndex, rounds) -> int:
+    """Refuses a negative sampler's bad arguments before tracing; returns ``count``.
+
+    All are static (shapes), but the key, which may be traced: its shape and
+    dtype are checked, never its value."""
+    check_key("key", key)
+    count = check_static_int(name, count)
+    check_static_int("rounds", rounds)
+    num_nodes = check_static_int("num_nodes", num_nodes, minimum=1)
+    indexed = index.indptr.shape[-1] - 1
+    if num_nodes != indexed:
+        raise ValueError(
+            f"num_nodes={num_nodes} disagrees with the edge index of {indexed} nodes "
+            f"(index.indptr has {indexed + 1} entries); pass the node count it was built for"
+        )
+    return count
+
+
 def uniform_negatives(
     key: jax.Array,
     count: int,
@@ -368,6 +408,9 @@ def uniform_negatives(
       ``d ** (rounds + 1)``. ``rounds=0``: one candidate, no redraw.
 
     Args:
+      key: one PRNG key (typed, or a legacy raw one).
+      count, rounds: static ints ``>= 0``.
+      num_nodes: ``N``, the node count ``index`` was built for.
       materialize: compute the candidate nodes before the membership test,
         in a vectorised loop of their own (faster on CPU). Its fence reads
         one element of the whole array: leave it off where the array is
@@ -376,7 +419,14 @@ def uniform_negatives(
 
     Returns:
       int32 ``[count, 2]``.
+
+    Raises:
+      TypeError: ``key`` is not one PRNG key, or ``count``, ``num_nodes``
+        or ``rounds`` is not a static int.
+      ValueError: a negative ``count`` or ``rounds``, a batch of keys, or
+        ``num_nodes`` not ``index``'s node count.
     """
+    count = _check_sampler_args(key, "count", count, num_nodes, index, rounds)
     spare = spare_pool_size(count, num_nodes, index.indices.shape[0]) if rounds >= 1 else None
     if spare is None:
         draws = rounds + 1
@@ -412,7 +462,11 @@ def corrupt_targets(
     ``((deg(u) + 1) / N) ** (rounds + 1)``.
 
     Args:
-      sources: int32 ``[P]``.
+      key: one PRNG key (typed, or a legacy raw one).
+      sources: int32 ``[P]``; concrete ones are checked to lie in
+        ``[0, num_nodes)``, traced ones are trusted.
+      per_source, rounds: static ints ``>= 0``.
+      num_nodes: ``N``, the node count ``index`` was built for.
       materialize: compute the candidate nodes before the membership test,
         in a vectorised loop of their own (faster on CPU). Its fence reads
         one element of the whole array: leave it off where the array is
@@ -421,7 +475,15 @@ def corrupt_targets(
 
     Returns:
       int32 ``[P, per_source]`` targets.
+
+    Raises:
+      TypeError: as :func:`uniform_negatives` (``per_source`` for ``count``).
+      ValueError: as :func:`uniform_negatives`, or a concrete source
+        outside ``[0, num_nodes)``, naming the first.
     """
+    per_source = _check_sampler_args(key, "per_source", per_source, num_nodes, index, rounds)
+    if not is_traced(sources):
+        check_ids_in_range("sources", np.asarray(sources).reshape(-1), num_nodes)
     sources = jnp.asarray(sources, jnp.int32)
     shape = (sources.shape[0], per_source)
     draws = rounds + 1

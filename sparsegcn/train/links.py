@@ -66,7 +66,14 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from sparsegcn._checks import check_seeds
+from sparsegcn._checks import (
+    check_hyperparameters,
+    check_num_rows,
+    check_seeds,
+    check_static_int,
+    is_traced,
+)
+from sparsegcn.datasets.link_base import check_node_ids
 from sparsegcn.metrics import hits_at_k, mrr, ranking_auc_ap
 from sparsegcn.nn.gae import (
     LinkModel,
@@ -154,6 +161,11 @@ class LinkTrainConfig:
         (:func:`~sparsegcn.train.loop.drive`).
       epochs_per_call: full-batch epochs per compiled call (:attr:`chunk`);
         ``None``: about 20 calls a run. The sampled trainer runs one epoch a call.
+
+    Construction checks the settings against the shared table
+    (:data:`~sparsegcn._checks.HYPERPARAMETERS`, as
+    :class:`~sparsegcn.train.TrainConfig` does): a ``TypeError`` or
+    ``ValueError`` names the setting, the value and the allowed range.
     """
 
     epochs: int = 200
@@ -165,6 +177,24 @@ class LinkTrainConfig:
     divergence_factor: float | None = DIVERGENCE_FACTOR
     divergence_epochs: int = DIVERGENCE_EPOCHS
     epochs_per_call: int | None = None
+
+    def __post_init__(self):
+        check_hyperparameters(
+            {
+                "epochs": self.epochs,
+                "learning_rate": self.learning_rate,
+                "weight_decay": self.weight_decay,
+                "epochs_per_call": self.epochs_per_call,
+                "divergence_factor": self.divergence_factor,
+                "divergence_epochs": self.divergence_epochs,
+            },
+            off={"epochs_per_call": (None,), "divergence_factor": (None,)},
+        )
+        check_static_int("negative_rounds", self.negative_rounds)
+        if self.decay_layers not in ("none", "first", "all"):
+            raise ValueError(
+                f"decay_layers must be 'none', 'first' or 'all', got {self.decay_layers!r}"
+            )
 
     @property
     def chunk(self) -> int:
@@ -217,12 +247,46 @@ def _pairs(name: str, array) -> np.ndarray:
 
 
 def eval_set(positives, negatives) -> EvalSet:
-    """An :class:`EvalSet`: ``negatives`` ``[Q, 2]`` pairs or ``[P, K]`` targets."""
+    """An :class:`EvalSet`: ``negatives`` ``[Q, 2]`` pairs or ``[P, K]`` targets.
+
+    The node ids are checked against the graph where ``N`` is known: by
+    :func:`link_data` and again by :func:`fit_links`.
+    """
     pos = _pairs("positives", positives)
     neg = np.asarray(negatives)
     if neg.ndim != 2 or not np.issubdtype(neg.dtype, np.integer):
         raise ValueError(f"negatives must be an int array [Q, 2] or [P, K], got {neg.shape}")
     return EvalSet(jnp.asarray(pos), jnp.asarray(neg.astype(np.int32)))
+
+
+def _check_ids(name: str, array, num_nodes: int) -> None:
+    """Refuses a concrete ``array`` of node ids holding one outside ``[0, num_nodes)``,
+    naming the first (:func:`~sparsegcn.datasets.link_base.check_node_ids`).
+
+    An array on an accelerator is reduced there first (its min and max come
+    back) and copied to the host only to name a bad id. A traced one cannot
+    be checked and is trusted.
+    """
+    if array is None or is_traced(array) or np.size(array) == 0:
+        return
+    on_device = isinstance(array, jax.Array) and any(d.platform != "cpu" for d in array.devices())
+    if on_device and int(jnp.min(array)) >= 0 and int(jnp.max(array)) < num_nodes:
+        return
+    check_node_ids(name, np.asarray(array), num_nodes)
+
+
+def _check_link_ids(label: str, data: LinkData) -> None:
+    """Refuses node ids of ``data``'s train and evaluation pairs outside its graph
+    (``N`` from its edge index), before anything is traced: XLA's gathers would
+    clamp them, and a run would report metrics of pairs nobody asked for.
+    ``label`` names ``data`` in the message (``"fit_links: data"``)."""
+    n = int(data.edges.indptr.shape[-1]) - 1
+    _check_ids(f"{label}.train", data.train, n)
+    for name in ("valid", "test"):
+        split = getattr(data, name)
+        if split is not None:
+            for field in EvalSet._fields:
+                _check_ids(f"{label}.{name}.{field}", getattr(split, field), n)
 
 
 def link_data(
@@ -244,8 +308,25 @@ def link_data(
       train: int ``[P, 2]`` train positives.
       valid, test: :func:`eval_set` results.
       undirected: the train pairs stand for both directions.
+
+    Raises:
+      ValueError: a node id of ``train``, ``valid`` or ``test`` outside
+        ``[0, num_nodes)``, naming the first (XLA's gathers would clamp it,
+        and the pair keys ``u N + v`` alias it to another pair), or a
+        ``graph`` or ``features`` of another node count.
     """
+    num_nodes = check_static_int("num_nodes", num_nodes, minimum=1)
+    graph_nodes = getattr(graph, "num_nodes", None)
+    if isinstance(graph_nodes, int | np.integer) and graph_nodes != num_nodes:
+        raise ValueError(f"num_nodes={num_nodes} disagrees with graph.num_nodes={int(graph_nodes)}")
+    if features is not None and hasattr(features, "shape"):
+        check_num_rows("features", tuple(features.shape), num_nodes)
     train = _pairs("train", train)
+    check_node_ids("train", train, num_nodes)
+    for name, split in (("valid", valid), ("test", test)):
+        if split is not None:
+            for field in EvalSet._fields:
+                _check_ids(f"{name}.{field}", getattr(split, field), num_nodes)
     u, v = train[:, 0].astype(np.int64), train[:, 1].astype(np.int64)
     if undirected:
         u, v = np.concatenate([u, v]), np.concatenate([v, u])
@@ -752,15 +833,21 @@ def fit_links(
     split over them, the encoder replicated (see the module docstring); the
     device count is checked before anything else.
 
+    Concrete node ids of ``data``'s train and evaluation pairs are checked
+    against its graph before anything is compiled (XLA's gathers would clamp
+    one outside it); traced ones are trusted.
+
     Returns:
       :class:`LinkFitResult`.
 
     Raises:
-      ValueError: bad settings (:func:`check_link_config`), or more devices
-        than this process has.
+      ValueError: bad settings (:func:`check_link_config`), more devices
+        than this process has, or a node id outside ``[0, N)`` in ``data``,
+        naming the first.
     """
     check_link_config(config, model)
     mesh = link_mesh(devices)
+    _check_link_ids("fit_links: data", data)
     start = time.perf_counter()
     seeds = check_seeds("fit_links", seeds)
     keys = seed_keys(seeds)
@@ -1149,7 +1236,9 @@ def fit_links_sampled(
       :class:`LinkFitResult` (``losses``: each epoch's mean batch loss).
 
     Raises:
-      ValueError: bad settings, or more devices than this process has.
+      ValueError: bad settings, more devices than this process has, or a
+        node id outside ``[0, N)`` in ``data``'s or ``eval_data``'s pairs
+        (checked as :func:`fit_links` checks them), naming the first.
     """
     from sparsegcn.sampling.neighbor import check_fanouts
 
@@ -1167,6 +1256,8 @@ def fit_links_sampled(
     if caps is not None and sampler != "dedup":
         raise ValueError(f"caps={caps!r} applies to sampler='dedup' only")
     mesh = link_mesh(devices)
+    _check_ids("fit_links_sampled: data.train", data.train, int(data.edges.indptr.shape[-1]) - 1)
+    _check_link_ids("fit_links_sampled: eval_data", eval_data)
     start = time.perf_counter()
     seeds = check_seeds("fit_links_sampled", seeds)
     keys = seed_keys(seeds)

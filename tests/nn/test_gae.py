@@ -13,8 +13,10 @@ from sparsegcn.nn.gae import (
     decode_dense,
     decode_pairs,
     full_reconstruction_loss,
+    graph_autoencoder,
     init_decoder,
     kl_divergence,
+    pair_scores,
     sampled_reconstruction_loss,
 )
 from sparsegcn.nn.registry import create_model
@@ -152,3 +154,51 @@ def test_link_models_refuse_unknown_parts_with_the_value():
         create_model("gae", 3, 2, hidden=4, layers=2, dropout=0.0, encoder="sgc")
     with pytest.raises(ValueError, match="recon='full' scores all N² pairs"):
         create_model("gae", 3, 2, hidden=4, layers=2, dropout=0.0, decoder="hadamard")
+
+
+def test_graph_autoencoder_refuses_bad_embedding_dims_and_encoder_widths():
+    encoder = create_model("gcn", 3, 4, hidden=4, layers=2, dropout=0.0)
+    with pytest.raises(ValueError, match=r"^embedding_dim must be >= 1, got 0$"):
+        graph_autoencoder(encoder, 0)
+    with pytest.raises(ValueError, match=r"^embedding_dim must be >= 1, got -3$"):
+        graph_autoencoder(encoder, -3)
+    with pytest.raises(TypeError, match=r"^embedding_dim must be an integer >= 1, got 2.5 \(float"):
+        graph_autoencoder(encoder, 2.5)
+    # Before: accepted; the inner product then decoded all 4 columns of a "2-wide" Z.
+    with pytest.raises(
+        ValueError, match=r"embedding_dim=2 needs an encoder with 2 outputs, got 4 \(gcn\)"
+    ):
+        graph_autoencoder(encoder, 2)
+    # VGAE: [mu, log sigma] is 2D wide. Before: D=4 from 4 outputs gave an empty log sigma.
+    with pytest.raises(
+        ValueError,
+        match=r"variational embedding_dim=4 needs an encoder with 2 \* 4 = 8 outputs "
+        r"\(\[mu, log sigma\]\), got 4 \(gcn\)",
+    ):
+        graph_autoencoder(encoder, 4, variational=True)
+    five = create_model("gcn", 3, 5, hidden=4, layers=2, dropout=0.0)
+    with pytest.raises(ValueError, match=r"2 \* 2 = 4 outputs .* got 5"):
+        graph_autoencoder(five, 2, variational=True)
+    assert graph_autoencoder(encoder, 4).config["num_classes"] == 4
+    assert graph_autoencoder(encoder, np.int64(2), variational=True).variational
+
+
+@pytest.mark.parametrize("kernel", ["auto", "xla"])
+def test_pair_scores_refuse_node_ids_outside_z_when_concrete(kernel):
+    z = jnp.arange(12, dtype=jnp.float32).reshape(4, 3)
+    np.testing.assert_array_equal(
+        pair_scores(z, jnp.array([[0, 1], [2, 3]], jnp.int32), kernel=kernel), [14.0, 212.0]
+    )
+    # Before, kernel="xla" (the default on GPU) clamped id 10 to row 3: 0*9 + 1*10 + 2*11 = 32.
+    with pytest.raises(ValueError, match=r"pairs\[0, 1\] = 10 is not a node id in \[0, 4\)"):
+        pair_scores(z, jnp.array([[0, 10]], jnp.int32), kernel=kernel)
+    with pytest.raises(ValueError, match=r"pairs\[1, 0\] = -1 is not a node id in \[0, 4\)"):
+        pair_scores(z, np.array([[0, 1], [-1, 2]], np.int32), kernel=kernel)
+    with pytest.raises(ValueError, match=r"pairs\[0, 1\] = 4 is not a node id in \[0, 4\)"):
+        decode_pairs("distmult", {"relation": jnp.ones(3)}, z, np.array([[0, 4]]), kernel=kernel)
+    params = init_decoder("hadamard", jax.random.key(0), 3)
+    with pytest.raises(ValueError, match=r"pairs\[0, 0, 1\] = 7 is not a node id in \[0, 4\)"):
+        decode_pairs("hadamard", params, z, np.array([[[0, 7]]]))
+    # Traced ids cannot be checked: they are trusted (and XLA's gather clamps them).
+    traced = jax.jit(lambda p: pair_scores(z, p, kernel="xla"))(jnp.array([[0, 10]], jnp.int32))
+    np.testing.assert_array_equal(traced, [32.0])

@@ -226,3 +226,71 @@ def test_materialized_candidates_are_the_same_draws_alone_and_under_vmap():
         fenced = jax.jit(jax.vmap(lambda k, s=sample: s(k, True)))(keys)
         np.testing.assert_array_equal(fenced, plain)
         np.testing.assert_array_equal(jax.jit(lambda k, s=sample: s(k, True))(keys[1]), plain[1])
+
+
+def test_edge_index_refuses_pairs_outside_the_nodes():
+    # Before: the key u * N + v made (0, 6) of a 5-node graph the edge (1, 1).
+    with pytest.raises(ValueError, match=r"pairs\[0, 1\] = 6 is not a node id in \[0, 5\)"):
+        edge_index(np.array([[0, 1], [0, 6]])[1:], 5, symmetric=False)
+    with pytest.raises(ValueError, match=r"pairs\[1, 0\] = -1 is not a node id in \[0, 5\)"):
+        edge_index(np.array([[0, 1], [-1, 2]]), 5)
+    with pytest.raises(TypeError, match=r"num_nodes must be a static Python int, got 5\.0"):
+        edge_index(np.array([[0, 1]]), 5.0)
+    index = edge_index(np.array([[0, 4]]), 5, symmetric=False)
+    got = np.asarray(is_edge(index, np.array([0, 4, 1]), np.array([4, 0, 1])))
+    np.testing.assert_array_equal(got, [True, False, False])
+
+
+def test_negative_samplers_refuse_bad_counts_and_keys_naming_them():
+    index = edge_index(np.array([[0, 1], [1, 2]]), 5)
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match=r"^count must be >= 0, got -1$"):
+        uniform_negatives(key, -1, 5, index)
+    with pytest.raises(TypeError, match=r"^count must be a static Python int, got 2.0$"):
+        uniform_negatives(key, 2.0, 5, index)
+    with pytest.raises(ValueError, match=r"^rounds must be >= 0, got -1$"):
+        uniform_negatives(key, 2, 5, index, rounds=-1)
+    with pytest.raises(ValueError, match=r"^per_source must be >= 0, got -2$"):
+        corrupt_targets(key, np.array([0, 1]), -2, 5, index)
+    # The index fixes N: its bitmap holds N² bits, and a larger N would read past them.
+    with pytest.raises(ValueError, match=r"num_nodes=50 .* index of 5 nodes"):
+        uniform_negatives(key, 4, 50, index)
+    with pytest.raises(ValueError, match=r"sources\[1\] = 9 is out of range"):
+        corrupt_targets(key, np.array([0, 9]), 2, 5, index)
+    for bad, error, what in [
+        (0, TypeError, r"got 0 \(int\)"),
+        (None, TypeError, r"got None \(NoneType\)"),
+        (np.zeros(2, np.float32), TypeError, r"float32\[2\]"),
+        (np.zeros(2, np.int32), TypeError, r"int32\[2\]"),
+        (np.zeros(3, np.uint32), ValueError, r"uint32\[3\]"),
+        (jax.random.split(key, 3), ValueError, r"a batch of 3 keys"),
+    ]:
+        for sample in (
+            lambda k: uniform_negatives(k, 2, 5, index),
+            lambda k: corrupt_targets(k, np.array([0, 1]), 2, 5, index),
+        ):
+            with pytest.raises(error, match=rf"^key must be a PRNG key .*{what}"):
+                sample(bad)
+    # Typed and legacy keys, concrete or traced, are accepted and draw the same pairs.
+    typed = np.asarray(uniform_negatives(key, 3, 5, index))
+    legacy = np.asarray(uniform_negatives(jax.random.PRNGKey(0), 3, 5, index))
+    np.testing.assert_array_equal(legacy, typed)
+    np.testing.assert_array_equal(jax.jit(lambda k: uniform_negatives(k, 3, 5, index))(key), typed)
+    assert uniform_negatives(key, 0, 5, index).shape == (0, 2)
+
+
+def test_split_refuses_bad_seeds_and_flags_naming_them():
+    graph = random_undirected(30, 0.3, 0)
+    with pytest.raises(
+        ValueError, match=r"^random_link_split: seed must be >= 0 and <= 4294967295, got -1$"
+    ):
+        random_link_split(graph, seed=-1)
+    with pytest.raises(TypeError, match=r"^random_link_split: seed must be an integer .* got 1.5"):
+        random_link_split(graph, seed=1.5)
+    with pytest.raises(TypeError, match=r"^random_link_split: seed must be an integer .* got 'a'"):
+        random_link_split(graph, seed="a")
+    with pytest.raises(TypeError, match=r"^undirected must be True or False, got 'yes'"):
+        random_link_split(graph, undirected="yes")
+    same = random_link_split(graph, seed=np.int64(3)).split
+    for name, pairs in random_link_split(graph, seed=3).split.items():
+        np.testing.assert_array_equal(same[name], pairs)

@@ -16,6 +16,7 @@ from sparsegcn.nn.registry import create_model
 from sparsegcn.sampling.links import random_link_split
 from sparsegcn.train.links import (
     LinkTrainConfig,
+    eval_set,
     evaluate,
     fit_links,
     link_data,
@@ -489,3 +490,67 @@ def test_the_packed_encoder_graph_trains_as_the_edge_list(recon):
         )
     np.testing.assert_allclose(runs[True].losses, runs[False].losses, rtol=2e-5)
     np.testing.assert_allclose(runs[True].test["auc"], runs[False].test["auc"], atol=1e-4)
+
+
+def test_link_data_refuses_node_ids_outside_the_graph():
+    ok = eval_set([[0, 1]], [[1, 3]])
+    # Before: labels held the pair (5, 0) of a 4-node graph, and the full loss read it clamped.
+    with pytest.raises(ValueError, match=r"^train\[1, 1\] = 5 is not a node id in \[0, 4\)"):
+        link_data(None, None, 4, np.array([[0, 1], [0, 5]]), ok, ok)
+    with pytest.raises(
+        ValueError, match=r"^valid.positives\[0, 1\] = 999 is not a node id in \[0, 4\)"
+    ):
+        link_data(None, None, 4, [[0, 1]], eval_set([[0, 999]], [[1, 3]]), ok)
+    with pytest.raises(ValueError, match=r"^test.negatives\[1, 2\] = -1 is not a node id"):
+        link_data(None, None, 4, [[0, 1]], ok, eval_set([[0, 1], [2, 3]], [[1, 2, 3], [0, 1, -1]]))
+    with pytest.raises(ValueError, match=r"^num_nodes=14 disagrees with graph.num_nodes=4"):
+        link_data(sg.Graph(np.array([0]), np.array([1]), None, 4), None, 14, [[0, 1]], ok, ok)
+    with pytest.raises(ValueError, match=r"^features has 3 rows but the graph has num_nodes=4"):
+        link_data(None, np.ones((3, 2), np.float32), 4, [[0, 1]], ok, ok)
+
+
+def test_fit_links_refuses_evaluation_pairs_outside_the_graph_before_training():
+    graph, x = communities(n=16)
+    data = data_of(graph, x, 0)
+    model = create_model("gae", 4, 4, hidden=4, layers=1, dropout=0.0)
+    bad = data.test._replace(positives=data.test.positives.at[1, 1].set(999))
+    # Before: trained and reported a test AUC, the id 999 clamped to node 15.
+    with pytest.raises(
+        ValueError,
+        match=r"^fit_links: data.test.positives\[1, 1\] = 999 is not a node id in \[0, 16\)",
+    ):
+        fit_links(model, data._replace(test=bad), LinkTrainConfig(epochs=1))
+    stacked = stack_link_data(
+        [
+            data,
+            data._replace(
+                valid=data.valid._replace(negatives=data.valid.negatives.at[0, 0].set(-4))
+            ),
+        ]
+    )
+    with pytest.raises(
+        ValueError, match=r"^fit_links: data.valid.negatives\[1, 0, 0\] = -4 is not a node id"
+    ):
+        fit_links(model, stacked, LinkTrainConfig(epochs=1), seeds=(0, 1), per_seed_data=True)
+
+
+@pytest.mark.parametrize(
+    ("settings", "error", "message"),
+    [
+        ({"learning_rate": -1.0}, ValueError, r"^learning_rate must be > 0.0, got -1.0$"),
+        ({"learning_rate": 0.0}, ValueError, r"^learning_rate must be > 0.0, got 0.0$"),
+        ({"learning_rate": float("nan")}, ValueError, r"learning_rate must be a finite number"),
+        ({"learning_rate": "0.1"}, TypeError, r"^learning_rate must be a number > 0.0, got '0.1'"),
+        ({"learning_rate": True}, TypeError, r"^learning_rate must be a number"),
+        ({"weight_decay": -5.0}, ValueError, r"^weight_decay must be >= 0.0, got -5.0$"),
+        ({"weight_decay": "0"}, TypeError, r"^weight_decay must be a number >= 0.0, got '0'"),
+        ({"epochs": 0}, ValueError, r"^epochs must be >= 1, got 0$"),
+        ({"decay_layers": "some"}, ValueError, r"^decay_layers must be 'none', 'first' or 'all'"),
+    ],
+)
+def test_link_train_config_refuses_bad_settings_when_built(settings, error, message):
+    # Before: learning_rate=-1 ran gradient ascent, '0.1' failed inside optax.
+    with pytest.raises(error, match=message):
+        LinkTrainConfig(**settings)
+    config = LinkTrainConfig(learning_rate=np.float32(0.5), weight_decay=0, epochs=np.int64(3))
+    assert (config.learning_rate, config.weight_decay, config.epochs) == (0.5, 0, 3)
