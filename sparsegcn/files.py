@@ -769,8 +769,11 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], ob
     replaced keeps its mode and, where permitted, its group
     (:func:`_take_permissions`). A character device or FIFO among the paths
     (:data:`SINKS`), or one of this process's descriptors (``/dev/stdout``),
-    is written in place after the renames; any other non-regular file is
-    refused first.
+    is written in place after the renames, in order, while the files they
+    replaced are still kept aside: should one fail (``/dev/full``, a FIFO
+    nobody reads, Ctrl-C), every file is put back as it was, and the error
+    names the outputs written in place already (a stream cannot take its
+    bytes back). Any other non-regular file is refused first.
 
     Args:
       writers: ``{path: write(file)}``.
@@ -813,23 +816,39 @@ def write_all_atomic(writers: Mapping[str | os.PathLike, Callable[[BinaryIO], ob
         if isinstance(err, OSError) and named is not None and not str(err).startswith("cannot "):
             raise _naming(err, named) from err
         raise
-    _replace_all(temps)
+
+    def write_sinks() -> None:
+        written: list[Path] = []
+        for sink, data, fd in sinks:
+            try:
+                if fd is None:
+                    _write_sink(sink, data)
+                else:
+                    _write_descriptor(sink, fd, data)
+            except OSError as err:
+                if not written:
+                    raise
+                were = "was" if len(written) == 1 else "were"
+                failed = type(err)(f"{err}; {', '.join(map(str, written))} {were} written already")
+                failed.errno = err.errno
+                raise failed from err
+            written.append(sink)
+
+    _replace_all(temps, then=write_sinks if sinks else None)
     for folder in {target.parent for _, target, _ in temps}:
         fsync_directory(folder)
-    for named, data, fd in sinks:
-        if fd is None:
-            _write_sink(named, data)
-        else:
-            _write_descriptor(named, fd, data)
 
 
-def _replace_all(temps: list[tuple[str, Path, Path]]) -> None:
+def _replace_all(
+    temps: list[tuple[str, Path, Path]], then: Callable[[], object] | None = None
+) -> None:
     """Renames each temporary file over its target: all of them, or none.
 
     Each existing target is first kept under a backup name beside it, a hard
     link (the target never goes missing), or, where the file system has no
     hard links, the target itself renamed. Should a rename fail (a target
-    another user owns in a sticky folder) or the process be interrupted
+    another user owns in a sticky folder), ``then()`` (called after the
+    renames, the backups still kept) fail, or the process be interrupted
     (Ctrl-C), every target already replaced gets its backup back, a target
     that did not exist before is removed again, and the remaining temporary
     files and the backups are deleted. On success the backups are deleted.
@@ -837,10 +856,14 @@ def _replace_all(temps: list[tuple[str, Path, Path]]) -> None:
 
     Args:
       temps: ``(temporary file, target, path as given)``; errors name the last.
+      then: more writing that must succeed for the renames to stand (the
+        outputs written in place, :func:`write_all_atomic`); its errors name
+        their own files.
 
     Raises:
-      OSError: naming the output whose backup or rename failed, and any
-        previous file that could not be put back (where its copy is).
+      OSError: naming the output whose backup or rename failed (or ``then``'s
+        error), and any previous file that could not be put back (where its
+        copy is).
     """
     backups: list[tuple[Path, Path, bool]] = []  # (target, backup, made by renaming target)
     done: list[Path] = []
@@ -854,16 +877,21 @@ def _replace_all(temps: list[tuple[str, Path, Path]]) -> None:
             named = given
             _replace_regular(tmp, target)
             done.append(target)
+        named = None
+        if then is not None:
+            then()
     except BaseException as err:
         kept = _put_back(backups, done)
         for tmp, _, _ in temps:
             Path(tmp).unlink(missing_ok=True)
-        if not isinstance(err, OSError) or named is None:
+        if not isinstance(err, OSError):
             raise
-        failed = err if str(err).startswith("cannot ") else _naming(err, named)
+        failed = err if named is None or str(err).startswith("cannot ") else _naming(err, named)
         if kept:
             failed = type(failed)(f"{failed}; {kept}")
             failed.errno = err.errno
+        if failed is err:
+            raise
         raise failed from err
     for _, backup, _ in backups:
         backup.unlink(missing_ok=True)
@@ -1303,6 +1331,11 @@ def _within(path: str, parents: set[str]) -> bool:
     return any(path.startswith(parent.rstrip(os.sep) + os.sep) for parent in parents)
 
 
+def _within_any(paths: set[str], parent: str) -> bool:
+    """Whether one of the real paths ``paths`` lies strictly inside the real path ``parent``."""
+    return any(_within(path, {parent}) for path in paths)
+
+
 def check_distinct_outputs(
     files: Mapping[str, str | os.PathLike | None],
     folders: Mapping[str, tuple[str | os.PathLike | None, Callable[[str], bool]]] | None = None,
@@ -1416,11 +1449,66 @@ def output_identity(path: str | os.PathLike | None) -> bytes:
     return digest[:8] if any(digest[:8]) else b"\x01" + digest[1:8]
 
 
+#: How far :func:`_linked_targets` looks for symbolic links in an input folder: this many
+#: folders down, and this many entries in all. A dataset's folder holds a few files, a few
+#: levels deep (``ogbn_arxiv/split/time/``); a larger one is checked as far as this goes.
+LINK_SEARCH_DEPTH = 4
+LINK_SEARCH_ENTRIES = 10_000
+
+
+def _linked_targets(folder: Path) -> list[tuple[Path, str, bool]]:
+    """The symbolic links in an input folder, and below it: ``(link, real path of its
+    target, whether that is a folder)``.
+
+    A dataset whose files are links into a store elsewhere (DVC's symlink
+    cache, git-annex and datalad, a shared copy) is read from the targets; a
+    write there replaces the dataset as surely as one in its folder. Linked
+    folders are looked into too (their links count), each real folder once;
+    the search stops at :data:`LINK_SEARCH_DEPTH` levels and
+    :data:`LINK_SEARCH_ENTRIES` entries. Unreadable folders are skipped, and
+    so is a link to the folder itself or to a folder it lies in (``up ->
+    ..``): nothing of the input is read through it that is not in the folder.
+    """
+    found: list[tuple[Path, str, bool]] = []
+    top = os.path.realpath(folder)
+    seen = {top}
+    pending = [(folder, 0)]
+    entries = 0
+    while pending and entries < LINK_SEARCH_ENTRIES:
+        where, depth = pending.pop()
+        try:
+            with os.scandir(where) as listing:
+                for entry in listing:
+                    entries += 1
+                    if entries > LINK_SEARCH_ENTRIES:
+                        break
+                    is_link, is_dir = entry.is_symlink(), entry.is_dir()
+                    if not (is_link or is_dir):
+                        continue
+                    path = where / entry.name
+                    real = os.path.realpath(path) if is_link else None
+                    if real is not None:
+                        if is_dir and (real == top or _within(top, {real})):
+                            continue
+                        found.append((path, real, is_dir))
+                    if is_dir and depth + 1 < LINK_SEARCH_DEPTH:
+                        real = real or os.path.realpath(path)
+                        if real not in seen:
+                            seen.add(real)
+                            pending.append((path, depth + 1))
+        except OSError:
+            continue
+    return found
+
+
 def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) -> None:
     """Refuses an output that is one of the run's inputs, or lies inside an input folder.
 
     Compares real paths (symbolic links resolved), and file identities
-    (``os.path.samefile``) for hard links, before any work is done.
+    (``os.path.samefile``) for hard links, before any work is done. The
+    targets of the symbolic links in an input folder are inputs too (a
+    dataset whose files link into a DVC or git-annex store): an output that
+    is one, or lies inside a linked folder, is refused (:func:`_linked_targets`).
 
     Args:
       outputs: ``{flag: path}`` of the files (or folders) the run writes;
@@ -1434,6 +1522,7 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
       ValueError: naming the flag, the output and the input.
     """
     inputs = [(what, Path(p)) for what, p in inputs if p is not None]
+    links: dict[Path, list[tuple[Path, str, bool]]] = {}
     for flag, out in outputs.items():
         if out is None:
             continue
@@ -1456,6 +1545,16 @@ def check_not_inputs(outputs: Mapping[str, str | os.PathLike | None], inputs) ->
                     f"{flag} {out} would overwrite {what} {source}, an input of this run; "
                     f"write it elsewhere"
                 )
+            if not source.is_dir():
+                continue
+            if source not in links:
+                links[source] = _linked_targets(source)
+            for link, target, folder in links[source]:
+                if target in targets or (folder and _within_any(targets, target)):
+                    raise ValueError(
+                        f"{flag} {out} would overwrite {target} (linked to by {link}) in "
+                        f"{what} {source}, an input of this run; write it elsewhere"
+                    )
 
 
 def check_inputs_outside(folders: Mapping[str, str | os.PathLike | None], inputs) -> None:

@@ -216,6 +216,38 @@ def test_an_output_inside_an_input_folder_or_linked_to_an_input_is_refused(tmp_p
     )  # beside: fine
 
 
+def test_an_output_on_the_target_of_a_link_in_an_input_folder_is_refused(tmp_path):
+    # Before: a dataset whose files are links into a shared store (DVC, datalad,
+    # git-annex) lost them to `--json store/ind.cora.x`: only the folder's real path
+    # was compared, and the rename replaced the store's file.
+    store, data = tmp_path / "store", tmp_path / "R" / "planetoid"
+    (store / "shared").mkdir(parents=True)
+    data.mkdir(parents=True)
+    (store / "ind.cora.x").write_bytes(b"features")
+    (store / "shared" / "edges.npy").write_bytes(b"edges")
+    (data / "ind.cora.x").symlink_to(store / "ind.cora.x")
+    (data / "sub").mkdir()  # a link a level down, and a linked folder
+    (data / "sub" / "y.npy").symlink_to(Path("..", "..", "..", "store", "ind.cora.x"))
+    (data / "linked").symlink_to(store / "shared")
+    inputs = [("the dataset", data)]
+    for out in (store / "ind.cora.x", store / "shared", store / "shared" / "edges.npy"):
+        with pytest.raises(
+            ValueError,
+            match=rf"--json {re.escape(str(out))} would overwrite .* in the dataset "
+            rf"{re.escape(str(data))}, an input of this run",
+        ):
+            check_not_inputs({"--json": out}, inputs)
+    # Through a link of the output's own, too.
+    alias = tmp_path / "alias.json"
+    alias.symlink_to(store / "ind.cora.x")
+    with pytest.raises(ValueError, match="would overwrite"):
+        check_not_inputs({"--json": alias}, inputs)
+    check_not_inputs({"--json": store / "report.json"}, inputs)  # beside the linked files: fine
+    (data / "up").symlink_to("..")  # a link to a folder the input lies in reads nothing more
+    check_not_inputs({"--json": tmp_path / "R" / "report.json"}, inputs)
+    assert (store / "ind.cora.x").read_bytes() == b"features"
+
+
 def test_an_output_inside_a_dataset_folder_the_run_downloads_is_refused(tmp_path, capsys):
     # Before: info --dataset tu:MUTAG --root R --json R/tu/MUTAG/MUTAG_A.txt downloaded
     # MUTAG, then replaced its verified edge file by the report (only an input already
@@ -373,6 +405,41 @@ def test_a_failed_rename_puts_every_output_back(tmp_path, monkeypatch, links):
     write_all_atomic(writers)
     assert [p.read_text() for p in (new, model, arrays)] == ["new", "new json", "new npz"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.npz", "new.txt"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_device_or_fifo_output_that_fails_leaves_every_file_output_as_it_was(tmp_path):
+    # Before: the files were renamed into place first, then the sink written; a sink that
+    # failed (`predict --out p.npy --json /dev/full`) ended with an error, and p.npy replaced.
+    out, new = tmp_path / "p.npy", tmp_path / "new.npy"
+    out.write_bytes(b"old")
+    fifo = tmp_path / "ff"  # nobody reads it
+    os.mkfifo(fifo)
+    for sink, message in (("/dev/full", "No space left on device"), (fifo, "no process reads")):
+        writers = {
+            out: lambda f: f.write(b"new"),
+            sink: lambda f: f.write(b"{}"),
+            new: lambda f: f.write(b"x"),
+        }
+        with pytest.raises(OSError, match=rf"^cannot write {re.escape(str(sink))}: {message}"):
+            write_all_atomic(writers)
+        assert out.read_bytes() == b"old"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ff", "p.npy"]  # no temp, no backup
+    # A sink after another that was written: the message says which was.
+    reader = _fifo_with_reader(tmp_path / "ok")
+    try:
+        with pytest.raises(OSError, match=r"No space left on device; .*/ok was written already"):
+            write_all_atomic(
+                {
+                    out: lambda f: f.write(b"new"),
+                    tmp_path / "ok": lambda f: f.write(b"{}"),
+                    "/dev/full": lambda f: f.write(b"{}"),
+                }
+            )
+        assert os.read(reader, 10) == b"{}"
+    finally:
+        os.close(reader)
+    assert out.read_bytes() == b"old"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")

@@ -143,10 +143,33 @@ def _debug(args) -> bool:
 
 
 def _usable_stderr() -> None:
-    """Points a closed or missing ``sys.stderr`` (``2>&-``) at the null device."""
+    """Points a closed or missing ``sys.stderr`` (``2>&-``) at the null device, and
+    makes printing a path never fail (:func:`_printable_paths`)."""
     stream = sys.stderr
     if stream is None or getattr(stream, "closed", False):
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- lives as long as the process
+    _printable_paths()
+
+
+def _printable_paths() -> None:
+    """Makes ``sys.stdout`` and ``sys.stderr`` write what their encoding cannot as
+    backslash escapes, where they would raise instead.
+
+    A path that is not valid in the file system's encoding (``ck\\xff`` under
+    UTF-8) is a ``str`` with a surrogate (``'ck\\udcff'``). A stream with
+    ``errors="strict"`` (``LANG=en_US.UTF-8``; ``PYTHONIOENCODING=utf-8:strict``)
+    refuses to print it, and a command would fail after its work, at the
+    line that names a file it wrote, before writing its ``--json``. Such a
+    stream prints ``ck\\udcff`` instead; one that already escapes
+    (``surrogateescape`` under ``C.UTF-8``: the original bytes) is left as it is.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) != "strict":
+            continue
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError, AttributeError):
+                reconfigure(errors="backslashreplace")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -259,11 +259,15 @@ def run_inputs(exp: Experiment, checkpoint: str | None = None) -> list[tuple[str
     """``(description, path)`` of what a run of ``exp`` reads, for
     :func:`~sparsegcn.files.check_not_inputs`: the dataset's file or folder,
     the files of the checkpoint resumed from (``exp.resume``) or predicted
-    from (``checkpoint``), and, when predicting, the feature cache."""
+    from (``checkpoint``), and, when predicting, the feature cache.
+
+    Predicting reads the checkpoint alone, never the one its run resumed
+    from: the ``resume`` its config records is not an input then (it may be
+    pruned or moved since, or relative to another folder)."""
     inputs: list[tuple[str, object]] = [("the dataset", data_location(exp.dataset, exp.root))]
-    for source in (exp.resume, checkpoint):
-        if source:
-            inputs += [("the checkpoint file", path) for path in checkpoint_files(source)]
+    source = checkpoint or exp.resume
+    if source:
+        inputs += [("the checkpoint file", path) for path in checkpoint_files(source)]
     if checkpoint and exp.feature_cache:
         inputs.append(("the feature cache", exp.feature_cache))
     return inputs

@@ -1,6 +1,7 @@
 """The command line: a thin layer whose outputs match the library's."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,6 +158,66 @@ def test_train_and_info_refuse_an_output_that_is_one_of_their_inputs(tmp_path, c
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         ["manifest.json", *(f"{name}.npy" for name in arrays)]
     )
+
+
+def test_an_output_on_a_linked_dataset_files_target_is_refused(data_root, tmp_path, capsys):
+    """A dataset whose files link into a shared store (DVC, datalad, git-annex): before,
+    ``--json store/ind.cora.x`` replaced the Cora features the link points at."""
+    import shutil
+
+    import sparsegcn as sg
+
+    store, root = tmp_path / "store", tmp_path / "R"
+    store.mkdir()
+    (root / "planetoid").mkdir(parents=True)
+    for source in sorted((data_root / "planetoid").glob("ind.cora.*")):
+        shutil.copy(source, store / source.name)
+        (root / "planetoid" / source.name).symlink_to(Path("..", "..", "store", source.name))
+    features = (store / "ind.cora.x").read_bytes()
+    argv = ["--dataset", "cora", "--root", str(root), "--no-progress"]
+    for command in (["info"], ["train", "--epochs", "1"]):
+        assert main([*command, *argv, "--json", str(store / "ind.cora.x")]) == 2
+        err = capsys.readouterr().err
+        assert f"--json {store / 'ind.cora.x'} would overwrite {store / 'ind.cora.x'}" in err
+        assert f"in the dataset {root / 'planetoid'}, an input of this run" in err
+    assert (store / "ind.cora.x").read_bytes() == features
+    # An on-disk dataset whose features.npy links into another folder.
+    ids = np.arange(4)
+    dataset = sg.datasets.Dataset(
+        name="four",
+        graph=sg.Graph(ids, np.roll(ids, 1), None, 4),
+        features=np.eye(4, dtype=np.float32),
+        labels=np.array([0, 1, 0, 1]),
+        split={"train": ids[:2], "valid": ids[2:3], "test": ids[3:]},
+        num_classes=2,
+    )
+    folder = sg.datasets.save(dataset, tmp_path / "ds")
+    (folder / "features.npy").rename(store / "features.npy")
+    (folder / "features.npy").symlink_to(store / "features.npy")
+    kept = (store / "features.npy").read_bytes()
+    for command in (["info"], ["train", "--epochs", "1", "--no-progress"]):
+        assert (
+            main([*command, "--dataset", str(folder), "--json", str(store / "features.npy")]) == 2
+        )
+        assert "would overwrite" in capsys.readouterr().err
+    assert (store / "features.npy").read_bytes() == kept
+    assert sg.datasets.load(str(folder)).num_nodes == 4
+
+
+def test_a_path_that_is_not_utf8_is_printed_and_the_report_written(tmp_path, monkeypatch):
+    """Before: with a strict stdout (``LANG=en_US.UTF-8``; here ``PYTHONIOENCODING``'s
+    way), printing ``checkpoint: ck\\xff`` failed after the run: exit 2, no --json."""
+    import io
+    import os
+
+    buffer = io.BytesIO()
+    stdout = io.TextIOWrapper(buffer, encoding="utf-8", errors="strict", write_through=True)
+    monkeypatch.setattr("sys.stdout", stdout)
+    ck, report = os.fsdecode(bytes(tmp_path) + b"/ck\xff"), tmp_path / "r.json"
+    argv = ["train", "--hidden", "4", "--epochs", "1", "--no-progress", "--checkpoint", ck]
+    assert main([*argv, "--json", str(report)]) == 0
+    assert json.loads(report.read_text())["checkpoint"].startswith(ck)
+    assert b"checkpoint: " + bytes(tmp_path) + b"/ck\\udcff/ckpt-000001.json" in buffer.getvalue()
 
 
 def test_a_home_folder_in_a_path_option_is_expanded(tmp_path, monkeypatch, capsys):

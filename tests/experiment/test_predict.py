@@ -89,6 +89,42 @@ def test_one_seed_writes_flat_arrays(trained, predicted, tmp_path):
     np.testing.assert_allclose(np.load(out_emb), emb[0], rtol=1e-5, atol=1e-5)  # K=1 vs K=2 vmap
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_summary_that_cannot_be_written_leaves_the_previous_outputs(trained, tmp_path, capsys):
+    # Before: --out was renamed into place, then writing --json /dev/full failed: exit 1,
+    # and the previous predictions were gone although the help promises all or none.
+    folder, _ = trained
+    out, emb = tmp_path / "p.npy", tmp_path / "e.npy"
+    out.write_bytes(b"old predictions")
+    argv = ["predict", "--checkpoint", str(folder / "ckpt"), "--out", str(out)]
+    assert main([*argv, "--embeddings", str(emb), "--json", "/dev/full"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (
+        "sparsegcn predict: error: cannot write /dev/full: No space left on device"
+    )
+    assert out.read_bytes() == b"old predictions"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.npy"]
+
+
+def test_a_resumed_runs_checkpoint_predicts_after_its_source_is_gone(tmp_path, capsys):
+    # Before: predict checked the files of the run's --resume source, which it never
+    # reads: "checkpoint .../first does not exist" once that folder was pruned or removed.
+    first, second = tmp_path / "first", tmp_path / "second"
+    argv = ["train", "--hidden", "4", "--epochs", "1", "--no-progress", "--checkpoint-every", "1"]
+    assert main([*argv, "--checkpoint", str(first)]) == 0
+    argv[argv.index("--epochs") + 1] = "2"
+    assert main([*argv, "--resume", str(first), "--checkpoint", str(second)]) == 0
+    for path in first.iterdir():
+        path.unlink()
+    first.rmdir()
+    capsys.readouterr()
+    out = tmp_path / "p.npy"
+    assert main(["predict", "--checkpoint", str(second), "--out", str(out)]) == 0, (
+        capsys.readouterr().err
+    )
+    assert np.load(out).ndim == 1
+
+
 def _template(manifest):
     from sparsegcn.experiment import build_model, experiment_from_checkpoint
     from sparsegcn.train import init_state, make_optimizer, state_template
@@ -177,6 +213,16 @@ def test_an_output_that_is_an_input_is_refused_before_work(trained, tmp_path, ca
     err = capsys.readouterr().err
     assert f"--embeddings {dataset / 'features.npy'} would overwrite the dataset {dataset}" in err
     assert (dataset / "features.npy").read_bytes() == b"the user's features"
+    # Nor the target of a link in the dataset's folder (a DVC or git-annex store).
+    store = tmp_path / "store"
+    store.mkdir()
+    (dataset / "features.npy").rename(store / "features.npy")
+    (dataset / "features.npy").symlink_to(store / "features.npy")
+    argv[-1] = str(store / "features.npy")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"would overwrite {store / 'features.npy'} (linked to by" in err
+    assert (store / "features.npy").read_bytes() == b"the user's features"
     assert not (tmp_path / "p.npy").exists()
 
 
