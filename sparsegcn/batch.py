@@ -129,10 +129,17 @@ def choose_budget(
 
     Returns:
       The :class:`Budget`.
+
+    Raises:
+      ValueError: counts that are not ``[G]`` with ``G >= 1`` (a 2-D array
+        would be budgeted as one graph), of different lengths, negative,
+        fractional or not finite, naming the first such count.
+      TypeError: counts that are not numbers.
     """
     batch_size = _checks.check_static_int("batch_size", batch_size, minimum=1)
+    nodes_per_graph, edges_per_graph = _check_counts(nodes_per_graph, edges_per_graph)
     sizes = []
-    for counts in (np.asarray(nodes_per_graph), np.asarray(edges_per_graph)):
+    for counts in (nodes_per_graph, edges_per_graph):
         b = min(batch_size, counts.shape[0])
         typical = b * counts.mean() + 3.0 * math.sqrt(b) * counts.std()
         # Never below the largest graph, nor above the b largest together.
@@ -142,6 +149,39 @@ def choose_budget(
     return Budget(
         nodes=sizes[0] + 1, edges=sizes[1], graphs=min(batch_size, len(nodes_per_graph)) + 1
     )
+
+
+def _check_counts(nodes_per_graph, edges_per_graph) -> tuple[np.ndarray, np.ndarray]:
+    """Both as int64 ``[G]`` (``G >= 1``) if they are whole, non-negative counts
+    of the same graphs; else raises naming the array and its first bad count."""
+    arrays = {
+        "nodes_per_graph": _checks.as_host("nodes_per_graph", nodes_per_graph),
+        "edges_per_graph": _checks.as_host("edges_per_graph", edges_per_graph),
+    }
+    shapes = [a.shape for a in arrays.values()]
+    if any(len(shape) != 1 for shape in shapes) or shapes[0] != shapes[1]:
+        raise ValueError(
+            f"nodes_per_graph and edges_per_graph must be [G], one count per graph, got shapes "
+            f"{shapes[0]} and {shapes[1]}"
+        )
+    if shapes[0][0] == 0:
+        raise ValueError("choose_budget needs the sizes of at least one graph, got G = 0")
+    counts = []
+    for name, a in arrays.items():
+        if a.dtype == np.bool_ or not (
+            np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)
+        ):
+            raise TypeError(f"{name} must hold integer counts, got dtype {a.dtype}")
+        bad = a < 0
+        if np.issubdtype(a.dtype, np.floating):
+            bad = ~np.isfinite(a) | (a != np.round(a)) | bad
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"{name}[{pos}] = {a[pos].item()!r} is not a count (a whole number >= 0)"
+            )
+        counts.append(a.astype(np.int64))
+    return counts[0], counts[1]
 
 
 def _check_budget(budget: Budget) -> Budget:

@@ -90,6 +90,10 @@ def message_passing(
         raise ValueError(f"unknown aggregate {aggregate!r}; choose one of {list(AGGREGATIONS)}")
     if edge_features is not None and message is None:
         raise ValueError("edge_features need a message function to read them")
+    if edge_features is not None:
+        _checks.check_num_rows(
+            "edge_features", jnp.shape(edge_features), jnp.shape(graph.senders)[0], "num_edges"
+        )
     if message is None and aggregate in ("sum", "mean"):
         if edge_weight is not None:
             check_edge_weight(edge_weight, jnp.shape(graph.senders)[0], jnp.shape(x_src))

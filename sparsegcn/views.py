@@ -285,6 +285,28 @@ class Bipartite(EdgeListView):
     edges_sorted: bool = False
 
     def __post_init__(self):
+        num_edges = jnp.shape(self.senders)[0] if jnp.ndim(self.senders) else None
+        if jnp.shape(self.receivers) != jnp.shape(self.senders) or jnp.ndim(self.senders) != 1:
+            raise ValueError(
+                f"senders and receivers must be [E], one entry per edge, got shapes "
+                f"{jnp.shape(self.senders)} and {jnp.shape(self.receivers)}"
+            )
+        for name, value in (("weights", self.weights), ("edge_mask", self.edge_mask)):
+            if value is not None and jnp.shape(value) != (num_edges,):
+                raise ValueError(
+                    f"{name} must have shape ({num_edges},), one per edge, got {jnp.shape(value)}"
+                )
+        mask_dtype = getattr(self.edge_mask, "dtype", None) or np.asarray(self.edge_mask).dtype
+        if self.edge_mask is not None and mask_dtype != np.bool_:
+            raise TypeError(
+                f"edge_mask must be bool (True for a real edge), got dtype {mask_dtype}; a "
+                "number would weight its edge"
+            )
+        if self.weights is not None and not _checks.is_traced(self.weights):
+            _checks.check_real_values("weights", np.asarray(self.weights))
+        concrete_start = not _checks.is_traced(self.dst_start) and jnp.ndim(self.dst_start) == 0
+        if concrete_start and int(self.dst_start) < 0:
+            raise ValueError(f"dst_start must be >= 0, got {int(self.dst_start)}")
         sides = (
             ("senders", self.senders, self.num_src),
             ("receivers", self.receivers, self.num_dst),
@@ -305,6 +327,13 @@ class Bipartite(EdgeListView):
     def targets(self, h):
         if isinstance(self.dst_start, int) and self.dst_start == 0 and h.shape[0] == self.num_dst:
             return h
+        if not _checks.is_traced(self.dst_start) and jnp.ndim(self.dst_start) == 0:
+            end = int(self.dst_start) + self.num_dst
+            if end > h.shape[0]:  # dynamic_slice would clamp to other rows
+                raise ValueError(
+                    f"targets are rows [{int(self.dst_start)}, {end}) of h, which has "
+                    f"{h.shape[0]} rows (dst_start={int(self.dst_start)}, num_dst={self.num_dst})"
+                )
         start = start_indices(self.dst_start, h.ndim)
         return jax.lax.dynamic_slice(h, start, (self.num_dst, *h.shape[1:]))
 

@@ -461,3 +461,69 @@ def test_readout_names_an_out_of_range_graph_slot(how, node_graph):
 def test_readout_refuses_a_node_mask_not_bool_per_node(mask):
     with pytest.raises(ValueError, match=r"node_mask must be bool of shape \(3,\)"):
         readout(jnp.ones((3, 1)), jnp.array([0, 0, 1]), 2, node_mask=jnp.asarray(mask))
+
+
+def test_max_readout_keeps_nan_and_infinities_of_non_empty_graphs():
+    # Before: jnp.where(isfinite(max), max, 0) turned NaN, +inf and -inf into 0.
+    h = np.array(
+        [[np.nan, 1.0], [2.0, 3.0], [np.inf, -1.0], [0.0, 5.0], [-np.inf, 7.0], [-np.inf, 8.0]],
+        np.float32,
+    )
+    node_graph = np.array([0, 0, 1, 1, 2, 3])
+    mask = np.array([True, True, True, True, True, False])  # graph 3: its one node masked
+    out = np.asarray(
+        jax.jit(lambda h: readout(h, node_graph, 5, "max", node_mask=mask))(jnp.asarray(h))
+    )
+    for g in range(5):
+        rows = h[(node_graph == g) & mask]
+        expected = np.max(rows, axis=0) if rows.size else np.zeros(2)  # graphs 3, 4: 0
+        np.testing.assert_array_equal(out[g], expected)
+    unmasked = np.asarray(readout(h, node_graph, 4, "max"))
+    np.testing.assert_array_equal(unmasked[3], h[5])
+    # As the sum readout does.
+    assert np.isnan(np.asarray(readout(h, node_graph, 4, "sum"))[0, 0])
+
+
+@pytest.mark.parametrize("how", [*READOUTS, "attention", "set2set"])
+@pytest.mark.parametrize("shape", [(3,), (3, 1, 2)])
+def test_readouts_refuse_h_not_nodes_by_features(how, shape):
+    # Before: a 1-D h of the mean readout came back [G, G] (broadcast against the counts).
+    h = jnp.ones(shape)
+    node_graph = jnp.array([0, 0, 1])
+    width = shape[-1]
+    with pytest.raises(ValueError, match=r"h must be \[N, F\] node rows, got shape \(3"):
+        if how == "attention":
+            attention_pool(attention_pool_params(jax.random.key(0), width), h, node_graph, 2)
+        elif how == "set2set":
+            set2set(set2set_params(jax.random.key(0), width), h, node_graph, 2, steps=1)
+        else:
+            readout(h, node_graph, 2, how)
+
+
+def test_attention_pool_names_both_widths_of_a_params_mismatch():
+    # Before: "dot_general requires contracting dimensions to have the same shape".
+    h = jnp.ones((3, 2))
+    params = attention_pool_params(jax.random.key(0), 3)
+    with pytest.raises(
+        ValueError, match=r"params are for 3 features .* h has 2 \(shape \(3, 2\)\)"
+    ):
+        attention_pool(params, h, jnp.array([0, 0, 1]), 2)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "edges", "message"),
+    [
+        ([3, 4, 5], [4, 6], r"got shapes \(3,\) and \(2,\)"),
+        ([[3, 4, 5]], [[4, 6, 8]], r"got shapes \(1, 3\) and \(1, 3\)"),
+        (3, 4, r"got shapes \(\) and \(\)"),
+        ([], [], r"at least one graph, got G = 0"),
+        ([3, -4, 5], [4, 6, 8], r"nodes_per_graph\[1\] = -4 is not a count"),
+        ([3, 4, 5], [4, 6.5, 8], r"edges_per_graph\[1\] = 6\.5 is not a count"),
+        ([3, np.nan, 5], [4, 6, 8], r"nodes_per_graph\[1\] = nan is not a count"),
+    ],
+)
+def test_choose_budget_refuses_counts_that_are_not_one_per_graph(nodes, edges, message):
+    # Before: mismatched lengths and negative counts were budgeted, a 2-D array as
+    # one graph; empty counts failed with "cannot convert float NaN to integer".
+    with pytest.raises(ValueError, match=message):
+        choose_budget(np.asarray(nodes), np.asarray(edges), batch_size=2)

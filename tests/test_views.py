@@ -140,3 +140,60 @@ def test_product_refuses_wrong_row_count():
     graph = GRAPH_CASES["random"]()
     with pytest.raises(ValueError, match="x_src"):
         graph.product(jnp.ones((graph.num_nodes + 1, 2)))
+
+
+_S, _R = np.array([0, 1, 2]), np.array([0, 0, 1])
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "words"),
+    [
+        # Before: a length-1 weight or mask applied to every edge, an int mask weighted
+        # its edges, and an out-of-range dst_start was clamped by dynamic_slice.
+        (
+            lambda: Bipartite(_S, _R, np.array([2.0], np.float32), None, 0, 3, 2),
+            ValueError,
+            r"weights must have shape \(3,\), one per edge, got \(1,\)",
+        ),
+        (
+            lambda: Bipartite(_S, _R, None, np.array([False]), 0, 3, 2),
+            ValueError,
+            r"edge_mask must have shape \(3,\), one per edge, got \(1,\)",
+        ),
+        (
+            lambda: Bipartite(_S, _R, None, np.array([1, 0, 2]), 0, 3, 2),
+            TypeError,
+            r"edge_mask must be bool .* got dtype int64",
+        ),
+        (
+            lambda: Bipartite(_S, _R, np.array([1.0, np.nan, 1.0]), None, 0, 3, 2),
+            ValueError,
+            r"weights\[1\] = nan is not finite",
+        ),
+        (
+            lambda: Bipartite(_S, _R, None, None, 5, 3, 2).targets(jnp.arange(3.0)),
+            ValueError,
+            r"targets are rows \[5, 7\) of h, which has 3 rows",
+        ),
+        (
+            lambda: sg.message_passing(
+                sg.Graph(_S, _R, None, 3),
+                jnp.ones((3, 2)),
+                message=lambda x_j, x_i, e: x_j * e,
+                edge_features=jnp.array([[10.0]]),
+            ),
+            ValueError,
+            r"edge_features has 1 rows but the graph has num_edges=3",
+        ),
+    ],
+)
+def test_bipartite_fields_and_edge_features_need_one_row_per_edge(make, error, words):
+    with pytest.raises(error, match=words):
+        make()
+
+
+def test_a_checked_bipartite_view_still_masks_and_slices():
+    view = Bipartite(_S, _R, np.ones(3, np.float32), np.array([True, False, True]), 1, 3, 2)
+    x = jnp.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(sg.message_passing(view, x), [[0.0, 1.0], [4.0, 5.0]])
+    np.testing.assert_array_equal(view.targets(jnp.arange(3.0)), [1.0, 2.0])

@@ -193,7 +193,8 @@ def _batched_product(kernel: str):
                 return product(indptr, columns, data, x), False
             b, m, f = x.shape
             y = product(indptr, columns, data, jnp.moveaxis(x, 0, 1).reshape(m, b * f))
-            return jnp.moveaxis(y.reshape(-1, b, f), 1, 0), True
+            # y is [rows, B F]; not -1: B or F may be 0
+            return jnp.moveaxis(y.reshape(y.shape[0], b, f), 1, 0), True
         args = [
             a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
             for a, batched in zip((indptr, columns, data, x), in_batched, strict=True)

@@ -209,11 +209,14 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS, format: str = "ell"
         _checks.check_finite("scale", scale)
         weights = scale[senders] * scale[receivers]
     # The CSR kernel reads its own copy of the weights, in row order; the ELL
-    # products read the graph's (or none, with a folded scale).
-    layout = _build(format, senders, receivers, n, weights, widths)
+    # products read the graph's. With a folded scale both read none: the
+    # product scales x and y itself (the layout holding scale[s] * scale[r]
+    # too would apply the scale twice).
+    stored = None if scale is not None else weights
+    layout = _build(format, senders, receivers, n, stored, widths)
     transpose = None
     if not _is_symmetric(senders, receivers, weights, n):
-        transpose = _build(format, receivers, senders, n, weights, widths)
+        transpose = _build(format, receivers, senders, n, stored, widths)
     return PackedGraph(
         senders,
         receivers,

@@ -229,6 +229,38 @@ def _edge_chunks(folder: Path, layout: OgbLayout, rows: int):
             yield member.archive, (src.astype(np.int64), dst.astype(np.int64))
 
 
+def _check_binary_counts(folder: Path, n: int) -> None:
+    """Cross-checks the binary layout's arrays against its counts from their headers
+    alone (no data read), before the hours of bucketing they would otherwise wait for:
+    ``num_edges_list`` against ``edge_index``'s ``E``, ``node_feat``'s rows and
+    ``node-label.npz``'s labels against ``N``."""
+    data = folder / "raw" / "data.npz"
+    edges = NpzMember.open(data, "edge_index")
+    if len(edges.shape) != 2 or edges.shape[0] != 2:
+        raise ValueError(f"{data}: edge_index must have shape (2, E), got {edges.shape}")
+    with reading(data), zipfile.ZipFile(data) as zf:
+        has_count = "num_edges_list.npy" in zf.namelist()
+    if has_count:
+        member = NpzMember.open(data, "num_edges_list")
+        counts = np.concatenate(list(member.read_flat(0, math.prod(member.shape), 16)))
+        if counts.shape != (1,) or int(counts[0]) != edges.shape[1]:
+            raise ValueError(
+                f"{data}: num_edges_list says {counts.tolist()} but edge_index holds "
+                f"{edges.shape[1]} edges"
+            )
+    features = NpzMember.open(data, "node_feat")
+    if len(features.shape) != 2 or features.shape[0] != n:
+        raise ValueError(
+            f"{data}: node_feat has shape {features.shape} but num_nodes_list says {n} nodes"
+        )
+    labels = NpzMember.open(folder / "raw" / "node-label.npz", "node_label")
+    if math.prod(labels.shape) != n:
+        raise ValueError(
+            f"{labels.archive}: node_label has shape {labels.shape} but num_nodes_list says "
+            f"{n} nodes"
+        )
+
+
 def _num_raw_edges(folder: Path, layout: OgbLayout) -> int | None:
     if layout.binary:
         return NpzMember.open(folder / "raw" / "data.npz", "edge_index").shape[1]
@@ -390,6 +422,8 @@ def convert_ogb(
             name, root, URL.format(layout.download_name), layout.download_name, progress=progress
         )
     n = _num_nodes(folder, layout)
+    if layout.binary:
+        _check_binary_counts(folder, n)
     raw_edges = _num_raw_edges(folder, layout)
     dedup = not layout.add_inverse_edge
     work = temp_folder(tmp_dir or out.parent, out.name, "edges")

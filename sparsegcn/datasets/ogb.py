@@ -23,6 +23,20 @@ These problems of ``ogb`` 1.3.6 with current libraries are handled here:
   :func:`~sparsegcn.datasets.unpickle.safe_load`, which admits exactly the
   NumPy globals that arrays need (:data:`PROCESSED_GLOBALS`); a file naming
   anything else is refused before anything is imported.
+- **Building the processed cache.** ``ogb`` writes that cache in place
+  (``torch.save`` straight to its final name), so a run killed meanwhile
+  leaves a truncated cache that every later run fails on, and a second
+  process starting meanwhile reads the partial file with ``torch.load``.
+  The raw files are read here with ``ogb``'s own readers, as its
+  ``pre_process`` does (:func:`_read_raw`), but the cache is saved under a
+  temporary name and renamed into place (:func:`_save_processed`), while
+  an exclusive lock on ``processed/data_processed.lock`` is held
+  (:func:`_processing_lock`): a second first load of the same folder waits
+  for the first, saying so on stderr, and then reads its cache.
+  ``ogb``'s ``pre_process`` (its ``torch.load``, its download) never runs.
+  Inside :func:`~sparsegcn.datasets.base.reading_only` (``sparsegcn
+  predict``) a missing cache is not written, nor is the lock file: the raw
+  files are read into memory.
 - **The version check.** ``import ogb`` starts a thread that asks PyPI
   (through the ``outdated`` package) whether ``ogb`` is current, and
   ``import outdated`` starts a second one about itself. ``ogb`` sets
@@ -61,30 +75,39 @@ References:
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import gzip
 import importlib.util
 import os
 import pickle
 import shutil
+import stat
 import sys
 import threading
+import time
 import traceback
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from sparsegcn.datasets import OGB
-from sparsegcn.datasets.base import SPLITS, Dataset, check_may_download
+from sparsegcn.datasets.base import SPLITS, Dataset, check_may_download, may_write_cache
 from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.proteins import read_table
 from sparsegcn.datasets.unpickle import safe_load
 from sparsegcn.files import (
     CorruptFileError,
+    check_complete,
     check_regular_file,
     check_regular_tree,
+    fsync_directory,
+    naming_errors,
     read_cause,
     reading,
+    temp_file_path,
     temp_folder,
 )
 from sparsegcn.graph import Graph
@@ -147,6 +170,13 @@ MAX_MEMBERS = 10_000
 
 _CHUNK_BYTES = 1 << 24
 
+PROCESSED_NAME = "data_processed"
+"""``ogb``'s processed cache, in ``<dataset folder>/processed/``."""
+LOCK_NAME = "data_processed.lock"
+"""The lock file beside it, held while the cache is built (left in place: empty)."""
+WAIT_NOTICE_S = 2.0
+"""Seconds a load waits for another process's lock before saying so on stderr."""
+
 
 def import_ogb():
     """Imports ``ogb.nodeproppred`` without its PyPI version-check threads.
@@ -207,9 +237,10 @@ def load_processed(path: str | os.PathLike) -> dict:
       The ``{"graph", "labels"}`` dict ``ogb`` saved.
 
     Raises:
-      ValueError: the file is not such an archive (e.g. left truncated by an
-        interrupted first run: delete it and ``ogb`` processes the raw files
-        again), or does not hold that dict.
+      ValueError: the file is not such an archive (e.g. cut short: ``ogb``
+        itself, and sparsegcn before it saved the cache atomically, wrote it in
+        place, so an interrupted first run left it truncated; delete it and the
+        raw files are processed again), or does not hold that dict.
       pickle.UnpicklingError: the pickle references a global outside
         :data:`PROCESSED_GLOBALS`, or a tensor.
     """
@@ -218,8 +249,8 @@ def load_processed(path: str | os.PathLike) -> dict:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as err:
         raise ValueError(
-            f"{path} is not a torch.save archive ({err}); if a first run was interrupted, "
-            f"delete it so that ogb processes the raw files again"
+            f"{path} is not a torch.save archive ({err}); if a first run that wrote it was "
+            f"interrupted, delete it so that the raw files are processed again"
         ) from err
     with archive:
         pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
@@ -257,7 +288,8 @@ def _missing_raw(name: str, dataset_dir: Path, raw: str) -> FileNotFoundError:
 
 
 def _dataset_class(nodeproppred, raw: str):
-    """``NodePropPredDataset`` with its cache read by :func:`load_processed`, and never a
+    """``NodePropPredDataset`` whose ``pre_process`` is :func:`_pre_process`: the cache
+    read by :func:`load_processed` and built atomically under a lock, and never a
     download: ``ogb``'s own (unverified, then ``shutil.rmtree`` of the folder) is refused.
     A ``split/<type>/split_dict.pt`` is read by
     :func:`~sparsegcn.datasets.torchfile.read_torch_file` (a restricted unpickler), not
@@ -266,19 +298,7 @@ def _dataset_class(nodeproppred, raw: str):
 
     class SafeNodePropPredDataset(nodeproppred.NodePropPredDataset):
         def pre_process(self):
-            cache = Path(self.root) / "processed" / "data_processed"
-            if not cache.exists():
-                if not (Path(self.root) / raw).is_file():
-                    raise _missing_raw(self.name, Path(self.root), raw)
-                if raw == "raw/edge.csv.gz":  # ogb saves what it read: check first
-                    _check_raw_csv(Path(self.root), self.meta_info)
-                # ogb prints "Loading necessary files..." and "Saving...": progress, which
-                # goes to stderr, never into a command's printed table or report.
-                with contextlib.redirect_stdout(sys.stderr):
-                    super().pre_process()
-                return
-            loaded = load_processed(cache)
-            self.graph, self.labels = loaded["graph"], loaded["labels"]
+            self.graph, self.labels = _pre_process(self, raw)
 
         def get_idx_split(self, split_type=None):
             folder = Path(self.root) / "split" / (split_type or self.meta_info["split"])
@@ -293,6 +313,157 @@ def _dataset_class(nodeproppred, raw: str):
             return split
 
     return SafeNodePropPredDataset
+
+
+def _pre_process(dataset, raw: str) -> tuple:
+    """``(graph, labels)`` of an ``ogb`` dataset object, in place of its ``pre_process``.
+
+    An existing ``processed/data_processed`` is read with :func:`load_processed`
+    (it only ever appears complete: :func:`_save_processed`). Otherwise the raw
+    files are read (:func:`_read_raw`) and, unless inside
+    :func:`~sparsegcn.datasets.base.reading_only`, saved as that cache, all while
+    holding :func:`_processing_lock`; a process that waited for the lock finds the
+    cache its holder saved and reads that instead.
+    """
+    folder = Path(dataset.root)
+    cache = folder / "processed" / PROCESSED_NAME
+    if not cache.exists():
+        if not (folder / raw).is_file():
+            raise _missing_raw(dataset.name, folder, raw)
+        if not may_write_cache():  # sparsegcn predict: nothing written, not even the lock
+            return _read_raw(dataset, raw)
+        with naming_errors(cache.parent):
+            cache.parent.mkdir(exist_ok=True)
+        with _processing_lock(cache.parent, dataset.name):
+            if not cache.exists():  # or another process saved it while this one waited
+                graph, labels = _read_raw(dataset, raw)
+                _save_processed(cache, graph, labels)
+                return graph, labels
+    loaded = load_processed(cache)
+    return loaded["graph"], loaded["labels"]
+
+
+def _read_raw(dataset, raw: str) -> tuple:
+    """``(graph, labels)`` from the raw files, read as ``ogb`` 1.3.6's ``pre_process`` reads
+    those of a homogeneous dataset (its ``read_csv_graph_raw`` or ``read_binary_graph_raw``
+    and its label file), after :func:`_check_raw_csv`; nothing is downloaded or saved."""
+    import pandas as pd
+    from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
+
+    folder, meta = Path(dataset.root), dataset.meta_info
+    if str(meta["is hetero"]) == "True":
+        raise ValueError(f"{dataset.name} is heterogeneous, which this loader does not read")
+    if raw == "raw/edge.csv.gz":  # ogb reads only the first N and E rows: check first
+        _check_raw_csv(folder, meta)
+
+    def listed(key: str) -> list[str]:
+        names = str(meta[f"additional {key} files"])
+        return [] if names == "None" else names.split(",")
+
+    raw_dir = str(folder / "raw")
+    add_inverse_edge = str(meta["add_inverse_edge"]) == "True"
+    # ogb prints "Loading necessary files...": progress, which goes to stderr, never
+    # into a command's printed table or report.
+    with contextlib.redirect_stdout(sys.stderr):
+        if str(meta["binary"]) == "True":
+            graph = read_binary_graph_raw(raw_dir, add_inverse_edge=add_inverse_edge)[0]
+            with np.load(folder / "raw" / "node-label.npz") as archive:
+                labels = archive["node_label"]
+        else:
+            graph = read_csv_graph_raw(
+                raw_dir,
+                add_inverse_edge=add_inverse_edge,
+                additional_node_files=listed("node"),
+                additional_edge_files=listed("edge"),
+            )[0]
+            labels = pd.read_csv(
+                folder / "raw" / "node-label.csv.gz", compression="gzip", header=None
+            ).values
+    return graph, labels
+
+
+def _save_processed(cache: Path, graph, labels) -> None:
+    """Saves ``{"graph", "labels"}`` as ``ogb`` does (``torch.save``, pickle protocol 4,
+    so that ``ogb`` and PyG read it too), to a temporary file beside ``cache`` that is
+    fsynced and then renamed to ``cache``: the cache is complete or absent. A process
+    killed meanwhile leaves only its temporary file, which the next save removes
+    (:func:`~sparsegcn.files.temp_file_path`).
+
+    Raises:
+      OSError: the file could not be written (a full disk), naming ``cache``.
+    """
+    import torch
+
+    print(f"Saving {cache}...", file=sys.stderr, flush=True)
+    with naming_errors(cache):
+        tmp = temp_file_path(cache.parent, cache.name)
+        try:
+            with open(tmp, "xb") as f:
+                torch.save({"graph": graph, "labels": labels}, f, pickle_protocol=4)
+                check_complete(f)
+                os.fsync(f.fileno())
+            os.replace(tmp, cache)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        fsync_directory(cache.parent)
+
+
+@contextlib.contextmanager
+def _processing_lock(folder: Path, name: str) -> Iterator[None]:
+    """Holds an exclusive ``fcntl.flock`` on ``folder/``:data:`LOCK_NAME` for the block,
+    waiting for another process that holds it (one line on stderr after
+    :data:`WAIT_NOTICE_S` seconds). The lock file is opened read-only and never
+    written, so nothing of anyone's is changed; it is left in place (removing it would
+    let two processes lock two different files). Where the file system has no
+    ``flock`` the block runs unlocked: the cache is still renamed into place whole.
+
+    Raises:
+      ValueError: the lock's name is taken by a symbolic link or by something
+        other than a regular file.
+      OSError: the lock file cannot be created or opened (named).
+    """
+    path = folder / LOCK_NAME
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ValueError(f"{name}: the lock {path} is a symbolic link; remove it") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{name}: the lock {path} is not a regular file; remove it")
+        _lock(fd, path, name)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _lock(fd: int, path: Path, name: str) -> None:
+    """Takes the exclusive lock on ``fd``, polling for :data:`WAIT_NOTICE_S` seconds and
+    then, after saying so, blocking (a signal still interrupts the wait)."""
+    deadline = time.monotonic() + WAIT_NOTICE_S
+    operation = fcntl.LOCK_EX | fcntl.LOCK_NB
+    while True:
+        try:
+            fcntl.flock(fd, operation)
+            return
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            print(
+                f"{name}: waiting for another process, which holds {path}, to finish "
+                f"processing the raw files...",
+                file=sys.stderr,
+                flush=True,
+            )
+            operation = fcntl.LOCK_EX
+        except OSError as err:
+            if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+                return  # no flock here (some network file systems): run unlocked
+            raise
 
 
 def _hint(dataset_dir: Path) -> str:
@@ -517,12 +688,16 @@ def _check_folders(name: str, root: Path, dataset_dir: Path, version: str, raw: 
             f"ogb download of version {version} (ogb would ask whether to delete it); remove "
             f"or move the folder to download it again"
         )
-    if (dataset_dir / "processed" / "data_processed").exists():
+    if (dataset_dir / "processed" / PROCESSED_NAME).exists():
         return
     if dataset_dir.is_dir() and not (dataset_dir / raw).is_file():
         raise _missing_raw(name, dataset_dir, raw)
-    # ogb writes processed/data_processed next to the raw files, or downloads
-    # the archive into root; check now instead of failing after the download.
+    if not may_write_cache():  # reading only: the raw files are read, nothing is written
+        if not dataset_dir.is_dir():
+            check_may_download(name, root)
+        return
+    # The processed cache is written next to the raw files, or the archive is
+    # downloaded into root; check now instead of failing after the download.
     target = dataset_dir / "processed" if dataset_dir.is_dir() else root
     existing = _nearest_existing(target.absolute())
     if not existing.is_dir():
@@ -677,6 +852,12 @@ def load_ogb(
     ogbn-products comes with every pair in both directions
     (``add_inverse_edge``) and is kept as ``ogb`` builds it.
 
+    The first load reads the raw files and saves ``processed/data_processed``
+    (renamed into place whole, under a lock that a concurrent first load of the
+    same folder waits for); later loads read that cache. Inside
+    :func:`~sparsegcn.datasets.base.reading_only` a missing cache is not
+    written: the raw files are read every time.
+
     Args:
       name: ``"ogbn-arxiv"``, ``"ogbn-products"`` or ``"ogbn-papers100M"``.
       root: data root; the dataset lives in ``<root>/ogbn_arxiv/`` etc.
@@ -703,7 +884,9 @@ def load_ogb(
         empty or ragged, or whose line count differs from
         ``num-node-list.csv.gz`` / ``num-edge-list.csv.gz`` (the file, the
         line and both counts named).
-      PermissionError: ogb would have to write under a read-only folder.
+      PermissionError: the download or the processed cache would have to be
+        written under a read-only folder (not inside ``reading_only``, which
+        writes neither).
       FileNotFoundError: the dataset is missing and ``download`` is False,
         or its folder lacks the raw file and the processed cache (``ogb``
         would download it unverified and delete the folder), or a raw or

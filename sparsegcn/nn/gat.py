@@ -10,6 +10,8 @@ vector, which needs the ``[E, H, F']`` sum of both sides' rows.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -136,7 +138,8 @@ def gat_conv(
         if value_dropout > 0.0:
             z_src = dropout(z_src, value_dropout, key=value_key)
     out = message_passing(graph, z_src, edge_weight=alpha)
-    out = out.reshape(out.shape[0], -1) if concat else jnp.mean(out, axis=1)
+    # not -1: a graph may have 0 nodes
+    out = out.reshape(out.shape[0], math.prod(out.shape[1:])) if concat else jnp.mean(out, axis=1)
     return out + params["b"][None, :]
 
 

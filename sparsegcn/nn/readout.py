@@ -37,6 +37,18 @@ def _graph_slots(node_graph, num_graphs) -> tuple[jax.Array, int]:
     return jnp.asarray(node_graph), num_graphs
 
 
+def _check_rows(caller: str, h) -> None:
+    """Refuses ``h`` that is not ``[N, F]`` (its shape is static, so this holds under jit).
+
+    A 1-D ``h`` would broadcast against the ``[G, 1]`` node counts of the mean
+    into ``[G, G]``, and a 3-D one against them wrongly.
+    """
+    shape = jnp.shape(h)
+    if len(shape) != 2:
+        hint = "; give one feature per node as h[:, None]" if len(shape) == 1 else ""
+        raise ValueError(f"{caller}: h must be [N, F] node rows, got shape {tuple(shape)}{hint}")
+
+
 def _masked(h: jax.Array, node_mask: jax.Array | None, fill) -> jax.Array:
     if node_mask is None:
         return h
@@ -70,19 +82,35 @@ def readout(
       node_mask: optional bool ``[N]``; ``False`` nodes are left out.
 
     Returns:
-      ``[G, F]``; a graph without (unmasked) nodes gets 0.
+      ``[G, F]``; a graph without (unmasked) nodes gets 0. Non-finite rows
+      propagate as the reduction does in NumPy: a NaN makes its graph's
+      sum, mean and max NaN, and ``±inf`` is a graph's max when it is one.
 
     Raises:
-      ValueError: an unknown ``reduce``, a ``node_mask`` not bool ``[N]``, or a concrete ``node_graph`` id
+      ValueError: an unknown ``reduce``, ``h`` not ``[N, F]``, a
+        ``node_mask`` not bool ``[N]``, or a concrete ``node_graph`` id
         outside ``[0, num_graphs)`` (named with its position; traced ids
         are not checked).
     """
     if reduce not in READOUTS:
         raise ValueError(f"unknown readout {reduce!r}; choose one of {list(READOUTS)}")
+    _check_rows("readout", h)
     node_graph, num_graphs = _graph_slots(node_graph, num_graphs)
     if reduce == "max":
-        out = segment_max(_masked(h, node_mask, -jnp.inf), node_graph, num_graphs)
-        return jnp.where(jnp.isfinite(out), out, jnp.zeros((), out.dtype))
+        h = jnp.asarray(h)
+        masked = _masked(h, node_mask, -jnp.inf)
+        # An empty segment is 0 (segment_max's fill); a graph whose nodes are all
+        # masked holds only the -inf fill, so it is told apart by its count.
+        out = segment_max(masked, node_graph, num_graphs)
+        if jnp.issubdtype(h.dtype, jnp.inexact):
+            # NaN wins on every backend (a scatter-max need not propagate it).
+            nan = segment_sum(jnp.isnan(masked).astype(jnp.int32), node_graph, num_graphs) > 0
+            out = jnp.where(nan, jnp.asarray(jnp.nan, out.dtype), out)
+        if node_mask is not None:
+            kept = jnp.asarray(node_mask).astype(jnp.int32)
+            real = segment_sum(kept, node_graph, num_graphs) > 0
+            out = jnp.where(real[:, None], out, jnp.zeros((), out.dtype))
+        return out
     total = segment_sum(_masked(h, node_mask, 0.0), node_graph, num_graphs)
     if reduce == "sum":
         return total
@@ -124,13 +152,23 @@ def attention_pool(
       ``[G, F]``.
 
     Raises:
-      ValueError: a concrete ``node_graph`` id outside ``[0, num_graphs)``
-        (traced ids are not checked).
+      ValueError: ``h`` not ``[N, F]``, ``params`` not for ``F`` features
+        (naming both widths), or a concrete ``node_graph`` id outside
+        ``[0, num_graphs)`` (traced ids are not checked).
 
     References:
       Li, Tarlow, Brockschmidt & Zemel, *Gated Graph Sequence Neural
       Networks*, ICLR 2016 (eq. 7). https://arxiv.org/abs/1511.05493
     """
+    _check_rows("attention_pool", h)
+    features = jnp.shape(h)[1]
+    w_gate, b_gate = jnp.shape(params["w_gate"]), jnp.shape(params["b_gate"])
+    if w_gate != (features, 1) or b_gate != (1,):
+        raise ValueError(
+            f"attention_pool params are for {w_gate[0] if w_gate else '?'} features "
+            f"(w_gate shape {tuple(w_gate)}, b_gate shape {tuple(b_gate)}), h has {features} "
+            f"(shape {tuple(jnp.shape(h))}); build them with attention_pool_params(key, {features})"
+        )
     node_graph, num_graphs = _graph_slots(node_graph, num_graphs)
     gate = (h @ params["w_gate"] + params["b_gate"][None, :])[:, 0]
     alpha = segment_softmax(gate, node_graph, num_graphs, mask=node_mask)
@@ -196,7 +234,7 @@ def set2set(
       ``[G, 2F]``.
 
     Raises:
-      ValueError: ``steps`` below 1, ``params`` not for ``F`` features, or
+      ValueError: ``steps`` below 1, ``h`` not ``[N, F]``, ``params`` not for ``F`` features, or
         a concrete ``node_graph`` id outside ``[0, num_graphs)`` (traced
         ids are not checked).
 
@@ -205,6 +243,7 @@ def set2set(
       sets*, ICLR 2016. https://arxiv.org/abs/1511.06391
     """
     steps = _checks.check_static_int("steps", steps, minimum=1)
+    _check_rows("set2set", h)
     node_graph, num_graphs = _graph_slots(node_graph, num_graphs)
     features = h.shape[-1]
     if params["w_hh"].shape != (features, 4 * features):

@@ -153,10 +153,10 @@ class GraphTrainConfig:
                 raise ValueError(
                     f"epochs_per_call={self.epochs_per_call} must divide epochs={self.epochs}"
                 )
-        for name in ("learning_rate", "weight_decay"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        # The shared table (sparsegcn._checks.HYPERPARAMETERS), as TrainConfig's.
+        _checks.check_hyperparameters(
+            {"learning_rate": self.learning_rate, "weight_decay": self.weight_decay}
+        )
 
     @property
     def chunk(self) -> int:
@@ -174,22 +174,52 @@ def stratified_folds(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
     """int ``[G]`` fold of each graph: each class shuffled, then dealt round-robin.
 
     Every fold gets ``⌊n_c / k⌋`` or ``⌈n_c / k⌉`` graphs of each class ``c``.
-    Binary multi-task labels (``[G, T]``) are not stratified: the graphs are
-    shuffled and dealt as one class.
+    NaN labels (missing) are one class of their own, so they too are spread
+    evenly over the folds. ``[G, T]`` labels (binary tasks or regression
+    targets) are not stratified: the graphs are shuffled and dealt as one class.
 
     Raises:
-      ValueError: fewer graphs than folds, or ``folds < 2``.
+      ValueError: fewer graphs than folds, ``folds < 2``, a ``seed`` outside
+        ``[0, 2**32)``, or labels neither ``[G]`` nor ``[G, T]``.
+      TypeError: ``folds`` or ``seed`` not an integer.
     """
+    labels = _check_fold_labels(labels)
+    folds = _check_folds(folds, labels.shape[0])
+    seed = int(_checks.check_hyperparameter("seed", seed))
+    return _stratified_folds(labels, folds, seed)
+
+
+def _check_fold_labels(labels) -> np.ndarray:
     labels = np.asarray(labels)
+    if labels.ndim not in (1, 2):
+        raise ValueError(
+            f"labels must be [G] (a class per graph) or [G, T] (tasks), got shape {labels.shape}"
+        )
+    return labels
+
+
+def _check_folds(folds, num_graphs: int) -> int:
+    folds = int(_checks.check_bound("folds", folds, _checks.Bound(int, low=2)))
+    if folds > num_graphs:
+        raise ValueError(f"folds must be in [2, {num_graphs}] (the graphs), got {folds}")
+    return folds
+
+
+def _stratified_folds(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """:func:`stratified_folds` on checked arguments."""
     if folds < 2 or folds > labels.shape[0]:
         raise ValueError(f"folds must be in [2, {labels.shape[0]}] (the graphs), got {folds}")
     if labels.ndim != 1:
         labels = np.zeros(labels.shape[0], np.int64)
+    # Strata in sorted order, every NaN in one (NumPy's equal_nan): NaN == NaN is
+    # False, so matching on the values would leave NaN-labelled graphs in no fold.
+    _, stratum = np.unique(labels, return_inverse=True)
+    stratum = stratum.reshape(-1)
     rng = np.random.default_rng(seed)
-    fold = np.empty(labels.shape[0], np.int64)
+    fold = np.full(labels.shape[0], -1, np.int64)
     offset = 0
-    for c in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == c))
+    for c in range(int(stratum.max()) + 1):
+        members = rng.permutation(np.flatnonzero(stratum == c))
         fold[members] = (offset + np.arange(members.shape[0])) % folds
         offset += members.shape[0]
     return fold
@@ -212,20 +242,162 @@ def fold_splits(labels: np.ndarray, folds: int, seed: int) -> Splits:
     Fold ``f`` tests on the graphs of fold ``f``; of the rest,
     :data:`INNER_VALIDATION` (stratified, at least one graph) validate and
     the others train.
+
+    Args:
+      labels: ``[G]`` classes (NaN: missing, a stratum of its own) or
+        ``[G, T]`` labels (not stratified), as :func:`stratified_folds`.
+      folds: ``K``, an integer in ``[2, G]``.
+      seed: an integer in ``[0, 2**32)``.
+
+    Raises:
+      ValueError, TypeError: as :func:`stratified_folds`, naming the value.
     """
-    labels = np.asarray(labels)
-    outer = stratified_folds(labels, folds, seed)
+    labels = _check_fold_labels(labels)
+    folds = _check_folds(folds, labels.shape[0])
+    seed = int(_checks.check_hyperparameter("seed", seed))
+    outer = _stratified_folds(labels, folds, seed)
     rows = []
     for f in range(folds):
         test = outer == f
         rest = np.flatnonzero(~test)
         inner_folds = max(2, round(1.0 / INNER_VALIDATION))
-        inner = stratified_folds(labels[rest], min(inner_folds, rest.shape[0]), seed + 1 + f)
+        inner = _stratified_folds(labels[rest], min(inner_folds, rest.shape[0]), seed + 1 + f)
         valid = np.zeros_like(test)
         valid[rest[inner == 0]] = True
         rows.append((~test & ~valid, valid, test))
     train, valid, test = (np.stack(r) for r in zip(*rows, strict=True))
     return Splits(train, valid, test, np.arange(folds))
+
+
+def check_splits(caller: str, splits, num_graphs: int, name: str = "the dataset") -> Splits:
+    """``splits`` as a :class:`Splits` of NumPy arrays, if it is one a run can use.
+
+    Every mask must be bool ``[K, G]`` with the same ``K`` (an index array is
+    not a mask: ``np.flatnonzero`` of ids would train on the wrong graphs),
+    ``fold`` non-negative integers ``[K]``, and every fold must train,
+    validate and test on at least one graph (an empty mask scores 0).
+
+    Raises:
+      TypeError: ``splits`` lacks the fields of :class:`Splits`, or a mask is
+        not bool; the message names the field, its dtype and shape.
+      ValueError: a mask not ``[K, G]``, ``K`` differing between fields, or
+        a fold with no train, validation or test graph, naming it.
+    """
+    missing = [field for field in Splits._fields if not hasattr(splits, field)]
+    if missing:
+        raise TypeError(
+            f"{caller}: splits must be a Splits (bool [K, G] masks train, valid, test and "
+            f"[K] fold numbers; fold_splits or official_splits make one), got "
+            f"{type(splits).__name__}, which lacks {', '.join(missing)}"
+        )
+    masks: dict[str, np.ndarray] = {}
+    for field in ("train", "valid", "test"):
+        mask = _checks.as_host(f"splits.{field}", getattr(splits, field))
+        if mask.dtype != np.bool_:
+            binary = mask.size and np.isin(mask, (0, 1)).all()
+            hint = (
+                f"; give splits.{field}.astype(bool)"
+                if binary and mask.ndim == 2 and mask.shape[1] == num_graphs
+                else "; an index array is not a mask: set mask[k, ids] = True in "
+                "np.zeros((K, G), bool)"
+            )
+            raise TypeError(
+                f"{caller}: splits.{field} must be a bool [K, {num_graphs}] mask over the "
+                f"graphs of {name}, got {mask.dtype} of shape {mask.shape}{hint}"
+            )
+        if mask.ndim != 2 or mask.shape[1] != num_graphs:
+            raise ValueError(
+                f"{caller}: splits.{field} must be [K, {num_graphs}] (a row per fold, a column "
+                f"per graph of {name}), got shape {mask.shape}"
+            )
+        if masks and mask.shape[0] != masks["train"].shape[0]:
+            raise ValueError(
+                f"{caller}: splits.{field} has {mask.shape[0]} fold(s) (shape {mask.shape}) but "
+                f"splits.train has {masks['train'].shape[0]} (shape {masks['train'].shape})"
+            )
+        masks[field] = mask
+    folds = masks["train"].shape[0]
+    if folds == 0:
+        raise ValueError(
+            f"{caller}: splits hold no fold (splits.train has shape (0, {num_graphs}))"
+        )
+    fold = _checks.as_host("splits.fold", splits.fold)
+    if (
+        fold.shape != (folds,)
+        or fold.dtype == np.bool_
+        or not np.issubdtype(fold.dtype, np.integer)
+    ):
+        raise ValueError(
+            f"{caller}: splits.fold must be [{folds}] integer fold numbers (one per row of the "
+            f"masks), got {fold.dtype} of shape {fold.shape}"
+        )
+    if (fold < 0).any():
+        k = int(np.flatnonzero(fold < 0)[0])
+        raise ValueError(f"{caller}: splits.fold[{k}] = {int(fold[k])} must be >= 0")
+    for k in range(folds):
+        for field, what in (("train", "train"), ("valid", "validate"), ("test", "test")):
+            if not masks[field][k].any():
+                raise ValueError(
+                    f"{caller}: fold {k} has no graph to {what} on (splits.{field}[{k}] is all "
+                    f"False); every fold needs train, validation and test graphs"
+                )
+    return Splits(masks["train"], masks["valid"], masks["test"], fold)
+
+
+_OUTPUTS = {"class": "classes", "binary": "binary tasks", "regression": "regression targets"}
+
+
+def check_graph_model(caller: str, model, dataset) -> None:
+    """Refuses a model whose input or output width is not the dataset's, before
+    anything is compiled (a wrong input width fails deep inside XLA; a wrong
+    output width trains silently, or diverges after compiling).
+
+    The model's ``config`` (``in_features``, ``num_classes``, ``feature_dims``)
+    is compared with the dataset's feature columns, ``num_classes`` (classes,
+    binary tasks or regression targets: the output width every metric of
+    :data:`METRICS` reads) and categorical vocabularies.
+
+    Raises:
+      ValueError: naming both values and how to build the model.
+    """
+    settings = getattr(model, "config", None)
+    if not isinstance(settings, dict):
+        return
+    label = f"model {getattr(model, 'name', type(model).__name__)!r}"
+    shape = tuple(np.shape(dataset.features))
+    in_features = settings.get("in_features")
+    if isinstance(in_features, (int, np.integer)) and len(shape) == 2 and shape[1] != in_features:
+        raise ValueError(
+            f"{caller}: {dataset.name}'s node features have {shape[1]} columns (shape {shape}) "
+            f"but {label} was built with in_features={in_features}; build it with "
+            f"in_features={shape[1]}"
+        )
+    outputs = settings.get("num_classes")
+    if isinstance(outputs, (int, np.integer)) and outputs != dataset.num_classes:
+        what = _OUTPUTS.get(dataset.kind, "outputs")
+        raise ValueError(
+            f"{caller}: {dataset.name} has {dataset.num_classes} {what} (labels shape "
+            f"{np.shape(dataset.labels)}, metric {dataset.metric!r}) but {label} was built "
+            f"with num_classes={outputs} outputs; build it with num_classes="
+            f"{dataset.num_classes}"
+        )
+    dims = settings.get("feature_dims")
+    if dims is not None:
+        have = dataset.feature_dims
+        if have is None:
+            raise ValueError(
+                f"{caller}: {label} embeds categorical node columns (feature_dims={tuple(dims)}) "
+                f"but {dataset.name}'s node features are real-valued (feature_dims None); build "
+                "it without feature_dims"
+            )
+        small = [j for j, (d, h) in enumerate(zip(dims, have, strict=False)) if d < h]
+        if small:
+            j = small[0]
+            raise ValueError(
+                f"{caller}: {label} has feature_dims[{j}]={dims[j]} categories but "
+                f"{dataset.name}'s column {j} takes {have[j]} (feature_dims={tuple(have)}); "
+                f"build it with feature_dims={tuple(have)}"
+            )
 
 
 def official_splits(dataset) -> Splits:
@@ -1076,12 +1248,21 @@ def fit_graphs(
 
     Returns:
       A :class:`GraphFitResult`.
+
+    Raises:
+      ValueError, TypeError: before anything is compiled: a model whose
+        ``in_features`` or ``num_classes`` is not the dataset's
+        (:func:`check_graph_model`), ``splits`` that are not bool ``[K, G]``
+        masks with a train, validation and test graph in every fold
+        (:func:`check_splits`), a bad config or seed; each names the value.
     """
     config = _checks.check_config("fit_graphs", config, GraphTrainConfig, optional=False)
     seeds = _checks.check_seeds("fit_graphs", seeds)
     metric = dataset.metric
     if metric not in METRICS:
         raise ValueError(f"{dataset.name}: metric must be one of {list(METRICS)}, got {metric!r}")
+    check_graph_model("fit_graphs", model, dataset)
+    splits = check_splits("fit_graphs", splits, dataset.num_graphs, dataset.name)
     from sparsegcn.parallel.mesh import as_mesh
 
     # D local devices of every process (several processes: one mesh over all of them).
@@ -1345,7 +1526,9 @@ __all__ = [
     "accuracy",
     "ap",
     "binary_loss",
+    "check_graph_model",
     "check_program_memory",
+    "check_splits",
     "checkpoint_template",
     "class_loss",
     "device_batch_size",

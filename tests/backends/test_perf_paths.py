@@ -351,3 +351,25 @@ def test_csr_product_batches_seeds_into_one_kernel_call():
     ys = jax.vmap(lambda layout, x: csr_matmul(layout, x, g.num_nodes))(layouts, xs[:2])
     for i in range(2):
         np.testing.assert_allclose(ys[i], a @ np.asarray(xs[i], np.float64), **TOL)
+
+
+@pytest.mark.parametrize("fmt", ["ell", "csr"])
+def test_a_folded_scale_is_applied_once_on_every_format(fmt):
+    # Before: pack(g, scale=d, format="csr") stored scale[s] * scale[r] in the CSR layout
+    # and scaled x and y too: diag(d)^2 A diag(d)^2 x. The scale in the old test was ones.
+    g = random_graph(9, 20, weighted=False)
+    adjacency, d = sg.gcn_norm_factors(g)
+    packed = pack(adjacency, scale=d, format=fmt)
+    expected = np.asarray(sg.gcn_norm(g).to_dense(), np.float64)
+    x = jax.random.normal(jax.random.key(0), (9, 3))
+    np.testing.assert_allclose(sg.propagate(packed, x), expected @ np.asarray(x), atol=1e-5)
+    cotangent = jax.random.normal(jax.random.key(1), (9, 3))
+    grad = jax.grad(lambda x: jnp.sum(sg.propagate(packed, x) * cotangent))(x)
+    np.testing.assert_allclose(grad, expected.T @ np.asarray(cotangent), atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 0), (0, 2, 3)])
+def test_a_vmapped_csr_product_of_empty_batches_or_widths(shape):
+    # Before: ZeroDivisionError from reshape(-1, b, f) when B or F is 0.
+    view = sg.as_layout(sg.Graph(np.array([0, 1]), np.array([1, 0]), None, 2), "csr")
+    assert jax.vmap(lambda x: sg.propagate(view, x))(jnp.zeros(shape)).shape == shape

@@ -299,3 +299,31 @@ def test_raw_files_to_be_downloaded_into_out_are_refused_first(tmp_path, monkeyp
     with pytest.raises(ValueError, match=r"raw files' folder .*out/ogbn_arxiv lies inside out"):
         convert_ogb("ogbn-arxiv", out, out, download=True)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("array", "words"),
+    [
+        ("num_edges_list", r"num_edges_list says \[99\] but edge_index holds 11 edges"),
+        ("node_feat", r"node_feat has shape \(11, 3\) but num_nodes_list says 12 nodes"),
+        ("node_label", r"node_label has shape \(13, 1\) but num_nodes_list says 12 nodes"),
+    ],
+)
+def test_binary_counts_are_checked_before_bucketing(tmp_path, monkeypatch, array, words):
+    # Before: a wrong num_edges_list passed, and node_feat and node_label rows were found
+    # wrong only after every edge had been bucketed (hours at papers100M's size).
+    folder = write_raw(tmp_path, "ogbn-papers100M")
+    raw = folder / "raw"
+    data = dict(np.load(raw / "data.npz"))
+    label = np.load(raw / "node-label.npz")["node_label"]
+    if array == "num_edges_list":
+        data[array] = np.array([99])
+    elif array == "node_feat":
+        data[array] = data[array][:-1]
+    else:
+        label = np.concatenate([label, label[:1]])
+    np.savez(raw / "data.npz", **data)
+    np.savez(raw / "node-label.npz", node_label=label)
+    monkeypatch.setattr(convert_module, "_Buckets", None)  # bucketing would fail otherwise
+    with pytest.raises(ValueError, match=words):
+        convert_ogb("ogbn-papers100M", tmp_path, tmp_path / "out")

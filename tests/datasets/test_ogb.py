@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import io
 import json
 import os
 import pickle
 import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -31,6 +35,7 @@ if importlib.util.find_spec("ogb") is None or importlib.util.find_spec("torch") 
 
 import sparsegcn
 from sparsegcn.datasets import load
+from sparsegcn.datasets.base import reading_only
 from sparsegcn.datasets.ogb import (
     as_labels,
     evaluate,
@@ -599,6 +604,306 @@ def test_missing_torch_or_ogb_says_how_to_install(monkeypatch):
             patch.setitem(sys.modules, module, None)
             with pytest.raises(ImportError, match=r"CPU build of torch.*sparsegcn\[ogb\]"):
                 import_ogb()
+
+
+# -- the processed cache: concurrent, interrupted and read-only first loads ------
+
+
+def _no_torch_load(monkeypatch) -> None:
+    """Makes ``torch.load`` fail the test: ogb's cache is read by load_processed only."""
+    import torch
+
+    def no_torch_load(*args, **kwargs):
+        raise AssertionError("torch.load was called")
+
+    monkeypatch.setattr(torch, "load", no_torch_load)
+
+
+def _cut_save(monkeypatch, pause):
+    """Makes ``torch.save`` write the first half of its bytes, call ``pause()``, then
+    write the rest: a save that another process can observe (or a kill can cut)
+    halfway. It writes where it is told, a path (ogb) or an open file."""
+    import torch
+
+    real_save = torch.save
+
+    def cut_save(obj, f, **kwargs):
+        buffer = io.BytesIO()
+        real_save(obj, buffer, **kwargs)
+        data = buffer.getvalue()
+        out = open(f, "wb") if isinstance(f, (str, os.PathLike)) else f  # noqa: SIM115
+        try:
+            out.write(data[: len(data) // 2])
+            out.flush()
+            pause()
+            out.write(data[len(data) // 2 :])
+            out.flush()
+        finally:
+            if out is not f:
+                out.close()
+
+    monkeypatch.setattr(torch, "save", cut_save)
+
+
+def _same(a, b) -> None:
+    assert _edge_set(a.graph) == _edge_set(b.graph)
+    np.testing.assert_array_equal(a.features, b.features)
+    np.testing.assert_array_equal(a.labels, b.labels)
+
+
+def test_a_first_load_never_runs_ogbs_pre_process_and_its_cache_is_ogbs_format(
+    tmp_path, monkeypatch
+):
+    # ogb's pre_process checks for the cache itself and reads it with a bare
+    # torch.load: reached whenever another process saved (part of) it meanwhile.
+    import torch
+
+    nodeproppred = import_ogb()
+
+    def no_ogb_pre_process(self):
+        raise AssertionError("ogb's pre_process ran")
+
+    monkeypatch.setattr(nodeproppred.NodePropPredDataset, "pre_process", no_ogb_pre_process)
+    real_load = torch.load
+    _no_torch_load(monkeypatch)
+    folder = write_arxiv(tmp_path)
+    first = load_ogb("ogbn-arxiv", tmp_path)
+    cache = folder / "processed" / "data_processed"
+    second = load_ogb("ogbn-arxiv", tmp_path)
+    _same(first, second)
+    # The cache is the one ogb (and PyG) would write and read back.
+    saved = real_load(cache, weights_only=False)
+    assert set(saved) == {"graph", "labels"} and saved["graph"]["num_nodes"] == 9
+    np.testing.assert_array_equal(saved["labels"][:, 0], _arxiv_labels())
+    assert sorted(p.name for p in cache.parent.iterdir()) == [
+        "data_processed",
+        "data_processed.lock",
+    ]
+
+
+@pytest.mark.parametrize("name", ["ogbn-arxiv", "ogbn-products", "ogbn-papers100M"])
+def test_the_raw_files_are_read_as_ogbs_own_pre_process_reads_them(tmp_path, name):
+    # sparsegcn reads the raw files with ogb's readers in place of ogb's pre_process
+    # (whose save is in place and whose check for the cache ends in torch.load):
+    # the arrays must be the very ones ogb builds.
+    nodeproppred = import_ogb()
+    for who in ("ogb", "ours"):
+        write_fake(
+            tmp_path / who,
+            name,
+            edges=ARXIV_EDGES,
+            features=_features(9, 4, seed=0),
+            labels=_arxiv_labels(),
+            split=ARXIV_SPLIT,
+        )
+    theirs = nodeproppred.NodePropPredDataset(name, root=str(tmp_path / "ogb"))
+    from sparsegcn.datasets.ogb import _dataset_class, raw_file
+
+    ours = _dataset_class(nodeproppred, raw_file(_master(name)))(name, root=str(tmp_path / "ours"))
+    assert ours.graph.keys() == theirs.graph.keys()
+    for key, value in theirs.graph.items():
+        if isinstance(value, np.ndarray):
+            assert ours.graph[key].dtype == value.dtype, key
+            np.testing.assert_array_equal(ours.graph[key], value, err_msg=key)
+        else:
+            assert ours.graph[key] == value, key
+    assert ours.labels.dtype == theirs.labels.dtype
+    np.testing.assert_array_equal(ours.labels, theirs.labels)
+
+
+def test_a_load_starting_while_another_saves_the_cache_waits_for_it(tmp_path, monkeypatch, capfd):
+    # Before: ogb wrote the cache in place, so a second first load read the half
+    # written file ("not a torch.save archive", or torch's "PytorchStreamReader
+    # failed" / "Weights only load failed" through ogb's own torch.load).
+    import sparsegcn.datasets.ogb as ogb_module
+
+    monkeypatch.setattr(ogb_module, "WAIT_NOTICE_S", 0.0, raising=False)
+    _no_torch_load(monkeypatch)
+    halfway = threading.Event()
+
+    def pause():
+        halfway.set()
+        time.sleep(1.0)
+
+    _cut_save(monkeypatch, pause)
+    write_arxiv(tmp_path)
+    results: dict = {}
+
+    def first_load():
+        try:
+            results["first"] = load_ogb("ogbn-arxiv", tmp_path)
+        except BaseException as err:  # reported by the main thread
+            results["first"] = err
+
+    thread = threading.Thread(target=first_load)
+    thread.start()
+    try:
+        assert halfway.wait(60), "the first load never started saving"
+        second = load_ogb("ogbn-arxiv", tmp_path)
+    finally:
+        thread.join(60)
+    first = results["first"]
+    assert not isinstance(first, BaseException), first
+    _same(first, second)
+    err = capfd.readouterr().err
+    assert "waiting for another process" in err and "data_processed.lock" in err
+    assert err.count("Loading necessary files") == 1  # the second read the first's cache
+
+
+def test_an_interrupted_save_leaves_no_cache_and_the_next_load_builds_it(tmp_path, monkeypatch):
+    # Before: the half-written cache stayed, and every later load failed on it.
+    def interrupt():
+        raise KeyboardInterrupt
+
+    folder = write_arxiv(tmp_path)
+    with monkeypatch.context() as patch:
+        _cut_save(patch, interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            load_ogb("ogbn-arxiv", tmp_path)
+    processed = folder / "processed"
+    assert [p.name for p in processed.iterdir()] == ["data_processed.lock"]  # no partial file
+    _no_torch_load(monkeypatch)
+    ds = load_ogb("ogbn-arxiv", tmp_path)
+    np.testing.assert_array_equal(ds.labels, _arxiv_labels())
+    assert (processed / "data_processed").is_file()
+
+
+def test_a_killed_saves_temporary_file_is_removed_by_the_next_load(tmp_path):
+    # What kill -9 during the save leaves: the temporary file of a process gone.
+    from sparsegcn.files import _host_tag
+
+    folder = write_arxiv(tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = folder / "processed" / f".data_processed.part-{_host_tag()}-{gone.pid}-0a1b.sparsegcn"
+    stale.write_bytes(b"PK\x03\x04 cut short")
+    theirs = folder / "processed" / "notes.txt"
+    theirs.write_text("mine")
+    load_ogb("ogbn-arxiv", tmp_path)
+    assert not stale.exists() and theirs.read_text() == "mine"
+    assert (folder / "processed" / "data_processed").is_file()
+
+
+def test_reading_only_reads_the_raw_files_and_writes_nothing_under_the_root(tmp_path, monkeypatch):
+    # sparsegcn predict loads under reading_only, which promises to write nothing
+    # under the data root; before, ogb's processed cache was written there.
+    folder = write_arxiv(tmp_path)
+    processed = folder / "processed"
+    real_access = os.access  # a read-only processed/ is no reason to refuse
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: False if Path(p) == processed else real_access(p, mode)
+    )
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with reading_only("predicting"):
+        ds = load_ogb("ogbn-arxiv", tmp_path)
+        processed.rmdir()  # not even the folder is needed
+        again = load_ogb("ogbn-arxiv", tmp_path)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == [
+        p for p in before if p != Path("ogbn_arxiv/processed")
+    ]
+    np.testing.assert_array_equal(ds.labels, _arxiv_labels())
+    _same(ds, again)
+    # Outside the block the cache is written as usual, and read under it.
+    _same(load_ogb("ogbn-arxiv", tmp_path), ds)
+    assert (processed / "data_processed").is_file()
+    with reading_only("predicting"):
+        _no_torch_load(monkeypatch)
+        _same(load_ogb("ogbn-arxiv", tmp_path), ds)
+
+
+_LOAD_IN_CHILD = """
+import sys
+import torch
+
+def no_torch_load(*args, **kwargs):
+    raise AssertionError("torch.load was called")
+
+torch.load = no_torch_load
+if sys.argv[2] == "cut":  # save half the cache, say so, and wait to be killed
+    import io, os, pathlib, time
+    real_save = torch.save
+    def cut_save(obj, f, **kwargs):
+        buffer = io.BytesIO()
+        real_save(obj, buffer, **kwargs)
+        out = open(f, "wb") if isinstance(f, (str, os.PathLike)) else f
+        out.write(buffer.getvalue()[:4096])
+        out.flush()
+        pathlib.Path(sys.argv[3]).touch()
+        time.sleep(120)
+    torch.save = cut_save
+from sparsegcn.datasets.ogb import load_ogb
+ds = load_ogb("ogbn-arxiv", sys.argv[1])
+print(ds.num_nodes, ds.num_edges, int(ds.labels.sum()))
+"""
+
+
+def _load_in_child(root: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", _LOAD_IN_CHILD, str(root), *(args or ("plain",))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+# Slow: three fresh interpreters importing torch and ogb side by side (10 s to over a
+# minute, as busy as the machine is).
+@pytest.mark.slow
+def test_three_processes_loading_one_new_folder_at_once_all_succeed(tmp_path):
+    # Before: 1 or 2 of 3 failed with torch's "Weights only load failed" or
+    # "PytorchStreamReader failed reading zip archive".
+    n = 20_000
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(n)
+    folder = write_fake(
+        tmp_path,
+        "ogbn-arxiv",
+        edges=rng.integers(0, n, size=(6 * n, 2)),
+        features=_features(n, 16, seed=1),
+        labels=rng.integers(0, 40, n),
+        split={
+            "train": np.sort(perm[: n // 2]),
+            "valid": np.sort(perm[n // 2 : 3 * n // 4]),
+            "test": np.sort(perm[3 * n // 4 :]),
+        },
+    )
+    children = [_load_in_child(tmp_path) for _ in range(3)]
+    outputs = []
+    for child in children:
+        stdout, stderr = child.communicate(timeout=300)
+        assert child.returncode == 0, stderr
+        outputs.append(stdout.strip())
+    assert len(set(outputs)) == 1
+    assert sorted(p.name for p in (folder / "processed").iterdir()) == [
+        "data_processed",
+        "data_processed.lock",
+    ]
+
+
+# Slow: a fresh interpreter importing torch and ogb (5 to 20 s).
+@pytest.mark.slow
+def test_a_load_killed_while_saving_the_cache_leaves_none_for_the_next(tmp_path):
+    # Before: the truncated cache blocked every later load until deleted by hand.
+    folder = write_arxiv(tmp_path)
+    halfway = tmp_path / "halfway"
+    child = _load_in_child(tmp_path, "cut", str(halfway))
+    try:
+        deadline = time.monotonic() + 120
+        while not halfway.exists():
+            assert child.poll() is None, child.communicate()[1]
+            assert time.monotonic() < deadline, "the child never started saving"
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    assert not (folder / "processed" / "data_processed").exists()
+    ds = load_ogb("ogbn-arxiv", tmp_path)
+    np.testing.assert_array_equal(ds.labels, _arxiv_labels())
+    assert sorted(p.name for p in (folder / "processed").iterdir()) == [
+        "data_processed",
+        "data_processed.lock",
+    ]
 
 
 # -- the version check -----------------------------------------------------------

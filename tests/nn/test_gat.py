@@ -166,3 +166,12 @@ def test_layer_equals_pyg_with_the_same_weights(v2, concat, pyg_nn):
     np.testing.assert_allclose(ours(jnp.asarray(x)), want.detach().numpy(), rtol=1e-4, atol=1e-5)
     grad = jax.grad(lambda x: jnp.sum(ours(x) ** 2))(jnp.asarray(x))
     np.testing.assert_allclose(grad, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_gat_on_a_graph_without_nodes_gives_no_rows(v2):
+    # Before: ZeroDivisionError from reshape(0, -1); every other model gave [0, C].
+    model = gat(3, 2, v2=v2, heads=2, hidden=4)
+    graph = sg.Graph(np.zeros(0, np.int32), np.zeros(0, np.int32), None, 0)
+    out = model.apply(model.init(jax.random.key(0)), graph, jnp.zeros((0, 3)))
+    assert out.shape == (0, 2)

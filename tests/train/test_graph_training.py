@@ -382,3 +382,34 @@ def test_binary_evaluation_graphs_without_both_labels_of_a_task_are_refused():
     with pytest.raises(ValueError, match=r"binary:RANDOM's valid graphs \(6\): no task has both"):
         graph_splits(exp, data)
     assert graph_splits(exp, BINARY).train.shape == (1, 30)
+
+
+@pytest.mark.parametrize(
+    ("metric", "outputs", "message"),
+    [
+        ("rocauc", 2, r"binary:RANDOM has 3 binary tasks \(labels shape \(30, 3\), metric "),
+        ("rmse", 1, r"binary:RANDOM has 3 regression targets .* metric 'rmse'"),
+    ],
+)
+def test_fit_graphs_needs_one_output_per_task_or_target(metric, outputs, message):
+    # Before: trained (or failed inside the compiled loss) with the wrong width.
+    data = dataclasses.replace(BINARY, metric=metric)
+    model = graph_gin(3, outputs, hidden=4, num_layers=2)
+    config = GraphTrainConfig(epochs=1, batch_size=8, packings=1)
+    with pytest.raises(ValueError, match=message + rf".*num_classes={outputs} outputs"):
+        fit_graphs(model, data, config, official_splits(data), budget=BUDGET)
+
+
+def test_fit_graphs_compares_categorical_columns_with_the_dataset():
+    # Before: a model embedding categories trained on real-valued features cast to
+    # int32, and a smaller vocabulary than the dataset's clipped its ids silently.
+    config = GraphTrainConfig(epochs=1, batch_size=8, packings=1)
+    embeds = build_graph_model(_molecules(BINARY), hidden=4, num_layers=2, dropout_rate=0.0)
+    real = dataclasses.replace(
+        _molecules(BINARY), features=BINARY.features[:, :2], feature_dims=None
+    )
+    with pytest.raises(ValueError, match=r"embeds categorical node columns .* real-valued"):
+        fit_graphs(embeds, real, config, official_splits(real), budget=BUDGET)
+    data = dataclasses.replace(_molecules(BINARY), feature_dims=(5, 9))
+    with pytest.raises(ValueError, match=r"feature_dims\[1\]=5 categories but .* takes 9"):
+        fit_graphs(embeds, data, config, official_splits(data), budget=BUDGET)
