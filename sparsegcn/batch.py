@@ -184,12 +184,20 @@ def _check_counts(nodes_per_graph, edges_per_graph) -> tuple[np.ndarray, np.ndar
     return counts[0], counts[1]
 
 
-def _check_budget(budget: Budget) -> Budget:
+def check_budget(budget: Budget) -> Budget:
     """``budget`` with int fields, if one graph and the padding fit in it.
 
     Packing adds graphs while they fit, so a budget with no graph slot or no
     node row besides padding's would never make progress.
+
+    Raises:
+      TypeError: ``budget`` is not a :class:`Budget`, or a field is not an int.
+      ValueError: fewer than 2 node rows or graph slots, or negative edges.
     """
+    if not isinstance(budget, Budget):
+        raise TypeError(
+            f"budget must be a Budget(nodes, edges, graphs), got {type(budget).__name__} {budget!r}"
+        )
     nodes = _checks.check_static_int("budget.nodes", budget.nodes)
     edges = _checks.check_static_int("budget.edges", budget.edges)
     graphs = _checks.check_static_int("budget.graphs", budget.graphs)
@@ -272,7 +280,7 @@ def batch_bounds(
         the padding (fewer than 2 graph slots or 2 node rows).
     """
     batch_size = _checks.check_static_int("batch_size", batch_size, minimum=1)
-    budget = _check_budget(budget)
+    budget = check_budget(budget)
     too_big = np.flatnonzero((nodes > budget.nodes - 1) | (edges > budget.edges))
     if too_big.size:
         g = int(too_big[0])
@@ -568,6 +576,7 @@ __all__ = [
     "balanced_order",
     "batch_bounds",
     "batch_count",
+    "check_budget",
     "check_packing",
     "choose_budget",
     "fit_budget",

@@ -144,12 +144,7 @@ def _per_task(fn, scores: ArrayLike, labels: ArrayLike, mask: ArrayLike | None) 
         )
     if scores.ndim not in (1, 2):
         raise ValueError(f"scores must be [N] or [N, T], got shape {scores.shape}")
-    if mask is None:
-        valid = jnp.ones(scores.shape, bool)
-    else:
-        valid = jnp.asarray(mask, bool)
-        if valid.shape != scores.shape:
-            raise ValueError(f"mask must have shape {scores.shape}, got {valid.shape}")
+    valid = _bool_mask("mask", mask, scores.shape)
     _refuse_nan("scores", scores, valid)
     positive = labels > 0.5
     if scores.ndim == 1:
@@ -181,6 +176,7 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, mask: ArrayLike | None = None)
     Raises:
       ValueError: a shape mismatch; a NaN unmasked score of concrete ``scores``
         (scikit-learn raises on NaN too).
+      TypeError: a ``mask`` that is not bool (0.5 would count as True).
     """
     return _per_task(_column_roc_auc, scores, labels, mask)
 

@@ -219,7 +219,10 @@ class EdgeListView:
             return total / jnp.maximum(count, jnp.ones((), total.dtype))
         out = segment_reduce(messages, self.receivers, self.num_dst, reduce)
         if reduce in ("max", "min") and self.edge_mask is not None:
-            out = jnp.where(jnp.isfinite(out), out, jnp.zeros((), out.dtype))
+            # A target whose edges are all masked got the fill; one with a real edge
+            # keeps its value, an infinite one included.
+            count = broadcast_edges(self.in_count(out.dtype), out)
+            out = jnp.where(count > 0, out, jnp.zeros((), out.dtype))
         return out
 
     def softmax(self, scores: jax.Array) -> jax.Array:

@@ -199,3 +199,117 @@ def test_a_typed_fanout_is_named_by_hop_and_relation():
         sample_typed(
             csr, seeds, [{"cites": 0, "writes": 1}], seed_type="paper", key=jax.random.key(0)
         )
+
+
+# -- graph tasks and metrics ---------------------------------------------------------
+
+
+def test_a_graph_in_two_splits_of_a_fold_is_refused():
+    # Before: a Splits whose train and test masks shared a graph trained on it and
+    # reported it as held out.
+    from graph_sets import random_graphs
+
+    from sparsegcn.nn.graph_gin import graph_gin
+    from sparsegcn.train.graphs import GraphTrainConfig, fit_graphs, fold_splits
+
+    data = random_graphs(count=12, seed=1)
+    splits = fold_splits(data.labels, 3, seed=0)
+    leaked = splits._replace(train=splits.train | splits.test)
+    with pytest.raises(
+        ValueError, match=r"fold 0 has graph \d+ in both splits.train and splits.test"
+    ):
+        fit_graphs(
+            graph_gin(3, 2, hidden=4, num_layers=2), data, GraphTrainConfig(epochs=1), leaked
+        )
+
+
+def test_a_budget_must_be_a_budget():
+    from graph_sets import random_graphs
+
+    from sparsegcn.nn.graph_gin import graph_gin
+    from sparsegcn.train.graphs import GraphTrainConfig, fit_graphs, fold_splits
+
+    data = random_graphs(count=12, seed=1)
+    splits = fold_splits(data.labels, 3, seed=0)
+    # Before: AttributeError 'tuple' object has no attribute 'nodes'.
+    with pytest.raises(
+        TypeError, match=r"budget must be a Budget\(nodes, edges, graphs\), got tuple"
+    ):
+        fit_graphs(
+            graph_gin(3, 2, hidden=4, num_layers=2),
+            data,
+            GraphTrainConfig(epochs=1),
+            splits,
+            budget=(33, 96, 7),
+        )
+
+
+def test_roc_auc_and_ap_refuse_masks_that_are_not_bool():
+    # Before: a float mask was cast to bool, so 0.5 counted as a labelled entry.
+    scores, labels = np.array([0.1, 0.9, 0.4]), np.array([0.0, 1.0, 1.0])
+    from sparsegcn.metrics import average_precision, roc_auc
+
+    for metric in (roc_auc, average_precision):
+        with pytest.raises(TypeError, match=r"mask must be a bool array, got float32"):
+            metric(scores, labels, np.array([1.0, 0.5, 0.0], np.float32))
+
+
+def test_a_masked_max_keeps_an_infinite_value_of_a_real_edge():
+    # Before: an all-True edge_mask turned the +inf max of node 1 into 0 (no mask: inf).
+    from sparsegcn.views import Bipartite
+
+    x = jnp.array([[np.inf], [1.0], [2.0]])
+    view = Bipartite(np.array([0, 1]), np.array([1, 2]), None, np.array([True, True]), 0, 3, 3)
+    plain = sg.Graph(np.array([0, 1]), np.array([1, 2]), None, 3)
+    np.testing.assert_array_equal(
+        sg.message_passing(view, x, aggregate="max").ravel(), [0, np.inf, 1]
+    )
+    np.testing.assert_array_equal(
+        sg.message_passing(plain, x, aggregate="max").ravel(), [0, np.inf, 1]
+    )
+    masked = Bipartite(np.array([0, 1]), np.array([1, 2]), None, np.array([False, True]), 0, 3, 3)
+    np.testing.assert_array_equal(sg.message_passing(masked, x, aggregate="max").ravel(), [0, 0, 1])
+
+
+@pytest.mark.parametrize("layout", sg.LAYOUTS)
+def test_the_x_gradient_under_vmap_over_edge_weights_on_every_layout(layout):
+    # Before: on bcoo, JAX's BCOO transpose rule raised "dot_general requires lhs batch
+    # dimensions..." for weights batched over a shared x; the other layouts were right.
+    graph = sg.Graph(np.array([0, 1, 2, 2]), np.array([1, 2, 0, 1]), None, 3)
+    view = sg.as_layout(graph, layout)
+    x = jax.random.normal(jax.random.key(0), (3, 2))
+    weights = jax.random.uniform(jax.random.key(1), (4, 4))  # four weight vectors, one x
+
+    def loss(x, weights):
+        products = jax.vmap(lambda w: sg.message_passing(view, x, edge_weight=w))(weights)
+        return jnp.sum(jnp.sin(products))
+
+    def dense_loss(x, weights):
+        def one(w):
+            # Weights are in the view's own edge order (bcoo sorts by receiver).
+            a = jnp.zeros((3, 3)).at[np.asarray(view.receivers), np.asarray(view.senders)].add(w)
+            return a @ x
+
+        return jnp.sum(jnp.sin(jax.vmap(one)(weights)))
+
+    for argnum in (0, 1):
+        np.testing.assert_allclose(
+            jax.grad(loss, argnum)(x, weights), jax.grad(dense_loss, argnum)(x, weights), rtol=1e-5
+        )
+
+
+@pytest.mark.parametrize(
+    ("module", "loader", "name"),
+    [
+        ("sparsegcn.datasets.graphs", "load_graphs", "tu:MUTAG"),
+        ("sparsegcn.datasets.links", "load_links", "ogbl-ddi"),
+        ("sparsegcn.datasets.mag", "load_mag", "ogbn-mag"),
+    ],
+)
+def test_every_loader_refuses_a_root_that_is_no_path(module, loader, name):
+    import importlib
+
+    load = getattr(importlib.import_module(module), loader)
+    # Before: a TypeError from inside pathlib.
+    with pytest.raises(TypeError, match=r"root must be a folder path, got 5 \(int\)"):
+        load(name, 5)

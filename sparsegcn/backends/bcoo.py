@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import ClassVar
 
@@ -80,7 +81,11 @@ def _graph_parts(graph: Graph):
 def bcoo_product(graph: Graph, x: jax.Array, edge_weight=None) -> jax.Array:
     """``A @ x`` through ``jax.experimental.sparse.BCOO``; per-head weights
     ``[E, H]`` with ``x [N, H, F]`` run one product per head (BCOO's batching
-    rule takes no batched values with unbatched indices)."""
+    rule takes no batched values with unbatched indices). With run-time
+    ``edge_weight`` the product has its own VJP (``A^T ȳ`` and
+    ``w̄_e = <ȳ_{r_e}, x_{s_e}>``): JAX's BCOO transpose rule fails under
+    ``vmap`` over the weights with an unbatched ``x``. That product is
+    reverse-mode only (``jax.jvp`` needs another layout)."""
     n = graph.num_nodes
     if edge_weight is not None:
         check_edge_weight(edge_weight, graph.num_edges, x.shape)
@@ -88,7 +93,43 @@ def bcoo_product(graph: Graph, x: jax.Array, edge_weight=None) -> jax.Array:
         heads = range(jnp.shape(edge_weight)[1])
         return jnp.stack([bcoo_product(graph, x[:, h], edge_weight[:, h]) for h in heads], 1)
     flat = x.reshape(n, math.prod(x.shape[1:]))  # not -1: n may be 0
-    return (to_bcoo(graph, x.dtype, edge_weight) @ flat).reshape(x.shape)
+    if edge_weight is None:
+        return (to_bcoo(graph, x.dtype) @ flat).reshape(x.shape)
+    weights = jnp.asarray(edge_weight).astype(x.dtype)
+    senders, receivers = jnp.asarray(graph.senders), jnp.asarray(graph.receivers)
+    return _weighted_product(n, senders, receivers, weights, flat).reshape(x.shape)
+
+
+def _coo_matmul(rows, cols, n: int, weights, x):
+    """``M @ x`` for ``M[rows_e, cols_e] += weights_e``, ``[n, n]``."""
+    matrix = jsparse.BCOO((weights, jnp.stack([rows, cols], axis=1)), shape=(n, n))
+    return matrix @ x
+
+
+# Run-time weights have their own VJP: JAX's BCOO transpose rule fails under vmap
+# over the weights with an unbatched x ("dot_general requires lhs batch
+# dimensions..."), while the products themselves batch.
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _weighted_product(n: int, senders, receivers, weights, flat):
+    return _coo_matmul(receivers, senders, n, weights, flat)
+
+
+def _weighted_product_fwd(n, senders, receivers, weights, flat):
+    y = _coo_matmul(receivers, senders, n, weights, flat)
+    return y, (senders, receivers, weights, flat)
+
+
+def _weighted_product_bwd(n, residuals, cotangent):
+    senders, receivers, weights, flat = residuals
+    x_bar = _coo_matmul(senders, receivers, n, weights, cotangent)  # A^T y_bar
+    pairs = cotangent.at[receivers].get(mode="promise_in_bounds") * flat.at[senders].get(
+        mode="promise_in_bounds"
+    )
+    w_bar = jnp.sum(pairs, axis=1).astype(weights.dtype)
+    return (None, None, w_bar, x_bar)
+
+
+_weighted_product.defvjp(_weighted_product_fwd, _weighted_product_bwd)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

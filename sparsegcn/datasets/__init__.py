@@ -120,12 +120,9 @@ def load(
         name = text if is_path(text) else os.path.join(os.curdir, text)
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string, got {name!r} ({type(name).__name__})")
-    from sparsegcn._checks import check_flag
+    from sparsegcn.datasets.base import check_load_arguments
 
-    for flag, value in (("download", download), ("progress", progress), ("verify", verify)):
-        check_flag(flag, value)
-    if root is not None and not isinstance(root, (str, os.PathLike)):
-        raise TypeError(f"root must be a folder path, got {root!r} ({type(root).__name__})")
+    check_load_arguments(root, download=download, progress=progress, verify=verify)
     _check_applies(name, root=root, scale=scale, seed=seed, verify=verify)
     if is_path(name):
         return load_ondisk(os.path.expanduser(name), verify=verify, progress=progress)

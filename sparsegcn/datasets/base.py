@@ -20,6 +20,16 @@ DATA_ROOT_ENV = "SPARSEGCN_DATA"
 SPLITS = ("train", "valid", "test")
 
 
+def check_load_arguments(root, **flags) -> None:
+    """Refuses a ``root`` that is no path and on/off ``flags`` that are not bools, the
+    arguments every loader shares (``download="no"`` was truthy and tried the network;
+    ``root=123`` failed inside pathlib)."""
+    if root is not None and not isinstance(root, (str, os.PathLike)):
+        raise TypeError(f"root must be a folder path, got {root!r} ({type(root).__name__})")
+    for name, value in flags.items():
+        _checks.check_flag(name, value)
+
+
 def default_root() -> Path:
     """``$SPARSEGCN_DATA`` if set, else ``./datasets`` (the repository's data folder)."""
     return Path(os.environ.get(DATA_ROOT_ENV, "datasets"))

@@ -59,6 +59,9 @@ def load_graphs(
         name = text if is_path(text) else os.path.join(os.curdir, text)
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string, got {name!r} ({type(name).__name__})")
+    from sparsegcn.datasets.base import check_load_arguments
+
+    check_load_arguments(root, download=download, progress=progress, verify=verify)
     if seed != 0 and name not in SYNTHETIC_GRAPHS:
         raise ValueError(
             f"seed={seed!r} applies only to generated graph datasets "

@@ -37,7 +37,7 @@ import numpy as np
 
 from sparsegcn import _checks
 from sparsegcn.datasets import OGBL, SYNTHETIC_LINKS, SYNTHETIC_PREFIX
-from sparsegcn.datasets.base import default_root
+from sparsegcn.datasets.base import check_load_arguments, default_root
 from sparsegcn.datasets.link_base import (
     LINK_SPLITS,
     NEGATIVE_FORMS,
@@ -149,6 +149,7 @@ def load_links(
       FileNotFoundError: an OGB folder is missing and cannot be downloaded;
         the message says where to put it.
     """
+    check_load_arguments(root, download=download, progress=progress)
     kind = _check_name(name, scale, seed)
     root = default_root() if root is None else Path(root)
     if root.exists() and not root.is_dir():

@@ -499,8 +499,9 @@ def load_mag(
         where to put ``mag.zip``'s contents).
     """
     from sparsegcn.datasets import is_path
-    from sparsegcn.datasets.base import default_root
+    from sparsegcn.datasets.base import check_load_arguments, default_root
 
+    check_load_arguments(root, progress=progress, verify=verify)
     if is_path(name):
         if scale != 1.0:
             raise ValueError(f"scale={scale!r} applies only to generated datasets, not {name!r}")

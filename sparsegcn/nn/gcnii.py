@@ -9,6 +9,7 @@ over-smoothing. The layers share one shape, so their weights are stacked
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -137,6 +138,9 @@ def gcnii(
         }
         return {"layers": [{"w": convs}, dense]}
 
+    # Jitted so that an eager call does not trace its scan again each time (the
+    # layer closure is new on every call); under an outer jit it is inlined.
+    @functools.partial(jax.jit, static_argnums=(4, 5))
     def forward(params, graph, x, key, training, stop_before_last):
         convs, dense = params["layers"]
         k_in, k_convs, k_out = split_dropout_keys(key, 3, training, dropout_rate)

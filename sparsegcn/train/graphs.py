@@ -86,6 +86,7 @@ from sparsegcn.batch import (
     GraphBatch,
     balanced_order,
     batch_count,
+    check_budget,
     check_packing,
     choose_budget,
     fit_budget,
@@ -275,13 +276,15 @@ def check_splits(caller: str, splits, num_graphs: int, name: str = "the dataset"
     Every mask must be bool ``[K, G]`` with the same ``K`` (an index array is
     not a mask: ``np.flatnonzero`` of ids would train on the wrong graphs),
     ``fold`` non-negative integers ``[K]``, and every fold must train,
-    validate and test on at least one graph (an empty mask scores 0).
+    validate and test on at least one graph (an empty mask scores 0), with
+    no graph in two of its splits.
 
     Raises:
       TypeError: ``splits`` lacks the fields of :class:`Splits`, or a mask is
         not bool; the message names the field, its dtype and shape.
-      ValueError: a mask not ``[K, G]``, ``K`` differing between fields, or
-        a fold with no train, validation or test graph, naming it.
+      ValueError: a mask not ``[K, G]``, ``K`` differing between fields,
+        a fold with no train, validation or test graph, or a graph in two
+        splits of one fold, naming it.
     """
     missing = [field for field in Splits._fields if not hasattr(splits, field)]
     if missing:
@@ -340,6 +343,14 @@ def check_splits(caller: str, splits, num_graphs: int, name: str = "the dataset"
                 raise ValueError(
                     f"{caller}: fold {k} has no graph to {what} on (splits.{field}[{k}] is all "
                     f"False); every fold needs train, validation and test graphs"
+                )
+        for first, second in (("train", "test"), ("train", "valid"), ("valid", "test")):
+            shared = np.flatnonzero(masks[first][k] & masks[second][k])
+            if shared.size:
+                raise ValueError(
+                    f"{caller}: fold {k} has graph {int(shared[0])} in both splits.{first} and "
+                    f"splits.{second} ({shared.size} graph(s) in both); a graph it trains or "
+                    "selects on would be scored as held out"
                 )
     return Splits(masks["train"], masks["valid"], masks["test"], fold)
 
@@ -1257,6 +1268,8 @@ def fit_graphs(
         (:func:`check_splits`), a bad config or seed; each names the value.
     """
     config = _checks.check_config("fit_graphs", config, GraphTrainConfig, optional=False)
+    if budget is not None:
+        budget = check_budget(budget)
     seeds = _checks.check_seeds("fit_graphs", seeds)
     metric = dataset.metric
     if metric not in METRICS:
