@@ -457,9 +457,10 @@ def balanced_order(
     the largest graphs' tail. A fresh ``rng`` gives a fresh assignment.
 
     The order lists batch after batch, the partial batch last; within a
-    batch, graphs of strata ``d, d + D, d + 2D, ...`` come together, so that
-    the ``D = devices`` consecutive sub-batches of ``⌈B / D⌉`` graphs
-    (``pack_steps``) are each balanced as well.
+    batch, its graphs are dealt, largest first, each to the sub-batch with the
+    lowest total so far, among the ``D = devices`` consecutive sub-batches of
+    ``⌈B / D⌉`` graphs that ``pack_steps`` cuts it into (the last takes what is
+    left), so that each is balanced as well.
 
     Args:
       nodes, edges: int ``[G]`` sizes.
@@ -501,10 +502,32 @@ def balanced_order(
             graphs = rng.permutation(members)
         slot[targets, s] = graphs
         excess[targets] += key[graphs] - key[members].mean()
-    # Within a batch: strata d, d + D, ... together (one balanced sub-batch per device).
-    strata = np.lexsort((np.arange(b) // devices, np.arange(b) % devices))
-    rows = slot[:, strata]
-    return rows[rows >= 0].astype(np.int64)
+    # Within a batch: its graphs dealt to the D sub-batches that pack_steps cuts it
+    # into, so that each sub-batch is balanced too (one per device).
+    order = []
+    for row in slot:
+        graphs = row[row >= 0]
+        order.append(graphs[_deal(key[graphs], devices, -(-b // devices))])
+    return np.concatenate(order).astype(np.int64)
+
+
+def _deal(sizes: np.ndarray, devices: int, per_device: int) -> np.ndarray:
+    """Positions of a batch's ``sizes`` in sub-batch order: ``devices`` sub-batches of
+    ``per_device`` graphs, the last taking what is left (as ``pack_steps`` cuts
+    ``len(sizes)`` consecutive graphs). Largest graph first, each goes to the
+    sub-batch, not yet full, whose total per slot is lowest (ties: the lower index)."""
+    count = sizes.shape[0]
+    capacity = np.array([min(per_device, max(0, count - d * per_device)) for d in range(devices)])
+    if devices == 1:
+        return np.arange(count)
+    totals = np.zeros(devices)
+    dealt: list[list[int]] = [[] for _ in range(devices)]
+    for position in np.argsort(-sizes, kind="stable"):
+        open_ = np.flatnonzero([len(dealt[d]) < capacity[d] for d in range(devices)])
+        d = int(open_[np.argmin(totals[open_] / capacity[open_])])
+        dealt[d].append(int(position))
+        totals[d] += sizes[position]
+    return np.asarray([p for sub in dealt for p in sub], np.int64)
 
 
 def fit_budget(

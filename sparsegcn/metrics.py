@@ -262,15 +262,29 @@ def ranking_auc_ap(
     return jnp.where(undefined, jnp.nan, auc), jnp.where(undefined, jnp.nan, ap)
 
 
-def mean_over_tasks(values: ArrayLike) -> jax.Array:
+def mean_over_tasks(
+    values: ArrayLike, scores: ArrayLike | None = None, mask: ArrayLike | None = None
+) -> jax.Array:
     """The mean of the defined (non-NaN) per-task values, as ``ogb`` averages
-    ``rocauc`` and ``ap``; NaN when no task is defined."""
+    ``rocauc`` and ``ap``; NaN when no task is defined.
+
+    With the ``scores`` (and bool ``mask``) the values came from, the mean is
+    NaN as well when an unmasked score is NaN: a task left undefined by NaN
+    scores (a diverged model) must not drop out of the mean the way a task
+    without both labels does, leaving a good-looking mean of the others.
+    """
     values = jnp.asarray(values)
     defined = ~jnp.isnan(values)
     count = jnp.sum(defined)
     total = jnp.sum(jnp.where(defined, values, 0.0))
     mean = total / jnp.maximum(count, 1).astype(total.dtype)
-    return jnp.where(count > 0, mean, jnp.nan)
+    undefined = count == 0
+    if scores is not None:
+        nan_scores = jnp.isnan(jnp.asarray(scores))
+        if mask is not None:
+            nan_scores = nan_scores & jnp.asarray(mask, bool)
+        undefined = undefined | jnp.any(nan_scores)
+    return jnp.where(undefined, jnp.nan, mean)
 
 
 def hits_at_k(

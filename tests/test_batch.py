@@ -527,3 +527,37 @@ def test_choose_budget_refuses_counts_that_are_not_one_per_graph(nodes, edges, m
     # one graph; empty counts failed with "cannot convert float NaN to integer".
     with pytest.raises(ValueError, match=message):
         choose_budget(np.asarray(nodes), np.asarray(edges), batch_size=2)
+
+
+def test_the_sub_batches_of_a_balanced_batch_are_balanced_too():
+    # Before: sub-batch d took strata d, d + D, ... of strata ordered largest first, so
+    # sub-batch 0 always took the largest graphs: mean node totals 353, 284, 252 and 229
+    # per sub-batch here. Each graph now goes to the lightest sub-batch, largest first.
+    nodes, edges, _ = skewed_sizes(640)
+    b, devices, per_device = 32, 4, 8
+    totals = []
+    for seed in range(40):
+        order = balanced_order(nodes, edges, b, rng=np.random.default_rng(seed), devices=devices)
+        assert np.array_equal(np.sort(order), np.arange(640))
+        batches = order.reshape(-1, b)
+        totals.append(
+            np.stack([nodes[batches[:, i : i + per_device]].sum(1) for i in range(0, b, 8)], 1)
+        )
+    totals = np.concatenate(totals)  # [batches, D]
+    mean = totals.mean()
+    np.testing.assert_allclose(totals.mean(axis=0), mean, rtol=0.05)
+    assert totals.max(axis=1).mean() < 1.08 * mean
+
+
+def test_a_partial_batch_is_dealt_to_the_sub_batches_pack_steps_cuts():
+    from sparsegcn.batch import _deal
+
+    # 10 graphs, 4 devices of 3 slots: pack_steps cuts 3, 3, 3 and 1.
+    sizes = np.array([9.0, 1.0, 8.0, 2.0, 7.0, 3.0, 6.0, 4.0, 5.0, 0.5])
+    order = _deal(sizes, 4, 3)
+    np.testing.assert_array_equal(np.sort(order), np.arange(10))
+    cuts = [sizes[order[i : i + 3]].tolist() for i in range(0, 10, 3)]
+    # Largest first, each to the open sub-batch with the lowest total per slot: 9, 8, 7
+    # and 6 open the four; the one-slot sub-batch is then full, and 5 .. 0.5 go to the
+    # lightest of the others in turn (by hand).
+    assert cuts == [[9.0, 3.0, 2.0], [8.0, 4.0, 1.0], [7.0, 5.0, 0.5], [6.0]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -361,3 +362,18 @@ def test_a_node_dataset_of_one_class_is_refused(tmp_path, capsys):
         "one: all its 6 train, validation and test nodes have one label; node "
         "classification needs two classes at least"
     )
+
+
+def test_a_task_made_undefined_by_nan_scores_does_not_drop_out_of_the_mean():
+    # Before: under jit the NaN task's ROC-AUC was NaN, mean_over_tasks skipped it as it
+    # skips a task without both labels, and the mean of the other task read 1.0.
+    from sparsegcn.train.losses import masked_roc_auc
+
+    logits = jnp.array([[0.1, jnp.nan], [0.9, 0.2], [0.3, 0.8], [0.7, 0.1]])
+    labels = jnp.array([[0, 1], [1, 0], [0, 1], [1, 0]])
+    mask = jnp.ones(4, bool)
+    assert np.isnan(jax.jit(masked_roc_auc)(logits, labels, mask))
+    finite = jnp.nan_to_num(logits)
+    assert float(jax.jit(masked_roc_auc)(finite, labels, mask)) == pytest.approx(0.75)
+    # A NaN score of a masked node changes nothing.
+    assert float(jax.jit(masked_roc_auc)(logits, labels, mask.at[0].set(False))) == 1.0

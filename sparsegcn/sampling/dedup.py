@@ -41,6 +41,12 @@ possible under a cap), the ones first reached last in frontier order are
 dropped: they get no row, and every edge to them is masked, so their
 targets aggregate over the remaining neighbours.
 :attr:`DedupSample.overflow` counts the dropped distinct nodes per hop.
+The drop is not uniform over a node's sample: its slots are Floyd's, and
+slot ``j`` of ``k`` draws from the row's first ``d - k + j + 1`` positions,
+so the node whose slots the cap cuts through keeps neighbours from early
+in its row (measured: degree 9, fanout 4, a cap of 2 new nodes: positions
+7 and 8 never kept). Caps trade this bias for memory; the tree sampler
+and uncapped dedup have none.
 
 **Blocks.** Layer ``i`` of ``L`` (``P = L - i``) runs on
 :class:`DedupBlock`: sources ``rows[:offsets[P + 1]]``, targets

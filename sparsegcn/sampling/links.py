@@ -72,8 +72,9 @@ class LinkSplit(NamedTuple):
       split: ``{"train", "valid", "test", "valid_neg", "test_neg"}`` ->
         int64 ``[P, 2]`` node pairs, one row per undirected edge (``u < v``)
         or per directed edge. Negatives are pairs that are no edge of the
-        whole input graph in either direction, not self-loops, none
-        repeated, the validation and test negatives disjoint.
+        whole input graph (in either direction when undirected; in their
+        own direction when directed, as PyG's and OGB's negatives), not
+        self-loops, none repeated, the validation and test negatives disjoint.
       undirected: whether the input graph was symmetric.
     """
 
@@ -116,7 +117,8 @@ def random_link_split(
 
     Self-loops and duplicate edges are dropped first. An undirected graph
     (``undirected=None``: detected, every edge's reverse present) is split
-    by unordered pair ``{u, v}``, so both directions go to one side. The
+    by unordered pair ``{u, v}``, so both directions go to one side; with
+    ``undirected=True`` an edge stored in one direction is its pair too. The
     validation and test counts are ``floor(val * M)`` and ``floor(test * M)``
     of the ``M`` pairs (PyG's rule); the rest train. One negative per
     validation and test positive is drawn, excluding exactly every edge of
@@ -154,6 +156,10 @@ def random_link_split(
     if undirected is None:
         reverse = np.unique(_pair_keys(keys % n, keys // n, n))
         undirected = reverse.shape == keys.shape and bool(np.all(reverse == keys))
+    elif undirected:
+        # Forced: an edge stored in one direction is the unordered pair all the same
+        # (keeping u < v of the stored keys alone dropped the others).
+        keys = np.unique(np.concatenate([keys, _pair_keys(keys % n, keys // n, n)]))
     u, v = keys // n, keys % n
     if undirected:
         lower = u < v

@@ -26,8 +26,8 @@ The number of paths grows with the number of relations per type: with
 ogbn-mag's 7 relations (reverses added, citations symmetric) two hops give
 3 + 6 paths.
 
-This is the tree sampler only; the de-duplicated sampler
-(:mod:`sparsegcn.sampling.dedup`) has no typed form yet.
+This is the tree sampler; the de-duplicated one is
+:mod:`sparsegcn.sampling.typed_dedup`.
 
 References:
   Schlichtkrull et al., *Modeling Relational Data with Graph Convolutional

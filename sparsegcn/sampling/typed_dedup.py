@@ -27,8 +27,9 @@ the hop that first reaches it, and its neighbours serve every layer.
 
 **De-duplication.** For each source type ``u``, the hop's samples of every
 relation out of ``u`` (relations in edge-type order, then frontier slot,
-then sample slot) are relabelled together against ``R^u`` so far, by the
-stable sort of ``sparsegcn.sampling.dedup._relabel``: a node already
+then sample slot) are relabelled together against ``R^u`` so far, by
+``sparsegcn.sampling.dedup._relabel`` (a sort of the ids, a binary search
+of each entry's group and a scatter-min of positions): a node already
 among the rows maps to its row; the first occurrence of each new node
 becomes the next row of ``F^u_{d+1}``.
 
@@ -396,8 +397,8 @@ def sample_typed_dedup(
       ValueError: an unknown seed type, out-of-range concrete seeds, a mask
         of another shape, bad fanouts or caps.
 
-    Cost: per hop and source type, one stable sort of its rows so far plus
-    the hop's samples into it; no ``O(N)`` work.
+    Cost: per hop and source type, one sort of its rows so far and the
+    hop's samples, a binary search and a scatter-min; no ``O(N)`` work.
     """
     counts = dict(csr.num_nodes)
     if seed_type not in counts:

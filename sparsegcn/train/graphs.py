@@ -552,7 +552,8 @@ def accuracy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array
 def _task_metric(fn: Callable) -> Callable:
     def metric(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
         labelled = ~jnp.isnan(labels) & mask[:, None]
-        return mean_over_tasks(fn(scores, jnp.where(labelled, labels, 0.0), labelled))
+        values = fn(scores, jnp.where(labelled, labels, 0.0), labelled)
+        return mean_over_tasks(values, scores, labelled)
 
     return metric
 

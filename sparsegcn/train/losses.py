@@ -105,7 +105,8 @@ def masked_roc_auc(
 
     labels = jnp.asarray(labels)
     valid = jnp.asarray(mask, bool)[:, None] & (labels >= 0)
-    return mean_over_tasks(roc_auc(logits, (labels > 0).astype(jnp.float32), valid))
+    values = roc_auc(logits, (labels > 0).astype(jnp.float32), valid)
+    return mean_over_tasks(values, logits, valid)
 
 
 class NodeObjective(NamedTuple):

@@ -294,3 +294,25 @@ def test_split_refuses_bad_seeds_and_flags_naming_them():
     same = random_link_split(graph, seed=np.int64(3)).split
     for name, pairs in random_link_split(graph, seed=3).split.items():
         np.testing.assert_array_equal(same[name], pairs)
+
+
+def test_a_forced_undirected_split_keeps_edges_stored_in_one_direction():
+    # Before: with undirected=True only the stored pairs with u < v were kept, so an edge
+    # stored as (v, u) was dropped (492 of 900 here), and its pair could be drawn as a
+    # negative (25 of 60).
+    rng = np.random.default_rng(0)
+    pairs = set()
+    while len(pairs) < 300:
+        a, b = (int(i) for i in rng.integers(0, 40, 2))
+        if a != b:
+            pairs.add((min(a, b), max(a, b)))
+    stored = np.array(sorted(pairs))
+    flip = rng.random(len(stored)) < 0.5
+    stored[flip] = stored[flip][:, ::-1]
+    graph = sg.Graph(stored[:, 0].astype(np.int32), stored[:, 1].astype(np.int32), None, 40)
+    split = random_link_split(graph, seed=0, undirected=True)
+    positives = np.concatenate([split.split[k] for k in ("train", "valid", "test")])
+    assert {tuple(p) for p in positives.tolist()} == pairs
+    negatives = np.concatenate([split.split["valid_neg"], split.split["test_neg"]])
+    assert not {(min(u, v), max(u, v)) for u, v in negatives.tolist()} & pairs
+    assert split.graph.num_edges == 2 * split.split["train"].shape[0]
