@@ -103,8 +103,9 @@ def plot_curves(
     *,
     title: str | None = None,
     dpi: int = 120,
+    metric: str = "accuracy",
 ) -> Path:
-    """Draws training loss and validation accuracy against epoch to a PNG.
+    """Draws training loss and the validation metric against epoch to a PNG.
 
     Each panel shows the mean over seeds as a line and mean ± one standard
     deviation as a shaded band, over the seeds still training at that epoch.
@@ -116,6 +117,8 @@ def plot_curves(
       path: output file; ``.png``.
       title: figure title (default: the number of seeds).
       dpi: resolution.
+      metric: what ``val_acc`` holds, for its axis label ("validation
+        accuracy"; a multi-label run's is ROC-AUC).
 
     Returns:
       ``path`` as a :class:`~pathlib.Path`.
@@ -137,7 +140,7 @@ def plot_curves(
         if num_seeds > 1:
             ax.fill_between(epochs, low, high, color="C0", alpha=0.25, linewidth=0, label="± 1 std")
         ax.set_xlabel("epoch")
-        ax.set_ylabel(label)
+        ax.set_ylabel(f"validation {metric}" if name == "val_acc" else label)
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best")
     fig.suptitle(title or f"mean over {num_seeds} seed{'s' if num_seeds != 1 else ''}")

@@ -232,3 +232,70 @@ def test_info_of_synthetic_mag_generates_at_the_scale_asked(tmp_path):
     expected = generate_mag(spec, seed=3).stats()
     assert stats["num_nodes_per_type"] == expected["num_nodes_per_type"]
     assert stats["num_edges"] == expected["num_edges"] < 100_000  # not the full 21 M
+
+
+def _tiny_model(data):
+    return rgcn(
+        data.graph.num_nodes, data.graph.edge_types, {"paper": 8}, 4, target="paper", hidden=8
+    )
+
+
+def test_fit_refuses_non_finite_features_naming_type_row_and_column():
+    """A NaN paper row trained and predicted class 0 with NaN embeddings."""
+    import dataclasses
+
+    import jax.numpy as jnp
+
+    data = hetero_data(tiny_spec())
+    x = np.array(data.features["paper"])
+    x[17, 5] = np.nan
+    data = data._replace(features={"paper": jnp.asarray(x)})
+    with pytest.raises(ValueError, match=r"features\['paper'\]\[17, 5\] = nan is not finite"):
+        fit_hetero(
+            _tiny_model(data), data, optax.adam(0.01), fanouts=(4, 3), batch_size=64, epochs=1
+        )
+    assert dataclasses.is_dataclass(data.dataset)
+
+
+@pytest.mark.parametrize("split", ["train", "valid", "test"])
+def test_fit_refuses_an_empty_split_naming_it(split):
+    import dataclasses
+
+    data = hetero_data(tiny_spec())
+    empty = dataclasses.replace(
+        data.dataset, split={**data.dataset.split, split: np.zeros(0, np.int64)}
+    )
+    data = data._replace(dataset=empty)
+    with pytest.raises(
+        ValueError,
+        match=rf"dataset 'synthetic:mag': the '{split}' split is empty \(0 nodes\); training "
+        r"needs nodes in each of 'train', 'valid', 'test'",
+    ):
+        fit_hetero(
+            _tiny_model(data), data, optax.adam(0.01), fanouts=(4, 3), batch_size=64, epochs=1
+        )
+
+
+@pytest.mark.parametrize(
+    ("setting", "reason"),
+    [
+        (dict(features_on="mmap"), "it keeps every node type's features on the device"),
+        (dict(graph_on="host"), "it samples the typed graph on the device"),
+    ],
+)
+def test_unsupported_settings_are_refused_with_their_own_reason(setting, reason):
+    """The message said "samples typed trees, without plots" for every setting."""
+    with pytest.raises(ValueError) as err:
+        Experiment(dataset="synthetic:mag", model="rgcn", **setting)
+    text = str(err.value)
+    name, value = next(iter(setting.items()))
+    assert f"{name}={value!r} is not supported by the heterogeneous trainer: {reason}" in text
+    assert "plots" not in text
+
+
+def test_max_batches_help_says_which_evaluation_nodes_each_task_scores():
+    """The help said "a fixed random subset"; the hetero task scores the first ids."""
+    import dataclasses
+
+    help_text = {f.name: f.metadata["help"] for f in dataclasses.fields(Experiment)}["max_batches"]
+    assert "the first B batches' worth of each split for heterogeneous datasets" in help_text

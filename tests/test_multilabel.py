@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -276,3 +278,60 @@ def test_the_task_owns_proteins_and_refuses_what_it_cannot_run():
             devices=2,
             shard_features=True,
         )
+
+
+def test_a_multilabel_run_with_edge_features_resumes(tmp_path):
+    # Before: the early dataset check compared the raw dataset (one constant column) with
+    # the fingerprint the checkpoint recorded of the prepared one (the edge-feature
+    # means), so every multi-label checkpoint refused to resume: "num_features is 8 in
+    # the checkpoint but 1 in this run".
+    from sparsegcn.cli import main
+
+    base = [
+        "train",
+        "--dataset",
+        "synthetic:proteins",
+        "--scale",
+        "0.002",
+        "--model",
+        "sage",
+        "--fanouts",
+        "none",
+        "--hidden",
+        "8",
+    ]
+    whole, half, resumed = (tmp_path / name for name in ("whole.json", "half.json", "r.json"))
+    assert main([*base, "--epochs", "4", "--json", str(whole)]) == 0
+    folder = tmp_path / "ck"
+    assert main([*base, "--epochs", "2", "--checkpoint", str(folder), "--json", str(half)]) == 0
+    assert main([*base, "--epochs", "4", "--resume", str(folder), "--json", str(resumed)]) == 0
+    first, second = json.loads(whole.read_text()), json.loads(resumed.read_text())
+    assert second["test_rocauc"] == first["test_rocauc"]
+
+
+def test_a_multilabel_run_that_auto_would_stream_is_refused_before_training(monkeypatch, capsys):
+    # Before: features_on "auto" resolved to "host" (features past 40 % of the device)
+    # and the streamed trainer, which has no multi-label objective, failed after loading:
+    # "indices and arr must have the same number of dimensions; 3 vs. 2".
+    import sparsegcn.experiment.build as build
+    from sparsegcn.cli import main
+
+    monkeypatch.setattr(build, "device_memory_bytes", lambda: 1000)
+    argv = ["train", "--dataset", "synthetic:proteins", "--scale", "0.002", "--model", "sage"]
+    assert main([*argv, "--fanouts", "5,5", "--batch-size", "64", "--epochs", "1"]) == 2
+    assert "multi-label node training keeps features and graph on its devices" in (
+        capsys.readouterr().err
+    )
+
+
+def test_info_and_plots_name_binary_tasks_and_roc_auc(tmp_path, capsys):
+    # Before: info printed "classes 112" for 112 binary tasks, and --plot labelled the
+    # ROC-AUC curve "validation accuracy".
+    from sparsegcn.cli import main
+    from sparsegcn.experiment.lifecycle import _metric_label
+
+    assert main(["info", "--dataset", "synthetic:proteins", "--scale", "0.002"]) == 0
+    text = capsys.readouterr().out
+    assert "binary tasks           112" in text and "classes" not in text
+    assert _metric_label(Experiment(dataset="synthetic:proteins", model="sage")) == "ROC-AUC"
+    assert _metric_label(Experiment(dataset="cora", model="gcn")) == "accuracy"

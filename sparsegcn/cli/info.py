@@ -55,7 +55,12 @@ def format_stats(stats: dict) -> str:
         ("edges (as published)", f"{stats['num_edges']:,}"),
         ("stored directed edges", f"{stats['num_stored_edges']:,}"),
         ("features", f"{stats['num_features']:,} ({stats['feature_format']})"),
-        ("classes", f"{stats['num_classes']}"),
+        # A multi-label dataset's outputs are binary tasks (ROC-AUC), not classes.
+        (
+            ("binary tasks", f"{stats['num_classes']}")
+            if stats.get("metric") == "rocauc"
+            else ("classes", f"{stats['num_classes']}")
+        ),
         *(
             [("edge features", str(stats["num_edge_features"]))]
             if stats.get("num_edge_features")

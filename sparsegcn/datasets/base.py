@@ -30,6 +30,17 @@ def check_load_arguments(root, **flags) -> None:
         _checks.check_flag(name, value)
 
 
+def check_class_labels(labels: np.ndarray, num_classes: int) -> None:
+    """Raises naming the first label outside ``[-1, num_classes)`` (-1: unlabelled)."""
+    bad = (labels < -1) | (labels >= num_classes)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"labels[{pos}] = {int(labels[pos])} is outside [0, {num_classes}) "
+            f"(use -1 only for unlabelled nodes)"
+        )
+
+
 def default_root() -> Path:
     """``$SPARSEGCN_DATA`` if set, else ``./datasets`` (the repository's data folder)."""
     return Path(os.environ.get(DATA_ROOT_ENV, "datasets"))
@@ -193,13 +204,7 @@ class Dataset:
                     f"be 1, 0 or -1 (missing)"
                 )
         else:
-            bad = (labels < -1) | (labels >= self.num_classes)
-            if bad.any():
-                pos = int(np.flatnonzero(bad)[0])
-                raise ValueError(
-                    f"labels[{pos}] = {int(labels[pos])} is outside [0, {self.num_classes}) "
-                    f"(use -1 only for unlabelled nodes)"
-                )
+            check_class_labels(labels, self.num_classes)
         labelled = (labels >= 0).any(axis=1) if multilabel else labels >= 0
         if set(self.split) != set(SPLITS):
             raise ValueError(f"split must have keys {SPLITS}, got {sorted(self.split)}")

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsegcn.datasets.hetero_dataset import HeteroDataset
+from sparsegcn.datasets.hetero_dataset import MAG_CLASSES, HeteroDataset
 from sparsegcn.hetero import EdgeType, HeteroGraph
 
 MAG_NUM_NODES = {
@@ -62,7 +62,6 @@ MAG_NUM_EDGES = {
 MAG_SPLIT_SIZES = {"train": 629_571, "valid": 64_879, "test": 41_939}
 """Papers per split of the time split (published up to 2017, in 2018, in 2019)."""
 
-MAG_CLASSES = 349
 MAG_FEATURES = 128
 MIN_SPLIT_PAPERS = 10
 """The fewest validation or test papers :meth:`MagSpec.scaled` makes (an accuracy over
@@ -409,9 +408,19 @@ def load_mag_raw(
     check_disjoint_splits(
         split, error=lambda part, message: ValueError(f"{files[part]}: {message}")
     )
-    num_classes = int(labels.max()) + 1 if (labels >= 0).any() else 0
     if name == "ogbn-mag":
-        num_classes = max(num_classes, MAG_CLASSES)
+        # Its class count is known: a label past it is a corrupt file, not a new venue
+        # (max + 1 made one label of 100000 into 100,001 classes).
+        num_classes = MAG_CLASSES
+        past = labels >= MAG_CLASSES
+        if past.any():
+            i = int(np.flatnonzero(past)[0])
+            raise ValueError(
+                f"{label_path}, line {i + 1}: label {int(labels[i])} is outside "
+                f"[0, {MAG_CLASSES}): ogbn-mag has {MAG_CLASSES} venues"
+            )
+    else:
+        num_classes = int(labels.max()) + 1 if (labels >= 0).any() else 0
     if progress:
         print(f"read {name} from {folder} in {time.perf_counter() - start:.1f} s")
     return HeteroDataset(

@@ -52,13 +52,17 @@ Checks on loading a heterogeneous folder
 
 Loading checks, in chunks of :data:`CHECK_CHUNK` entries (bounded memory):
 the manifest's keys and that it lists exactly the files its node types,
-relations and features call for; each file's size in bytes (a truncated
+relations and features call for (every node type with at least one node,
+``metric`` ``"acc"``, the only one the hetero task scores, and for
+``ogbn-mag`` its 349 classes); each file's size in bytes (a truncated
 file is caught before it is mapped), dtype and shape against the manifest
 and the counts; every sender and receiver id inside its type's range;
 labels in ``[-1, C)``; split ids in range, labelled, never repeated and in
 one split only. The first problem raises one
 :class:`~sparsegcn.datasets.ondisk.FormatError` naming the file and the
-field. ``verify=True`` (``sparsegcn info --verify``) also compares every
+field. Features are not read on loading; training checks them
+(the hetero task's ``prepare_hetero``). ``verify=True``
+(``sparsegcn info --verify``) also compares every
 file's sha256 with the manifest (reads every byte: about 1 GB at ogbn-mag
 size).
 
@@ -79,7 +83,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsegcn.datasets.base import SPLITS, check_disjoint_splits
-from sparsegcn.datasets.hetero_dataset import HeteroDataset
+from sparsegcn.datasets.hetero_dataset import MAG_CLASSES, HeteroDataset
 from sparsegcn.datasets.ondisk import (
     FEATURE_DTYPES,
     FormatError,
@@ -327,6 +331,18 @@ def read_hetero_manifest(path) -> dict:
             raise FormatError(file, key, f"must be a string, got {manifest.get(key)!r}")
     if manifest["num_classes"] < 1:
         raise FormatError(file, "num_classes", f"must be >= 1, got {manifest['num_classes']}")
+    if manifest["metric"] != "acc":
+        raise FormatError(
+            file,
+            "metric",
+            f"must be 'acc' (the hetero task scores accuracy), got {manifest['metric']!r}",
+        )
+    if manifest["name"] == "ogbn-mag" and manifest["num_classes"] != MAG_CLASSES:
+        raise FormatError(
+            file,
+            "num_classes",
+            f"ogbn-mag has {MAG_CLASSES} classes (venues), got {manifest['num_classes']}",
+        )
     if not isinstance(manifest.get("info", {}), dict):
         raise FormatError(file, "info", "must be an object")
     types = _entry_list(
@@ -344,6 +360,14 @@ def read_hetero_manifest(path) -> dict:
             "num_features": lambda v: _count_problem(v) or (v < 1 and "must be >= 1"),
         },
     )
+    for i, item in enumerate(types):
+        if item["num_nodes"] < 1:
+            raise FormatError(
+                file,
+                f"node_types[{i}].num_nodes",
+                f"node type {item['type']!r} has no nodes (0); training cannot gather rows of "
+                "an empty type: leave the type and its relations out",
+            )
     known = [item["type"] for item in types]
     if not known:
         raise FormatError(file, "node_types", "is empty: the dataset has no node types")

@@ -449,7 +449,9 @@ class Experiment:
         "the dataset's fingerprint, graph and feature hashes, K and normalization "
         "(default: recompute every run)",
     )
-    epochs_per_call: int = _field(0, "epochs per compiled call (0: about 20 calls per run)")
+    epochs_per_call: int = _field(
+        0, "epochs per compiled call (0: about 20 calls per run, at most --patience epochs each)"
+    )
     clip_norm: float = _field(0.0, "clip gradients to this global norm (0: off)")
     fanouts: str | None = _field(
         None,
@@ -487,9 +489,10 @@ class Experiment:
     )
     max_batches: int = _field(
         0,
-        "train only the first B batches of every epoch, evaluate on a fixed random subset of "
-        "B batches of validation and test nodes, and project a full epoch's time; runs with "
-        "features or graph off the device (0: every batch)",
+        "train only the first B batches of every epoch and evaluate on B batches of validation "
+        "and test nodes (a fixed random subset for node runs, the first B batches' worth of "
+        "each split for heterogeneous datasets), projecting a full epoch's time; node runs "
+        "with features or graph off the device, and heterogeneous runs (0: every batch)",
     )
     checkpoint: str | None = _field(None, "save checkpoints to this folder")
     checkpoint_every: int = _field(50, "epochs between checkpoints (0: only at the end)")
@@ -853,7 +856,7 @@ class Experiment:
         if per_call is None and self.checkpoint and self.checkpoint_every:
             # Checkpoints land on compiled-call boundaries: make every multiple
             # of checkpoint_every one of them.
-            default = TrainConfig(epochs=epochs).chunk
+            default = TrainConfig(epochs=epochs, patience=self.patience or None).chunk
             per_call = math.gcd(default, self.checkpoint_every)
         return TrainConfig(
             epochs=epochs,

@@ -240,10 +240,19 @@ class Lifecycle:
             title = f"{exp.model} on {exp.dataset}, {count} seed{'s' if count != 1 else ''}"
             _interrupt.check()
             try:
-                plot_curves(result.history, exp.plot, title=title)
+                plot_curves(result.history, exp.plot, title=title, metric=_metric_label(exp))
             except Exception as err:
                 entries.update(plot=None, plot_error=_one_line(err))
         return entries
+
+
+def _metric_label(exp: Experiment) -> str:
+    """The validation metric a node run's ``val_acc`` curve holds, for its plot."""
+    from sparsegcn.tasks import task_for
+
+    objective = task_for(exp.dataset, exp.task).objective
+    names = {"acc": "accuracy", "rocauc": "ROC-AUC"}
+    return names.get(getattr(objective, "metric_name", "acc"), "metric")
 
 
 def _one_line(err: Exception) -> str:

@@ -179,14 +179,14 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
             check_tasks_defined(
                 dataset.labels, dataset.split[split], f"{dataset.name}'s {split} nodes"
             )
-    if exp.resume:  # the data the checkpoint was trained on, before any preparation
-        check_dataset(exp.resume, dataset)
     if not exp.edge_features and dataset.graph.edge_features is None:
         raise ValueError(
             f"edge_features=False (--no-edge-features) drops edge features, but "
             f"{dataset.name} has none; leave the option out"
         )
     dataset = use_edge_features(dataset, exp.edge_features)
+    if exp.resume:  # the data the checkpoint recorded (edge-feature means included), early
+        check_dataset(exp.resume, dataset)
     if exp.normalize_features == "auto" and dataset.info.get("featureless"):
         # Edge-feature means are scores in [0, 1], not counts to row-normalize (OGB's
         # baselines normalize nothing): "auto" leaves them as they are.
@@ -203,6 +203,14 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     )
     if features_on != "device" and mesh is not None:
         raise ValueError(multi_device_features_error(exp, relabelled, features_on))
+    if features_on != "device" and objective is not CLASSIFICATION:
+        # "auto" chose to stream (features too large for the device, or a graph too
+        # large to expand): the streamed trainer has no multi-label objective.
+        raise ValueError(
+            f"{dataset.name}: features_on={exp.features_on!r} resolved to {features_on!r} "
+            f"(graph_on {graph_on!r}), but multi-label node training keeps features and "
+            "graph on its devices; use a smaller --scale, or a device with more memory"
+        )
     if features_on != "device":
         report = run_streamed(
             exp,

@@ -56,6 +56,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from sparsegcn import _checks
 from sparsegcn.hetero import EdgeType, HeteroGraph, check_edge_type
@@ -229,6 +230,11 @@ def rgcn(
     check_model_settings(hidden, num_layers, dropout_rate, num_classes=num_classes)
     counts = {t: _checks.check_static_int(f"num_nodes[{t!r}]", n) for t, n in num_nodes.items()}
     edge_types = tuple(check_edge_type(tuple(k)) for k in edge_types)
+    if not edge_types:
+        raise ValueError(
+            "edge_types must name at least one relation: R-GCN without relations is a "
+            "per-type linear model"
+        )
     for key in edge_types:
         for t in (key[0], key[2]):
             if t not in counts:
@@ -296,6 +302,40 @@ def rgcn(
             raise ValueError(f"x has no rows for the featured node types {missing}")
         return {**{t: jnp.asarray(x[t]) for t in widths}, **params["embeddings"]}
 
+    def check_rows(h: Mapping[str, jax.Array]) -> None:
+        """Samples index the tables by node id: one row per node of the model's
+        counts (static shapes: free under ``jit``). A gather past the end clamps."""
+        for t in node_types:
+            shape = tuple(h[t].shape)
+            what = f"x[{t!r}]" if t in widths else f"the embedding table of {t!r}"
+            if len(shape) != 2 or shape[0] != counts[t]:
+                raise ValueError(
+                    f"{what} has {shape[0] if shape else 0} rows but the model has "
+                    f"num_nodes[{t!r}]={counts[t]}; {what}.shape = {shape}"
+                )
+            if shape[1] != width:
+                raise ValueError(
+                    f"{what} has {shape[1]} columns but the model takes in_features={width}; "
+                    f"{what}.shape = {shape}"
+                )
+
+    def check_sample_ids(nodes: Mapping[str, Any]) -> None:
+        """Outside ``jit`` (concrete ids), each type's ids against the model's counts: a
+        sample of a graph with more nodes than the model was built for would read
+        clamped rows. Traced ids are not read (the trainer samples the graph the
+        model was built over)."""
+        if any(_checks.is_traced(*ids) for ids in nodes.values()):
+            return
+        for t, ids in nodes.items():
+            if t not in counts:
+                continue
+            top = max((int(np.max(np.asarray(i))) for i in ids if np.size(i)), default=-1)
+            if top >= counts[t]:
+                raise ValueError(
+                    f"the sample holds {t!r} id {top}, but the model has num_nodes[{t!r}]="
+                    f"{counts[t]}; sample the graph the model was built over"
+                )
+
     def after(i_layer: int, out: dict, key) -> dict:
         """ReLU and dropout (one key per entry) on a hidden layer's outputs."""
         if i_layer == num_layers - 1:
@@ -323,7 +363,13 @@ def rgcn(
         levels = typed_paths(edge_types, target, num_layers)
         if set(sample.nodes) != {p for level in levels for p in level}:
             raise ValueError(f"the sample's paths do not match {num_layers} hops from {target!r}")
-        h = gather_typed(sample, inputs(params, x), edge_types, target)
+        rows = inputs(params, x)
+        check_rows(rows)
+        by_type: dict[str, list] = {t: [] for t in node_types}
+        for p, ids in sample.nodes.items():
+            by_type[path_type(p, edge_types, target)].append(ids)
+        check_sample_ids(by_type)
+        h = gather_typed(sample, rows, edge_types, target)
         keys = split_dropout_keys(key, num_layers, training, dropout_rate)
         for i_layer, layer in enumerate(params["layers"]):
             if i_layer == num_layers - 1:
@@ -349,7 +395,15 @@ def rgcn(
                 f"the sample's {sample.num_hops} hops over {sorted(sample.edge_types)} do not "
                 f"match {num_layers} layers over {sorted(edge_types)}"
             )
-        h = gather_typed_dedup(sample, inputs(params, x))
+        if sample.seed_type != target:
+            raise ValueError(
+                f"the sample is seeded with {sample.seed_type!r} nodes, but the model "
+                f"classifies {target!r} nodes; sample with seed_type={target!r}"
+            )
+        rows = inputs(params, x)
+        check_rows(rows)
+        check_sample_ids({t: list(sample.nodes[t]) for t in sample.node_types})
+        h = gather_typed_dedup(sample, rows)
         keys = split_dropout_keys(key, num_layers, training, dropout_rate)
         for i_layer, layer in enumerate(params["layers"]):
             if i_layer == num_layers - 1:

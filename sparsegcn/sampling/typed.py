@@ -187,7 +187,13 @@ def check_typed_fanouts(fanouts, edge_types: Sequence[EdgeType]) -> tuple[tuple[
                     f"fanouts[{hop}] names relation {name!r}, which is not a unique relation; "
                     f"edge types are {list(edge_types)}"
                 )
-            row[key] = check_fanout(f"fanouts[{hop}][{name!r}]", k)
+            value = check_fanout(f"fanouts[{hop}][{name!r}]", k)
+            if key in row:
+                raise ValueError(
+                    f"fanouts[{hop}] gives relation {key} twice ({row[key]} and {value}), by "
+                    "its triple and by its name; give it once"
+                )
+            row[key] = value
         missing = [k for k in edge_types if k not in row]
         if missing:
             raise ValueError(f"fanouts[{hop}] gives no fanout for {missing}")

@@ -51,16 +51,17 @@ from sparsegcn.datasets.mag import HeteroDataset
 from sparsegcn.train.loop import drive
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR
 
-# Experiment settings the hetero trainer does not read, with the values that mean "unset".
+# Experiment settings the hetero trainer does not read: the values that mean "unset",
+# and why another value cannot apply.
 _UNSUPPORTED = {
-    "plot": (None,),
-    "reorder": ("none",),
-    "residual": (False,),
-    "feature_cache": (None,),
-    "features_on": ("auto", "device"),
-    "graph_on": ("auto", "device"),
-    "shard_features": (False,),
-    "epochs_per_call": (0,),
+    "plot": ((None,), "it draws no plots"),
+    "reorder": (("none",), "it samples the typed graph as stored, without reordering it"),
+    "residual": ((False,), "R-GCN has no residual connections"),
+    "feature_cache": ((None,), "it keeps every node type's features on the device"),
+    "features_on": (("auto", "device"), "it keeps every node type's features on the device"),
+    "graph_on": (("auto", "device"), "it samples the typed graph on the device"),
+    "shard_features": ((False,), "it replicates the features on every device"),
+    "epochs_per_call": ((0,), "it compiles one epoch per call"),
 }
 
 
@@ -75,12 +76,12 @@ def check_hetero_experiment(exp) -> None:
             f"{exp.dataset}: R-GCN trains on sampled mini-batches of papers; pass --fanouts "
             f"(OGB's baseline: 25,20), not {exp.fanouts!r}"
         )
-    for name, unset in _UNSUPPORTED.items():
+    for name, (unset, reason) in _UNSUPPORTED.items():
         value = getattr(exp, name)
         if value not in unset:
             raise ValueError(
-                f"{exp.dataset}: the heterogeneous trainer samples typed trees, without "
-                f"plots; {name}={value!r} is not supported with it"
+                f"{exp.dataset}: {name}={value!r} is not supported by the heterogeneous "
+                f"trainer: {reason}"
             )
     from sparsegcn.datasets.mag import MAG_NAMES, MAG_NUM_EDGES
     from sparsegcn.nn.rgcn import check_num_bases
@@ -111,11 +112,18 @@ class HeteroData(NamedTuple):
 
 
 def prepare_hetero(exp, *, progress: bool = False) -> HeteroData:
-    """Loads ``exp.dataset``, adds reverse relations, moves everything to the device."""
+    """Loads ``exp.dataset``, adds reverse relations, moves everything to the device.
+
+    Raises:
+      ValueError: a non-finite feature, naming its node type, row and column
+        (:meth:`~sparsegcn.datasets.mag.HeteroDataset.check_features`: read
+        in row chunks, as a memory-mapped file allows); the loader's errors.
+    """
     from sparsegcn.datasets.mag import load_mag
     from sparsegcn.sampling.typed import HeteroCSR
 
     dataset = load_mag(exp.dataset, exp.root, scale=exp.scale, seed=exp.seed, progress=progress)
+    dataset.check_features()
     graph = dataset.graph.add_reverse_relations(merge_same_type=True)
     csr = HeteroCSR.from_graph(graph)
     features = {t: jnp.asarray(x, jnp.float32) for t, x in dataset.features.items()}
@@ -517,11 +525,16 @@ def fit_hetero(
 
     Raises:
       ValueError: more devices than this process has (before anything is
-        compiled), bad fanouts, an unknown sampler, bad caps, or
-        ``programs`` made for other settings.
+        compiled), bad fanouts, an unknown sampler, bad caps, ``programs``
+        made for other settings, an empty train, validation or test split
+        (:meth:`~sparsegcn.datasets.mag.HeteroDataset.require_splits`), or a
+        non-finite feature (naming its type, row and column).
     """
+    from sparsegcn.datasets.hetero_dataset import check_finite_features
     from sparsegcn.parallel.mesh import AXIS, put
 
+    data.dataset.require_splits()
+    check_finite_features(data.features)
     settings = _fit_settings(model, tx, data, fanouts, devices, sampler, caps)
     if programs is None:
         programs = hetero_programs(
@@ -1011,6 +1024,7 @@ def run_hetero_experiment(exp, *, progress: bool = False) -> dict:
     mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
     load_start = time.perf_counter()
     data = prepare_hetero(exp, progress=progress)
+    data.dataset.require_splits()  # before a checkpoint folder is claimed
     load_s = time.perf_counter() - load_start
     model = build_model(exp, data)
     tx = make_optimizer(exp.train_config())

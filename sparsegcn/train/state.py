@@ -39,13 +39,21 @@ CALLS_PER_RUN = 20
 """How many compiled calls a run of ``epochs`` makes by default (:func:`epochs_per_chunk`)."""
 
 
-def epochs_per_chunk(epochs: int, epochs_per_call: int | None = None) -> int:
+def epochs_per_chunk(
+    epochs: int, epochs_per_call: int | None = None, patience: int | None = None
+) -> int:
     """Epochs one compiled call runs (a ``lax.scan``): ``epochs_per_call``
-    (at most ``epochs``), or by default about :data:`CALLS_PER_RUN` calls a run.
-    The progress bar, the divergence guard and checkpoints act between calls."""
+    (at most ``epochs``), or by default about :data:`CALLS_PER_RUN` calls a run,
+    and no more than ``patience`` epochs a call: a call runs all its epochs, a
+    seed stopped early included (as no-ops), so a run whose seeds all stopped
+    ends within ``patience`` epochs of it rather than at the end of a call of
+    ``epochs / 20`` (``--epochs 100000 --patience 100``: 100 epochs a call,
+    not 5,000). The progress bar, the divergence guard and checkpoints act
+    between calls."""
     if epochs_per_call is not None:
         return min(epochs_per_call, epochs)
-    return max(1, -(-epochs // CALLS_PER_RUN))
+    chunk = max(1, -(-epochs // CALLS_PER_RUN))
+    return chunk if patience is None else max(1, min(chunk, patience))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +76,8 @@ class TrainConfig:
         validation sets, where accuracy moves in steps of ``1 / |val|``).
       epochs_per_call: epochs run per compiled call (a ``lax.scan``); the
         progress bar and checkpoints advance between calls. ``None`` picks
-        about 20 calls per run.
+        about 20 calls per run, and at most ``patience`` epochs a call
+        (:func:`epochs_per_chunk`).
       clip_norm: clip gradients to this global norm (``optax.clip_by_global_norm``).
       timing_steps: after training, time this many extra optimizer steps
         (results discarded) for ``train_step_ms_median``. Opt-in: timing
@@ -127,7 +136,7 @@ class TrainConfig:
     @property
     def chunk(self) -> int:
         """Epochs per compiled call (:func:`epochs_per_chunk`)."""
-        return epochs_per_chunk(self.epochs, self.epochs_per_call)
+        return epochs_per_chunk(self.epochs, self.epochs_per_call, self.patience)
 
 
 class NodeData(NamedTuple):

@@ -305,3 +305,66 @@ def test_a_scale_too_small_for_the_splits_is_refused(capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
+
+
+def test_a_label_past_ogbn_mags_venues_is_refused_naming_the_file_and_line(raw_base, tmp_path):
+    """max(label) + 1 made one corrupt label of 100000 into 100,001 classes."""
+    folder, path = _corrupt(raw_base, tmp_path, LABEL, lambda lines: ["100000", *lines[1:]])
+    with pytest.raises(
+        ValueError,
+        match=re.escape(f"{path}, line 1: label 100000 is outside [0, 349): ogbn-mag has 349"),
+    ):
+        load_mag_raw(folder)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (lambda d: {"labels": d.labels + 0.5}, ValueError, r"labels must have an integer dtype"),
+        (lambda d: {"num_classes": 4.0}, TypeError, r"num_classes must be an integer >= 1"),
+        (lambda d: {"num_classes": 0}, ValueError, r"num_classes must be >= 1, got 0"),
+        (
+            lambda d: {"labels": np.r_[d.labels[:-1], 7]},
+            ValueError,
+            r"labels\[399\] = 7 is outside \[0, 4\) \(use -1 only for unlabelled nodes\)",
+        ),
+        (
+            lambda d: {"split": {**d.split, "train": d.split["train"].astype(float)}},
+            ValueError,
+            r"split\['train'\] must have an integer dtype, got float64",
+        ),
+        (
+            lambda d: {"split": {"train": d.split["train"], "test": d.split["test"]}},
+            ValueError,
+            r"split must have keys \('train', 'valid', 'test'\), got \['test', 'train'\]",
+        ),
+        (lambda d: {"metric": "rocauc"}, ValueError, r"metric must be 'acc'"),
+    ],
+    ids=[
+        "float-labels",
+        "float-classes",
+        "no-classes",
+        "label-past-C",
+        "float-split",
+        "no-valid",
+        "metric",
+    ],
+)
+def test_hetero_dataset_refuses_bad_labels_classes_and_splits(change, error, message):
+    data = generate_mag(tiny_spec(), seed=4)
+    with pytest.raises(error, match=message):
+        dataclasses.replace(data, **change(data))
+
+
+def test_hetero_dataset_refuses_a_node_type_without_nodes():
+    """Training crashed inside JAX gathering from the empty type."""
+    from sparsegcn.hetero import HeteroGraph
+
+    data = generate_mag(tiny_spec(), seed=4)
+    relations = {
+        k: (np.asarray(v.senders), np.asarray(v.receivers)) for k, v in data.graph.relations.items()
+    }
+    relations[("author", "affiliated_with", "institution")] = (np.zeros(0, int), np.zeros(0, int))
+    graph = HeteroGraph({**data.graph.num_nodes, "institution": 0}, relations)
+    with pytest.raises(ValueError, match=r"node type 'institution' has no nodes"):
+        dataclasses.replace(data, graph=graph)

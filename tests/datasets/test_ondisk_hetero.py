@@ -204,6 +204,19 @@ def test_each_bad_file_is_one_error_naming_file_and_field(saved, key, array, mes
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
+        # What the hetero task cannot train is refused on loading too.
+        (
+            lambda m: m.update(metric="rocauc"),
+            r"manifest.json: metric: must be 'acc' \(the hetero task scores accuracy\)",
+        ),
+        (
+            lambda m: m["node_types"][3].update(num_nodes=0),
+            r"manifest.json: node_types\[3\].num_nodes: node type 'venue' has no nodes",
+        ),
+        (
+            lambda m: m.update(name="ogbn-mag"),
+            r"manifest.json: num_classes: ogbn-mag has 349 classes \(venues\), got 3",
+        ),
         (lambda m: m.update(format="sparsegcn-graph"), r"manifest.json: format: must be"),
         (lambda m: m.update(version=2), r"manifest.json: version: this sparsegcn reads version 1"),
         (lambda m: m.update(target="book"), r"manifest.json: target: 'book' is not in node_types"),
@@ -352,3 +365,42 @@ def test_a_saved_folder_trains_through_the_cli_as_the_dataset_it_was_saved_from(
     assert disk["train_loss"][0][0] > 0 and disk["batches_per_epoch"] == 2
     config = {k: v for k, v in disk["config"].items() if k not in ("dataset", "root")}
     assert config == {k: v for k, v in memory["config"].items() if k not in ("dataset", "root")}
+
+
+def _train_argv(folder, *extra) -> list[str]:
+    argv = ["train", "--dataset", str(folder), "--model", "rgcn", "--fanouts", "4,3"]
+    return [*argv, "--batch-size", "128", "--epochs", "1", "--hidden", "8", "--no-progress", *extra]
+
+
+@pytest.fixture
+def mag_folder(tmp_path):
+    return save_hetero(generate_mag(tiny_spec(), seed=4), tmp_path / "mag")
+
+
+def test_non_finite_features_are_refused_before_training_naming_type_row_and_column(
+    mag_folder, tmp_path, capsys
+):
+    """A NaN row of a test paper without edges trained with exit 0, classed 0."""
+    features = np.load(mag_folder / "features.paper.npy")
+    features[31, 2] = np.nan
+    rewrite(mag_folder, "features.paper", features)
+    assert load_hetero_ondisk(mag_folder).num_classes == 4  # loading reads no feature
+    assert main(_train_argv(mag_folder, "--checkpoint", str(tmp_path / "ck"))) == 2
+    err = capsys.readouterr().err
+    assert "features['paper'][31, 2] = nan is not finite" in err, err
+    assert not (tmp_path / "ck").exists()
+    features[31, 2] = np.inf
+    rewrite(mag_folder, "features.paper", features)
+    assert main(_train_argv(mag_folder)) == 2
+    assert "features['paper'][31, 2] = inf is not finite" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("split", ["train", "valid", "test"])
+def test_an_empty_split_is_refused_before_training_naming_it(mag_folder, split, capsys):
+    """An empty train split trained with loss 0.0; an empty valid or test one scored NaN."""
+    rewrite(mag_folder, split, np.zeros(0, np.int64))
+    assert load_hetero_ondisk(mag_folder).stats()[f"num_{split}"] == 0  # info shows it
+    assert main(_train_argv(mag_folder)) == 2
+    err = capsys.readouterr().err
+    assert f"the {split!r} split is empty (0 nodes); training needs nodes in each of" in err, err
+    assert "RuntimeWarning" not in err

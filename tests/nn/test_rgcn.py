@@ -186,3 +186,59 @@ def test_matches_pyg_rgcnconv(num_bases):  # pragma: no cover - needs torch_geom
     ours = rgcn_conv(layer, hetero, {"n": jnp.asarray(x)})["n"]
     theirs = conv(torch.from_numpy(x), torch.from_numpy(np.stack([src, dst])), torch.from_numpy(et))
     np.testing.assert_allclose(ours, theirs.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _sampled(graph, seed_type="paper", seeds=None, sampler="tree", hops=2):
+    from sparsegcn.sampling.typed import HeteroCSR, sample_typed
+    from sparsegcn.sampling.typed_dedup import sample_typed_dedup
+
+    csr = HeteroCSR.from_graph(graph)
+    seeds = jnp.arange(4) if seeds is None else seeds
+    sample = sample_typed if sampler == "tree" else sample_typed_dedup
+    return sample(csr, seeds, [3] * hops, seed_type=seed_type, key=jax.random.key(0))
+
+
+@pytest.mark.parametrize("sampler", ["tree", "dedup"])
+def test_sampled_apply_refuses_feature_rows_of_another_count(sampler):
+    """The full graph refused x of the wrong row count; samples clamped the gathers."""
+    graph, model, params = build()
+    sample = _sampled(graph, sampler=sampler)
+    with pytest.raises(
+        ValueError, match=r"x\['paper'\] has 2 rows but the model has num_nodes\['paper'\]=7"
+    ):
+        model.apply(params, sample, {"paper": paper_features()[:2]})
+
+
+@pytest.mark.parametrize("sampler", ["tree", "dedup"])
+def test_sampled_apply_refuses_ids_past_the_models_tables(sampler):
+    """A model built for 5 authors on a sample of a graph with 8: ids 5..7 read row 4."""
+    from sparsegcn.hetero import HeteroGraph
+
+    small = small_hetero()
+    relations = {
+        k: (np.asarray(v.senders), np.asarray(v.receivers)) for k, v in small.relations.items()
+    }
+    relations[("author", "writes", "paper")] = (np.arange(8), np.arange(8) % 7)
+    big = HeteroGraph({**small.num_nodes, "author": 8}, relations)
+    _, model, params = build()
+    sample = _sampled(big, seeds=jnp.arange(7), sampler=sampler)
+    with pytest.raises(
+        ValueError,
+        match=r"the sample holds 'author' id [5-7], but the model has num_nodes\['author'\]=5",
+    ):
+        model.apply(params, sample, {"paper": paper_features()})
+
+
+def test_dedup_sample_of_another_seed_type_is_refused():
+    """It returned an empty [0, C] array; the tree sample raised."""
+    graph, model, params = build(layers=1)
+    sample = _sampled(graph, seed_type="author", seeds=jnp.arange(3), sampler="dedup", hops=1)
+    with pytest.raises(
+        ValueError, match="seeded with 'author' nodes, but the model classifies 'paper'"
+    ):
+        model.apply(params, sample, {"paper": paper_features()})
+
+
+def test_no_edge_types_is_refused():
+    with pytest.raises(ValueError, match="edge_types must name at least one relation"):
+        rgcn(NUM_NODES, [], {"paper": 4}, 3, target="paper")

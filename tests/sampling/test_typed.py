@@ -116,3 +116,15 @@ def test_bad_inputs_fail_before_tracing():
         sample_typed(csr, np.array([0, 7]), (2,), seed_type="paper", key=jax.random.key(0))
     with pytest.raises(ValueError, match=r"fanouts\[0\] must be >= 1"):
         sample_typed(csr, np.array([0]), (0,), seed_type="paper", key=jax.random.key(0))
+
+
+def test_a_relation_given_twice_in_one_hop_is_refused():
+    """By its triple and its name: the last one was kept silently."""
+    g = small_hetero()
+    fanouts = [
+        {("author", "writes", "paper"): 2, "writes": 5, "cites": 1, "has_topic": 1, "hosts": 1}
+    ]
+    with pytest.raises(
+        ValueError, match=r"fanouts\[0\] gives relation .*writes.* twice \(2 and 5\)"
+    ):
+        check_typed_fanouts(fanouts, g.edge_types)

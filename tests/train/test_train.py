@@ -199,3 +199,21 @@ def test_monitor_selects_the_best_epoch_from_the_history(data, monitor):
 def test_monitor_is_checked():
     with pytest.raises(ValueError, match=r"monitor must be one of .* got 'loss'"):
         TrainConfig(monitor="loss")
+
+
+def test_a_call_runs_at_most_patience_epochs_so_an_early_stop_ends_the_run_soon(data):
+    # Before: a call ran ceil(epochs / 20) epochs whatever the patience, the stopped seeds'
+    # epochs as no-ops: --epochs 100000 --patience 100 ran 5,000 epochs before Python saw
+    # that every seed had stopped, and --epochs 2**31 - 1 --patience 1 about 1e8.
+    from sparsegcn.train.state import epochs_per_chunk
+
+    assert epochs_per_chunk(100_000, None, 100) == 100
+    assert epochs_per_chunk(200, None, 100) == 10
+    assert epochs_per_chunk(2**31 - 1, None, 1) == 1
+    assert epochs_per_chunk(100_000, 7, 1) == 7  # an explicit size is kept
+    calls = []
+    config = TrainConfig(epochs=100_000, patience=3)
+    result = sg.fit(sg.gcn(8, 2), data, config, on_chunk=lambda state, history: calls.append(1))
+    run = result.history["loss"].shape[0]  # the epochs until every seed stopped
+    assert config.chunk == 3 and run < 100_000
+    assert len(calls) * config.chunk < run + config.chunk  # no more than one call past it
