@@ -187,6 +187,7 @@ def run_training(
     state, data = trainer.place(state, data)
 
     program, compile_s = compile_for(trainer.make_chunk(tx, config), state, data)
+    check_compiled_memory(program, f"{trainer.name}'s training program ({len(seeds)} seed(s))")
     state, history, chunk_seconds = run_chunks(
         program, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
     )
@@ -440,6 +441,46 @@ def drive(
     finally:
         bar.close()
     return state, {k: np.concatenate(v) for k, v in chunks.items()}, times
+
+
+def compiled_need(compiled) -> int | None:
+    """The bytes a compiled program allocates when it runs, from XLA's buffer
+    assignment (``memory_analysis()``): its temporaries and outputs, less the
+    inputs it updates in place; ``None`` where XLA does not say."""
+    try:
+        stats = compiled.memory_analysis()
+    except (NotImplementedError, AttributeError):
+        return None
+    if stats is None:
+        return None
+    return int(stats.temp_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes)
+
+
+def check_compiled_memory(compiled, what: str, *, available: int | None = -1) -> None:
+    """Refuses a compiled program that needs more memory than is free, before it runs
+    (a wide model's activations past free memory were killed by the OOM killer, exit
+    137, with no message).
+
+    Args:
+      compiled: the compiled program; ``what`` names it in the message.
+      available: free bytes; ``-1`` asks the default device
+        (:func:`sparsegcn.bench.runner.available_memory`), ``None`` skips the check.
+
+    Raises:
+      ValueError: naming the need, what is free and what to lower.
+    """
+    from sparsegcn.bench import runner
+
+    if available == -1:
+        available = runner.available_memory()
+    need = compiled_need(compiled)
+    if available is None or need is None or need <= available:
+        return
+    raise ValueError(
+        f"{what} needs {need / 2**30:.1f} GiB more when it runs (XLA's buffer assignment) "
+        f"but {available / 2**30:.1f} GiB is free; lower --hidden, --layers, --heads, "
+        "--seeds or --batch-size, or sample (--fanouts)"
+    )
 
 
 def compile_for(fn: Callable, *args) -> tuple[Callable, float]:

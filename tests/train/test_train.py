@@ -217,3 +217,15 @@ def test_a_call_runs_at_most_patience_epochs_so_an_early_stop_ends_the_run_soon(
     run = result.history["loss"].shape[0]  # the epochs until every seed stopped
     assert config.chunk == 3 and run < 100_000
     assert len(calls) * config.chunk < run + config.chunk  # no more than one call past it
+
+
+def test_a_training_program_larger_than_free_memory_is_refused_before_it_runs(data, monkeypatch):
+    # Before: nothing compared the compiled program with free memory; a wide model was
+    # killed by the OOM killer (exit 137) with no message.
+    from sparsegcn.bench import runner
+
+    monkeypatch.setattr(runner, "available_memory", lambda: 1000)
+    with pytest.raises(ValueError, match=r"fit's training program \(1 seed\(s\)\) needs .* GiB"):
+        sg.fit(sg.gcn(8, 2), data, TrainConfig(epochs=1))
+    monkeypatch.setattr(runner, "available_memory", lambda: None)  # unknown: not checked
+    sg.fit(sg.gcn(8, 2), data, TrainConfig(epochs=1))
