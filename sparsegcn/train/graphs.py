@@ -95,7 +95,7 @@ from sparsegcn.batch import (
 from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS
 from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
 from sparsegcn.nn.graph_model import GraphModel
-from sparsegcn.train.loop import drive
+from sparsegcn.train.loop import compiled_need, drive
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, check_divergence
 
 MAX_PACKINGS = 8
@@ -1203,11 +1203,8 @@ def check_program_memory(
 
     if available == -1:
         available = runner.available_memory()
-    stats = compiled.memory_analysis()
-    if available is None or stats is None:
-        return
-    need = stats.temp_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
-    if need <= available:
+    need = compiled_need(compiled)
+    if available is None or need is None or need <= available:
         return
     raise ValueError(
         f"this graph run's compiled program needs {need / 2**30:.1f} GiB more (XLA's buffer "
