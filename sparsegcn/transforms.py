@@ -475,7 +475,8 @@ def edge_mean_features(graph: Graph, *, chunk: int = 1 << 22) -> np.ndarray:
       float32 ``[N, D]``.
 
     Raises:
-      ValueError: the graph has no edge features.
+      ValueError: the graph has no edge features, or one is not finite
+        (naming its edge row and column).
 
     References:
       Hu et al., *Open Graph Benchmark*, NeurIPS 2020,
@@ -491,6 +492,13 @@ def edge_mean_features(graph: Graph, *, chunk: int = 1 << 22) -> np.ndarray:
     for start in range(0, int(features.shape[0]), chunk):
         r = np.asarray(receivers[start : start + chunk], np.int64)
         f = np.asarray(features[start : start + chunk], np.float64)
+        bad = ~np.isfinite(f)
+        if bad.any():  # named here: the node features it would make are derived
+            row, column = (int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"edge_features[{start + row}, {column}] = {f[row, column]} is not finite "
+                "(the node features are means of the edge features)"
+            )
         counts += np.bincount(r, minlength=n)
         for column in range(d):
             sums[:, column] += np.bincount(r, weights=f[:, column], minlength=n)

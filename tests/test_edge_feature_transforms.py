@@ -404,3 +404,17 @@ def test_cli_flag_defaults_on():
 
     assert Experiment().edge_features is True
     assert Experiment(edge_features=False).edge_features is False
+
+
+def test_a_non_finite_edge_feature_is_named_by_its_edge_not_the_derived_node_row(graph):
+    # Before: an on-disk edge_features.npy holding NaN was reported as the derived node
+    # features' "features[0, 0] = nan", naming no file the user has.
+    import copy
+
+    rows = np.asarray(graph.edge_features).copy()
+    rows[5, 1] = np.nan
+    # As a memory-mapped on-disk file arrives: a Graph built in memory checks its rows.
+    damaged = copy.copy(graph)
+    object.__setattr__(damaged, "edge_features", rows)
+    with pytest.raises(ValueError, match=r"^edge_features\[5, 1\] = nan is not finite"):
+        transforms.edge_mean_features(damaged, chunk=4)
