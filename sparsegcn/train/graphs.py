@@ -95,7 +95,7 @@ from sparsegcn.batch import (
 from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS
 from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
 from sparsegcn.nn.graph_model import GraphModel
-from sparsegcn.train.loop import compiled_need, drive
+from sparsegcn.train.loop import drive, memory_shortfall
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, check_divergence
 
 MAX_PACKINGS = 8
@@ -1199,13 +1199,10 @@ def check_program_memory(
     Raises:
       ValueError: naming the need, what is free and what to lower.
     """
-    from sparsegcn.bench import runner
-
-    if available == -1:
-        available = runner.available_memory()
-    need = compiled_need(compiled)
-    if available is None or need is None or need <= available:
+    short = memory_shortfall(compiled, available)
+    if short is None:
         return
+    need, available = short
     raise ValueError(
         f"this graph run's compiled program needs {need / 2**30:.1f} GiB more (XLA's buffer "
         f"assignment: {members} member(s) (folds x seeds) on batches of up to {batch_size} "

@@ -456,6 +456,20 @@ def compiled_need(compiled) -> int | None:
     return int(stats.temp_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes)
 
 
+def memory_shortfall(compiled, available: int | None = -1) -> tuple[int, int] | None:
+    """``(need, available)`` bytes when ``compiled`` needs more than is free, else
+    ``None`` (also where either is unknown); ``available=-1`` asks the default device
+    (:func:`sparsegcn.bench.runner.available_memory`), ``None`` skips the check."""
+    from sparsegcn.bench import runner
+
+    if available == -1:
+        available = runner.available_memory()
+    need = compiled_need(compiled)
+    if available is None or need is None or need <= available:
+        return None
+    return need, available
+
+
 def check_compiled_memory(compiled, what: str, *, available: int | None = -1) -> None:
     """Refuses a compiled program that needs more memory than is free, before it runs
     (a wide model's activations past free memory were killed by the OOM killer, exit
@@ -469,13 +483,10 @@ def check_compiled_memory(compiled, what: str, *, available: int | None = -1) ->
     Raises:
       ValueError: naming the need, what is free and what to lower.
     """
-    from sparsegcn.bench import runner
-
-    if available == -1:
-        available = runner.available_memory()
-    need = compiled_need(compiled)
-    if available is None or need is None or need <= available:
+    short = memory_shortfall(compiled, available)
+    if short is None:
         return
+    need, available = short
     raise ValueError(
         f"{what} needs {need / 2**30:.1f} GiB more when it runs (XLA's buffer assignment) "
         f"but {available / 2**30:.1f} GiB is free; lower --hidden, --layers, --heads, "
