@@ -106,6 +106,10 @@ class Bound:
       int32: compiled code holds the value as an int32 (an epoch count
         and its counters): at most :data:`INT32_MAX`, a limit of the
         implementation that a message names only when it is exceeded.
+      host: the value never reaches compiled code (``scale`` multiplies
+        a generated dataset's sizes in Python), so a float one is not held
+        to :data:`COMPUTE_DTYPE`: a scale too small for any node is
+        refused by the dataset, naming what it would lack.
     """
 
     kind: type
@@ -114,6 +118,7 @@ class Bound:
     low_open: bool = False
     high_open: bool = False
     int32: bool = False
+    host: bool = False
 
     def describe(self) -> str:
         """The bounds in words, e.g. ``">= 0 and < 1"``."""
@@ -154,7 +159,7 @@ HYPERPARAMETERS: dict[str, Bound] = {
     "batch_size": Bound(int, low=1),
     "seeds": Bound(int, low=1),
     "seed": Bound(int, low=0, high=2**32 - 1),
-    "scale": Bound(float, low=0.0, high=1.0, low_open=True),
+    "scale": Bound(float, low=0.0, high=1.0, low_open=True, host=True),
     "checkpoint_every": Bound(int, low=0, int32=True),
     "keep": Bound(int, low=0),
     "timing_steps": Bound(int, low=0),
@@ -211,7 +216,7 @@ def check_bound(label: str, value, bound: Bound, *, flag: str | None = None, off
     number = float(value)
     if not np.isfinite(number):
         raise ValueError(f"{label} must be a finite number {bounds}, got {value!r}{where}")
-    if bound.kind is float:
+    if bound.kind is float and not bound.host:
         _check_representable(label, number, value, where)
     too_low = bound.low is not None and (
         number <= bound.low if bound.low_open else number < bound.low

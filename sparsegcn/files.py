@@ -1140,6 +1140,77 @@ _MOUNT_POINT = (
 )
 
 
+def rename_into_place(new: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Renames the finished folder ``new`` to ``path``, unless a folder got there first.
+
+    Two loads of one dataset may download it at once, each into its own
+    :func:`temp_folder`. The first to finish renames its copy into place; a
+    rename over that folder then fails (``ENOTEMPTY`` or ``EEXIST``: a folder
+    with contents is never replaced), and the later load uses the folder
+    that is there, leaving ``new`` for its caller to remove.
+
+    Returns:
+      True when ``new`` is now at ``path``; False when a folder with
+      contents was there already (``new`` is left as it is).
+
+    Raises:
+      OSError: any other failure, naming ``path`` (a file there:
+        ``NotADirectoryError``).
+    """
+    try:
+        os.replace(new, path)
+    except OSError as err:
+        if err.errno in (errno.ENOTEMPTY, errno.EEXIST) and Path(path).is_dir():
+            return False
+        raise _naming(err, path) from err
+    return True
+
+
+def _entry_kind(path: Path) -> str:
+    """What the existing entry ``path`` is, for a message: ``"a file"``, ``"a FIFO ..."``."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "a broken symbolic link"
+    return "a file" if stat.S_ISREG(mode) else _kind(mode)
+
+
+def check_folder_path(path: str | os.PathLike, *, what: str | None = None) -> Path:
+    """Refuses a folder to read from or create when something else is in the way.
+
+    ``path``, when it exists, must be a folder (or a symbolic link to one);
+    when it is missing, the nearest of its parents that exists must be one.
+    Otherwise creating it fails with a bare ``[Errno 17] File exists`` or
+    ``[Errno 20] Not a directory``, and reading from it with a file said to
+    be missing: neither names the file in the way. Nothing is created.
+
+    Args:
+      path: the folder.
+      what: how the message names it (``"root"``), before the path.
+
+    Returns:
+      ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+      ValueError: naming the path that is not a folder, and what it is.
+    """
+    path = Path(path)
+    named = f"{what} {str(path)!r}" if what else repr(str(path))
+    if os.path.lexists(path):
+        if not path.is_dir():
+            raise ValueError(f"{named} exists but is not a directory: it is {_entry_kind(path)}")
+        return path
+    parent = path.parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(
+            f"cannot create {named}: {str(parent)!r} exists but is not a directory: it is "
+            f"{_entry_kind(parent)}"
+        )
+    return path
+
+
 def check_not_mount_point(path: str | os.PathLike, *, what: str | None = None) -> None:
     """Refuses a mount point as a folder :func:`replace_folder` is to replace, before the work.
 

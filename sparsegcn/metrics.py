@@ -17,12 +17,28 @@ official definition it names:
 
 Missing labels are a boolean mask (for OGB's NaN labels: ``~isnan(y)``).
 
-Bad input is refused on the host before anything is computed: shapes always
-(they are static, so under ``jit`` too), and NaN scores where the scores are
-concrete arrays (``ValueError`` naming the first; scikit-learn raises on NaN
-too). Inside a compiled program, where values cannot be checked, a NaN among
-the scores counted makes the metric NaN, never a perfect score. A NaN in a
-masked entry (padding, a missing label) counts for nothing, like the entry.
+Bad input is refused on the host before anything is computed: shapes and
+complex dtypes always (they are static, so under ``jit`` too; ``TypeError``
+naming the dtype, as scikit-learn refuses complex data), and NaN scores where
+the scores are concrete arrays (``ValueError`` naming the first; scikit-learn
+raises on NaN too). Inside a compiled program, where values cannot be checked,
+a NaN among the scores counted makes the metric NaN, never a perfect score. A
+NaN in a masked entry (padding, a missing label) counts for nothing, like the
+entry.
+
+Infinite scores are ranked, not refused. Every metric here depends on the
+scores only through comparisons, and IEEE order places ``-inf`` below and
+``inf`` above every finite score, tied with itself: each metric's value is
+the one scikit-learn and ``ogb`` give for the scores with every infinity
+replaced by a finite value beyond the others (the same order and ties).
+scikit-learn's ``roc_auc_score`` and ``average_precision_score`` refuse
+infinities (and so ``ogb``'s ``rocauc`` and ``ap``) only by their blanket
+finiteness check of any input; ``ogb``'s ``hits@K`` and ``mrr`` compare them.
+Log-probabilities are ``-inf`` where a probability underflows (masked
+entries sort as ``-inf`` here too, apart from valid ones), and overflow cannot
+flatter a model: scores that all overflow to one infinity tie (AUC 0.5, AP the
+positives' share, Hits@K 0). NaN differs: it is unordered (every comparison is
+false), so it has no rank.
 
 References:
   Hu et al., *Open Graph Benchmark: Datasets for Machine Learning on
@@ -61,6 +77,25 @@ def _refuse_nan(name: str, scores: jax.Array, valid: jax.Array | None = None) ->
         )
 
 
+def _real(name: str, values: ArrayLike) -> np.ndarray | jax.Array:
+    """``values`` as an array (NumPy, or the JAX array or tracer given), refused
+    unless its dtype is real (bool, integer or floating): a cast of complex scores to
+    float32 drops the imaginary parts with only a warning, and JAX orders complex
+    numbers by their real parts first, so the metric would silently be that of other
+    numbers."""
+    array = values if isinstance(values, (jax.Array, np.ndarray)) else np.asarray(values)
+    dtype = array.dtype
+    if not (
+        jnp.issubdtype(dtype, jnp.floating)
+        or jnp.issubdtype(dtype, jnp.integer)
+        or dtype == jnp.bool_
+    ):
+        raise TypeError(
+            f"{name} must be real numbers (a bool, integer or floating dtype), got dtype {dtype}"
+        )
+    return array
+
+
 def _bool_mask(name: str, mask: ArrayLike | None, shape: tuple, per: str = "score") -> jax.Array:
     """``mask`` as a bool array of ``shape`` (``None``: all True); a mask of another
     dtype (an int mask meets ``&`` bitwise) or shape (it would broadcast) is refused."""
@@ -75,8 +110,9 @@ def _bool_mask(name: str, mask: ArrayLike | None, shape: tuple, per: str = "scor
 
 
 def _scores_1d(name: str, scores: ArrayLike) -> jax.Array:
-    """``scores`` as float32 ``[n]``, ``n >= 1``; other ranks and empty arrays refused."""
-    out = jnp.asarray(scores, jnp.float32)
+    """``scores`` as float32 ``[n]``, ``n >= 1``; other ranks, empty arrays and
+    complex dtypes refused."""
+    out = jnp.asarray(_real(name, scores), jnp.float32)
     if out.ndim != 1:
         raise ValueError(f"{name} must be [P], got shape {out.shape}")
     if out.shape[0] == 0:
@@ -136,8 +172,8 @@ def _column_average_precision(
 
 
 def _per_task(fn, scores: ArrayLike, labels: ArrayLike, mask: ArrayLike | None) -> jax.Array:
-    scores = jnp.asarray(scores, jnp.float32)
-    labels = jnp.asarray(labels)
+    scores = jnp.asarray(_real("scores", scores), jnp.float32)
+    labels = jnp.asarray(_real("labels", labels))
     if scores.shape != labels.shape:
         raise ValueError(
             f"scores and labels must have the same shape, got {scores.shape} and {labels.shape}"
@@ -176,7 +212,8 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, mask: ArrayLike | None = None)
     Raises:
       ValueError: a shape mismatch; a NaN unmasked score of concrete ``scores``
         (scikit-learn raises on NaN too).
-      TypeError: a ``mask`` that is not bool (0.5 would count as True).
+      TypeError: a ``mask`` that is not bool (0.5 would count as True); complex
+        ``scores`` or ``labels``.
     """
     return _per_task(_column_roc_auc, scores, labels, mask)
 
@@ -204,7 +241,7 @@ def average_precision(
       unmasked score.
 
     Raises:
-      ValueError: as :func:`roc_auc`.
+      ValueError, TypeError: as :func:`roc_auc`.
     """
     return _per_task(_column_average_precision, scores, labels, mask)
 
@@ -238,9 +275,10 @@ def ranking_auc_ap(
 
     Raises:
       ValueError: ``P == 0`` or ``Q == 0``; a NaN among concrete scores.
+      TypeError: complex scores.
     """
-    pos = jnp.asarray(positive_scores, jnp.float32)
-    neg = jnp.asarray(negative_scores, jnp.float32)
+    pos = jnp.asarray(_real("positive_scores", positive_scores), jnp.float32)
+    neg = jnp.asarray(_real("negative_scores", negative_scores), jnp.float32)
     for name, scores, side in (("positive", pos, "P"), ("negative", neg, "Q")):
         if scores.size == 0:
             raise ValueError(
@@ -272,15 +310,21 @@ def mean_over_tasks(
     NaN as well when an unmasked score is NaN: a task left undefined by NaN
     scores (a diverged model) must not drop out of the mean the way a task
     without both labels does, leaving a good-looking mean of the others.
+
+    An infinite value is averaged, not refused: it is a true error (``ogb``'s
+    ``rmse`` of infinite predictions is infinite too), never a ranking metric's.
+
+    Raises:
+      TypeError: complex ``values`` or ``scores``.
     """
-    values = jnp.asarray(values)
+    values = jnp.asarray(_real("values", values))
     defined = ~jnp.isnan(values)
     count = jnp.sum(defined)
     total = jnp.sum(jnp.where(defined, values, 0.0))
     mean = total / jnp.maximum(count, 1).astype(total.dtype)
     undefined = count == 0
     if scores is not None:
-        nan_scores = jnp.isnan(jnp.asarray(scores))
+        nan_scores = jnp.isnan(jnp.asarray(_real("scores", scores)))
         if mask is not None:
             nan_scores = nan_scores & jnp.asarray(mask, bool)
         undefined = undefined | jnp.any(nan_scores)
@@ -319,13 +363,13 @@ def hits_at_k(
 
     Raises:
       ValueError: ``k``, a shape, or a NaN unmasked concrete score.
-      TypeError: a mask that is not bool.
+      TypeError: a mask that is not bool; complex scores.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an int >= 1, got {k!r}")
     k = int(k)
     pos = _scores_1d("positive_scores", positive_scores)
-    neg = jnp.asarray(negative_scores, jnp.float32)
+    neg = jnp.asarray(_real("negative_scores", negative_scores), jnp.float32)
     if neg.ndim != 1:
         raise ValueError(
             f"negative_scores must be [Q] (shared by every positive; mrr ranks each "
@@ -373,10 +417,10 @@ def mrr(
 
     Raises:
       ValueError: a shape, or a NaN in an unmasked row of concrete scores.
-      TypeError: a mask that is not bool.
+      TypeError: a mask that is not bool; complex scores.
     """
     pos = _scores_1d("positive_scores", positive_scores)
-    neg = jnp.asarray(negative_scores, jnp.float32)
+    neg = jnp.asarray(_real("negative_scores", negative_scores), jnp.float32)
     if neg.ndim != 2 or neg.shape[0] != pos.shape[0]:
         raise ValueError(
             f"negative_scores must be [P, K] with P={pos.shape[0]}, got shape {neg.shape}"

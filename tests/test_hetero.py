@@ -6,8 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hetero_graphs import CITES, EMPTY, NUM_NODES, TOPIC, WRITES, small_hetero
+from hetero_graphs import CITES, EMPTY, NUM_NODES, TOPIC, WRITES, paper_features, small_hetero
 
+from sparsegcn.datasets.hetero_dataset import HeteroDataset
+from sparsegcn.graph import Graph
 from sparsegcn.hetero import HeteroGraph
 from sparsegcn.message_passing import message_passing
 
@@ -121,3 +123,62 @@ def test_csr_groups_by_target():
             dense[i, j] += 1
     np.testing.assert_array_equal(dense, g.to_dense("writes"))
     assert jnp.asarray(indices).dtype == jnp.int32
+
+
+def _dataset_fields() -> dict:
+    """The fields of a valid HeteroDataset over small_hetero (papers labelled)."""
+    return dict(
+        name="small",
+        graph=small_hetero(),
+        features={"paper": paper_features()},
+        target="paper",
+        labels=np.array([0, 2, -1, 1, 2, -1, 0]),
+        num_classes=3,
+        split={"train": np.array([0, 1, 3]), "valid": np.array([4]), "test": np.array([6])},
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error", "match"),
+    [
+        ("graph", None, TypeError, r"graph must be a HeteroGraph, got None$"),
+        ("graph", Graph([0], [1], None, 2), TypeError, r"graph must be a HeteroGraph, got Graph$"),
+        (
+            "features",
+            None,
+            TypeError,
+            r"features must be a \{node_type: \[N_t, F\] array\} .*None$",
+        ),
+        (
+            "features",
+            {"paper": paper_features().tolist()},
+            TypeError,
+            r"features\['paper'\] must be a NumPy or JAX array \[N_paper, F\], got list$",
+        ),
+        (
+            "features",
+            {"paper": paper_features().astype(np.complex64)},
+            ValueError,
+            r"features\['paper'\] must be real numbers, got dtype complex64$",
+        ),
+        (
+            "features",
+            {"paper": paper_features() > 0},
+            ValueError,
+            r"features\['paper'\] must be real numbers, got dtype bool$",
+        ),
+    ],
+    ids=["graph-none", "graph-homogeneous", "features-none", "list", "complex", "bool"],
+)
+def test_hetero_dataset_refuses_bad_fields_naming_them(field, value, error, match):
+    # Before: a list, None or a homogeneous Graph failed with a bare AttributeError
+    # ('list' object has no attribute 'ndim'), and complex and bool features were
+    # accepted (training's float32 cast dropped the imaginary parts).
+    with pytest.raises(error, match=r"^dataset 'small': " + match):
+        HeteroDataset(**{**_dataset_fields(), field: value})
+
+
+def test_hetero_dataset_takes_real_numpy_and_jax_feature_arrays_as_they_are():
+    kept = {"paper": jnp.asarray(paper_features()), "topic": np.ones((3, 2), np.int32)}
+    dataset = HeteroDataset(**{**_dataset_fields(), "features": kept})
+    assert all(dataset.features[t] is x for t, x in kept.items())

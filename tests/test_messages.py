@@ -275,6 +275,10 @@ def test_convert_names_a_bad_gzip_file(tmp_path, capsys, damage, words):
     raw.joinpath("num-edge-list.csv.gz").write_bytes(_gzip_bytes("200\n"))
     good = _gzip_bytes("".join(f"{i % 3},{(i + 1) % 3}\n" for i in range(200)))
     raw.joinpath("edge.csv.gz").write_bytes(damage(good))
+    split = raw.parent / "split" / "time"  # read (and checked) before the edges
+    split.mkdir(parents=True)
+    for node, name in enumerate(("train", "valid", "test")):
+        split.joinpath(f"{name}.csv.gz").write_bytes(_gzip_bytes(f"{node}\n"))
     argv = ["ogbn-arxiv", "--root", str(tmp_path / "root"), "--out", str(tmp_path / "out")]
     assert convert.main([*argv, "--no-progress"]) == 2
     line = one_error_line(capsys)

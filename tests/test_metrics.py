@@ -301,6 +301,106 @@ def test_hits_at_k_of_nan_scores_is_refused_or_nan():
     assert float(hits_at_k(_POS, nan_neg, 1, negative_mask=nmask)) == 1.0
 
 
+# -- complex scores: refused, under jit too (the dtype is static); infinities: ranked ---
+
+
+def _complex(x):
+    return (np.asarray(x) + 1j).astype(np.complex64)
+
+
+_LABELS = np.array([0, 1, 0, 1], np.float32)
+_FOUR = np.array([0.1, 0.9, 0.3, 0.8], np.float32)
+_COMPLEX_INPUTS = {
+    "roc_auc": (roc_auc, (_complex(_FOUR), _LABELS), "scores"),
+    "roc_auc-labels": (roc_auc, (_FOUR, _complex(_LABELS)), "labels"),
+    "average_precision": (average_precision, (_complex(_FOUR), _LABELS), "scores"),
+    "ranking_auc_ap-pos": (ranking_auc_ap, (_complex(_POS), _SHARED), "positive_scores"),
+    "ranking_auc_ap-neg": (ranking_auc_ap, (_POS, _complex(_SHARED)), "negative_scores"),
+    "hits_at_k-pos": (
+        lambda p, n: hits_at_k(p, n, 1),
+        (_complex(_POS), _SHARED),
+        "positive_scores",
+    ),
+    "hits_at_k-neg": (
+        lambda p, n: hits_at_k(p, n, 1),
+        (_POS, _complex(_SHARED)),
+        "negative_scores",
+    ),
+    "mrr-pos": (mrr, (_complex(_POS), _ROWS), "positive_scores"),
+    "mrr-neg": (mrr, (_POS, _complex(_ROWS)), "negative_scores"),
+    "mean_over_tasks-values": (mean_over_tasks, (_complex([0.5, 0.7]),), "values"),
+    "mean_over_tasks-scores": (mean_over_tasks, (np.ones(2, np.float32), _complex(_POS)), "scores"),
+}
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("case", list(_COMPLEX_INPUTS))
+def test_complex_scores_are_refused_naming_the_dtype(case, jit):
+    # Before: the float32 cast dropped the imaginary parts with only a ComplexWarning
+    # (roc_auc read 1.0), mean_over_tasks returned a complex mean, and complex labels
+    # compared by their real parts. scikit-learn refuses complex data too.
+    fn, args, name = _COMPLEX_INPUTS[case]
+    run = jax.jit(fn) if jit else fn
+    with pytest.raises(TypeError, match=rf"^{name} must be real numbers .*got dtype complex64\b"):
+        run(*args)
+
+
+def _finite_stand_in(scores):
+    """``scores`` with ``-inf`` and ``inf`` replaced by finite values below and above
+    the others: the same order and the same ties."""
+    finite = scores[np.isfinite(scores)]
+    low, high = finite.min() - 1.0, finite.max() + 1.0
+    return np.where(scores == np.inf, high, np.where(scores == -np.inf, low, scores))
+
+
+def test_infinite_scores_are_ranked_as_sklearn_ranks_finite_stand_ins():
+    # Ranking-only metrics: +-inf have a place in the order (each tied with itself), so
+    # they are kept where NaN, which has none, is refused. scikit-learn refuses them by
+    # its blanket finiteness check only; its value on stand-ins of the same order is
+    # the metric's. A masked inf counts for nothing.
+    labels = np.array([1, 0, 1, 0, 1, 0, 0, 1, 1], np.float32)
+    scores = np.array([np.inf, np.inf, 0.5, 0.5, -np.inf, -np.inf, 2.0, -1.0, np.inf])
+    scores = scores.astype(np.float32)
+    mask = np.arange(9) < 8
+    with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="infinity"):
+        sklearn_metrics.roc_auc_score(labels, scores)
+    kept, stand_in = labels[mask], _finite_stand_in(scores[mask])
+    want_auc = sklearn_metrics.roc_auc_score(kept, stand_in)
+    want_ap = sklearn_metrics.average_precision_score(kept, stand_in)
+    assert float(jax.jit(roc_auc)(scores, labels, mask)) == pytest.approx(want_auc, rel=1e-6)
+    assert float(jax.jit(average_precision)(scores, labels, mask)) == pytest.approx(want_ap)
+    auc, ap = jax.jit(ranking_auc_ap)(scores[mask][kept == 1], scores[mask][kept == 0])
+    assert (float(auc), float(ap)) == pytest.approx((want_auc, want_ap), rel=1e-6)
+
+
+def test_infinite_scores_are_ranked_by_hand():
+    # Positives inf, 1, -inf; negatives inf, 0.5, -inf. AUC: inf ties one negative and
+    # beats two (2.5), 1 beats two (2), -inf ties one (0.5): 5/9. AP, over the thresholds
+    # inf, 1, -inf: (1/2 + 2/3 + 3/6) / 3 = 5/9. ogb's hits@K compares infinities as
+    # they are: Hits@1's threshold is inf, which no positive beats (a tie is a miss);
+    # Hits@3's -inf is beaten by inf and 1, not by -inf; 4 > 3 negatives: 1. ogb's mrr,
+    # row negatives inf, 0, -inf: positive inf ties one, rank 1 + 1/2; positive -inf is
+    # below two and ties one, rank 1 + 2 + 1/2: (2/3 + 2/7) / 2 = 10/21.
+    pos = np.array([np.inf, 1.0, -np.inf], np.float32)
+    neg = np.array([np.inf, 0.5, -np.inf], np.float32)
+    rows = np.tile(np.array([np.inf, 0.0, -np.inf], np.float32), (2, 1))
+
+    # An infinite error is the task mean's truth (ogb's rmse is inf too); an infinite
+    # score leaves a task defined, where a NaN one makes the mean NaN.
+    errors, one = np.array([np.inf, 0.5], np.float32), np.array([0.75], np.float32)
+
+    @jax.jit
+    def ranked(pos, neg, rows):
+        hits = [hits_at_k(pos, neg, k) for k in (1, 3, 4)]
+        means = mean_over_tasks(errors), mean_over_tasks(one, pos[:1])
+        return (*ranking_auc_ap(pos, neg), *hits, mrr(pos[jnp.array([0, 2])], rows), *means)
+
+    got = [float(v) for v in ranked(pos, neg, rows)]
+    assert got == pytest.approx([5 / 9, 5 / 9, 0.0, 2 / 3, 1.0, 10 / 21, np.inf, 0.75])
+    # The host check passes them too, as it does a valid -inf in roc_auc (above).
+    assert float(mrr(pos[[0, 2]], rows)) == pytest.approx(10 / 21)
+
+
 def _saved_ring(folder, labels, cuts):
     """An on-disk dataset of a ring of ``len(labels)`` nodes (both directions), one-hot
     features, and train / valid / test the node ranges ending at ``cuts``."""

@@ -249,7 +249,7 @@ def test_dataset_takes_multilabel_labels():
     with pytest.raises(ValueError, match="in both"):
         Dataset(labels=labels, split=split, **common)
     ok = Dataset(labels=labels, split={**split, "test": np.array([], np.int64)}, **common)
-    assert ok.multilabel and ok.labels.shape == (3, 2)
+    assert ok.multilabel and ok.labels.shape == (3, 2) and ok.metric == "rocauc"
     with pytest.raises(ValueError, match=r"split\['train'\]\[0\] = node 1 has no label"):
         Dataset(labels=labels, split={**split, "train": np.array([1]), "test": []}, **common)
     with pytest.raises(ValueError, match=r"labels\[0, 1\] = 2: multi-label labels must be 1, 0"):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 import scipy.sparse as sp
 
@@ -134,6 +135,34 @@ def check_disjoint_splits(split: dict, error: Callable[[str, str], Exception] | 
                 )
 
 
+def kind_name(value) -> str:
+    """How an error names a value of the wrong type: ``None``, or its type's name."""
+    return "None" if value is None else type(value).__name__
+
+
+def check_feature_array(name: str, features, shape: str, *, sparse: bool = False) -> None:
+    """Refuses features that are not an array of real numbers, reading no values.
+
+    Datasets take arrays only (NumPy, memory-mapped, JAX, and scipy sparse where
+    ``sparse``): everything after reads their shape and row slices, and a caller's
+    ``np.asarray`` would choose the dtype. ``name`` and ``shape`` (``"[N, F]"``)
+    name them in the message.
+
+    Raises:
+      TypeError: not such an array (a list, ``None``).
+      ValueError: a dtype that is not integer or floating (complex, bool, object):
+        training's float32 cast would drop imaginary parts or read flags as values.
+    """
+    if not isinstance(features, (np.ndarray, jax.Array)) and not (sparse and sp.issparse(features)):
+        kinds = "a NumPy, JAX or scipy sparse array" if sparse else "a NumPy or JAX array"
+        raise TypeError(f"{name} must be {kinds} {shape}, got {kind_name(features)}")
+    dtype = features.dtype
+    if dtype == np.bool_ or not (
+        np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)
+    ):
+        raise ValueError(f"{name} must be real numbers, got dtype {dtype}")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Dataset:
     """A node-property-prediction dataset, ready for any model.
@@ -151,8 +180,10 @@ class Dataset:
       split: ``{"train", "valid", "test"}`` -> int64 node indices: labelled
         nodes, none repeated, no node in two splits.
       num_classes: ``C`` (the number of tasks ``T`` when multi-label).
-      metric: the task's metric name (``"acc"``: accuracy; ``"rocauc"``:
-        ROC-AUC averaged over tasks).
+      metric: the task's metric name: ``"acc"`` (accuracy) for class labels,
+        ``"rocauc"`` (ROC-AUC averaged over tasks) for multi-label ones; no
+        other is scored, so no other is taken. ``"auto"`` (the default) is
+        replaced by the one the labels take.
       num_edges: edges as the publisher counts them (directed for
         ogbn-arxiv, undirected pairs for ogbn-products and Planetoid).
       info: free-form provenance (source URL, license, preset, ...).
@@ -170,11 +201,15 @@ class Dataset:
     labels: np.ndarray
     split: dict
     num_classes: int
-    metric: str = "acc"
+    metric: str = "auto"
     num_edges: int = -1
     info: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        where = f"dataset {self.name!r}"
+        if not isinstance(self.graph, Graph):
+            raise TypeError(f"{where}: graph must be a Graph, got {kind_name(self.graph)}")
+        check_feature_array(f"{where}: features", self.features, "[N, F]", sparse=True)
         n = self.graph.num_nodes
         if n < 1:
             raise ValueError(f"dataset {self.name!r} has no nodes (num_nodes={n})")
@@ -205,6 +240,15 @@ class Dataset:
                 )
         else:
             check_class_labels(labels, self.num_classes)
+        scored = "rocauc" if multilabel else "acc"  # what the node tasks score
+        if self.metric == "auto":
+            object.__setattr__(self, "metric", scored)
+        if self.metric != scored:
+            raise ValueError(
+                f"{where}: metric must be {scored!r} for "
+                f"{'multi-label' if multilabel else 'single-label'} labels (what the node "
+                f"task scores), got {self.metric!r}"
+            )
         labelled = (labels >= 0).any(axis=1) if multilabel else labels >= 0
         if set(self.split) != set(SPLITS):
             raise ValueError(f"split must have keys {SPLITS}, got {sorted(self.split)}")

@@ -56,7 +56,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from sparsegcn.datasets.base import SPLITS
-from sparsegcn.datasets.ogb import LICENSES, as_labels, download_verified
+from sparsegcn.datasets.ogb import LICENSES, _read_split, as_labels, download_verified
 from sparsegcn.datasets.ondisk import FEATURE_DTYPES, DatasetWriter, _check_target
 from sparsegcn.files import (
     check_inputs_outside,
@@ -265,7 +265,29 @@ def _num_raw_edges(folder: Path, layout: OgbLayout) -> int | None:
     if layout.binary:
         return NpzMember.open(folder / "raw" / "data.npz", "edge_index").shape[1]
     path = folder / "raw" / "num-edge-list.csv.gz"
-    return int(_read_csv(path, np.int64).ravel()[0]) if path.is_file() else None
+    if not path.is_file():
+        return None
+    counts = _read_csv(path, np.int64)
+    if counts.shape != (1, 1) or counts[0, 0] < 0:
+        raise ValueError(
+            f"{path} must hold one edge count (one graph: one line, one non-negative "
+            f"integer), got {counts.tolist()}"
+        )
+    return int(counts[0, 0])
+
+
+def _split_ids(folder: Path, layout: OgbLayout, n: int) -> dict[str, np.ndarray]:
+    """The node ids of ``split/<type>/{train,valid,test}.csv.gz``, read as the ogbn loader
+    reads them (one id a line: :func:`~sparsegcn.datasets.ogb._read_split`), each in
+    ``[0, n)``; read before the edges, so a bad split fails before hours of bucketing."""
+    split = _read_split(folder / "split" / layout.split)
+    for key, ids in split.items():
+        bad = (ids < 0) | (ids >= n)
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            path = folder / "split" / layout.split / f"{key}.csv.gz"
+            raise ValueError(f"{path}: line {pos + 1}: node {int(ids[pos])} is outside [0, {n})")
+    return split
 
 
 class _Buckets:
@@ -390,8 +412,10 @@ def convert_ogb(
 
     Raises:
       ValueError: unknown name without ``layout``, a malformed raw file
-        (naming it, and the edge or row), ``out`` not empty or a mount
-        point, ``tmp_dir`` or the raw files' folder in ``out``.
+        (naming it, and the edge or row; count and split files are checked
+        before the edges are read: one edge count, one node id a line, ids
+        in range), ``out`` not empty or a mount point, ``tmp_dir`` or the raw
+        files' folder in ``out``.
       FileNotFoundError: a raw file is missing.
     """
     if layout is None:
@@ -425,6 +449,7 @@ def convert_ogb(
     if layout.binary:
         _check_binary_counts(folder, n)
     raw_edges = _num_raw_edges(folder, layout)
+    split = _split_ids(folder, layout, n)
     dedup = not layout.add_inverse_edge
     work = temp_folder(tmp_dir or out.parent, out.name, "edges")
     try:
@@ -486,15 +511,7 @@ def convert_ogb(
             _write_features(writer, folder, layout, chunk_rows, progress)
             _write_labels(writer, folder, layout, chunk_rows)
             for key in SPLITS:
-                path = folder / "split" / layout.split / f"{key}.csv.gz"
-                ids = _read_csv(path, np.int64).ravel()
-                bad = (ids < 0) | (ids >= n)
-                if bad.any():
-                    pos = int(np.flatnonzero(bad)[0])
-                    raise ValueError(
-                        f"{path}: line {pos + 1}: node {int(ids[pos])} is outside [0, {n})"
-                    )
-                writer.write_split(key, ids)
+                writer.write_split(key, split[key])
             return writer.finish(
                 name=name,
                 num_edges=seen,

@@ -12,7 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from sparsegcn import _checks
-from sparsegcn.datasets.base import SPLITS, check_class_labels, check_disjoint_splits
+from sparsegcn.datasets.base import (
+    SPLITS,
+    check_class_labels,
+    check_disjoint_splits,
+    check_feature_array,
+    kind_name,
+)
 from sparsegcn.hetero import HeteroGraph
 
 MAG_CLASSES = 349
@@ -41,14 +47,16 @@ class HeteroDataset:
       info: free-form provenance (the generator and its scale and seed; the
         folder it was read from, which writers refuse to write into).
 
-    Construction refuses a node type without nodes, labels or split ids of a
-    non-integer dtype, labels outside ``[-1, C)``, a ``num_classes`` that
-    is not an integer >= 1, splits other than train/valid/test, unlabelled
-    split nodes, repeated or shared split ids, and another metric than
-    ``"acc"``. An empty split is allowed here (``info`` shows it); training
-    refuses it (:meth:`require_splits`), and non-finite features
-    (:meth:`check_features`; not read here, to keep loading a memory-mapped
-    folder cheap).
+    Construction refuses a ``graph`` that is not a :class:`~sparsegcn.HeteroGraph`,
+    features that are not a mapping of NumPy or JAX arrays of a real dtype (a
+    list too: :class:`~sparsegcn.datasets.Dataset` takes arrays only), a node
+    type without nodes, labels or split ids of a non-integer dtype, labels
+    outside ``[-1, C)``, a ``num_classes`` that is not an integer >= 1, splits
+    other than train/valid/test, unlabelled split nodes, repeated or shared
+    split ids, and another metric than ``"acc"``. An empty split is allowed
+    here (``info`` shows it); training refuses it (:meth:`require_splits`),
+    and non-finite features (:meth:`check_features`; not read here, to keep
+    loading a memory-mapped folder cheap).
     """
 
     name: str
@@ -63,6 +71,15 @@ class HeteroDataset:
 
     def __post_init__(self):
         where = f"dataset {self.name!r}"
+        if not isinstance(self.graph, HeteroGraph):
+            raise TypeError(f"{where}: graph must be a HeteroGraph, got {kind_name(self.graph)}")
+        if not isinstance(self.features, Mapping):
+            raise TypeError(
+                f"{where}: features must be a {{node_type: [N_t, F] array}} mapping, got "
+                f"{kind_name(self.features)}"
+            )
+        for t, x in self.features.items():
+            check_feature_array(f"{where}: features[{t!r}]", x, f"[N_{t}, F]")
         for t, count in self.graph.num_nodes.items():
             if count < 1:
                 raise ValueError(

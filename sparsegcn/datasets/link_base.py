@@ -80,8 +80,7 @@ class LinkDataset:
       split: ``{"train": [P, 2], "valid": [Pv, 2], "test": [Pt, 2],
         "valid_neg": ..., "test_neg": ...}``, int64 node ids; positives are
         ``(source, target)`` rows; negatives in the form :attr:`negatives`
-        names (see :mod:`sparsegcn.datasets.links`; the form is told by the
-        width: 2 columns are pairs, any other ``K`` targets per source). ``train`` keeps repeats where the
+        names (see :mod:`sparsegcn.datasets.links`). ``train`` keeps repeats where the
         publisher has them (a collab pair collaborating in several years).
       metric: OGB's evaluation metric: ``"hits@50"``, ``"mrr"``, ...
       directed: whether a pair ``(s, t)`` differs from ``(t, s)`` (a
@@ -93,6 +92,11 @@ class LinkDataset:
       edge_year: int64 ``[P]``, one per ``train`` row, or ``None`` (collab).
       node_year: int64 ``[N]`` or ``None`` (citation2: the paper's year).
       info: provenance (source, license, folder, generator, ...).
+      negative_form: ``"pairs"`` or ``"targets"`` (:data:`NEGATIVE_FORMS`), as
+        the source lays its negatives out (OGB's ``edge_neg`` or
+        ``target_node_neg``); ``None``: told by their width, 2 columns pairs and
+        any other ``K`` targets per source, so ``[P, 2]`` per-source negatives
+        need the form given. Construction stores the form it settled on.
 
     Construction checks shapes, integer dtypes and node ranges of every
     array, that ``graph`` has the features' node count, and that per-source
@@ -111,6 +115,9 @@ class LinkDataset:
     edge_year: np.ndarray | None = None
     node_year: np.ndarray | None = None
     info: dict = dataclasses.field(default_factory=dict)
+    # A str or None, checked by __post_init__; typed object because loaders splat dicts of
+    # per-edge arrays (`**{"edge_weight": ...}`) into this constructor.
+    negative_form: object = None
 
     def __post_init__(self):
         n = self.graph.num_nodes
@@ -138,7 +145,14 @@ class LinkDataset:
             check_node_ids(label, neg, n)
             split[f"{key}_neg"] = neg.astype(np.int64, copy=False)
         shapes = {split[k].shape for k in ("valid_neg", "test_neg")}
-        form = self._negative_form(split)
+        form = self.negative_form
+        if form is None:
+            form = self._negative_form(split)
+        elif not isinstance(form, str) or form not in NEGATIVE_FORMS:
+            raise ValueError(
+                f"link dataset {self.name!r}: negative_form must be one of {NEGATIVE_FORMS} "
+                f"or None, got {form!r}"
+            )
         if form == "targets":
             for key in ("valid", "test"):
                 if split[f"{key}_neg"].shape[0] != split[key].shape[0]:
@@ -150,6 +164,7 @@ class LinkDataset:
         elif any(s[1] != 2 for s in shapes):
             raise ValueError(f"negatives must all be [Q, 2] pairs or all [P, K], got {shapes}")
         object.__setattr__(self, "split", split)
+        object.__setattr__(self, "negative_form", form)
         p = split["train"].shape[0]
         for field in ("edge_weight", "edge_year"):
             value = _check_per_edge(field, getattr(self, field), p, "split['train']")
@@ -162,16 +177,17 @@ class LinkDataset:
 
     @staticmethod
     def _negative_form(split: dict) -> str:
-        """``"pairs"`` when the negatives have 2 columns, ``"targets"`` (``[P, K]``)
-        otherwise; OGB's per-source negatives have ``K = 1000`` (``K = 2`` would read
-        as pairs, so per-source negatives need ``K != 2``)."""
+        """The form told by the width when none is given: ``"pairs"`` when the negatives
+        have 2 columns, ``"targets"`` (``[P, K]``) otherwise (``K = 2`` per-source
+        negatives read as pairs here: give :attr:`negative_form` for them)."""
         return "pairs" if split["valid_neg"].shape[1] == 2 else "targets"
 
     @property
     def negatives(self) -> str:
         """``"pairs"`` (``[Q, 2]`` node pairs) or ``"targets"`` (``[P, K]`` targets per
         source); see the module docstring."""
-        return self._negative_form(self.split)
+        form = self.negative_form
+        return form if isinstance(form, str) else self._negative_form(self.split)
 
     def require_splits(self, needed=LINK_SPLITS, *, purpose: str = "training") -> None:
         """Raises unless every split in ``needed`` holds at least one row.

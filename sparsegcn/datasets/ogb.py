@@ -107,6 +107,7 @@ from sparsegcn.files import (
     naming_errors,
     read_cause,
     reading,
+    rename_into_place,
     temp_file_path,
     temp_folder,
 )
@@ -720,7 +721,10 @@ def _extract(archive: Path, member_dir: str, dataset_dir: Path) -> None:
 
     Entries that would land outside the extraction folder (absolute paths,
     ``..``) are refused. A failure leaves neither the temporary folder nor a
-    partial ``dataset_dir``.
+    partial ``dataset_dir``. A ``dataset_dir`` that a concurrent load of the
+    same dataset put in place meanwhile is kept, and this copy discarded
+    (:func:`~sparsegcn.files.rename_into_place`): the caller goes on to read
+    it as it reads any folder already there.
     """
     work = temp_folder(dataset_dir.parent, dataset_dir.name, "extract")
     try:
@@ -734,7 +738,7 @@ def _extract(archive: Path, member_dir: str, dataset_dir: Path) -> None:
         extracted = work / member_dir
         if not extracted.is_dir():
             raise ValueError(f"{archive} has no folder {member_dir!r}")
-        os.replace(extracted, dataset_dir)
+        rename_into_place(extracted, dataset_dir)  # False: ours is removed with `work`
     except zipfile.BadZipFile as err:  # documented as ValueError: a malformed archive
         raise ValueError(f"{archive} is not a valid zip archive: {err}") from err
     finally:

@@ -357,12 +357,40 @@ def _first_bad(path: Path, bad: np.ndarray, what: Callable[[int], str]) -> Value
     return ValueError(f"{path} line {i + 1}: {what(i)}")
 
 
+_MAX_COUNT = 2**31 - 1
+"""The largest count a line of ``num-node-list`` or ``num-edge-list`` may hold: node ids are
+int32, and with each count this small the running sums cannot wrap int64."""
+
+
 def _counts(path: Path) -> np.ndarray:
     values = read_csv_gz(path, np.int64, 1)[:, 0]
     negative = values < 0
     if negative.any():
         raise _first_bad(path, negative, lambda i: f"count {int(values[i])} is negative")
+    large = values > _MAX_COUNT
+    if large.any():
+        raise _first_bad(
+            path,
+            large,
+            lambda i: f"count {int(values[i])} is past {_MAX_COUNT}, the most a graph may have",
+        )
     return values
+
+
+def _read_rows(
+    path: Path, dtype, rows: int, why: str, *, width: int | None = None, empty_width: int = 0
+) -> np.ndarray:
+    """:func:`read_csv_gz` of a file that must have ``rows`` lines (``why`` says whence the
+    count). Its lines are counted before they are parsed, and with ``rows == 0`` only an
+    empty file passes (``[0, empty_width]``, or ``[0, width]``): the count files are
+    checked against the data, never trusted to skip it."""
+    data = _read_gz(path)
+    lines = data.count(b"\n") + 1 if data else 0
+    if lines != rows:
+        raise ValueError(f"{path}: expected {rows} lines ({why}), got {lines}")
+    if not rows:
+        return np.zeros((0, width or empty_width), dtype)
+    return _parse_csv(path, data, dtype, width)
 
 
 def _check_vocab(path: Path, values: np.ndarray, dims: tuple[int, ...]) -> None:
@@ -405,7 +433,9 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
 
     Raises:
       ValueError: a missing file or a malformed one, naming the file and its
-        line: wrong counts of lines or values, a non-number, a node id outside
+        line: a count past ``2**31 - 1``, line counts that disagree with the
+        count files (an empty file where they sum to 0), wrong counts of values, a
+        non-number, a node id outside
         its graph, a feature outside its vocabulary, a label that is not 0, 1
         or missing, a split id out of range or in two splits.
       CorruptFileError: a truncated or corrupt gzip file.
@@ -432,18 +462,14 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
     node_ptr = np.zeros(num_graphs + 1, np.int64)
     np.cumsum(num_nodes_list, out=node_ptr[1:])
     num_nodes = int(node_ptr[-1])
-    if num_nodes >= 2**31:
+    if num_nodes > _MAX_COUNT:
         raise ValueError(f"{nodes_path}: {num_nodes} nodes do not fit int32 node ids")
     stored_ptr = np.zeros(num_graphs + 1, np.int64)
     np.cumsum(num_edges_list, out=stored_ptr[1:])
 
     path = _required(raw, "edge.csv.gz")
-    local = read_csv_gz(path, np.int64, 2) if stored_ptr[-1] else np.zeros((0, 2), np.int64)
-    if local.shape[0] != stored_ptr[-1]:
-        raise ValueError(
-            f"{path}: expected {int(stored_ptr[-1])} lines (the sum of "
-            f"{edges_path.name}), got {local.shape[0]}"
-        )
+    why = f"the sum of {edges_path.name}"
+    local = _read_rows(path, np.int64, int(stored_ptr[-1]), why, width=2)
     edge_graph = np.repeat(np.arange(num_graphs), num_edges_list)
     size = num_nodes_list[edge_graph][:, None]
     out = ((local < 0) | (local >= size)).any(axis=1)
@@ -465,12 +491,8 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
     molecule = meta["data type"] == "mol"
     if meta["has_node_attr"] == "True":
         path = _required(raw, "node-feat.csv.gz")
-        features = read_csv_gz(path, np.int32) if num_nodes else np.zeros((0, 9), np.int32)
-        if features.shape[0] != num_nodes:
-            raise ValueError(
-                f"{path}: expected {num_nodes} lines (the sum of {nodes_path.name}), "
-                f"got {features.shape[0]}"
-            )
+        why = f"the sum of {nodes_path.name}"
+        features = _read_rows(path, np.int32, num_nodes, why, empty_width=9)
         if molecule:
             _check_vocab(path, features, ATOM_FEATURE_DIMS)
         feature_dims: tuple[int, ...] | None = ATOM_FEATURE_DIMS if molecule else None
@@ -482,12 +504,8 @@ def read_ogbg(folder: str | os.PathLike, name: str) -> GraphDataset:
     if meta["has_edge_attr"] == "True":
         path = _required(raw, "edge-feat.csv.gz")
         kind = np.int32 if molecule else np.float32
-        values = read_csv_gz(path, kind) if local.shape[0] else np.zeros((0, 3), kind)
-        if values.shape[0] != local.shape[0]:
-            raise ValueError(
-                f"{path}: expected {local.shape[0]} lines (one per line of edge.csv.gz), "
-                f"got {values.shape[0]}"
-            )
+        why = "one per line of edge.csv.gz"
+        values = _read_rows(path, kind, local.shape[0], why, empty_width=3)
         if molecule:
             _check_vocab(path, values, BOND_FEATURE_DIMS)
             edge_feature_dims = BOND_FEATURE_DIMS

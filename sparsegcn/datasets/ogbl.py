@@ -236,11 +236,32 @@ def _field(part: dict, key: str, path: Path, split: str, ndim: int, columns: int
         want = f"[n, {columns}]" if columns else ("[n]" if ndim == 1 else f"{ndim} dimensions")
         raise ValueError(f"{where} must be {want}, got shape {array.shape}")
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
-        if np.issubdtype(array.dtype, np.floating) and np.all(array == np.floor(array)):
-            array = array.astype(np.int64)  # collab's weights are saved as float
-        else:
+        if not np.issubdtype(array.dtype, np.floating):
             raise ValueError(f"{where} must hold integers, got dtype {array.dtype}")
+        # collab's weights are saved as float. inf, nan and floats past int64 would cast
+        # to garbage (INT64_MIN), so each value must be a whole number int64 holds.
+        whole = np.isfinite(array) & (array == np.floor(array))
+        whole &= (array >= -(2.0**63)) & (array < 2.0**63)
+        if not whole.all():
+            pos = np.unravel_index(int(np.flatnonzero(~whole.ravel())[0]), array.shape)
+            index = ", ".join(str(int(i)) for i in pos)
+            raise ValueError(
+                f"{where}[{index}] = {float(array[pos])} is not an integer that int64 holds "
+                f"(dtype {array.dtype})"
+            )
+        array = array.astype(np.int64)
     return array.astype(np.int64, copy=False)
+
+
+def _check_weights(weights: np.ndarray, path: Path) -> None:
+    """Refuses a weight below 1: collab's weight counts the papers a pair co-wrote that year."""
+    bad = weights < 1
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{path} (train['weight'])[{i}] = {int(weights[i])}: a weight counts the papers "
+            f"a pair co-wrote that year, at least 1 ({int(bad.sum())} bad weight(s) in all)"
+        )
 
 
 def _pairs_of(part: dict, path: Path, split: str, layout: LinkLayout) -> np.ndarray:
@@ -322,8 +343,10 @@ def load_ogbl(
       FileNotFoundError: the folder or one of its files is missing; for the
         folder, the message says where to unzip the archive.
       ValueError: a malformed file, naming it (and the line, for CSV) or
-        the split key; a node id out of range; a downloaded archive whose
-        sha256 differs (it is deleted, nothing is left).
+        the split key; a node id out of range; a split value that is no
+        integer int64 holds (inf, nan, 1e30) or a weight below 1; a
+        downloaded archive whose sha256 differs (it is deleted, nothing is
+        left).
       pickle.UnpicklingError: a split file names a global outside
         :data:`~sparsegcn.datasets.torchfile.TORCH_GLOBALS`.
     """
@@ -371,6 +394,8 @@ def load_ogbl(
     for field, key in (("edge_weight", "weight"), ("edge_year", "year")):
         if isinstance(train, dict) and key in train:
             per_edge[field] = _field(train, key, files["train"], "train", 1)
+            if key == "weight":
+                _check_weights(per_edge[field], files["train"])
             if per_edge[field].shape[0] != split["train"].shape[0]:
                 raise ValueError(
                     f"{files['train']}: train[{key!r}] has {per_edge[field].shape[0]} values, "
@@ -390,6 +415,7 @@ def load_ogbl(
             "split": layout.split,
             "folder": str(dataset_dir),
         },
+        negative_form="targets" if layout.directed else "pairs",
         **per_edge,
     )
 

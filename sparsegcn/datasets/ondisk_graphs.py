@@ -25,7 +25,9 @@ file                     dtype, shape                  content
                          ``[G, T]``                    where missing, or real targets with
                                                        NaN where missing (a regression
                                                        ``metric``: rmse)
-``classes.npy``          ``[C]``                       what each class index stands for
+``classes.npy``          integer or string ``[C]``     what each class index stands for
+                                                       (``C`` = ``num_classes``: the task
+                                                       indices for ``[G, T]`` labels)
 ``edge_features.npy``    float32 or int32 ``[E, D]``   optional
 ``targets.npy``          float32 ``[G, T]``            optional regression targets
 ``train.npy``,           int64 ``[k]``                 optional official split (graph ids)
@@ -49,7 +51,9 @@ the manifest's keys; each file's size in bytes, dtype and shape against the
 manifest (a truncated file is caught here, before it is mapped); the
 offsets (start at 0, never decrease, end at ``n`` and ``E``); every edge
 inside its own graph; labels (class ids in range, binary values 0, 1 or
-NaN, regression targets finite or NaN); categorical features inside their vocabularies; split ids in range,
+NaN, regression targets finite or NaN); one class entry per class;
+categorical features inside their vocabularies, float ones finite (a NaN
+would otherwise surface as a diverged training); split ids in range,
 never repeated and in one split only. The first problem raises one
 :class:`~sparsegcn.datasets.ondisk.FormatError` naming the file and the
 field. ``verify=True`` also compares every file's sha256 (reads every byte).
@@ -70,6 +74,7 @@ import numpy as np
 from sparsegcn.datasets.base import check_disjoint_splits
 from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS, GraphDataset
 from sparsegcn.datasets.ondisk import FormatError, open_listed_file, read_format_manifest
+from sparsegcn.datasets.ondisk import _check_features as check_finite_features
 from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
     check_not_inputs,
@@ -275,6 +280,25 @@ def _expect(file, key: str, array, dtypes: tuple[str, ...], shape: tuple) -> Non
         raise FormatError(file, "shape", f"{key} must be {shown}, got {list(array.shape)}")
 
 
+def _check_classes(file, classes, num_classes: int) -> None:
+    """``classes`` must name each of the ``num_classes`` classes (or tasks) once: a
+    shorter or 2-D array, or float values, would be shown as the wrong labels."""
+    if classes.dtype.kind not in "iuU":
+        raise FormatError(
+            file,
+            "dtype",
+            f"classes must be integers or strings (the label each class index stands for), "
+            f"got {classes.dtype}",
+        )
+    if classes.shape != (num_classes,):
+        raise FormatError(
+            file,
+            "shape",
+            f"classes must be [num_classes] = [{num_classes}], one entry per class or task, "
+            f"got {list(classes.shape)}",
+        )
+
+
 def _check_ptr(file, key: str, ptr, total: int) -> None:
     if int(ptr[0]) != 0:
         raise FormatError(file, f"{key}[0]", f"must be 0, got {int(ptr[0])}")
@@ -350,16 +374,26 @@ def _check_contents(folder: Path, manifest: dict, arrays: dict, chunk: int) -> N
         _expect(files["edge_features"], "edge_features", arrays["edge_features"], kind, (e, None))
     if "targets" in arrays:
         _expect(files["targets"], "targets", arrays["targets"], ("float32",), (g, None))
+    _check_classes(files["classes"], arrays["classes"], c)
+    if "train" in arrays:
+        for key in SPLITS:
+            _expect(files[key], key, arrays[key], ("int64",), (None,))
     if n >= 2**31:
         raise FormatError(folder / MANIFEST, "num_nodes", f"{n} does not fit int32 node ids")
     _check_ptr(files["node_ptr"], "node_ptr", arrays["node_ptr"], n)
     _check_ptr(files["edge_ptr"], "edge_ptr", arrays["edge_ptr"], e)
     _check_edges(files, arrays, chunk)
     _check_vocab(files["features"], "features", arrays["features"], dims, chunk)
+    if dims is None:
+        check_finite_features(files["features"], arrays["features"], chunk)
     if "edge_features" in arrays:
         _check_vocab(
             files["edge_features"], "edge_features", arrays["edge_features"], edge_dims, chunk
         )
+        if edge_dims is None:
+            check_finite_features(
+                files["edge_features"], arrays["edge_features"], chunk, "edge_features"
+            )
     flat = labels.reshape(-1)
     for start in range(0, flat.shape[0], chunk):
         part = np.asarray(flat[start : start + chunk])

@@ -40,7 +40,7 @@ from sparsegcn import _checks
 from sparsegcn.datasets.base import Dataset, check_may_download
 from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.unpickle import safe_load
-from sparsegcn.files import read_text, sha256_file
+from sparsegcn.files import check_folder_path, read_text, sha256_file
 from sparsegcn.graph import Graph
 from sparsegcn.transforms import remove_self_loops, to_undirected
 
@@ -301,9 +301,10 @@ def load_planetoid(
       ``num_edges`` counts undirected pairs, with metric ``"acc"``.
 
     Raises:
-      ValueError: unknown ``name``; a file on disk or downloaded whose sha256
-        differs from the published one (the message names the file); a file
-        whose content does not fit the format.
+      ValueError: unknown ``name``; a ``root`` or ``<root>/planetoid`` that is
+        not a folder, or lies under a file (naming it); a file on disk or
+        downloaded whose sha256 differs from the published one (the message
+        names the file); a file whose content does not fit the format.
       FileNotFoundError: a file is missing and ``download=False`` (the message
         names the path and how to get the files).
       OSError: the download failed (see :func:`~sparsegcn.datasets.download.download_file`).
@@ -311,6 +312,8 @@ def load_planetoid(
         :data:`PICKLE_GLOBALS`.
     """
     paths = planetoid_paths(name, root)
+    check_folder_path(root, what="root")
+    check_folder_path(paths["x"].parent, what="Planetoid's folder")
     _fetch(name, paths, download=download, progress=progress, base_url=base_url)
 
     raw = {part: _unpickle(paths[part]) for part in PARTS[:-1]}

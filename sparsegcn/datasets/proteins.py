@@ -14,8 +14,9 @@ pipeline under ``--edge-features``).
     <root>/ogbn_proteins/raw/edge.csv.gz           E lines "u,v" (0-based node ids)
     <root>/ogbn_proteins/raw/edge-feat.csv.gz      E lines of 8 floats
     <root>/ogbn_proteins/raw/node-label.csv.gz     N lines of 112 labels (0 or 1)
-    <root>/ogbn_proteins/raw/node_species.csv.gz   N lines: the species id
-                                                   (``species.csv.gz`` before ogb renames it)
+    <root>/ogbn_proteins/raw/node_species.csv.gz   N lines: the species' NCBI taxonomy id
+                                                   (one of :data:`SPECIES`; ``species.csv.gz``
+                                                   before ogb renames it)
     <root>/ogbn_proteins/raw/num-node-list.csv.gz  one line: N
     <root>/ogbn_proteins/raw/num-edge-list.csv.gz  one line: E
     <root>/ogbn_proteins/split/species/{train,valid,test}.csv.gz   node ids, one a line
@@ -25,8 +26,11 @@ with pandas (the ``ogb`` extra), never torch. As ``ogb``
 both directions, the reverse edge with the same features, and nothing is
 merged. The dataset's node features are one constant column
 (``info["featureless"]``), replaced by the edge-feature means when edge
-features are used. A malformed file raises ``ValueError`` naming the file
-and its first bad line (1-based).
+features are used. Every line of a file is one row: a malformed file (a
+blank line, a header, a field that is not a number of the file's kind,
+another field count) raises ``ValueError`` naming the file, its first bad
+line (1-based) and what that line holds, as do a node id out of range, a
+label other than 0 and 1 and a species outside :data:`SPECIES`.
 
 ``synthetic:proteins`` (:func:`generate_proteins`) has the same sizes and
 layout, generated in a few vectorised passes; see its docstring.
@@ -40,8 +44,9 @@ References:
 
 from __future__ import annotations
 
+import csv
 import gzip
-import math
+import re
 import zlib
 from pathlib import Path
 
@@ -60,64 +65,118 @@ NUM_TASKS = 112
 NUM_SPECIES = 8
 SPLIT_SIZES = {"train": 86_619, "valid": 21_236, "test": 24_679}
 """OGB's species split of ogbn-proteins (nodes per split)."""
+SPECIES = (3702, 4932, 6239, 7227, 7955, 9606, 10090, 511145)
+"""The NCBI taxonomy ids ``node_species.csv.gz`` holds, one per species (STRING's
+A. thaliana, S. cerevisiae, C. elegans, D. melanogaster, D. rerio, H. sapiens,
+M. musculus, E. coli; OGB's ``mapping/README.md``)."""
 
 _CHUNK_ROWS = 1 << 21
 _URL = "http://snap.stanford.edu/ogb/data/nodeproppred/proteins.zip"
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_EXACT_INT = 2**53
+"""Integers are read through float64, which holds every one below this magnitude."""
+_NUMBER = re.compile(r"[ \t\f\v]*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t\f\v]*")
+"""A field pandas reads as a number, written out: no ``nan``, ``inf``, quotes or ``_``."""
 
 
-def _representable(value: float, kind: str) -> bool:
-    """Whether ``value`` is finite, and for ``kind="float"`` finite in float32 too."""
-    return math.isfinite(value) and (kind == "int" or abs(value) <= _FLOAT32_MAX)
+def _field_problem(field: str, kind: str) -> str | None:
+    """Why ``read_table`` refuses ``field`` in a ``kind`` file, or ``None``.
 
-
-def _bad_line(path: Path, columns: int, kind: str) -> tuple[int, str] | None:
-    """The first line of ``path`` that is not ``columns`` comma-separated ``kind`` numbers."""
-    parse = int if kind == "int" else float
-    try:
-        with gzip.open(path, "rt") as lines:
-            for number, line in enumerate(lines, 1):
-                fields = line.rstrip("\r\n").split(",")
-                try:
-                    values = [parse(f) for f in fields]
-                except ValueError:
-                    return number, line.rstrip("\r\n")
-                if len(values) != columns or not all(_representable(v, kind) for v in values):
-                    return number, line.rstrip("\r\n")
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError):
+    Accepts what its pandas pass accepts, so that the line the message names
+    is the one pandas stopped at: an integer may be written ``3.0`` or ``3e2``.
+    """
+    text = field.strip(" \t\f\v")
+    if not _NUMBER.fullmatch(field):
+        return f"{text!r} is not a finite number" if text else "a field is empty"
+    value = float(field)
+    if kind == "float":
+        if not abs(value) <= _FLOAT32_MAX:
+            return f"{text} is past float32's range"
         return None
+    if not abs(value) < _EXACT_INT:
+        return f"{text} is past 2**53, where float64 stops holding every integer"
+    if value != round(value):
+        return f"{text} is not an integer"
+    return None
+
+
+def _line_problem(line: str, columns: int, kind: str) -> str | None:
+    """Why ``read_table`` refuses ``line`` (newline stripped), or ``None``."""
+    if not line.strip(" \t\f\v"):
+        return "the line is blank"
+    fields = line.split(",")
+    if len(fields) != columns:
+        return f"{len(fields)} field{'s' if len(fields) != 1 else ''}"
+    for field in fields:
+        problem = _field_problem(field, kind)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _bad_line(path: Path, columns: int, kind: str) -> tuple[int, str | None, str] | None:
+    """``(line number, text, why)`` of the first line of ``path`` that ``read_table``
+    refuses, ``text`` ``None`` where the file cannot be read from that line on."""
+    number = 0
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                text = line.rstrip("\r\n")
+                problem = _line_problem(text, columns, kind)
+                if problem is not None:
+                    return number, text, problem
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
+        return number + 1, None, str(err)
     return None
 
 
 def _malformed(path: Path, columns: int, kind: str, cause: str) -> ValueError:
+    """The error for a file the pandas pass refused with ``cause``: its first bad line."""
     found = _bad_line(path, columns, kind)
-    what = f"{columns} comma-separated {'integers' if kind == 'int' else 'finite float32 numbers'}"
-    if found is None:
+    number_word = "integer" if kind == "int" else "finite float32 number"
+    what = f"{columns} comma-separated {number_word}s" if columns != 1 else f"one {number_word}"
+    if found is None:  # pandas refused what every line's own check accepts
         return ValueError(f"{path}: unreadable ({cause}); expected lines of {what}")
-    number, text = found
+    number, text, problem = found
+    if text is None:
+        return ValueError(f"{path}: unreadable from line {number} on ({problem})")
     shown = text if len(text) <= 80 else text[:77] + "..."
-    return ValueError(f"{path}, line {number}: expected {what}, got {shown!r}")
+    return ValueError(f"{path}, line {number}: expected {what}, got {shown!r} ({problem})")
+
+
+def _accepted(values: np.ndarray, columns: int, kind: str) -> bool:
+    """Whether a chunk pandas read holds only what :func:`_line_problem` accepts."""
+    if values.shape[1] != columns:
+        return False
+    magnitude = np.abs(values)  # NaN (a blank line or a short one) fails both bounds
+    if kind == "float":
+        return bool((magnitude <= _FLOAT32_MAX).all())
+    return bool((magnitude < _EXACT_INT).all() and (values == np.round(values)).all())
 
 
 def read_table(path, columns: int, kind: str = "int", *, rows: int | None = None) -> np.ndarray:
     """A headerless gzip CSV of ``columns`` numbers per line, as int64 or float32 ``[n, columns]``.
 
-    Read with pandas in chunks of ``2**21`` lines (each converted before the
-    next is read); on any problem the file is scanned once more, line by
-    line, to name the first bad line.
+    Row ``i`` is line ``i + 1``: blank lines are not skipped nor quotes
+    read, so a message about a row can name its line. Read with pandas in
+    chunks of ``2**21`` lines (each converted before the next is read); on
+    any problem the file is scanned once more, line by line, with the same
+    rules (an integer may be written ``3.0``), to name the first bad line.
 
     Args:
       path: the ``.csv.gz`` file.
       columns: numbers per line.
-      kind: ``"int"`` (int64) or ``"float"`` (float32, finite).
+      kind: ``"int"`` (int64, magnitudes below ``2**53``) or ``"float"``
+        (float32, finite).
       rows: the line count the file must have, if known.
 
     Raises:
       FileNotFoundError: the file is missing.
       ValueError: a line without ``columns`` numbers of the kind (naming the
-        file and the 1-based line), an unreadable gzip, or the wrong line count.
+        file, the 1-based line, what it holds and why it is refused), an
+        unreadable gzip (from which line), or the wrong line count.
     """
     path = Path(path)
     if not path.is_file():
@@ -132,26 +191,26 @@ def read_table(path, columns: int, kind: str = "int", *, rows: int | None = None
     parts = []
     try:
         with pd.read_csv(
-            path, header=None, chunksize=_CHUNK_ROWS, compression="gzip", dtype=np.float64
+            path,
+            header=None,
+            chunksize=_CHUNK_ROWS,
+            compression="gzip",
+            dtype=np.float64,
+            skip_blank_lines=False,
+            quoting=csv.QUOTE_NONE,
+            encoding="utf-8",
         ) as reader:
             for frame in reader:
                 values = frame.to_numpy()
-                if values.shape[1] != columns or not np.isfinite(values).all():
+                if not _accepted(values, columns, kind):
                     raise ValueError("bad values")
-                if kind == "float" and (np.abs(values) > _FLOAT32_MAX).any():
-                    raise ValueError("values past float32's range")
-                if kind == "int" and (values != np.round(values)).any():
-                    raise ValueError("non-integer values")
                 parts.append(values.astype(dtype))
-    except (ValueError, OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
-        raise _malformed(
-            path, columns, kind, str(err).splitlines()[0] if str(err) else ""
-        ) from None
-    except Exception as err:  # pandas' ParserError and EmptyDataError
-        if type(err).__name__ == "EmptyDataError":
-            parts = []
-        else:
-            raise _malformed(path, columns, kind, str(err).splitlines()[0]) from None
+    except pd.errors.EmptyDataError as err:  # also what pandas says of a blank first line
+        if _bad_line(path, columns, kind) is not None:
+            raise _malformed(path, columns, kind, str(err)) from None
+        parts = []
+    except (ValueError, OSError, EOFError, zlib.error, UnicodeDecodeError) as err:  # ParserError
+        raise _malformed(path, columns, kind, (str(err).splitlines() or [""])[0]) from None
     table = np.concatenate(parts) if parts else np.zeros((0, columns), dtype)
     if rows is not None and table.shape[0] != rows:
         raise ValueError(f"{path}: expected {rows} lines, got {table.shape[0]}")
@@ -164,7 +223,10 @@ def _one_count(path: Path) -> int:
         raise ValueError(
             f"{path}: expected one line (ogbn-proteins is one graph), got {table.shape[0]}"
         )
-    return int(table[0, 0])
+    count = int(table[0, 0])
+    if count < 0:
+        raise ValueError(f"{path}, line 1: expected a count >= 0, got {count}")
+    return count
 
 
 def proteins_graph(edges: np.ndarray, edge_features: np.ndarray, num_nodes: int) -> Graph:
@@ -200,8 +262,9 @@ def load_proteins(root, *, progress: bool = False) -> Dataset:
 
     Raises:
       FileNotFoundError: a missing file, named.
-      ValueError: a malformed file (its name and first bad line), ids out
-        of range, or counts that disagree between files.
+      ValueError: a malformed file (its name, first bad line and what it
+        holds), node ids out of range, labels other than 0 and 1, species
+        outside :data:`SPECIES`, or counts that disagree between files.
     """
     del progress  # pandas reads each file in one pass; there is nothing to show
     folder = Path(root) / "ogbn_proteins"
@@ -229,6 +292,14 @@ def load_proteins(root, *, progress: bool = False) -> Dataset:
     if not species_file.is_file() and (raw / "species.csv.gz").is_file():
         species_file = raw / "species.csv.gz"
     species = read_table(species_file, 1, "int", rows=n)[:, 0]
+    unknown = ~np.isin(species, SPECIES)
+    if unknown.any():
+        row = int(np.flatnonzero(unknown)[0])
+        raise ValueError(
+            f"{species_file}, line {row + 1}: species {int(species[row])} is not one of "
+            f"ogbn-proteins' {NUM_SPECIES} (their NCBI taxonomy ids: "
+            f"{', '.join(map(str, SPECIES))})"
+        )
     split = {}
     for key in SPLITS:
         file = folder / "split" / "species" / f"{key}.csv.gz"
@@ -423,6 +494,7 @@ __all__ = [
     "NUM_NODES",
     "NUM_TASKS",
     "PROTEINS",
+    "SPECIES",
     "SPLIT_SIZES",
     "SYNTHETIC_PROTEINS",
     "generate_proteins",

@@ -84,10 +84,25 @@ class BlockModel(NamedTuple):
 
     def pair_capacity(self) -> tuple[int, int]:
         """Numbers of distinct same-class and cross-class node pairs."""
-        sizes = np.diff(self.class_start)
-        same = int(np.sum(sizes * (sizes - 1) // 2))
-        n = self.num_nodes
-        return same, n * (n - 1) // 2 - same
+        return pair_capacity(np.diff(self.class_start))
+
+
+def pair_capacity(sizes: np.ndarray) -> tuple[int, int]:
+    """Numbers of distinct same-class and cross-class pairs of nodes in classes of ``sizes``."""
+    sizes = np.asarray(sizes, np.int64)
+    same = int(np.sum(sizes * (sizes - 1) // 2))
+    n = int(sizes.sum())
+    return same, n * (n - 1) // 2 - same
+
+
+def too_dense(
+    capacity: tuple[int, int], num_edges: int, homophily: float
+) -> tuple[int, int] | None:
+    """``(cross-class pairs needed, those possible)`` when :func:`sample_pairs` would refuse
+    ``num_edges`` edges on classes of ``capacity`` (:func:`pair_capacity`), else ``None``."""
+    same_capacity, cross_capacity = capacity
+    num_cross = num_edges - min(round(homophily * num_edges), same_capacity // 4)
+    return (num_cross, cross_capacity) if num_cross > cross_capacity // 4 else None
 
 
 def class_sizes(num_nodes: int, num_classes: int, imbalance: float) -> np.ndarray:
@@ -264,15 +279,15 @@ def sample_pairs(
       RuntimeError: the rounds stop finding new pairs.
     """
     same_capacity, cross_capacity = model.pair_capacity()
-    num_same = min(round(homophily * num_edges), same_capacity // 4)
-    num_cross = num_edges - num_same
-    if num_cross > cross_capacity // 4:
-        n = model.num_nodes
+    dense = too_dense((same_capacity, cross_capacity), num_edges, homophily)
+    if dense is not None:
         raise ValueError(
-            f"{num_edges} edges on {n} nodes is too dense for this generator: {num_cross} "
-            f"cross-class pairs exceed a quarter of the {cross_capacity} possible; use a "
+            f"{num_edges} edges on {model.num_nodes} nodes is too dense for this generator: "
+            f"{dense[0]} cross-class pairs exceed a quarter of the {dense[1]} possible; use a "
             f"larger scale"
         )
+    num_same = min(round(homophily * num_edges), same_capacity // 4)
+    num_cross = num_edges - num_same
     with tqdm(total=0, disable=not progress, unit="draw", desc="edges", leave=False) as bar:
         same = _sample_pool(model, True, num_same, seed=seed, bar=bar)
         cross = _sample_pool(model, False, num_cross, seed=seed, bar=bar)

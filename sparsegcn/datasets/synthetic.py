@@ -136,14 +136,26 @@ class SyntheticSpec:
         """A scale (two significant digits) above this one at which the preset has
         a node in every split (rounding makes that not monotone in the scale)."""
         base = PRESETS.get(self.name, self)
-        scale = self.scale
+        # Below one node's share nothing is generated: the search starts there.
+        scale = max(self.scale, 1.0 / dataclasses.replace(base, scale=1.0).num_nodes)
         for _ in range(200):
             scale = min(1.0, float(f"{scale * 1.25:.2g}"))
             spec = dataclasses.replace(base, scale=1.0).scaled(scale)
-            n, sizes = spec.num_nodes, spec.split_counts()
-            if (min(sizes) >= 1 and sum(sizes) <= n) or scale == 1.0:
+            if spec._generates() or scale == 1.0:
                 return scale
         return 1.0
+
+    def _generates(self) -> bool:
+        """Whether :func:`generate` makes this spec: a node in every split, the
+        classes large enough for ``train_per_class``, the edges not too dense."""
+        n, sizes = self.num_nodes, self.split_counts()
+        classes = sbm.class_sizes(n, self.num_classes, self.class_imbalance)
+        return (
+            min(sizes) >= 1
+            and sum(sizes) <= n
+            and (self.train_per_class is None or classes.min() >= self.train_per_class)
+            and sbm.too_dense(sbm.pair_capacity(classes), self.num_edges, self.homophily) is None
+        )
 
     def split_counts(self) -> tuple[int, int, int]:
         """``(train, valid, test)`` node counts, unchecked (see :meth:`split_sizes`)."""
@@ -176,7 +188,8 @@ class SyntheticSpec:
         labelled = max(round(n * self.labelled_fraction), train + valid + test)
         if labelled > n:
             raise ValueError(
-                f"{self.name}: splits need {train} + {valid} + {test} nodes but there are only {n}"
+                f"{self.name}: splits need {train} + {valid} + {test} nodes but there are only "
+                f"{n}; use a larger --scale (e.g. {self._smallest_scale():g})"
             )
         return {"train": train, "valid": valid, "test": test, "labelled": labelled}
 
@@ -343,6 +356,7 @@ def generate(spec: SyntheticSpec, *, seed: int = 0, progress: bool = False) -> D
     seed = _checks.check_static_int("seed", seed)
     sizes = spec.split_sizes()
     _check_class_sizes(spec)
+    _check_density(spec)
     _check_memory(spec)
     n = spec.num_nodes
     model = sbm.block_model(
@@ -394,6 +408,20 @@ def generate(spec: SyntheticSpec, *, seed: int = 0, progress: bool = False) -> D
         num_edges=spec.num_edges,
         info=info,
     )
+
+
+def _check_density(spec: SyntheticSpec) -> None:
+    """Refuses, before drawing, the edges :func:`~sparsegcn.datasets.sbm.sample_pairs`
+    would refuse, with a scale at which the preset generates."""
+    classes = sbm.class_sizes(spec.num_nodes, spec.num_classes, spec.class_imbalance)
+    dense = sbm.too_dense(sbm.pair_capacity(classes), spec.num_edges, spec.homophily)
+    if dense is not None:
+        raise ValueError(
+            f"synthetic:{spec.name} at scale {spec.scale:g} has {spec.num_edges} edges on "
+            f"{spec.num_nodes} nodes, too dense for this generator ({dense[0]} cross-class "
+            f"pairs exceed a quarter of the {dense[1]} possible); use a larger --scale (e.g. "
+            f"{spec._smallest_scale():g})"
+        )
 
 
 def _check_class_sizes(spec: SyntheticSpec) -> None:

@@ -293,9 +293,9 @@ def generate_to_disk(
             imbalance=spec.class_imbalance,
             seed=seed,
         )
-        same_capacity, cross_capacity = model.pair_capacity()
+        same_capacity = model.pair_capacity()[0]
         num_same = min(round(spec.homophily * e), same_capacity // 4)
-        if e - num_same > cross_capacity // 4:
+        if sbm.too_dense(model.pair_capacity(), e, spec.homophily) is not None:
             raise ValueError(
                 f"{e} edges on {n} nodes is too dense for this generator: use a larger scale"
             )

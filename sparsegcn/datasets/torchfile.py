@@ -22,7 +22,9 @@ hold NumPy arrays). Two reasons not to read them with ``torch.load``:
 
 The object's pickle is read by a restricted unpickler that admits exactly
 :data:`TORCH_GLOBALS`: NumPy's array reconstruction (for arrays pickled as
-such, and ``_codecs.encode``, which protocol 2 uses to spell their bytes),
+such, ``_codecs.encode``, which protocol 2 uses to spell their bytes, and
+``bytes``, which it calls without arguments to spell an empty array's ``b""``:
+a stand-in that returns ``b""`` and refuses any argument),
 ``collections.OrderedDict`` (the tensors' empty hook dict), and
 torch's tensor rebuild functions and typed storage classes, which are
 *not imported*: they are replaced by NumPy stand-ins, so a tensor becomes a
@@ -97,6 +99,9 @@ _NUMPY_GLOBALS = frozenset(
         ("_codecs", "encode"),
     }
 )
+_EMPTY_BYTES_GLOBALS = frozenset({("__builtin__", "bytes"), ("builtins", "bytes")})
+"""How protocol 2 spells ``b""`` (an empty array's data): ``bytes()``. Resolved to a
+stand-in that admits no argument, never to ``bytes`` itself (``bytes(n)`` allocates)."""
 _TORCH_GLOBALS = frozenset(
     {
         ("torch._utils", "_rebuild_tensor"),
@@ -105,7 +110,7 @@ _TORCH_GLOBALS = frozenset(
         *(("torch", name) for name in STORAGE_DTYPES),
     }
 )
-TORCH_GLOBALS = _NUMPY_GLOBALS | _TORCH_GLOBALS
+TORCH_GLOBALS = _NUMPY_GLOBALS | _EMPTY_BYTES_GLOBALS | _TORCH_GLOBALS
 """Every global a file may name: ``(module, name)`` as the pickle spells it."""
 
 
@@ -219,7 +224,19 @@ class _TorchUnpickler(pickle.Unpickler):
             return _rebuild_tensor
         if (module, name) == ("collections", "OrderedDict"):
             return collections.OrderedDict
+        if (module, name) in _EMPTY_BYTES_GLOBALS:
+            return self._empty_bytes
         return _resolve(module, name)
+
+    def _empty_bytes(self, *args, **kwargs) -> bytes:
+        """Stands in for ``bytes``: ``b""`` for the argument-less call protocol 2 writes;
+        any argument is refused (``bytes(10**12)`` would allocate a terabyte)."""
+        if args or kwargs:
+            raise pickle.UnpicklingError(
+                f"{self._source}: bytes is admitted only as bytes(), protocol 2's spelling "
+                f"of b'', got arguments {args!r:.80}"
+            )
+        return b""
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and pid and pid[0] == "storage"):

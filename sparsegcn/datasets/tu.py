@@ -57,9 +57,11 @@ from sparsegcn.datasets.download import download_file, sha256_file
 from sparsegcn.datasets.graph_dataset import GraphDataset
 from sparsegcn.files import (
     CorruptFileError,
+    check_folder_path,
     check_regular_file,
     read_text,
     reading,
+    rename_into_place,
     temp_folder,
 )
 
@@ -364,12 +366,15 @@ def check_tu_name(dataset: str) -> str:
     return name
 
 
-def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bool = False):
+def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bool = False) -> bool:
     """Fetches ``NAME.zip`` from the TU site into ``folder`` (which must not exist).
 
     The recorded data files (:data:`TU_SHA256`) are unpacked into a temporary
     folder beside ``folder``; each must match its sha256, and only then is
-    the folder renamed into place. Nothing is left behind on failure. Other
+    the folder renamed into place. Nothing is left behind on failure. A
+    folder that another load (downloading the same dataset at the same time)
+    put in place first is kept and this copy discarded
+    (:func:`~sparsegcn.files.rename_into_place`). Other
     members (a README) are not unpacked, and a ``NAME_*`` file without a
     recorded sha256 (``NAME_node_attributes.txt``, which :func:`read_tu`
     would read) refuses the archive: every file the loader reads is checked.
@@ -377,6 +382,11 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
     The archive is streamed to disk (at most :data:`MAX_ARCHIVE_BYTES`) and
     read from there, one member at a time: neither the archive nor a member
     is held in memory whole.
+
+    Returns:
+      True when this download is now ``folder``; False when another load's
+      folder was there first (its files are not checked here:
+      :func:`load_tu` checks them as it checks any folder already there).
 
     Raises:
       ValueError: ``name`` has no recorded checksums (the message says where
@@ -434,10 +444,13 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
                 raise ValueError(
                     f"sha256 mismatch for {file} in {name}.zip: expected {expected}, got {actual}"
                 )
-        staging.rename(folder)
+        installed = rename_into_place(staging, folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if not installed:
+        shutil.rmtree(staging, ignore_errors=True)
+    return installed
 
 
 def verify_tu(folder: str | Path, name: str) -> None:
@@ -493,7 +506,8 @@ def load_tu(
 
     A folder already there is checked first (:func:`verify_tu`) when ``NAME``
     has recorded checksums, on every load: hashing MUTAG's files adds well
-    under a millisecond.
+    under a millisecond. So is one that a concurrent load of the same
+    dataset put there while this one was downloading (this copy is dropped).
 
     Args:
       dataset: ``"tu:NAME"``.
@@ -503,21 +517,24 @@ def load_tu(
       progress: a download progress bar.
 
     Raises:
-      ValueError: a malformed name, a missing folder with ``download=False``,
-        a folder that fails :func:`verify_tu` (a changed file is a
-        :class:`~sparsegcn.files.CorruptFileError`), or what :func:`read_tu`
-        and :func:`download_tu` raise.
+      ValueError: a malformed name, a ``root`` or ``<root>/tu/NAME`` that is
+        not a folder or lies under a file (naming it), a missing folder with
+        ``download=False``, a folder that fails :func:`verify_tu` (a changed
+        file is a :class:`~sparsegcn.files.CorruptFileError`), or what
+        :func:`read_tu` and :func:`download_tu` raise.
       NotRegularFileError: a file of the folder is a FIFO, a device or a folder.
       OSError: the download failed.
     """
     name = check_tu_name(dataset)
-    folder = Path(root) / "tu" / name
+    check_folder_path(root, what="root")
+    folder = check_folder_path(Path(root) / "tu" / name, what=f"tu:{name}'s folder")
+    installed = False
     if not folder.exists():
         if not download:
             raise ValueError(f"{folder} is missing; download it or drop download=False")
         check_may_download(f"tu:{name}", folder.parent)
-        download_tu(name, folder, url=url, progress=progress)  # checks what it installs
-    else:
+        installed = download_tu(name, folder, url=url, progress=progress)  # checks its files
+    if not installed:  # there before, or put there by a concurrent load meanwhile
         verify_tu(folder, name)
     return read_tu(folder, name)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +107,27 @@ def process_settings(exp: Experiment) -> dict[str, str]:
 
 
 def checkpoint_metadata(exp: Experiment, dataset: Dataset) -> dict:
-    """What every checkpoint of ``exp`` records: its config and the dataset's fingerprint."""
-    return {"config": dataclasses.asdict(exp), "dataset": dataset_fingerprint(dataset)}
+    """What every checkpoint of ``exp`` records: its config and the dataset's fingerprint
+    (its splits as sets, :func:`_sorted_splits`)."""
+    return {
+        "config": dataclasses.asdict(exp),
+        "dataset": dataset_fingerprint(_sorted_splits(dataset)),
+    }
+
+
+def _sorted_splits(dataset: Dataset) -> Dataset:
+    """``dataset`` with each split's node ids in increasing order (itself if they are).
+
+    A node run reads a split as a set: as a mask (:func:`node_data`; the
+    sampled trainers draw their batches from the mask's nodes), by its size,
+    or sorted (:func:`reorder_dataset`). A split file whose rows are a
+    reordering of the same ids (never repeated, :class:`Dataset`) trains the
+    same run, so its fingerprint is taken in this order.
+    """
+    split = {k: np.asarray(v) for k, v in dataset.split.items()}
+    if all(bool((np.diff(v) >= 0).all()) for v in split.values()):
+        return dataset
+    return dataclasses.replace(dataset, split={k: np.sort(v) for k, v in split.items()})
 
 
 def restore_checkpoint(exp: Experiment, dataset: Dataset, model: Model) -> Checkpoint:
@@ -121,30 +142,77 @@ def restore_checkpoint(exp: Experiment, dataset: Dataset, model: Model) -> Check
         raise ValueError("restore_checkpoint needs exp.resume (a checkpoint path), got None")
     tx = make_optimizer(exp.train_config())
     template = state_template(lambda key: init_state(model, tx, key), exp.seeds)
-    settings = {k: v for k, v in dataclasses.asdict(exp).items() if k not in RESUME_MAY_CHANGE}
-    # A setting that does not apply to this run had no effect on the checkpoint's either.
-    settings = {k: v for k, v in settings.items() if k not in APPLIES or APPLIES[k].when(exp)}
+    manifest = read_manifest(exp.resume)
     return load_checkpoint(
         exp.resume,
         template,
         seeds=exp.seed_list(),
         expect={
-            "dataset": expected_fingerprint(read_manifest(exp.resume), dataset),
-            "config": settings,
+            "dataset": expected_fingerprint(manifest, dataset),
+            "config": resume_settings(exp, manifest),
         },
     )
 
 
+def resume_settings(
+    exp: Experiment, manifest: dict, may_change: frozenset = RESUME_MAY_CHANGE
+) -> dict:
+    """The settings of ``exp`` the checkpoint of ``manifest`` must have recorded alike.
+
+    Every :class:`Experiment` field but ``may_change`` and those that do not
+    apply to this run (:data:`~sparsegcn.experiment.config.APPLIES`: they had
+    no effect on the checkpoint's run either). Two that name the same thing
+    differently are taken as recorded: a dataset folder given by another path
+    (``./tiny`` and ``/data/tiny``; the dataset's fingerprint shows it is the
+    same data), and a task given by name that the recorded ``auto`` chose.
+    """
+    settings = {k: v for k, v in dataclasses.asdict(exp).items() if k not in may_change}
+    settings = {k: v for k, v in settings.items() if k not in APPLIES or APPLIES[k].when(exp)}
+    metadata = manifest.get("metadata")
+    recorded = metadata.get("config") if isinstance(metadata, dict) else None
+    if not isinstance(recorded, dict):
+        return settings
+    dataset = recorded.get("dataset")
+    if "dataset" in settings and isinstance(dataset, str):
+        if is_path(dataset) and is_path(exp.dataset):
+            settings["dataset"] = dataset
+        task = recorded.get("task", "auto")
+        if "task" in settings and isinstance(task, str):
+            with contextlib.suppress(KeyError, StopIteration):
+                if task_name(dataset, task) == task_name(exp.dataset, exp.task):
+                    settings["task"] = task
+    return settings
+
+
 def expected_fingerprint(manifest: dict, dataset: Dataset) -> dict:
     """What a checkpoint's manifest must record for ``dataset``: its
-    :func:`~sparsegcn.train.checkpoint.dataset_fingerprint`, less the digests an
-    older checkpoint lacks (:func:`~sparsegcn.train.checkpoint.fingerprint_expectation`)."""
-    return fingerprint_expectation(manifest, dataset_fingerprint(dataset))
+    :func:`~sparsegcn.train.checkpoint.dataset_fingerprint` with sorted splits
+    (:func:`_sorted_splits`), less the digests an older checkpoint lacks
+    (:func:`~sparsegcn.train.checkpoint.fingerprint_expectation`).
+
+    A checkpoint written before splits were sorted for it recorded them in
+    the order they were read: that digest is expected of it when it is the
+    one it records (the same rows, in the same order, as then).
+    """
+    ordered = _sorted_splits(dataset)
+    fingerprint = dataset_fingerprint(ordered)
+    stored = manifest.get("metadata", {}).get("dataset")
+    key = "labels_split_sha256"
+    if (
+        ordered is not dataset
+        and isinstance(stored, Mapping)
+        and stored.get(key) != fingerprint[key]
+    ):
+        as_read = dataset_fingerprint(dataset)[key]
+        if stored.get(key) == as_read:
+            fingerprint[key] = as_read
+    return fingerprint_expectation(manifest, fingerprint)
 
 
 def check_dataset(checkpoint, dataset: Dataset) -> None:
     """Refuses ``dataset`` unless it is the one ``checkpoint`` was trained on: same
-    name and sizes, labels and splits, features and edges (their digests).
+    name and sizes, labels and splits (as sets of node ids: :func:`_sorted_splits`),
+    features and edges (their digests).
 
     Runs right after loading, before features are prepared or anything is
     compiled.

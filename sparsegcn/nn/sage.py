@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from sparsegcn import _checks
 from sparsegcn.backends import Backend, get_backend
-from sparsegcn.features import Features, matmul
+from sparsegcn.features import Features, SparseFeatures, matmul
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.conv import transform_first
 from sparsegcn.nn.initializers import glorot_uniform
@@ -75,6 +75,10 @@ def sage_project(params: dict, h: Features, aggregator: str = "mean", view=None)
     fan_in, fan_out = w_root.shape
     if projects_first(aggregator, fan_in, fan_out, h, view):
         return jnp.stack([matmul(h, w_root), matmul(h, w_neigh)], axis=1)
+    if isinstance(h, SparseFeatures):
+        # The maximum is taken over the input rows themselves, which sparse rows are
+        # not (no gather, no elementwise max): the layer reads them dense, as PyG's.
+        return h.todense()
     return h
 
 

@@ -304,8 +304,11 @@ def describe_graphs(
 
     Raises:
       ValueError: ``scale`` or ``seed`` other than 1 and 0: graph datasets
-        are generated at one size.
+        are generated at one size; a ``root`` for a folder, or ``verify``
+        for a name (as :func:`~sparsegcn.datasets.load` refuses them for
+        node datasets: they would do nothing).
     """
+    from sparsegcn.datasets import _check_applies
     from sparsegcn.datasets.base import default_root
     from sparsegcn.datasets.graphs import load_graphs
 
@@ -314,6 +317,7 @@ def describe_graphs(
             f"--scale {scale} / --seed {seed}: graph datasets ({name!r}) are read or "
             "generated at one size; pass neither"
         )
+    _check_applies(name, root=root, scale=scale, seed=seed, verify=verify)
 
     start = time.perf_counter()
     root = default_root() if root is None else root
@@ -466,9 +470,8 @@ class GraphLifecycle:
     def start(cls, exp, dataset, model, splits, config) -> GraphLifecycle:
         """Restores ``exp.resume`` (refusing another dataset, seeds or settings)
         and claims ``exp.checkpoint``."""
-        from sparsegcn.experiment.config import APPLIES
-        from sparsegcn.experiment.lifecycle import RESUME_MAY_CHANGE
-        from sparsegcn.train.checkpoint import CheckpointHook, load_checkpoint
+        from sparsegcn.experiment.lifecycle import resume_settings
+        from sparsegcn.train.checkpoint import CheckpointHook, load_checkpoint, read_manifest
         from sparsegcn.train.graphs import checkpoint_template
 
         seeds = _member_seeds(exp, splits)
@@ -478,10 +481,7 @@ class GraphLifecycle:
             _check_members(exp, seeds)
             members = len(seeds)
             template = checkpoint_template(model, config, members)
-            settings = {k: v for k, v in metadata["config"].items() if k not in RESUME_MAY_CHANGE}
-            settings = {
-                k: v for k, v in settings.items() if k not in APPLIES or APPLIES[k].when(exp)
-            }
+            settings = resume_settings(exp, read_manifest(exp.resume))
             resumed = load_checkpoint(
                 exp.resume,
                 template,

@@ -48,7 +48,7 @@ import numpy as np
 
 from sparsegcn.datasets.base import reading_only
 from sparsegcn.datasets.mag import HeteroDataset
-from sparsegcn.train.loop import drive
+from sparsegcn.train.loop import check_state_memory, drive
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR
 
 # Experiment settings the hetero trainer does not read: the values that mean "unset",
@@ -564,6 +564,9 @@ def fit_hetero(
     )
     eval_ids, eval_mask = place((eval_ids, eval_slots), None, AXIS)
     if state is None:
+        check_state_memory(
+            lambda: init_seed_state(model, tx, seed, len(test)), what=f"fit_hetero (seed {seed})"
+        )
         state = init_seed_state(model, tx, seed, len(test))
     curves = {name: list((history or {}).get(name, ())) for name in CURVES}
     if any(len(c) != int(state.epoch) for c in curves.values()):
@@ -944,8 +947,8 @@ class HeteroLifecycle:
     def start(cls, exp, data: HeteroData, model, tx) -> HeteroLifecycle:
         """Restores ``exp.resume`` (refusing another dataset, seeds or settings)
         and claims ``exp.checkpoint``."""
-        from sparsegcn.experiment.config import APPLIES
-        from sparsegcn.train.checkpoint import CheckpointHook, load_checkpoint
+        from sparsegcn.experiment.lifecycle import resume_settings
+        from sparsegcn.train.checkpoint import CheckpointHook, load_checkpoint, read_manifest
 
         seeds = exp.seed_list()
         _, test = eval_papers(data.dataset, exp.batch_size, exp.max_batches)
@@ -954,11 +957,7 @@ class HeteroLifecycle:
             return cls(resumed, None, 0, records, current)
         metadata = {"config": dataclasses.asdict(exp), "dataset": hetero_fingerprint(data.dataset)}
         if exp.resume:
-            may_change = _resume_may_change()
-            settings = {k: v for k, v in metadata["config"].items() if k not in may_change}
-            settings = {
-                k: v for k, v in settings.items() if k not in APPLIES or APPLIES[k].when(exp)
-            }
+            settings = resume_settings(exp, read_manifest(exp.resume), _resume_may_change())
             template: Any = checkpoint_template(model, tx, len(seeds), len(test))
             resumed = load_checkpoint(
                 exp.resume,
@@ -1309,9 +1308,17 @@ def describe_hetero(
 
     Returns:
       ``(stats, text)``.
+
+    Raises:
+      ValueError: a ``root`` for a folder, ``verify`` for a name, ``scale`` or
+        ``seed`` for what is not generated (as :func:`~sparsegcn.datasets.load`
+        refuses them for node datasets: they would do nothing); the loader's
+        errors.
     """
+    from sparsegcn.datasets import _check_applies
     from sparsegcn.datasets.mag import load_mag
 
+    _check_applies(name, root=root, scale=scale, seed=seed, verify=verify)
     start = time.perf_counter()
     dataset = load_mag(name, root, scale=scale, seed=seed, progress=progress, verify=verify)
     stats = {**dataset.stats(), "load_s": time.perf_counter() - start}

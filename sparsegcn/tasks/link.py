@@ -338,7 +338,7 @@ def _prepare_links(exp, *, progress: bool = False, available: int | None = -1):
         graph = links.message_graph(dataset, use_valid_edges=exp.use_valid_edges)
         split, features, metric = dataset.split, dataset.features, dataset.metric
         undirected, name = not dataset.directed, dataset.name
-        num_edges = dataset.num_edges
+        num_edges, form = dataset.num_edges, dataset.negatives
         train = split["train"]
         if exp.use_valid_edges:
             train = np.concatenate([train, split["valid"]])
@@ -349,7 +349,7 @@ def _prepare_links(exp, *, progress: bool = False, available: int | None = -1):
         # load() defaults the root itself, and refuses one beside a folder path.
         dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
         features, name, metric = dataset.features, dataset.name, "auc"
-        num_edges = dataset.num_edges
+        num_edges, form = dataset.num_edges, "pairs"
         check_link_memory(exp, dataset.num_nodes, features.shape[1], num_edges, available=available)
         # Kipf & Welling split anew for every run: one random split per seed.
         try:
@@ -368,8 +368,8 @@ def _prepare_links(exp, *, progress: bool = False, available: int | None = -1):
             x,
             n,
             train,
-            eval_set(split["valid"], split["valid_neg"]),
-            eval_set(split["test"], split["test_neg"]),
+            eval_set(split["valid"], split["valid_neg"], form),
+            eval_set(split["test"], split["test_neg"], form),
             undirected=undirected,
         )
 

@@ -620,7 +620,7 @@ def check_checkpoint_folder(
         )
     foreign = foreign_checkpoints(directory, run_ids, after_epoch=after_epoch)
     strangers = [path for path in foreign if _arrays_of(path) is None]
-    if strangers and overwrite:
+    if strangers:  # --overwrite would not help: say so whether or not it was given
         raise CheckpointError(
             f"checkpoint folder {directory} holds {strangers[0].name}, which is named like a "
             f"checkpoint but is not a {FORMAT} manifest; --overwrite replaces only "
@@ -1380,6 +1380,11 @@ class CheckpointHook:
         keep = exp.keep
         if keep is None:  # not given: a resumed run keeps what it kept (nothing lost to a default)
             keep = _recorded_keep(resumed.metadata) if resumed else DEFAULT_KEEP
+        config = metadata.get("config")
+        if isinstance(config, Mapping):
+            # Recorded as resolved, so that the next resume keeps it too (a recorded None
+            # read as the default pruned a second resume of a --keep 0 run to 3).
+            metadata = {**metadata, "config": {**config, "keep": keep}}
         return cls(
             exp.checkpoint,
             seeds=seeds,

@@ -95,7 +95,7 @@ from sparsegcn.batch import (
 from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS
 from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
 from sparsegcn.nn.graph_model import GraphModel
-from sparsegcn.train.loop import drive, memory_shortfall
+from sparsegcn.train.loop import check_state_memory, compiled_need, drive, memory_shortfall
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, check_divergence
 
 MAX_PACKINGS = 8
@@ -1199,7 +1199,7 @@ def check_program_memory(
     Raises:
       ValueError: naming the need, what is free and what to lower.
     """
-    short = memory_shortfall(compiled, available)
+    short = memory_shortfall(compiled_need(compiled), available)
     if short is None:
         return
     need, available = short
@@ -1342,7 +1342,9 @@ def fit_graphs(
         if done:
             raise ValueError("history without the state it belongs to")
         keys = jnp.stack([jax.random.key(s) for s in seeds] * folds)
-        state = jax.jit(jax.vmap(lambda k: init_member(model, config, k)))(keys)
+        init = jax.vmap(lambda k: init_member(model, config, k))
+        check_state_memory(init, keys, what=f"this graph run ({members} member(s): folds x seeds)")
+        state = jax.jit(init)(keys)
     state = _place(state, mesh, replicated)
     if done > config.epochs:
         raise ValueError(f"the resumed run trained {done} epochs, more than epochs={config.epochs}")

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-TROUBLESHOOTING = "README.md, section 'Troubleshooting: training diverged'"
+TROUBLESHOOTING = "docs/troubleshooting.md, section 'Training diverged'"
 
 LIKELY_CAUSES = (
     "the learning rate is too high (lower --lr, e.g. by 10x, or clip gradients with "

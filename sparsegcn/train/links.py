@@ -55,6 +55,7 @@ and the program is the single-device one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -88,7 +89,7 @@ from sparsegcn.sampling.links import (
     edge_index,
     uniform_negatives,
 )
-from sparsegcn.train.loop import drive
+from sparsegcn.train.loop import check_state_memory, drive
 from sparsegcn.train.optim import apply_optimizer
 from sparsegcn.train.state import (
     DIVERGENCE_EPOCHS,
@@ -99,7 +100,13 @@ from sparsegcn.train.state import (
 )
 
 
-class EvalSet(NamedTuple):
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["positives", "negatives"],
+    meta_fields=["per_source"],
+)
+@dataclasses.dataclass(frozen=True)
+class EvalSet:
     """Positives and their negatives for one evaluation split; a pytree.
 
     Attributes:
@@ -107,10 +114,25 @@ class EvalSet(NamedTuple):
       negatives: int32 ``[Q, 2]`` pairs shared by every positive, or
         ``[P, K]`` targets of each positive's source (per-source negatives,
         ogbl-citation2 style).
+      per_source: static: whether ``negatives`` are targets per source;
+        ``None`` tells it by their width (``K != 2``), so two targets per
+        source must say so (:func:`eval_set`'s ``form``).
     """
 
     positives: jax.Array
     negatives: jax.Array
+    per_source: bool | None = None
+
+    def __post_init__(self):
+        if self.per_source is None:
+            object.__setattr__(self, "per_source", bool(np.shape(self.negatives)[1] != 2))
+
+    def _replace(self, **changes) -> EvalSet:
+        """A copy with ``changes``, as the named tuple it was took them."""
+        return dataclasses.replace(self, **changes)
+
+
+_EVAL_FIELDS = ("positives", "negatives")
 
 
 class LinkData(NamedTuple):
@@ -246,17 +268,32 @@ def _pairs(name: str, array) -> np.ndarray:
     return pairs.astype(np.int32)
 
 
-def eval_set(positives, negatives) -> EvalSet:
+def eval_set(positives, negatives, form: str | None = None) -> EvalSet:
     """An :class:`EvalSet`: ``negatives`` ``[Q, 2]`` pairs or ``[P, K]`` targets.
 
-    The node ids are checked against the graph where ``N`` is known: by
-    :func:`link_data` and again by :func:`fit_links`.
+    ``form`` (``"pairs"`` or ``"targets"``, a link dataset's ``negatives``)
+    says which; ``None`` tells them by their width, reading two targets per
+    source as pairs. The node ids are checked against the graph where ``N``
+    is known: by :func:`link_data` and again by :func:`fit_links`.
+
+    Raises:
+      ValueError: not int arrays of those shapes, or not of ``form``'s.
     """
     pos = _pairs("positives", positives)
     neg = np.asarray(negatives)
     if neg.ndim != 2 or not np.issubdtype(neg.dtype, np.integer):
         raise ValueError(f"negatives must be an int array [Q, 2] or [P, K], got {neg.shape}")
-    return EvalSet(jnp.asarray(pos), jnp.asarray(neg.astype(np.int32)))
+    if form not in (None, "pairs", "targets"):
+        raise ValueError(f"form must be 'pairs', 'targets' or None, got {form!r}")
+    if form == "pairs" and neg.shape[1] != 2:
+        raise ValueError(f"negatives of form 'pairs' must be [Q, 2], got {neg.shape}")
+    if form == "targets" and neg.shape[0] != pos.shape[0]:
+        raise ValueError(
+            f"negatives of form 'targets' must be [P, K] with P = {pos.shape[0]} positives, "
+            f"got {neg.shape}"
+        )
+    per_source = None if form is None else form == "targets"
+    return EvalSet(jnp.asarray(pos), jnp.asarray(neg.astype(np.int32)), per_source)
 
 
 def _check_ids(name: str, array, num_nodes: int) -> None:
@@ -285,7 +322,7 @@ def _check_link_ids(label: str, data: LinkData) -> None:
     for name in ("valid", "test"):
         split = getattr(data, name)
         if split is not None:
-            for field in EvalSet._fields:
+            for field in _EVAL_FIELDS:
                 _check_ids(f"{label}.{name}.{field}", getattr(split, field), n)
 
 
@@ -325,7 +362,7 @@ def link_data(
     check_node_ids("train", train, num_nodes)
     for name, split in (("valid", valid), ("test", test)):
         if split is not None:
-            for field in EvalSet._fields:
+            for field in _EVAL_FIELDS:
                 _check_ids(f"{name}.{field}", getattr(split, field), num_nodes)
     u, v = train[:, 0].astype(np.int64), train[:, 1].astype(np.int64)
     if undirected:
@@ -665,8 +702,8 @@ def score_set(
 
 
 def _per_source(split: EvalSet) -> bool:
-    """Per-source targets ``[P, K]`` (``K != 2``) rather than pairs ``[Q, 2]``."""
-    return split.negatives.shape[1] != 2
+    """Per-source targets ``[P, K]`` rather than pairs ``[Q, 2]``."""
+    return bool(split.per_source)
 
 
 def split_metrics(pos: jax.Array, neg: jax.Array, metric: str) -> dict:
@@ -807,6 +844,17 @@ def check_link_config(config: LinkTrainConfig, model: LinkModel, caller: str = "
         raise ValueError(f"recon='full' needs a dense decoder, not {model.config['decoder']!r}")
 
 
+def _check_state_memory(model, tx: optax.GradientTransformation, keys: jax.Array, what: str):
+    """Refuses seeds' parameters and optimizer state past free memory before building them
+    (:func:`~sparsegcn.train.loop.check_state_memory`)."""
+
+    def init(keys):
+        params = jax.vmap(model.init)(keys)
+        return params, jax.vmap(tx.init)(params)
+
+    check_state_memory(init, keys, what=what)
+
+
 def fit_links(
     model: LinkModel,
     data: LinkData,
@@ -852,8 +900,9 @@ def fit_links(
     seeds = check_seeds("fit_links", seeds)
     keys = seed_keys(seeds)
     init_keys, train_keys = jax.vmap(lambda k: jax.random.split(k))(keys).swapaxes(0, 1)
-    params = jax.vmap(model.init)(init_keys)
     tx = make_optimizer(config)
+    _check_state_memory(model, tx, init_keys, f"fit_links ({len(seeds)} seed(s))")
+    params = jax.vmap(model.init)(init_keys)
     opt_state = jax.vmap(tx.init)(params)
     params, opt_state, train_keys, data = _replicated((params, opt_state, train_keys, data), mesh)
 
@@ -1262,8 +1311,9 @@ def fit_links_sampled(
     seeds = check_seeds("fit_links_sampled", seeds)
     keys = seed_keys(seeds)
     init_keys, train_keys = jax.vmap(lambda k: jax.random.split(k))(keys).swapaxes(0, 1)
-    params = jax.vmap(model.init)(init_keys)
     tx = make_optimizer(config)
+    _check_state_memory(model, tx, init_keys, f"fit_links_sampled ({len(seeds)} seed(s))")
+    params = jax.vmap(model.init)(init_keys)
     opt_state = jax.vmap(tx.init)(params)
     if data.chunked is not None:
         eval_data = eval_data._replace(graph=data.chunked)

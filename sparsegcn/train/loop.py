@@ -183,7 +183,9 @@ def run_training(
     seeds = check_seeds(trainer.name, seeds)
     check_masks(data, trainer.name)
     tx = make_optimizer(config)
-    state = start_state(model, tx, config, seeds, state, history)
+    state = start_state(
+        model, tx, config, seeds, state, history, what=f"{trainer.name} ({len(seeds)} seed(s))"
+    )
     state, data = trainer.place(state, data)
 
     program, compile_s = compile_for(trainer.make_chunk(tx, config), state, data)
@@ -220,6 +222,8 @@ def start_state(
     seeds: Sequence[int],
     state: TrainState | None = None,
     history: dict | None = None,
+    *,
+    what: str = "training",
 ) -> TrainState:
     """The state training starts from: fresh per seed, or ``state`` resumed for ``config``.
 
@@ -231,10 +235,12 @@ def start_state(
       seeds: the ``K`` integer seeds.
       state: a state with a leading ``[K]`` axis to resume, or ``None``.
       history: metrics of the epochs already run, ``{name: [E0, K]}``.
+      what: names the trainer where a fresh state is larger than free memory.
 
     Raises:
-      ValueError: ``state`` or ``history`` do not hold ``K`` members, or a
-        history comes without the state it belongs to.
+      ValueError: ``state`` or ``history`` do not hold ``K`` members, a
+        history comes without the state it belongs to, or a fresh state
+        would not fit in free memory (:func:`check_state_memory`).
     """
     num_seeds = len(seeds)
     if history is not None:
@@ -248,7 +254,10 @@ def start_state(
                     f"got shape {shape}"
                 )
     if state is None:
-        return jax.jit(jax.vmap(lambda k: init_state(model, tx, k)))(seed_keys(seeds))
+        init = jax.vmap(lambda k: init_state(model, tx, k))
+        keys = seed_keys(seeds)
+        check_state_memory(init, keys, what=what)
+        return jax.jit(init)(keys)
     members = int(np.shape(state.epoch)[0]) if np.ndim(state.epoch) else None
     if members != num_seeds:
         raise ValueError(
@@ -456,15 +465,14 @@ def compiled_need(compiled) -> int | None:
     return int(stats.temp_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes)
 
 
-def memory_shortfall(compiled, available: int | None = -1) -> tuple[int, int] | None:
-    """``(need, available)`` bytes when ``compiled`` needs more than is free, else
-    ``None`` (also where either is unknown); ``available=-1`` asks the default device
+def memory_shortfall(need: int | None, available: int | None = -1) -> tuple[int, int] | None:
+    """``(need, available)`` bytes when ``need`` is more than is free, else ``None``
+    (also where either is unknown); ``available=-1`` asks the default device
     (:func:`sparsegcn.bench.runner.available_memory`), ``None`` skips the check."""
     from sparsegcn.bench import runner
 
     if available == -1:
         available = runner.available_memory()
-    need = compiled_need(compiled)
     if available is None or need is None or need <= available:
         return None
     return need, available
@@ -483,7 +491,7 @@ def check_compiled_memory(compiled, what: str, *, available: int | None = -1) ->
     Raises:
       ValueError: naming the need, what is free and what to lower.
     """
-    short = memory_shortfall(compiled, available)
+    short = memory_shortfall(compiled_need(compiled), available)
     if short is None:
         return
     need, available = short
@@ -491,6 +499,48 @@ def check_compiled_memory(compiled, what: str, *, available: int | None = -1) ->
         f"{what} needs {need / 2**30:.1f} GiB more when it runs (XLA's buffer assignment) "
         f"but {available / 2**30:.1f} GiB is free; lower --hidden, --layers, --heads, "
         "--seeds or --batch-size, or sample (--fanouts)"
+    )
+
+
+def tree_bytes(tree) -> int:
+    """Bytes of the arrays (or :class:`jax.ShapeDtypeStruct` shapes) in ``tree``;
+    a typed PRNG key counts its key data (two ``uint32`` for threefry)."""
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        dtype = leaf.dtype
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            itemsize = int(np.prod(jax.random.key_data(jax.random.key(0)).shape)) * 4
+        else:
+            itemsize = np.dtype(dtype).itemsize
+        total += int(np.prod(leaf.shape, dtype=np.int64)) * itemsize
+    return total
+
+
+def check_state_memory(init: Callable, *args, what: str, available: int | None = -1) -> None:
+    """Refuses a training state larger than free memory before any of it is built.
+
+    ``init(*args)`` is traced, not run (:func:`jax.eval_shape`): its arrays'
+    bytes (parameters, optimizer moments, best parameters, for every seed)
+    are compared with free memory. A model as wide as ``--hidden 1000000``
+    on Cora (46 GB of state) was killed by the OOM killer while its state was
+    built, before :func:`check_compiled_memory` could see its program.
+
+    Args:
+      init: builds the state from ``args`` (e.g. ``vmap(init_state)`` over keys).
+      what: names the run in the message ("the training state of {what}").
+      available: free bytes; ``-1`` asks the default device, ``None`` skips the check.
+
+    Raises:
+      ValueError: naming the state's size, what is free and what to lower.
+    """
+    short = memory_shortfall(tree_bytes(jax.eval_shape(init, *args)), available)
+    if short is None:
+        return
+    need, available = short
+    raise ValueError(
+        f"the training state of {what} (parameters and optimizer state) needs "
+        f"{need / 2**30:.1f} GiB but {available / 2**30:.1f} GiB is free; lower --hidden, "
+        "--layers, --heads or --seeds"
     )
 
 

@@ -69,7 +69,7 @@ from sparsegcn.sampling.host import (
     sample_tree_host,
 )
 from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
-from sparsegcn.train.loop import drive
+from sparsegcn.train.loop import check_state_memory, drive
 from sparsegcn.train.losses import cross_entropy_per_node
 from sparsegcn.train.minibatch import (
     Batch,
@@ -529,6 +529,12 @@ def fit_streamed(
     fns = make_streamed_fns(model, tx, minibatch.fanouts, num_rows)
     key = jax.random.key(seed)
     init_key, key = jax.random.split(key)
+
+    def init(k):
+        params = model.init(k)
+        return params, tx.init(params)
+
+    check_state_memory(init, init_key, what="fit_streamed")
     params = model.init(init_key)
     opt_state = tx.init(params)
     eval_key = jax.random.fold_in(jax.random.key(seed), 2**31 - 1)

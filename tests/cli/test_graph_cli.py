@@ -290,7 +290,7 @@ def test_a_dataset_of_one_class_is_refused(tmp_path, capsys):
     )
 
 
-def test_a_program_larger_than_free_memory_is_refused_before_it_runs(tmp_path, monkeypatch, capsys):
+def test_a_state_or_program_larger_than_free_memory_is_refused_first(tmp_path, monkeypatch, capsys):
     # Before: synthetic:molhiv --batch-size 100000 allocated 14.5 GiB of temporaries
     # (XLA's count) and died of it where less was free, an "unexpected error" or a kill.
     import jax
@@ -307,9 +307,17 @@ def test_a_program_larger_than_free_memory_is_refused_before_it_runs(tmp_path, m
     check_program_memory(compiled, Budget(8, 8, 2), 1, 4, available=2 * temps)
     with pytest.raises(ValueError, match=r"needs 0\.0 GiB more .* 3 member\(s\)"):
         check_program_memory(compiled, Budget(8, 8, 2), 3, 4, available=temps // 2)
-    monkeypatch.setattr(runner, "available_memory", lambda: 1024)
     write_mini(tmp_path / "tu" / "MINI")
     argv = ["train", "--dataset", "tu:MINI", "--root", str(tmp_path), "--model", "gin"]
-    assert main([*argv, "--epochs", "1", "--no-progress", "--batch-size", "2"]) == 2
+    argv += ["--epochs", "1", "--no-progress", "--batch-size", "2"]
+    # The state (about 0.5 MB here) is checked before it is built, the program after
+    # its compile: free memory is asked once for each.
+    free = iter([2**40, 1024])
+    monkeypatch.setattr(runner, "available_memory", lambda: next(free))
+    assert main(argv) == 2
     err = one_error(capsys)
     assert "on batches of up to 2 graphs" in err and "but 0.0 GiB is free" in err
+    monkeypatch.setattr(runner, "available_memory", lambda: 1024)
+    assert main(argv) == 2
+    err = one_error(capsys)
+    assert "training state of this graph run (1 member(s): folds x seeds)" in err

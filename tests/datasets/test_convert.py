@@ -327,3 +327,31 @@ def test_binary_counts_are_checked_before_bucketing(tmp_path, monkeypatch, array
     monkeypatch.setattr(convert_module, "_Buckets", None)  # bucketing would fail otherwise
     with pytest.raises(ValueError, match=words):
         convert_ogb("ogbn-papers100M", tmp_path, tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    ("relative", "text", "words"),
+    [
+        # Read as one flat list of ids (0, 1, 2, 3) before; ogb's loader refuses it.
+        ("split/time/train.csv.gz", "0,1\n2,3\n", r"train\.csv\.gz: line 1: expected one node id"),
+        # Only the first line was used before.
+        ("raw/num-edge-list.csv.gz", "11\n5\n", r"must hold one edge count .*\[\[11\], \[5\]\]"),
+        ("raw/num-edge-list.csv.gz", "11,5\n", r"must hold one edge count .*\[\[11, 5\]\]"),
+        ("raw/num-edge-list.csv.gz", "-1\n", r"must hold one edge count .*\[\[-1\]\]"),
+        # Found only after every edge had been bucketed before.
+        (
+            "split/time/test.csv.gz",
+            "7\n12\n",
+            r"test\.csv\.gz: line 2: node 12 is outside \[0, 12\)",
+        ),
+    ],
+)
+def test_count_and_split_files_are_checked_before_bucketing(
+    tmp_path, monkeypatch, relative, text, words
+):
+    folder = write_raw(tmp_path, "ogbn-arxiv")
+    (folder / relative).write_bytes(gzip.compress(text.encode()))
+    monkeypatch.setattr(convert_module, "_Buckets", None)  # bucketing would fail otherwise
+    with pytest.raises(ValueError, match=words):
+        convert_ogb("ogbn-arxiv", tmp_path, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ogbn_arxiv"]

@@ -66,6 +66,36 @@ def test_dataset_refuses_overlapping_repeated_splits_and_featureless_nodes(chang
         dataset(**changes)
 
 
+@pytest.mark.parametrize(
+    ("changes", "error", "words"),
+    [
+        ({"graph": None}, TypeError, "graph must be a Graph, got None"),
+        ({"features": np.ones((6, 3)).tolist()}, TypeError, r"a NumPy, JAX or scipy .*got list"),
+        ({"features": None}, TypeError, r"\[N, F\], got None"),
+        ({"features": np.ones((6, 3), np.complex64)}, ValueError, "got dtype complex64"),
+        ({"features": np.ones((6, 3), bool)}, ValueError, "real numbers, got dtype bool"),
+        ({"features": np.ones((6, 3), object)}, ValueError, "got dtype object"),
+        ({"metric": "mrr"}, ValueError, "metric must be 'acc' for single-label .*got 'mrr'"),
+        ({"metric": "rocauc"}, ValueError, "metric must be 'acc' .*got 'rocauc'"),
+    ],
+    ids=["graph-none", "list", "features-none", "complex", "bool", "object", "mrr", "rocauc"],
+)
+def test_dataset_refuses_fields_of_the_wrong_kind_naming_them(changes, error, words):
+    # Before: AttributeError ('NoneType' object has no attribute 'num_nodes', 'list'
+    # object has no attribute 'shape'), and complex or bool features were accepted.
+    with pytest.raises(error, match="^dataset 'toy': .*" + words):
+        dataset(**changes)
+
+
+def test_dataset_takes_dense_sparse_and_jax_features_as_they_are():
+    import jax.numpy as jnp
+    import scipy.sparse as sp
+
+    for features in (np.ones((6, 3), np.float32), sp.csr_matrix(np.eye(6, 3)), jnp.ones((6, 3))):
+        assert dataset(features=features).features is features
+    assert dataset().metric == "acc"  # "auto": what class labels are scored by
+
+
 def test_dataset_refuses_zero_nodes():
     empty = {k: np.zeros(0, np.int64) for k in SPLIT}
     with pytest.raises(ValueError, match="'toy' has no nodes"):
@@ -123,7 +153,9 @@ def test_synthetic_scale_that_empties_a_split_is_refused(tmp_path, capsys):
     assert main([*argv, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "synthetic:arxiv at scale 1e-09 has 1 node(s) and an empty 'valid' split" in err
-    assert "use a larger --scale (e.g. 2.5e-05)" in err
+    # The smallest two-digit scale that generates (2.5e-05 was suggested before: it has
+    # a node in every split, but 29 edges on 4 nodes, too dense to draw).
+    assert "use a larger --scale (e.g. 0.00037)" in err
     assert not (tmp_path / "synthetic").exists()  # refused before generating or caching
 
 

@@ -53,6 +53,44 @@ def test_defaults_and_negative_forms():
     assert targets.negatives == "targets"
 
 
+TWO_PER_SOURCE = {
+    **_dataset().split,
+    "valid_neg": np.array([[0, 3]]),
+    "test_neg": np.array([[1, 0]]),
+}
+
+
+@pytest.mark.parametrize(
+    ("form", "split", "want"),
+    [
+        (None, TWO_PER_SOURCE, "pairs"),  # told by the width
+        ("targets", TWO_PER_SOURCE, "targets"),  # [P, 2] per source, as the loader knows
+        ("pairs", TWO_PER_SOURCE, "pairs"),
+        ("targets", {**TWO_PER_SOURCE, "valid_neg": np.array([[0, 1, 3]])}, "targets"),
+    ],
+)
+def test_a_given_negative_form_is_kept(form, split, want):
+    ds = _dataset(split=split, negative_form=form)
+    assert ds.negatives == ds.negative_form == want
+
+
+@pytest.mark.parametrize(
+    ("form", "split", "pattern"),
+    [
+        ("targets", _dataset().split, r"split\['valid_neg'\] holds per-source negatives: one row"),
+        (
+            "pairs",
+            {**TWO_PER_SOURCE, "valid_neg": np.array([[0, 1, 3]])},
+            r"negatives must all be \[Q, 2\] pairs",
+        ),
+        ("per-source", TWO_PER_SOURCE, r"negative_form must be one of .* got 'per-source'"),
+    ],
+)
+def test_a_negative_form_the_arrays_do_not_have_is_refused(form, split, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        _dataset(split=split, negative_form=form)
+
+
 @pytest.mark.parametrize(
     ("changes", "pattern"),
     [

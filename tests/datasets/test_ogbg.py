@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from http_server import serve
+from http_server import leftovers, serve
+from racing import load_twice_at_once
 
 from sparsegcn.datasets import ogbg
 from sparsegcn.datasets.graphs import load_graphs
@@ -202,6 +203,53 @@ def test_malformed_files_are_refused_naming_file_and_line(tmp_path, changes, mes
         read_ogbg(write_ogbg(tmp_path / "d", **changes), NAME)
 
 
+NO_EDGES = {
+    "raw/num-edge-list.csv.gz": "0\n0\n0\n",
+    "raw/edge.csv.gz": "",
+    "raw/edge-feat.csv.gz": "",
+}
+INT64_MAX = "9223372036854775807"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        # Counts summing to 0 used to skip reading the data files they describe.
+        (
+            {"raw/num-edge-list.csv.gz": "0\n0\n0\n"},
+            r"edge\.csv\.gz: expected 0 lines \(the sum of num-edge-list\.csv\.gz\), got 3",
+        ),
+        (
+            {**NO_EDGES, "raw/edge-feat.csv.gz": MINI["raw/edge-feat.csv.gz"]},
+            r"edge-feat\.csv\.gz: expected 0 lines \(one per line of edge\.csv\.gz\), got 3",
+        ),
+        (
+            {**NO_EDGES, "raw/num-node-list.csv.gz": "0\n0\n0\n"},
+            r"node-feat\.csv\.gz: expected 0 lines \(the sum of num-node-list\.csv\.gz\), got 6",
+        ),
+        # Counts whose sum wrapped int64 (to 0 here) before the int32 check saw it.
+        (
+            {"raw/num-node-list.csv.gz": f"{INT64_MAX}\n{INT64_MAX}\n2\n"},
+            rf"num-node-list\.csv\.gz line 1: count {INT64_MAX} is past 2147483647",
+        ),
+        (
+            {"raw/num-edge-list.csv.gz": f"2\n{INT64_MAX}\n{INT64_MAX}\n"},
+            rf"num-edge-list\.csv\.gz line 2: count {INT64_MAX} is past 2147483647",
+        ),
+    ],
+)
+def test_count_files_are_checked_against_the_data_not_trusted(tmp_path, changes, message):
+    with pytest.raises(ValueError, match=message):
+        read_ogbg(write_ogbg(tmp_path / "d", **changes), NAME)
+
+
+def test_empty_data_files_where_the_counts_sum_to_zero(tmp_path):
+    data = read_ogbg(write_ogbg(tmp_path / "d", **NO_EDGES), NAME)
+    assert (data.num_graphs, data.num_nodes, data.num_edges) == (3, 6, 0)
+    np.testing.assert_array_equal(data.edge_ptr, [0, 0, 0, 0])
+    assert data.edge_features.shape == (0, 3) and data.senders.shape == (0,)
+
+
 def test_truncated_gzip_is_refused_naming_the_file(tmp_path):
     folder = write_ogbg(tmp_path / "d")
     path = folder / "raw/node-feat.csv.gz"
@@ -230,6 +278,21 @@ def test_download_checks_the_archive_and_renames_into_place(tmp_path, monkeypatc
     assert sorted(p.name for p in root.iterdir()) == ["ogbg_molclintox"]
     again = load_graphs(NAME, root, download=False)  # read from the folder, no request
     np.testing.assert_array_equal(again.senders, data.senders)
+
+
+def test_two_loads_downloading_at_once_both_use_the_one_folder(tmp_path, monkeypatch):
+    # Before: the slower load's rename failed with "[Errno 39] Directory not empty",
+    # though the dataset was in place (ogbn and ogbl extract through the same code).
+    archive = _zipped(write_ogbg(tmp_path / "source"), "clintox")
+    monkeypatch.setitem(ogbg.ARCHIVE_SHA256, NAME, hashlib.sha256(archive).hexdigest())
+    root = tmp_path / "root"
+    with serve({"/clintox.zip": ("trickle", 1e-4, archive)}) as (server, url):
+        results = load_twice_at_once(
+            lambda: load_ogbg(NAME, root, url=f"{url}/clintox.zip"), ogbg, monkeypatch
+        )
+    assert server.requests == ["/clintox.zip", "/clintox.zip"]
+    assert [r if isinstance(r, Exception) else r.num_graphs for r in results] == [3, 3]
+    assert leftovers(root) == ["ogbg_molclintox"]  # the second copy and the archives are gone
 
 
 def test_download_with_a_wrong_checksum_leaves_nothing(tmp_path, monkeypatch):

@@ -179,6 +179,63 @@ def test_ddi_without_features_and_split_dict(tmp_path, torch):
     np.testing.assert_array_equal(ds.split["test_neg"], [[1, 1]])  # self-pairs are kept as given
 
 
+def _write_numpy_split(folder: Path, kind: str, split: dict) -> None:
+    """``split`` as OGB's ``<key>.pt`` files of NumPy dicts, written without torch."""
+    from sparsegcn.datasets.torchfile import write_torch_file
+
+    (folder / "split" / kind).mkdir(parents=True, exist_ok=True)
+    for key, part in split.items():
+        write_torch_file(part, folder / "split" / kind / f"{key}.pt")
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_citation2_per_source_negatives_of_any_width(tmp_path, k):
+    # [P, 2] per-source negatives were read as node pairs, the form told by the width.
+    edges = [[1, 0], [2, 0], [3, 1], [4, 2]]
+    folder = _raw(
+        tmp_path, "ogbl-citation2", n=6, edges=edges, features=[[0.5, 1.0]] * 6,
+        node_year=[2000] * 6,
+    )  # fmt: skip
+    negatives = np.array([[0, 1, 2], [3, 5, 0]])[:, :k]
+    pairs = {"source_node": np.array([5, 4]), "target_node": np.array([3, 1])}
+    split = {
+        "train": {"source_node": np.array([1, 2, 3, 4]), "target_node": np.array([0, 0, 1, 2])},
+        "valid": {**pairs, "target_node_neg": negatives},
+        "test": {**pairs, "target_node_neg": negatives[:, ::-1].copy()},
+    }
+    _write_numpy_split(folder, "time", split)
+    ds = load_links("ogbl-citation2", tmp_path)
+    assert ds.negatives == "targets"
+    np.testing.assert_array_equal(ds.split["valid"], [[5, 3], [4, 1]])
+    np.testing.assert_array_equal(ds.split["valid_neg"], negatives)
+    np.testing.assert_array_equal(ds.split["test_neg"], negatives[:, ::-1])
+    # One row of targets per positive, whatever the width: three rows for two sources fail.
+    split["test"]["target_node_neg"] = np.zeros((3, k), np.int64)
+    _write_numpy_split(folder, "time", split)
+    with pytest.raises(ValueError, match=r"split\['test_neg'\] holds per-source negatives"):
+        load_links("ogbl-citation2", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("weight", "words"),
+    [
+        # Cast to int64 before, inf and 1e30 became INT64_MIN; -5 and 0 were kept.
+        ([1.0, np.inf, 3.0, 1.0], r"\[1\] = inf is not an integer that int64 holds"),
+        ([1.0, 1e30, 3.0, 1.0], r"\[1\] = 1e\+30 is not an integer that int64 holds"),
+        ([1.0, 1.0, np.nan, 1.0], r"\[2\] = nan is not an integer that int64 holds"),
+        ([1, -5, 3, 1], r"\[1\] = -5: a weight counts the papers .* at least 1"),
+        ([1.0, 2.0, 3.0, 0.0], r"\[3\] = 0: a weight counts the papers .* at least 1"),
+    ],
+)
+def test_collab_weights_that_count_no_papers_are_refused(tmp_path, weight, words):
+    folder = _raw(tmp_path, "ogbl-collab", n=5, edges=COLLAB_TRAIN, features=COLLAB_FEATURES)
+    split = _collab_split(None, as_numpy=True)
+    split["train"]["weight"] = np.array(weight)
+    _write_numpy_split(folder, "time", split)
+    with pytest.raises(ValueError, match=r"train\.pt \(train\['weight'\]\)" + words):
+        load_links("ogbl-collab", tmp_path)
+
+
 def test_missing_folder_says_where_to_put_it(tmp_path):
     with pytest.raises(
         FileNotFoundError, match=r"collab\.zip.*rename its folder 'collab' to 'ogbl_collab'"

@@ -3,6 +3,7 @@ corrupt and inconsistent files refused naming them; nothing overwritten but its 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -112,9 +113,83 @@ def test_inconsistent_manifest_is_refused(tmp_path, molecules, edit, message):
         load_graphs_ondisk(folder)
 
 
-def test_bad_contents_are_refused_before_anything_is_written(tmp_path, molecules):
-    import dataclasses
+def _put(folder, key: str, array: np.ndarray) -> None:
+    """Writes ``<key>.npy`` and lists it in the manifest as it is (dtype, shape, size,
+    digest): only the load-time checks of the contents stand in the way."""
+    import hashlib
 
+    path = folder / f"{key}.npy"
+    np.save(path, array)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["files"][key] = {
+        "file": path.name,
+        "dtype": str(array.dtype),
+        "shape": list(array.shape),
+        "bytes": path.stat().st_size,
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+    }
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+
+
+def _with(array: np.ndarray, index, value) -> np.ndarray:
+    array = np.array(array)
+    array[index] = value
+    return array
+
+
+@pytest.mark.parametrize(
+    ("key", "field", "value"),
+    [("features", "features", np.nan), ("edge_features", "edge_features", -np.inf)],
+)
+def test_a_float_feature_that_is_not_finite_is_named(tmp_path, key, field, value):
+    # Before: loaded, and training ended "diverged ... the learning rate is too high".
+    folder = save_graphs(random_graphs(9, seed=2), tmp_path / "r")
+    data = load_graphs_ondisk(folder)
+    shape = (data.num_edges, 2) if key == "edge_features" else data.features.shape
+    _put(folder, key, _with(np.ones(shape, np.float32), (3, 1), value))
+    with pytest.raises(FormatError, match=rf"{key}\.npy: {field}\[3, 1\]: {value} is not finite"):
+        load_graphs_ondisk(folder)
+
+
+@pytest.mark.parametrize(
+    ("key", "array", "message"),
+    [
+        # Before: info failed with "zip() argument 2 is longer than argument 1".
+        ("classes", np.array([-1]), r"shape: classes must be \[num_classes\] = \[2\], .*got \[1\]"),
+        # Before: shown as the labels "[1 2]: 5, [3 4]: 4" and "0.5: 5, 7.25: 4".
+        ("classes", np.array([[1, 2], [3, 4]]), r"shape: classes must be .*got \[2, 2\]"),
+        ("classes", np.array([0.5, 7.25]), r"dtype: classes must be integers or strings.*float64"),
+        ("classes", np.array([True, False]), r"dtype: classes must be integers or strings.*bool"),
+        # Before: float ids were accepted, bool ones said "node 0 appears more than once".
+        (
+            "train",
+            np.arange(3, dtype=np.float64),
+            r"dtype: train must be one of \('int64',\), got float64",
+        ),
+        ("train", np.ones(3, bool), r"dtype: train must be one of \('int64',\), got bool"),
+        ("train", np.arange(4, dtype=np.int64).reshape(2, 2), r"shape: train must be \['\*'\]"),
+    ],
+)
+def test_classes_and_split_files_of_the_wrong_dtype_or_shape_are_refused(
+    tmp_path, key, array, message
+):
+    data = random_graphs(9, seed=2)
+    split = {"train": np.arange(5), "valid": np.arange(5, 7), "test": np.arange(7, 9)}
+    folder = save_graphs(dataclasses.replace(data, split=split), tmp_path / "r")
+    _put(folder, key, array)
+    with pytest.raises(FormatError, match=rf"{key}\.npy: {message}"):
+        load_graphs_ondisk(folder)
+
+
+def test_classes_may_be_integers_or_names(tmp_path):
+    data = random_graphs(9, seed=2)
+    folder = save_graphs(data, tmp_path / "r")
+    for classes in (np.array([-1, 1], np.int8), np.array(["inactive", "mutagen"])):
+        _put(folder, "classes", classes)
+        np.testing.assert_array_equal(load_graphs_ondisk(folder).classes, classes)
+
+
+def test_bad_contents_are_refused_before_anything_is_written(tmp_path, molecules):
     edge_ptr = np.asarray(molecules.edge_ptr).copy()
     edge_ptr[5] = edge_ptr[4] - 1
     bad = dataclasses.replace(molecules, edge_ptr=edge_ptr)

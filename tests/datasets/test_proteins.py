@@ -17,7 +17,9 @@ from sparsegcn.datasets.proteins import (
     SPLIT_SIZES,
     generate_proteins,
     load_proteins,
+    read_table,
 )
+from sparsegcn.datasets.proteins import SPECIES as TAXONOMY_IDS  # the fixture's SPECIES: rows
 from sparsegcn.experiment import Experiment, run_experiment
 from sparsegcn.experiment.build import node_data, use_edge_features
 from sparsegcn.nn import sage
@@ -87,23 +89,102 @@ def test_raw_folder_reads_by_hand(root):
 @pytest.mark.parametrize(
     ("file", "rows", "message"),
     [
-        ("edge-feat.csv.gz", [*EDGE_FEATS[:2], [0.5] * 7, *EDGE_FEATS[3:]], r"line 3: expected 8"),
-        ("edge.csv.gz", [[0, 1], [1, 2], ["x", 4], [2, 0], [4, 5]], r"line 3: expected 2 .*'x,4'"),
-        ("edge.csv.gz", [[0, 1], [1, 2], [3, 4], [2, 9], [4, 5]], r"line 4: node id 9 .*\[0, 6\)"),
-        ("edge.csv.gz", EDGES[:4], r"expected 5 lines, got 4"),
         (
-            "node-label.csv.gz",
+            "raw/edge-feat.csv.gz",
+            [*EDGE_FEATS[:2], [0.5] * 7, *EDGE_FEATS[3:]],
+            r"line 3: expected 8 .* \(7 fields\)",
+        ),
+        (
+            "raw/edge.csv.gz",
+            [[0, 1], [1, 2], ["x", 4], [2, 0], [4, 5]],
+            r"line 3: expected 2 .*'x,4'",
+        ),
+        (
+            "raw/edge.csv.gz",
+            [[0, 1], [1, 2], [3, 4], [2, 9], [4, 5]],
+            r"line 4: node id 9 .*\[0, 6\)",
+        ),
+        ("raw/edge.csv.gz", EDGES[:4], r"expected 5 lines, got 4"),
+        (
+            "raw/node-label.csv.gz",
             np.where(np.arange(6)[:, None] == 4, 2, labels()),
             r"line 5: label 2",
         ),
-        ("num-node-list.csv.gz", [6, 6], "expected one line"),
+        ("raw/num-node-list.csv.gz", [6, 6], "expected one line"),
+        ("raw/num-node-list.csv.gz", [-6], r"line 1: expected a count >= 0, got -6"),
+        # Integers written as floats are read; the first row that is not one is named.
+        (
+            "raw/edge.csv.gz",
+            [[0, 1], ["1.0", "2.0"], [3, 4], ["2.5", 0], [4, 5]],
+            r"line 4: .*'2\.5,0' \(2\.5 is not an integer\)",
+        ),
+        (
+            "raw/edge.csv.gz",
+            [[0, 1], [1, 2], ["1e20", 4], [2, 0], [4, 5]],
+            r"line 3: .*'1e20,4' \(1e20 is past 2\*\*53",
+        ),
+        # Every line is a row: a blank one is named, and rows after it keep their lines.
+        (
+            "split/species/test.csv.gz",
+            [4, [], 7],
+            r"line 2: expected one integer, got '' \(.*blank",
+        ),
+        ("split/species/test.csv.gz", [4, 5, 7], r"line 3: node id 7 is outside \[0, 6\)"),
+        ("raw/node_species.csv.gz", ["species", *SPECIES[1:]], r"line 1: .*'species'"),
+        ("raw/node_species.csv.gz", [3702, 3702, -1, 4932, 4932, 9606], r"line 3: species -1 is"),
+        ("raw/node_species.csv.gz", [3702, 3702, 3702, 4932, 11, 9606], r"line 5: species 11 is"),
     ],
 )
 def test_malformed_files_are_named_with_their_line(root, file, rows, message):
-    folder = root / "ogbn_proteins" / "raw"
-    write(folder / file, rows)
+    write(root / "ogbn_proteins" / file, rows)
     with pytest.raises(ValueError, match=f"{file}.*{message}"):
         load_proteins(root)
+
+
+def test_species_are_ogbs_taxonomy_ids(root):
+    """OGB's node_species holds NCBI taxonomy ids, not 0-based indices (mapping/README.md)."""
+    assert load_proteins(root).info["num_species"] == 3
+    write(root / "ogbn_proteins" / "raw" / "node_species.csv.gz", [0, 0, 0, 1, 1, 2])
+    with pytest.raises(
+        ValueError, match=r"line 1: species 0 is not one of ogbn-proteins' 8 .*3702"
+    ):
+        load_proteins(root)
+
+
+def write_text(path, text: str) -> None:
+    with gzip.open(path, "wt", newline="") as f:
+        f.write(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", None),  # no lines, no rows
+        ("0,1\r\n 2 ,+3e0\r\n", None),
+        ("\n0,1\n", r"line 1: expected 2 .*'' \(the line is blank\)"),
+        ("0,1\n1,2\n\n", r"line 3: .*'' \(the line is blank\)"),
+        ("0,1\n1_0,2\n", r"line 2: .*'1_0' is not a finite number"),
+        ('0,1\n"2",3\nx,1\n', r"line 2: .*'\"2\",3'"),
+        ("0,1\n1e3,2\nx,1\n", r"line 3: .*'x' is not a finite number"),
+        ("0,1\n1,\n", r"line 2: .*'1,' \(a field is empty\)"),
+    ],
+)
+def test_read_table_names_the_line_pandas_stops_at(tmp_path, text, message):
+    path = tmp_path / "t.csv.gz"
+    write_text(path, text)
+    if message is None:
+        assert read_table(path, 2, "int").shape == (text.count("\n"), 2)
+    else:
+        with pytest.raises(ValueError, match=f"t\\.csv\\.gz, {message}"):
+            read_table(path, 2, "int")
+
+
+def test_read_table_names_where_a_truncated_gzip_stops(tmp_path):
+    path = tmp_path / "t.csv.gz"
+    write_text(path, "".join(f"{i},{i + 1}\n" for i in range(50_000)))
+    path.write_bytes(path.read_bytes()[:-200])
+    with pytest.raises(ValueError, match=r"t\.csv\.gz: unreadable from line [1-9]\d* on \("):
+        read_table(path, 2, "int")
 
 
 def test_missing_file_is_named(root):
@@ -182,7 +263,7 @@ def write_edge_signal_folder(root, n: int = 480, degree: int = 4, seed: int = 0)
     }
     species = np.zeros(n, int)
     for g, (key, ids) in enumerate(cuts.items()):
-        species[ids] = g
+        species[ids] = TAXONOMY_IDS[g]  # as OGB's node_species holds them
         write(root / "ogbn_proteins" / "split" / "species" / f"{key}.csv.gz", np.sort(ids))
     write(raw / "node_species.csv.gz", species)
     write(raw / "num-node-list.csv.gz", [n])

@@ -468,7 +468,7 @@ def test_classes_too_small_for_train_per_class_are_refused_before_sampling(monke
 
 def test_scale_too_small_for_the_edge_count_is_refused(tmp_path):
     # 17 nodes cannot hold 117 edges as a sparse graph (136 pairs in all).
-    with pytest.raises(ValueError, match="117 edges on 17 nodes is too dense"):
+    with pytest.raises(ValueError, match="has 117 edges on 17 nodes, too dense"):
         load_synthetic("arxiv", tmp_path, scale=1e-4, cache=False)
 
 

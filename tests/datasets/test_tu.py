@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from fifos import fifo
 from graph_sets import MINI, write_mini
-from http_server import serve
+from http_server import leftovers, serve
+from racing import load_twice_at_once
 
 from sparsegcn.datasets import tu
 from sparsegcn.datasets.graph_dataset import one_hot_degrees
@@ -297,3 +298,43 @@ def test_a_download_over_the_archive_limit_is_cut_off(tmp_path, monkeypatch):
     assert list((root / "tu").iterdir()) == []
     with serve({"/MINI.zip": _zipped(source)}) as (_, url):  # a real archive still fits
         assert load_tu("tu:MINI", root, url=f"{url}/MINI.zip").num_graphs == 3
+
+
+def test_two_loads_downloading_at_once_both_use_the_one_folder(tmp_path, monkeypatch):
+    # Before: the slower load's rename failed with "[Errno 39] Directory not empty",
+    # though the dataset was in place (the CLI exited 1).
+    source = write_mini(tmp_path / "source")
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()}
+    monkeypatch.setitem(tu.TU_SHA256, "MINI", digests)
+    root = tmp_path / "root"
+    with serve({"/MINI.zip": ("trickle", 1e-4, _zipped(source))}) as (server, url):
+        results = load_twice_at_once(
+            lambda: load_tu("tu:MINI", root, url=f"{url}/MINI.zip"), tu, monkeypatch
+        )
+    assert server.requests == ["/MINI.zip", "/MINI.zip"]
+    assert [r if isinstance(r, Exception) else r.num_graphs for r in results] == [3, 3]
+    assert leftovers(root / "tu") == ["MINI"]  # the second copy is gone
+    assert leftovers(root / "tu" / "MINI") == sorted(digests)
+
+
+def test_a_folder_another_load_put_in_place_meanwhile_is_checked(tmp_path, monkeypatch):
+    # The copy found in place is used as a folder already there is: checked first.
+    source = write_mini(tmp_path / "source")
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()}
+    monkeypatch.setitem(tu.TU_SHA256, "MINI", digests)
+    root = tmp_path / "root"
+    real = tu.download_file
+
+    def meanwhile(*args, **kwargs):
+        theirs = write_mini(root / "tu" / "MINI")
+        (theirs / "MINI_A.txt").write_text("1, 2\n")  # valid TU, not the published file
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tu, "download_file", meanwhile)
+    with (
+        serve({"/MINI.zip": _zipped(source)}) as (_, url),
+        pytest.raises(CorruptFileError, match=r"MINI/MINI_A\.txt: changed or truncated"),
+    ):
+        load_tu("tu:MINI", root, url=f"{url}/MINI.zip")
+    assert leftovers(root / "tu") == ["MINI"]
+    assert (root / "tu" / "MINI" / "MINI_A.txt").read_text() == "1, 2\n"  # theirs, kept

@@ -21,6 +21,8 @@ from sparsegcn.cli import main
 from sparsegcn.datasets import load, save
 from sparsegcn.datasets.ondisk import ExpandedRows, load_ondisk
 from sparsegcn.experiment import Experiment, build_model, checkpoint_metadata, restore_checkpoint
+from sparsegcn.experiment.build import node_data, reorder_dataset, streamed_data
+from sparsegcn.experiment.lifecycle import check_dataset
 from sparsegcn.train import (
     CheckpointError,
     init_state,
@@ -30,6 +32,7 @@ from sparsegcn.train import (
 )
 from sparsegcn.train import checkpoint as checkpoint_module
 from sparsegcn.train.checkpoint import dataset_fingerprint
+from sparsegcn.train.minibatch import minibatch_data
 
 SEEDS = [0]
 
@@ -167,3 +170,61 @@ def test_old_checkpoints_without_data_digests_still_load(stored, dataset):
             dataclasses.replace(dataset, split=split),
             model,
         )
+
+
+def reversed_splits(dataset):
+    """The same train, valid and test nodes, each split's rows in the opposite order."""
+    return dataclasses.replace(dataset, split={k: v[::-1].copy() for k, v in dataset.split.items()})
+
+
+def test_a_node_run_reads_its_splits_as_sets(dataset):
+    """What the node trainers read of a split is the same for any order of its rows."""
+    shuffled = reversed_splits(dataset)
+    full, other = node_data(dataset, "gcn"), node_data(shuffled, "gcn")
+    for mask in ("train_mask", "val_mask", "test_mask"):
+        np.testing.assert_array_equal(getattr(full, mask), getattr(other, mask))
+    np.testing.assert_array_equal(
+        minibatch_data(full).train_nodes, minibatch_data(other).train_nodes
+    )
+    np.testing.assert_array_equal(
+        streamed_data(dataset, "sage", "host").train_nodes,
+        streamed_data(shuffled, "sage", "host").train_nodes,
+    )
+    for key, ids in reorder_dataset(shuffled, "degree")[0].split.items():
+        np.testing.assert_array_equal(ids, reorder_dataset(dataset, "degree")[0].split[key])
+
+
+def test_resume_accepts_split_files_that_reorder_the_same_ids(stored):
+    root, exp, model = stored
+    folder = save(
+        dataclasses.replace(reversed_splits(load(str(root / "ds"))), info={}), root / "rev"
+    )
+    reordered = load(str(folder))
+    assert reordered.split["test"].tolist() == sorted(
+        reordered.split["test"].tolist(), reverse=True
+    )
+    # exp names the first folder, as if its split files had been rewritten in this order.
+    resume = dataclasses.replace(exp, resume=str(root / "ck"))
+    check_dataset(resume.resume, reordered)
+    assert restore_checkpoint(resume, reordered, model).seeds == tuple(SEEDS)
+    # Another split of the same nodes is another run.
+    moved = dict(reordered.split)
+    moved["valid"], moved["test"] = moved["valid"][1:], np.append(moved["test"], moved["valid"][0])
+    with pytest.raises(CheckpointError, match="the labels or splits differ"):
+        check_dataset(resume.resume, dataclasses.replace(reordered, split=moved))
+
+
+def test_a_checkpoint_that_recorded_splits_in_file_order_still_loads(stored):
+    """Before splits were sorted for the fingerprint, a checkpoint recorded them as read."""
+    root, exp, model = stored
+    shuffled = reversed_splits(load(exp.dataset))
+    (manifest_path,) = (root / "ck").glob("ckpt-*.json")
+    old = root / "file-order"
+    old.mkdir()
+    manifest = json.loads(manifest_path.read_text())
+    manifest["metadata"]["dataset"] = dataset_fingerprint(shuffled)
+    (old / manifest_path.name).write_text(json.dumps(manifest))
+    (old / manifest["arrays"]).write_bytes((root / "ck" / manifest["arrays"]).read_bytes())
+    check_dataset(str(old), shuffled)
+    ckpt = restore_checkpoint(dataclasses.replace(exp, resume=str(old)), shuffled, model)
+    assert ckpt.seeds == tuple(SEEDS)

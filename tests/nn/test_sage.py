@@ -135,11 +135,15 @@ def test_views_agree_on_every_layout_with_residuals(layout, aggregator):
         np.testing.assert_allclose(out, expected, **TOL)
 
 
-def test_sparse_features_equal_dense_ones():
+@pytest.mark.parametrize("aggregator", ["mean", "max", "sum"])
+def test_sparse_features_equal_dense_ones(aggregator):
+    # Before: max with sparse features failed, full batch ("float() argument must be
+    # ... not 'SparseFeatures'") and sampled ("a sample can't take rows of sparse
+    # features"), so `train --dataset cora --model sage --aggregator max` did not run.
     g = graph_with_isolated(seed=6)
     dense = np.random.default_rng(2).random((g.num_nodes, 8)).astype(np.float32)
     dense[dense < 0.6] = 0.0
-    model = sage(8, 4, hidden=6, num_layers=2)
+    model = sage(8, 4, hidden=6, num_layers=2, aggregator=aggregator)
     params = model.init(jax.random.key(1))
     expected = model.apply(params, sg.mean_norm(g), jnp.asarray(dense))
     for out in views(g, sg.as_features(sp.csr_array(dense)), model, params):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import sparsegcn as sg
+from sparsegcn.cli import main
 from sparsegcn.datasets import Dataset, load
 from sparsegcn.experiment import Experiment, checkpoint_metadata, node_data, restore_checkpoint
 from sparsegcn.experiment import build_model as build_experiment_model
@@ -174,8 +175,9 @@ def test_overwrite_deletes_only_checkpoints_and_refuses_lookalikes(run, dataset,
     _, _, full = run
     save_checkpoint(tmp_path, full.state, seeds=SEEDS, run_id="other")
     (tmp_path / "ckpt-000007.json").write_text('{"my": "data"}')
-    with pytest.raises(CheckpointError, match=r"ckpt-000007.json, which is named like a"):
-        CheckpointHook(tmp_path, seeds=SEEDS, overwrite=True)
+    for overwrite in (True, False):  # before, without: "pass --overwrite", which then refused
+        with pytest.raises(CheckpointError, match=r"ckpt-000007.json, which is named like a"):
+            CheckpointHook(tmp_path, seeds=SEEDS, overwrite=overwrite)
     assert (tmp_path / "ckpt-000007.json").read_text() == '{"my": "data"}'
     (tmp_path / "ckpt-000007.json").unlink()
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -692,3 +694,35 @@ def test_an_unset_keep_on_resume_keeps_what_the_resumed_run_kept(tmp_path):
     assert Experiment().keep is None
     with pytest.raises(ValueError, match="keep"):
         Experiment(keep=-1)
+
+
+def test_a_second_resume_keeps_what_the_first_run_kept(tmp_path):
+    # Before: a resume recorded its keep as given (None), so a second resume read the
+    # default 3 and deleted the checkpoints of epochs 5-25 of a --keep 0 run.
+    folder = tmp_path / "k"
+    argv = ["train", "--checkpoint", str(folder), "--checkpoint-every", "5", "--no-progress"]
+    argv += ["--patience", "0", "--epochs-per-call", "5"]
+    assert main([*argv, "--epochs", "20", "--keep", "0"]) == 0
+    for epochs in ("30", "40"):
+        assert main([*argv, "--epochs", epochs, "--resume", str(folder)]) == 0
+    saved = sorted(p.name for p in folder.glob("ckpt-*.json"))
+    assert saved == [f"ckpt-{e:06d}.json" for e in range(5, 45, 5)]
+
+
+def test_a_resume_may_name_its_dataset_folder_by_another_path_and_its_task_by_name(
+    tmp_path, monkeypatch
+):
+    # Before: "metadata.config.dataset is './toy' in the checkpoint but '/.../toy'", and
+    # "metadata.config.task is 'auto' ... but 'node'", though the data and task are the same.
+    from helpers import toy_ondisk
+
+    toy_ondisk(tmp_path / "toy")
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "k"
+    argv = ["train", "--checkpoint", str(folder), "--no-progress", "--patience", "0"]
+    assert main([*argv, "--dataset", "./toy", "--epochs", "4"]) == 0
+    again = [*argv, "--resume", str(folder), "--epochs", "6"]
+    assert main([*again, "--dataset", str(tmp_path / "toy"), "--task", "node"]) == 0
+    # Another folder's data is still refused, by its fingerprint.
+    toy_ondisk(tmp_path / "other", shift=2)
+    assert main([*again, "--epochs", "8", "--dataset", str(tmp_path / "other")]) == 2

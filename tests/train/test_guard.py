@@ -81,7 +81,7 @@ def test_fit_names_the_epoch_seed_and_causes(setup, oracle):
     assert not (np.isfinite(err.loss) and np.isfinite(err.grad_norm))
     message = str(err)
     assert f"training diverged at epoch {first_bad} (seed 6)" in message
-    for cause in ("learning rate", "not normalized", "self-loops", "Troubleshooting"):
+    for cause in ("learning rate", "not normalized", "self-loops", "troubleshooting.md"):
         assert cause in message
 
 

@@ -205,6 +205,29 @@ def test_evaluation_ranks_per_source_targets_and_shared_pairs_as_ogb_defines():
     np.testing.assert_allclose(got["hits@5"], np.mean(want_p > kth), rtol=1e-6)
 
 
+def test_two_targets_per_source_are_scored_per_source_when_the_form_says_so():
+    # Before: the form was told by the width alone, so [P, 2] per-source negatives
+    # (citation2 with two per source) were scored as 2 node pairs (u = t1, v = t2).
+    from sparsegcn.train.links import score_set
+
+    model = create_model("gae", 4, 3, hidden=8, layers=2, dropout=0.0, embedding_dim=3)
+    rng = np.random.default_rng(4)
+    zn = rng.normal(size=(20, 3))
+    pos = rng.integers(0, 20, (6, 2)).astype(np.int32)
+    targets = rng.integers(0, 20, (6, 2)).astype(np.int32)
+    z = jax.numpy.asarray(zn, np.float32)
+    split = eval_set(pos, targets, "targets")
+    assert split.per_source
+    _, q = jax.jit(lambda z: score_set(model, {"decoder": {}}, z, split))(z)
+    np.testing.assert_allclose(q, (zn[pos[:, :1]] * zn[targets]).sum(-1), rtol=1e-5, atol=1e-6)
+    _, q = score_set(model, {"decoder": {}}, z, eval_set(pos, targets))  # no form: pairs
+    np.testing.assert_allclose(q, (zn[targets[:, 0]] * zn[targets[:, 1]]).sum(-1), rtol=1e-5)
+    with pytest.raises(ValueError, match=r"form 'pairs' must be \[Q, 2\], got \(6, 3\)"):
+        eval_set(pos, np.zeros((6, 3), np.int32), "pairs")
+    with pytest.raises(ValueError, match=r"form 'targets' must be \[P, K\] with P = 6"):
+        eval_set(pos, np.zeros((5, 2), np.int32), "targets")
+
+
 @pytest.mark.parametrize("rows", [1, 4, 6])
 def test_per_source_scores_in_chunks_of_sources_equal_all_at_once(rows, monkeypatch):
     from sparsegcn.train import links

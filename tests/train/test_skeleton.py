@@ -4,20 +4,24 @@ calls its checkpoint hook the same way."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import optax
 import pytest
 from graph_sets import random_graphs, write_mini
+from helpers import two_communities
 from hetero_graphs import hetero_data, tiny_spec
 from link_graphs import communities, data_of
 
 from sparsegcn.cli import main
+from sparsegcn.nn import sage
 from sparsegcn.nn.graph_gin import graph_gin
 from sparsegcn.nn.registry import create_model
 from sparsegcn.nn.rgcn import rgcn
 from sparsegcn.sampling.links import random_link_split
 from sparsegcn.tasks.hetero import fit_hetero
-from sparsegcn.train import DivergenceError
+from sparsegcn.train import DivergenceError, MinibatchConfig, TrainConfig, minibatch_data
 from sparsegcn.train.graphs import GraphTrainConfig, fit_graphs, fold_splits
 from sparsegcn.train.links import (
     LinkTrainConfig,
@@ -26,6 +30,7 @@ from sparsegcn.train.links import (
     sampled_link_data,
 )
 from sparsegcn.train.loop import drive
+from sparsegcn.train.streamed import fit_streamed
 
 HUGE_LR = 1e30  # Adam steps by about the learning rate whatever the gradient
 
@@ -164,6 +169,63 @@ def test_the_hetero_trainer_stops_on_divergence():
         fit_hetero(
             model, data, optax.adam(HUGE_LR), fanouts=(4, 3), batch_size=128, epochs=20, seed=3
         )
+
+
+def _fresh_runs():
+    """One short run of each trainer outside the node skeleton, from a fresh state."""
+    x, split, data = link_setup()
+    gae = create_model("gae", 4, 4, hidden=8, layers=2, dropout=0.0, encoder="gcn")
+    sampled_gae = create_model(
+        "gae", 4, 4, hidden=8, layers=2, dropout=0.0, encoder="sage", recon="sampled"
+    )
+    hetero = hetero_data(tiny_spec())
+    rgcn_model = rgcn(
+        hetero.graph.num_nodes, hetero.graph.edge_types, {"paper": 8}, 4, target="paper", hidden=8
+    )
+    graphs = random_graphs(count=24, seed=1)
+    node = two_communities()
+    return {
+        "this graph run (2 member(s): folds x seeds)": lambda: fit_graphs(
+            graph_gin(3, 2, hidden=8, num_layers=3, dropout_rate=0.0),
+            graphs,
+            GraphTrainConfig(epochs=1, batch_size=6),
+            fold_splits(graphs.labels, 2, seed=0),
+        ),
+        "fit_links (2 seed(s))": lambda: fit_links(
+            gae, data, LinkTrainConfig(epochs=1), seeds=(0, 1)
+        ),
+        "fit_links_sampled (1 seed(s))": lambda: fit_links_sampled(
+            sampled_gae,
+            sampled_link_data(split.graph, x, split.split["train"]),
+            data,
+            LinkTrainConfig(epochs=1),
+            fanouts=(5, 5),
+            batch_size=16,
+        ),
+        "fit_hetero (seed 3)": lambda: fit_hetero(
+            rgcn_model, hetero, optax.adam(0.01), fanouts=(4, 3), batch_size=128, epochs=1, seed=3
+        ),
+        "fit_streamed": lambda: fit_streamed(
+            sage(8, 2, hidden=8),
+            minibatch_data(node)._replace(features=np.asarray(node.features)),
+            TrainConfig(epochs=1),
+            MinibatchConfig((3, 2), 16),
+        ),
+    }
+
+
+def test_every_trainer_refuses_a_state_larger_than_free_memory_before_building_it(monkeypatch):
+    # Before: each trainer built its parameters and optimizer state first, so a model
+    # too wide for memory was killed by the OOM killer while building them.
+    from sparsegcn.bench import runner
+
+    runs = _fresh_runs()
+    monkeypatch.setattr(runner, "available_memory", lambda: 1000)
+    for what, run in runs.items():
+        with pytest.raises(
+            ValueError, match=rf"training state of {re.escape(what)} .* but 0\.0 GiB"
+        ):
+            run()
 
 
 # Slow: the graph and link trainers' divergence stops are checked above, and the CLI's

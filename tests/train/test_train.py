@@ -224,8 +224,46 @@ def test_a_training_program_larger_than_free_memory_is_refused_before_it_runs(da
     # killed by the OOM killer (exit 137) with no message.
     from sparsegcn.bench import runner
 
-    monkeypatch.setattr(runner, "available_memory", lambda: 1000)
+    # gcn(8, 2)'s state is 2,901 bytes (test below); its one-epoch program needs about 80 kB.
+    monkeypatch.setattr(runner, "available_memory", lambda: 10_000)
     with pytest.raises(ValueError, match=r"fit's training program \(1 seed\(s\)\) needs .* GiB"):
         sg.fit(sg.gcn(8, 2), data, TrainConfig(epochs=1))
     monkeypatch.setattr(runner, "available_memory", lambda: None)  # unknown: not checked
     sg.fit(sg.gcn(8, 2), data, TrainConfig(epochs=1))
+
+
+def test_a_training_state_larger_than_free_memory_is_refused_before_it_is_built(data, monkeypatch):
+    # Before: the state (parameters, Adam's two moments, the best parameters) was built
+    # before any check, so a model as wide as --hidden 1000000 was killed while building it.
+    from sparsegcn.bench import runner
+    from sparsegcn.train import loop
+
+    # By hand: gcn(8, 2) has W1 [8, 16], b1 [16], W2 [16, 2], b2 [2]: 178 float32s, held
+    # 4 times (params, Adam's mu and nu, the best params); Adam's and the chain's counts,
+    # learning rate and weight decay (4 x 4 bytes), a key (two uint32), epoch, bad_epochs
+    # (int32), done (bool), the best's epoch (int32) and its four float32 scores.
+    model, tx = sg.gcn(8, 2), sg.train.make_optimizer(TrainConfig())
+    template = jax.eval_shape(
+        jax.vmap(lambda k: sg.train.init_state(model, tx, k)), sg.train.seed_keys([0])
+    )
+    need = loop.tree_bytes(template)
+    assert need == 4 * 178 * 4 + 4 * 4 + 8 + 4 + 4 + 1 + 4 + 4 * 4 == 2901
+    monkeypatch.setattr(runner, "available_memory", lambda: need - 1)
+    with pytest.raises(
+        ValueError, match=r"training state of fit \(1 seed\(s\)\) .* needs 0\.0 GiB but 0\.0 GiB"
+    ):
+        sg.fit(sg.gcn(8, 2), data, TrainConfig(epochs=1))
+    with pytest.raises(ValueError, match=r"training state of fit \(2 seed\(s\)\)"):
+        sg.fit(sg.gcn(8, 2), data, TrainConfig(epochs=1), seeds=[0, 1])  # twice the state
+    monkeypatch.setattr(runner, "available_memory", lambda: 2 * need)
+    with pytest.raises(ValueError, match=r"training state"):
+        sg.fit(sg.gcn(8, 2), data, TrainConfig(epochs=1), seeds=[0, 1, 2])
+
+
+def test_tree_bytes_counts_arrays_their_shapes_and_keys():
+    from sparsegcn.train.loop import tree_bytes
+
+    tree = {"w": jnp.zeros((3, 4)), "n": np.zeros(5, np.int8), "k": jax.random.key(0)}
+    assert tree_bytes(tree) == 3 * 4 * 4 + 5 + 8
+    assert tree_bytes(jax.eval_shape(lambda: tree)) == 3 * 4 * 4 + 5 + 8
+    assert tree_bytes(jax.random.split(jax.random.key(0), 6)) == 6 * 8
