@@ -59,7 +59,7 @@ from sparsegcn.files import (
     write_all_atomic,
 )
 from sparsegcn.tasks import resolve, task_for
-from sparsegcn.train.checkpoint import folder_of, folder_owns, read_manifest
+from sparsegcn.train.checkpoint import CheckpointError, folder_of, folder_owns, read_manifest
 
 
 def add_parser(subparsers) -> None:
@@ -135,6 +135,13 @@ def run(args: argparse.Namespace) -> int:
     if args.pairs is not None:
         if not os.path.exists(args.checkpoint):
             raise ValueError(f"--checkpoint {args.checkpoint!r} does not exist")
+        try:
+            read_manifest(args.checkpoint)
+        except (CheckpointError, OSError, ValueError):
+            raise ValueError(
+                f"--pairs scores node pairs with a link model; {args.checkpoint!r} holds none "
+                "(a link run's folder, or its link-model.json)"
+            ) from None
         raise ValueError(
             f"--pairs scores node pairs with a link model; {args.checkpoint!r} is a node "
             "or graph classification checkpoint"

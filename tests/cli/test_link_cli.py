@@ -611,6 +611,18 @@ def test_predicts_link_refusals_name_the_flag(tiny_link_model, pairs, flags, mes
     assert not out.exists()
 
 
+@pytest.mark.parametrize("where", ["empty", "notes.json"])
+def test_pairs_with_no_link_model_say_so(where, tmp_path, capsys):
+    # Before: "... is a node or graph classification checkpoint", of an empty folder.
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.json").write_text("{}")
+    np.save(tmp_path / "p.npy", np.array([[0, 1]]))
+    argv = ["predict", "--checkpoint", str(tmp_path / where), "--out", str(tmp_path / "s.npy")]
+    assert main([*argv, "--pairs", str(tmp_path / "p.npy")]) == 2
+    error = one_error(capsys)
+    assert re.search(r"--pairs scores node pairs with a link model; '.*' holds none", error)
+
+
 def test_an_empty_pairs_file_gives_the_embeddings_and_no_mean(tiny_link_model, capsys):
     """``[0, 2]`` pairs: the embeddings alone, a ``[0]`` scores file and a summary
     whose mean probability is null, without NumPy's empty-mean warnings (errors here)."""

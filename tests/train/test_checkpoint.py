@@ -707,6 +707,9 @@ def test_a_second_resume_keeps_what_the_first_run_kept(tmp_path):
         assert main([*argv, "--epochs", epochs, "--resume", str(folder)]) == 0
     saved = sorted(p.name for p in folder.glob("ckpt-*.json"))
     assert saved == [f"ckpt-{e:06d}.json" for e in range(5, 45, 5)]
+    # Fewer epochs than it trained: refused (before, nothing trained and it saved again).
+    assert main([*argv, "--epochs", "35", "--resume", str(folder)]) == 2
+    assert sorted(p.name for p in folder.glob("ckpt-*.json")) == saved
 
 
 def test_a_resume_may_name_its_dataset_folder_by_another_path_and_its_task_by_name(
