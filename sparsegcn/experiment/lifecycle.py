@@ -268,12 +268,13 @@ class Lifecycle:
         :meth:`finish`); a resumed run continues the resumed checkpoint's run id, so
         it may write beside that run's checkpoints."""
         resumed = restore_checkpoint(exp, dataset, model) if exp.resume else None
-        if resumed is not None and resumed.epoch > exp.epochs:
+        epochs = exp.train_config().epochs
+        if resumed is not None and resumed.epoch > epochs:
             # Nothing would train; the checkpoint would be saved again as if it had (as
             # the graph task refuses it too).
             raise ValueError(
                 f"the resumed run trained {resumed.epoch} epochs, more than --epochs "
-                f"{exp.epochs}: give --epochs {resumed.epoch} or more to continue it"
+                f"{epochs}: give --epochs {resumed.epoch} or more to continue it"
             )
         hook = CheckpointHook.for_run(
             exp, seeds=exp.seed_list(), metadata=checkpoint_metadata(exp, dataset), resumed=resumed
