@@ -163,7 +163,7 @@ def resume_settings(
     apply to this run (:data:`~sparsegcn.experiment.config.APPLIES`: they had
     no effect on the checkpoint's run either). Two that name the same thing
     differently are taken as recorded: a dataset folder given by another path
-    (``./tiny`` and ``/data/tiny``; the dataset's fingerprint shows it is the
+    (``./tiny`` and ``DIR/tiny``; the dataset's fingerprint shows it is the
     same data), and a task given by name that the recorded ``auto`` chose.
     """
     settings = {k: v for k, v in dataclasses.asdict(exp).items() if k not in may_change}
