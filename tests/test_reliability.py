@@ -241,7 +241,8 @@ FAILURES = [
     (MemoryError(), 1, "out of memory (MemoryError)"),
     (CheckpointError("bad manifest"), 2, "bad manifest"),
     (DivergenceError(3, 0, math.nan, 1.0, [0]), 2, "training diverged at epoch 3"),
-    (TypeError("bad type"), 2, "bad type"),
+    # raised by an operation, not by a check in sparsegcn: a defect
+    (TypeError("bad type"), 1, "TypeError: bad type (rerun with --debug"),
     (RuntimeError("xla said no"), 1, "RuntimeError: xla said no (rerun with --debug"),
     (KeyError("leaf"), 2, "KeyError: 'leaf'"),
 ]
@@ -259,6 +260,26 @@ def test_every_failure_is_one_line_with_status_1_or_2(monkeypatch, capsys, error
     assert main(["train"]) == status
     line = error_line(capsys)
     assert line.startswith("sparsegcn train: error: ") and words in line
+
+
+def test_a_type_error_is_the_inputs_only_where_a_check_raised_it(monkeypatch, capsys):
+    # Before: every TypeError was exit status 2 and read as the user's fault, a
+    # defect such as None + 1 inside sparsegcn included.
+    def checked(args):
+        TrainConfig(epochs=2.5)
+
+    monkeypatch.delenv("SPARSEGCN_DEBUG", raising=False)
+    monkeypatch.setattr(train_cli, "run", checked)
+    assert main(["train"]) == 2
+    assert (
+        error_line(capsys)
+        == "sparsegcn train: error: epochs must be an integer >= 1, got 2.5 (float)"
+    )
+    monkeypatch.setattr(train_cli, "run", lambda args: len(None))
+    assert main(["train"]) == 1
+    assert "TypeError: object of type 'NoneType' has no len() (rerun with --debug" in error_line(
+        capsys
+    )
 
 
 def test_debug_shows_the_traceback(monkeypatch):

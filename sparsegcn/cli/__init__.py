@@ -83,8 +83,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def exit_status(err: BaseException) -> int:
-    """2 for an error in the input, 1 for one in the environment or in sparsegcn."""
+    """2 for an error in the input, 1 for one in the environment or in sparsegcn.
+
+    A ``TypeError`` is the input's only where sparsegcn raised it (a check
+    naming a value of the wrong kind); one that an operation raised (``None +
+    1`` in sparsegcn, jax or numpy) is a defect, status 1.
+    """
+    if isinstance(err, TypeError) and not _raised_by_a_check(err):
+        return 1
     return 2 if isinstance(err, INPUT_ERRORS) else 1
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _raised_by_a_check(err: BaseException) -> bool:
+    """Whether ``err`` comes from a ``raise`` statement in the sparsegcn package."""
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames:
+        return True  # never raised (built and handed over): nothing says otherwise
+    last = frames[-1]
+    inside = os.path.abspath(last.filename).startswith(_PACKAGE + os.sep)
+    return inside and (last.line or "").lstrip().startswith("raise")
 
 
 def one_line(err: BaseException) -> str:

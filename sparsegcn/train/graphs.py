@@ -95,7 +95,7 @@ from sparsegcn.batch import (
 from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS
 from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
 from sparsegcn.nn.graph_model import GraphModel
-from sparsegcn.train.loop import check_state_memory, compiled_need, drive, memory_shortfall
+from sparsegcn.train.loop import check_state_memory, compiled_need, drive, refuse_past_memory
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, check_divergence
 
 MAX_PACKINGS = 8
@@ -1199,15 +1199,16 @@ def check_program_memory(
     Raises:
       ValueError: naming the need, what is free and what to lower.
     """
-    short = memory_shortfall(compiled_need(compiled), available)
-    if short is None:
-        return
-    need, available = short
-    raise ValueError(
-        f"this graph run's compiled program needs {need / 2**30:.1f} GiB more (XLA's buffer "
-        f"assignment: {members} member(s) (folds x seeds) on batches of up to {batch_size} "
-        f"graphs, padded to {budget.nodes} nodes and {budget.edges} edges) but "
-        f"{available / 2**30:.1f} GiB is free; lower --batch-size, --hidden, --folds or --seeds"
+    refuse_past_memory(
+        compiled_need(compiled),
+        "this graph run's compiled program",
+        "lower --batch-size, --hidden, --folds or --seeds",
+        detail=(
+            f" more (XLA's buffer assignment: {members} member(s) (folds x seeds) on batches "
+            f"of up to {batch_size} graphs, padded to {budget.nodes} nodes and "
+            f"{budget.edges} edges)"
+        ),
+        available=available,
     )
 
 

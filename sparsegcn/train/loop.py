@@ -465,17 +465,29 @@ def compiled_need(compiled) -> int | None:
     return int(stats.temp_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes)
 
 
-def memory_shortfall(need: int | None, available: int | None = -1) -> tuple[int, int] | None:
-    """``(need, available)`` bytes when ``need`` is more than is free, else ``None``
-    (also where either is unknown); ``available=-1`` asks the default device
-    (:func:`sparsegcn.bench.runner.available_memory`), ``None`` skips the check."""
+def refuse_past_memory(
+    need: int | None, subject: str, advice: str, *, detail: str = "", available: int | None = -1
+) -> None:
+    """Raises when ``need`` bytes are more than is free, saying
+    ``"{subject} needs N GiB{detail} but M GiB is free; {advice}"``.
+
+    Nothing is raised where either figure is unknown (``None``);
+    ``available=-1`` asks the default device
+    (:func:`sparsegcn.bench.runner.available_memory`), ``None`` skips the check.
+
+    Raises:
+      ValueError: naming the need, what is free and what to lower.
+    """
     from sparsegcn.bench import runner
 
     if available == -1:
         available = runner.available_memory()
     if available is None or need is None or need <= available:
-        return None
-    return need, available
+        return
+    raise ValueError(
+        f"{subject} needs {need / 2**30:.1f} GiB{detail} but {available / 2**30:.1f} GiB "
+        f"is free; {advice}"
+    )
 
 
 def check_compiled_memory(compiled, what: str, *, available: int | None = -1) -> None:
@@ -491,14 +503,12 @@ def check_compiled_memory(compiled, what: str, *, available: int | None = -1) ->
     Raises:
       ValueError: naming the need, what is free and what to lower.
     """
-    short = memory_shortfall(compiled_need(compiled), available)
-    if short is None:
-        return
-    need, available = short
-    raise ValueError(
-        f"{what} needs {need / 2**30:.1f} GiB more when it runs (XLA's buffer assignment) "
-        f"but {available / 2**30:.1f} GiB is free; lower --hidden, --layers, --heads, "
-        "--seeds or --batch-size, or sample (--fanouts)"
+    refuse_past_memory(
+        compiled_need(compiled),
+        what,
+        "lower --hidden, --layers, --heads, --seeds or --batch-size, or sample (--fanouts)",
+        detail=" more when it runs (XLA's buffer assignment)",
+        available=available,
     )
 
 
@@ -533,14 +543,11 @@ def check_state_memory(init: Callable, *args, what: str, available: int | None =
     Raises:
       ValueError: naming the state's size, what is free and what to lower.
     """
-    short = memory_shortfall(tree_bytes(jax.eval_shape(init, *args)), available)
-    if short is None:
-        return
-    need, available = short
-    raise ValueError(
-        f"the training state of {what} (parameters and optimizer state) needs "
-        f"{need / 2**30:.1f} GiB but {available / 2**30:.1f} GiB is free; lower --hidden, "
-        "--layers, --heads or --seeds"
+    refuse_past_memory(
+        tree_bytes(jax.eval_shape(init, *args)),
+        f"the training state of {what} (parameters and optimizer state)",
+        "lower --hidden, --layers, --heads or --seeds",
+        available=available,
     )
 
 

@@ -127,12 +127,20 @@ def test_cli_trains_checkpoints_and_predicts(tmp_path):
 
 @pytest.mark.slow
 def test_cora_accuracy(data_root, tmp_path):
-    """64 layers for 1000 epochs (about 25 minutes on 2 cores): 3 seeds, not 10."""
+    """64 layers for 1000 epochs (about 10-25 minutes on 2 cores): 3 seeds, not 10.
+
+    A one-sided test against the paper's figure, 85.5 ± 0.5 (Chen et al. 2020, semi-
+    supervised Cora): the mean of 3 seeds has a standard deviation of 0.5 / sqrt(3) =
+    0.29 points, so a mean below 85.5 - 2.33 x 0.29 = 84.8 happens 1 % of the
+    time if ours matches theirs. (The bound was 0.85 before, a 4 % false failure
+    rate at their mean: float summation order alone moves seeds 0-2 between
+    0.8493 and 0.8557, e.g. 0.8557 at commit e23d94f and 0.8517 at 3538094.)
+    """
     out = tmp_path / "cora.json"
     argv = ["train", "--dataset", "cora", "--root", str(data_root), "--model", "gcnii"]
     argv += ["--seeds", "3", "--epochs", "1000", "--patience", "0", "--json", str(out)]
     assert main([*argv, "--no-progress"]) == 0
-    assert json.loads(out.read_text())["test_acc_mean"] >= 0.85
+    assert json.loads(out.read_text())["test_acc_mean"] >= 0.848
 
 
 def test_layer_equals_pyg_gcn2conv_with_the_same_weights():
