@@ -960,6 +960,56 @@ def _temp_pattern(stem: str) -> re.Pattern:
     )
 
 
+def make_folders(directory: str | os.PathLike) -> list[Path]:
+    """Makes ``directory`` and its missing parents; returns those this call made,
+    deepest first (absolute paths), for :func:`remove_made_folders`.
+
+    A folder made meanwhile by another process is not counted as made here.
+    """
+    directory = Path(directory)
+    missing: list[Path] = []
+    folder = directory.absolute()
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    made: list[Path] = []
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            continue  # made meanwhile by someone else: not ours to remove
+        except OSError as err:
+            remove_made_folders(made[::-1])
+            raise _naming(err, folder) from err
+        made.append(folder)
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)  # the error naming what is in the way
+    return made[::-1]
+
+
+def remove_made_folders(made: list[Path]) -> None:
+    """Removes the folders :func:`make_folders` made (deepest first) while they are
+    empty: a failed download or build leaves no empty ``--root`` behind, and never
+    a folder that something else has put a file in since."""
+    for folder in made:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return  # not empty (or gone): neither it nor its parents are ours to remove
+
+
+# The parents temp_folder made for each temporary folder (discard_temp_folder removes them).
+_TEMP_PARENTS: dict[Path, list[Path]] = {}
+
+
+def discard_temp_folder(folder: str | os.PathLike) -> None:
+    """Removes a :func:`temp_folder` that will not be renamed into place (the work
+    failed, or was interrupted), and then the parents it made, while empty."""
+    folder = Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    remove_made_folders(_TEMP_PARENTS.pop(folder, []))
+
+
 def temp_folder(parent: str | os.PathLike, stem: str, kind: str = "tmp") -> Path:
     """A new temporary folder in ``parent`` for building ``parent/stem``, mode per the umask.
 
@@ -978,7 +1028,7 @@ def temp_folder(parent: str | os.PathLike, stem: str, kind: str = "tmp") -> Path
     """
     parent = Path(parent)
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        made = make_folders(parent)
     except OSError as err:
         raise _naming(err, parent / stem) from err
     remove_stale_temp_folders(parent, stem)
@@ -986,8 +1036,11 @@ def temp_folder(parent: str | os.PathLike, stem: str, kind: str = "tmp") -> Path
     try:
         folder = Path(tempfile.mkdtemp(prefix=prefix, suffix=_TEMP_SUFFIX, dir=parent))
     except OSError as err:
+        remove_made_folders(made)
         raise _naming(err, parent / stem) from err
     os.chmod(folder, 0o777 & ~_umask())
+    if made:
+        _TEMP_PARENTS[folder] = made
     return folder
 
 

@@ -53,9 +53,7 @@ def _prepare_weights(weights, num_edges: int):
     host = np.asarray(weights)
     if host.ndim != 1 or host.shape[0] != num_edges:
         raise ValueError(f"weights must have shape ({num_edges},), one per edge, got {host.shape}")
-    if not (np.issubdtype(host.dtype, np.floating) or np.issubdtype(host.dtype, np.integer)):
-        raise ValueError(f"weights must be real numbers, got dtype {host.dtype}")
-    _checks.check_finite("weights", host)
+    _checks.check_real_values("weights", host)  # finite, and inside float32's range
     if isinstance(weights, jax.Array):
         return weights.astype(jnp.float32)
     return host.astype(np.float32, copy=False)
@@ -75,7 +73,7 @@ def _prepare_edge_features(features, num_edges: int):
         return features.astype(jnp.float32)
     if isinstance(features, np.memmap) and features.dtype == np.float32:
         return features  # checked when the on-disk dataset was written; never read whole here
-    _checks.check_finite("edge_features", host)
+    _checks.check_real_values("edge_features", host)  # finite, and inside float32's range
     return host.astype(np.float32, copy=False)
 
 

@@ -15,7 +15,19 @@ official definition it names:
 - :func:`hits_at_k` and :func:`mrr`: ``ogb``'s link-prediction ``hits@K``
   and ``mrr``.
 
-Missing labels are a boolean mask (for OGB's NaN labels: ``~isnan(y)``).
+Missing labels are a boolean mask, or NaN: a NaN label is missing wherever it
+stands, as ``ogb``'s ``Evaluator`` skips it (``mask & ~isnan(labels)`` is what
+counts), never a negative.
+
+Scores are compared in their own precision. On the device every metric compares
+float32 (float64 under ``jax_enable_x64``); concrete scores of a wider dtype
+(float64, int32, int64: what NumPy and Python lists give) are checked on the host
+first, and where two distinct scores would round to one float32 they are replaced
+by their ranks among all the scores compared (order and ties exactly theirs), so a
+cast never turns a win into a tie (scikit-learn and ``ogb`` compare float64). More
+than ``2**24`` distinct such scores cannot be ranked in float32 and are refused
+(``ValueError``). Traced scores of a dtype wider than the device's are compared as
+cast, as ``jit`` casts them.
 
 Bad input is refused on the host before anything is computed: shapes and
 complex dtypes always (they are static, so under ``jit`` too; ``TypeError``
@@ -56,7 +68,7 @@ from jax.typing import ArrayLike
 from sparsegcn._checks import is_traced
 
 
-def _refuse_nan(name: str, scores: jax.Array, valid: jax.Array | None = None) -> None:
+def _refuse_nan(name: str, scores: np.ndarray | jax.Array, valid: jax.Array | None = None) -> None:
     """Raises naming the first NaN of ``scores`` where ``valid`` (broadcast from the
     left: a row mask covers its row). Tracers, and arrays this process cannot read
     whole, pass: the metric itself turns their NaN into a NaN result."""
@@ -96,6 +108,90 @@ def _real(name: str, values: ArrayLike) -> np.ndarray | jax.Array:
     return array
 
 
+def _exact_in_float32(dtype) -> bool:
+    """Whether float32 holds every value of ``dtype`` exactly (so the cast keeps
+    every comparison): bool, integers of 16 bits or fewer, floats of 32 or fewer."""
+    if dtype == jnp.bool_:
+        return True
+    if jnp.issubdtype(dtype, jnp.integer):
+        return jnp.iinfo(dtype).bits <= 16
+    return jnp.finfo(dtype).bits <= 32
+
+
+def _exact_cast(array: np.ndarray) -> bool:
+    """Whether every value of the NumPy ``array`` survives the cast to float32 (NaN
+    as NaN); a sufficient test for integers (``|x| <= 2**24``)."""
+    if array.size == 0 or _exact_in_float32(array.dtype):
+        return True
+    if jnp.issubdtype(array.dtype, jnp.integer):
+        return int(array.min()) >= -(2**24) and int(array.max()) <= 2**24
+    with np.errstate(over="ignore"):
+        return bool(np.array_equal(array.astype(np.float32), array, equal_nan=True))
+
+
+_RANKABLE = 2**24
+"""The most distinct values whose ranks float32 holds exactly (0 to ``2**24 - 1``)."""
+
+
+def _comparable(named: dict[str, np.ndarray | jax.Array]) -> tuple[jax.Array, ...]:
+    """The score arrays of ``named`` (compared with each other) as device arrays
+    whose every comparison, within an array and across them, is the one of the
+    values given, in their own precision.
+
+    float32 (and narrower) scores, the compiled training paths', pass as they are.
+    Traced wider ones are cast (float64 under ``jax_enable_x64``): their values
+    cannot be read. Concrete wider ones (float64, int32, int64) are cast to float32
+    unless two distinct values would round to one float32 (``1 + 1e-9`` and ``1``;
+    ``2**24 + 1`` and ``2**24``); then each array is replaced by the ranks of its
+    values among the distinct values of all of them (NaN kept), which float32
+    holds exactly up to ``2**24`` distinct values.
+
+    Raises:
+      ValueError: more than ``2**24`` distinct values, some equal as float32.
+    """
+    arrays = list(named.values())
+    if all(_exact_in_float32(a.dtype) for a in arrays):
+        return tuple(jnp.asarray(a, jnp.float32) for a in arrays)
+    if is_traced(*arrays) or not all(getattr(a, "is_fully_addressable", True) for a in arrays):
+        wide = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32  # type: ignore[attr-defined]
+        return tuple(jnp.asarray(a, wide) for a in arrays)
+    hosts = [np.asarray(a) for a in arrays]
+    if all(_exact_cast(h) for h in hosts):
+        return tuple(jnp.asarray(h, jnp.float32) for h in hosts)
+    distinct = np.unique(
+        np.concatenate([h[~np.isnan(h)] if h.dtype.kind == "f" else h.ravel() for h in hosts])
+    )
+    with np.errstate(over="ignore"):
+        rounded = distinct.astype(np.float32)
+    if not np.any(rounded[1:] == rounded[:-1]):  # the cast is monotone: order and ties kept
+        return tuple(jnp.asarray(h, jnp.float32) for h in hosts)
+    if distinct.size > _RANKABLE:
+        raise ValueError(
+            f"{' and '.join(named)} ({distinct.dtype}) hold {distinct.size} distinct values, "
+            f"some of which are equal as float32, the precision these metrics compare in: "
+            f"too many (> 2**24) to rank exactly in float32; cast the scores to float32 "
+            f"yourself to accept its ties"
+        )
+    ranked = []
+    for h in hosts:
+        rank = np.searchsorted(distinct, h).astype(np.float32)
+        if h.dtype.kind == "f":
+            rank[np.isnan(h)] = np.nan
+        ranked.append(jnp.asarray(rank))
+    return tuple(ranked)
+
+
+def _label_parts(labels: np.ndarray | jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(positive, present)`` of ``labels`` in their own precision: ``> 0.5``, and
+    not NaN (a NaN label is missing, as ``ogb`` skips it)."""
+    if labels.dtype == jnp.bool_:
+        return jnp.asarray(labels), jnp.ones(labels.shape, bool)
+    if jnp.issubdtype(labels.dtype, jnp.integer):  # > 0.5 is > 0, without a float cast
+        return jnp.asarray(labels > 0), jnp.ones(labels.shape, bool)
+    xp = np if isinstance(labels, np.ndarray) else jnp
+    return jnp.asarray(labels > 0.5), jnp.asarray(~xp.isnan(labels))
+
+
 def _bool_mask(name: str, mask: ArrayLike | None, shape: tuple, per: str = "score") -> jax.Array:
     """``mask`` as a bool array of ``shape`` (``None``: all True); a mask of another
     dtype (an int mask meets ``&`` bitwise) or shape (it would broadcast) is refused."""
@@ -109,10 +205,11 @@ def _bool_mask(name: str, mask: ArrayLike | None, shape: tuple, per: str = "scor
     return valid
 
 
-def _scores_1d(name: str, scores: ArrayLike) -> jax.Array:
-    """``scores`` as float32 ``[n]``, ``n >= 1``; other ranks, empty arrays and
-    complex dtypes refused."""
-    out = jnp.asarray(_real(name, scores), jnp.float32)
+def _scores_1d(name: str, scores: ArrayLike) -> np.ndarray | jax.Array:
+    """``scores`` as a real ``[n]`` array (NumPy or JAX, its dtype kept for
+    :func:`_comparable`), ``n >= 1``; other ranks, empty arrays and complex dtypes
+    refused."""
+    out = _real(name, scores)
     if out.ndim != 1:
         raise ValueError(f"{name} must be [P], got shape {out.shape}")
     if out.shape[0] == 0:
@@ -172,17 +269,18 @@ def _column_average_precision(
 
 
 def _per_task(fn, scores: ArrayLike, labels: ArrayLike, mask: ArrayLike | None) -> jax.Array:
-    scores = jnp.asarray(_real("scores", scores), jnp.float32)
-    labels = jnp.asarray(_real("labels", labels))
+    scores = _real("scores", scores)
+    labels = _real("labels", labels)
     if scores.shape != labels.shape:
         raise ValueError(
             f"scores and labels must have the same shape, got {scores.shape} and {labels.shape}"
         )
     if scores.ndim not in (1, 2):
         raise ValueError(f"scores must be [N] or [N, T], got shape {scores.shape}")
-    valid = _bool_mask("mask", mask, scores.shape)
+    positive, present = _label_parts(labels)
+    valid = _bool_mask("mask", mask, scores.shape) & present
     _refuse_nan("scores", scores, valid)
-    positive = labels > 0.5
+    (scores,) = _comparable({"scores": scores})
     if scores.ndim == 1:
         return fn(scores, positive, valid)
     return jax.vmap(fn, in_axes=1)(scores, positive, valid)
@@ -200,8 +298,10 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, mask: ArrayLike | None = None)
     half, as in scikit-learn).
 
     Args:
-      scores: ``[N]`` or ``[N, T]`` (any monotone scale: logits or probabilities).
-      labels: the same shape, 1 (or ``> 0.5``) positive, else negative.
+      scores: ``[N]`` or ``[N, T]`` (any monotone scale: logits or probabilities),
+        compared in their own precision (see the module's notes).
+      labels: the same shape, 1 (or ``> 0.5``) positive, NaN missing (as if
+        masked out, as ``ogb`` skips it), else negative.
       mask: bool, the same shape: which labels exist (``None``: all).
 
     Returns:
@@ -211,7 +311,8 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, mask: ArrayLike | None = None)
 
     Raises:
       ValueError: a shape mismatch; a NaN unmasked score of concrete ``scores``
-        (scikit-learn raises on NaN too).
+        (scikit-learn raises on NaN too); more than ``2**24`` distinct concrete
+        float64 or int scores that float32 cannot tell apart.
       TypeError: a ``mask`` that is not bool (0.5 would count as True); complex
         ``scores`` or ``labels``.
     """
@@ -274,11 +375,12 @@ def ranking_auc_ap(
       float32 ``([], [])``; both NaN under ``jit`` when a score is NaN.
 
     Raises:
-      ValueError: ``P == 0`` or ``Q == 0``; a NaN among concrete scores.
+      ValueError: ``P == 0`` or ``Q == 0``; a NaN among concrete scores; more than
+        ``2**24`` distinct concrete scores that float32 cannot tell apart.
       TypeError: complex scores.
     """
-    pos = jnp.asarray(_real("positive_scores", positive_scores), jnp.float32)
-    neg = jnp.asarray(_real("negative_scores", negative_scores), jnp.float32)
+    pos = _real("positive_scores", positive_scores)
+    neg = _real("negative_scores", negative_scores)
     for name, scores, side in (("positive", pos, "P"), ("negative", neg, "Q")):
         if scores.size == 0:
             raise ValueError(
@@ -286,6 +388,7 @@ def ranking_auc_ap(
                 f"got shape {scores.shape}"
             )
         _refuse_nan(f"{name}_scores", scores)
+    pos, neg = _comparable({"positive_scores": pos, "negative_scores": neg})
     pos, neg = pos.reshape(-1), neg.reshape(-1)
     undefined = jnp.any(jnp.isnan(pos)) | jnp.any(jnp.isnan(neg))
     neg = jnp.sort(neg)
@@ -362,14 +465,15 @@ def hits_at_k(
       zero), and under ``jit`` when an unmasked score is NaN.
 
     Raises:
-      ValueError: ``k``, a shape, or a NaN unmasked concrete score.
+      ValueError: ``k``, a shape, or a NaN unmasked concrete score; more than
+        ``2**24`` distinct concrete scores that float32 cannot tell apart.
       TypeError: a mask that is not bool; complex scores.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an int >= 1, got {k!r}")
     k = int(k)
     pos = _scores_1d("positive_scores", positive_scores)
-    neg = jnp.asarray(_real("negative_scores", negative_scores), jnp.float32)
+    neg = _real("negative_scores", negative_scores)
     if neg.ndim != 1:
         raise ValueError(
             f"negative_scores must be [Q] (shared by every positive; mrr ranks each "
@@ -379,6 +483,7 @@ def hits_at_k(
     nmask = _bool_mask("negative_mask", negative_mask, neg.shape)
     _refuse_nan("positive_scores", pos, pmask)
     _refuse_nan("negative_scores", neg, nmask)
+    pos, neg = _comparable({"positive_scores": pos, "negative_scores": neg})
     count = jnp.sum(pmask)
     undefined = (count == 0) | jnp.any(jnp.isnan(pos) & pmask) | jnp.any(jnp.isnan(neg) & nmask)
     width = min(k, neg.shape[0])
@@ -416,11 +521,12 @@ def mrr(
       (``ogb`` would rank a NaN positive first).
 
     Raises:
-      ValueError: a shape, or a NaN in an unmasked row of concrete scores.
+      ValueError: a shape, or a NaN in an unmasked row of concrete scores; more
+        than ``2**24`` distinct concrete scores that float32 cannot tell apart.
       TypeError: a mask that is not bool; complex scores.
     """
     pos = _scores_1d("positive_scores", positive_scores)
-    neg = jnp.asarray(_real("negative_scores", negative_scores), jnp.float32)
+    neg = _real("negative_scores", negative_scores)
     if neg.ndim != 2 or neg.shape[0] != pos.shape[0]:
         raise ValueError(
             f"negative_scores must be [P, K] with P={pos.shape[0]}, got shape {neg.shape}"
@@ -428,6 +534,7 @@ def mrr(
     valid = _bool_mask("mask", mask, pos.shape, per="row")
     _refuse_nan("positive_scores", pos, valid)
     _refuse_nan("negative_scores", neg, valid)
+    pos, neg = _comparable({"positive_scores": pos, "negative_scores": neg})
     optimistic = jnp.sum(neg >= pos[:, None], axis=1)
     pessimistic = jnp.sum(neg > pos[:, None], axis=1)
     reciprocal = 1.0 / (0.5 * (optimistic + pessimistic).astype(jnp.float32) + 1.0)

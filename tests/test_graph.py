@@ -60,6 +60,11 @@ def test_bad_weights_and_sizes_are_refused():
         Graph(s, r, np.array([1.0, np.nan, 1.0]), 3)
     with pytest.raises(ValueError, match=r"weights\[2\] = inf is not finite"):
         Graph(s, r, np.array([1.0, 1.0, np.inf]), 3)
+    # Before: finite in float64, these became inf in the float32 graph, silently.
+    with pytest.raises(ValueError, match=r"weights\[1\] = 1e\+300 is past the range of float32"):
+        Graph(s, r, np.array([1.0, 1e300, 1.0]), 3)
+    with pytest.raises(ValueError, match=r"edge_features\[2, 0\] = -1e\+300 is past the range"):
+        Graph(s, r, None, 3, edge_features=np.array([[0.0], [1.0], [-1e300]]))
     with pytest.raises(ValueError, match=r"shape \(3,\), one per edge, got \(2,\)"):
         Graph(s, r, np.array([1.0, 1.0]), 3)
     with pytest.raises(ValueError, match="same shape"):

@@ -198,3 +198,28 @@ def test_predict_scores_every_paper_as_the_full_graph_and_training_did(tmp_path,
     np.testing.assert_array_equal(classes, np.argmax(np.asarray(logits), axis=1))
     np.testing.assert_allclose(embeddings, np.asarray(hidden), rtol=1e-5, atol=1e-6)
     assert main([*argv[:-2], "--params", "last"]) == 0
+
+
+def test_write_mag_raw_leaves_nothing_when_it_fails(tmp_path, monkeypatch):
+    # Before: an error (or Ctrl-C) part way left its .ogbn_mag.tmp-... folder behind,
+    # for good inside a long-lived process (a notebook: its pid stays alive).
+    from sparsegcn.datasets import mag as mag_module
+
+    dataset = generate_mag(tiny_spec(), seed=1)
+    calls = []
+    real_write = mag_module._write_csv
+
+    def write_then_fail(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(mag_module, "_write_csv", write_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        write_mag_raw(dataset, tmp_path / "new" / "ogbn_mag")
+    assert sorted(tmp_path.iterdir()) == []  # neither the temporary folder nor new/
+    monkeypatch.setattr(mag_module, "_write_csv", real_write)
+    (tmp_path / "ogbn_mag").mkdir()  # made while it wrote: not replaced, even empty
+    with pytest.raises(FileExistsError):
+        write_mag_raw(dataset, tmp_path / "ogbn_mag")

@@ -125,6 +125,9 @@ def test_rocauc_and_ap_equal_ogb_evaluator():
         want = evaluator.eval({"y_true": y_true, "y_pred": scores})[key]
         got = mean_over_tasks(fn(scores, labels, mask))
         assert float(got) == pytest.approx(want, rel=1e-5)
+        # The NaN labels themselves, no mask: missing, as ogb skips them.
+        got = mean_over_tasks(fn(scores, y_true))
+        assert float(got) == pytest.approx(want, rel=1e-5)
 
 
 def test_hits_and_mrr_equal_ogb_evaluator():
@@ -477,3 +480,132 @@ def test_a_task_made_undefined_by_nan_scores_does_not_drop_out_of_the_mean():
     assert float(jax.jit(masked_roc_auc)(finite, labels, mask)) == pytest.approx(0.75)
     # A NaN score of a masked node changes nothing.
     assert float(jax.jit(masked_roc_auc)(logits, labels, mask.at[0].set(False))) == 1.0
+
+
+# -- scores compared in their own precision; NaN labels missing -----------------------
+
+
+def _ogb_hits(pos, neg, k):
+    """ogb's hits@K (its NumPy branch), in the inputs' precision."""
+    if len(neg) < k:
+        return 1.0
+    return float(np.sum(pos > np.sort(neg)[-k])) / len(pos)
+
+
+def _ogb_mrr(pos, neg):
+    """ogb's MRR (``ogbl-citation2``'s ranks), in the inputs' precision."""
+    optimistic = np.sum(neg > pos[:, None], axis=1)
+    pessimistic = np.sum(neg >= pos[:, None], axis=1)
+    return float(np.mean(1.0 / (0.5 * (optimistic + pessimistic) + 1.0)))
+
+
+def _float32(x):
+    """The float32 cast the metrics made before (1e300 overflowing to inf)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x).astype(np.float32)
+
+
+def test_float64_and_int_scores_that_float32_ties_are_compared_in_their_precision():
+    # Before: every score was cast to float32, so 1 + 1e-9 tied 1 and 2**24 + 1 tied
+    # 2**24: ROC-AUC 0.5 (scikit-learn 1.0), Hits@1 0.0 and MRR 2/3 (ogb 1.0).
+    near, one = np.array([1.0, 1 + 1e-9]), np.array([0.0, 1.0])
+    big = np.array([2**24, 2**24 + 1])
+    for fn, ref in (
+        (roc_auc, sklearn_metrics.roc_auc_score),
+        (average_precision, sklearn_metrics.average_precision_score),
+    ):
+        for scores in (near, big, big.astype(np.int32)):
+            assert float(fn(scores, one)) == ref(one, scores) == 1.0
+    assert float(hits_at_k(np.array([1 + 1e-9]), np.array([1.0]), 1)) == 1.0
+    assert float(mrr(np.array([1 + 1e-9]), np.array([[1.0, 0.5]]))) == 1.0
+    assert [float(v) for v in ranking_auc_ap(np.array([1 + 1e-9]), np.array([1.0]))] == [1, 1]
+
+    rankdata = pytest.importorskip("scipy.stats").rankdata
+    # Random float64 scores on clusters a float32 cannot tell apart (steps of 1e-10
+    # around 1), real ties among them, beyond float32's range, and infinities.
+    rng = np.random.default_rng(7)
+    n, tasks = 80, 4
+    labels = (rng.random((n, tasks)) < 0.4).astype(np.float64)
+    steps = rng.integers(0, 6, (n, tasks)) + labels * rng.integers(0, 3, (n, tasks))
+    scores = 1.0 + steps * 1e-10
+    scores[:3, 0] = [1e300, 2e300, np.inf]  # one float32 inf, but three distinct values
+    scores[3, 1] = -np.inf
+    mask = rng.random((n, tasks)) < 0.85
+    assert np.unique(_float32(scores)).size < np.unique(scores).size / 3
+    # scikit-learn refuses infinities: its value on the scores' ranks (same order and
+    # ties; 1e300 + 1 would tie 1e300 as a finite stand-in for inf) is the metric's.
+    stand_in = rankdata(scores, method="dense").reshape(scores.shape)
+    auc, ap = roc_auc(scores, labels, mask), average_precision(scores, labels, mask)
+    for t in range(tasks):
+        m = mask[:, t]
+        want_auc = sklearn_metrics.roc_auc_score(labels[m, t], stand_in[m, t])
+        want_ap = sklearn_metrics.average_precision_score(labels[m, t], stand_in[m, t])
+        assert float(auc[t]) == pytest.approx(want_auc, rel=1e-6)
+        assert float(ap[t]) == pytest.approx(want_ap, rel=1e-6)
+        # float32's ties would change every task's value: the test can tell.
+        tied = _finite_stand_in(_float32(scores[m, t]))
+        assert abs(sklearn_metrics.roc_auc_score(labels[m, t], tied) - want_auc) > 0.01
+
+    pos = scores[labels[:, 1] == 1, 1]
+    neg = scores[labels[:, 1] == 0, 1]
+    kept = np.r_[np.ones(pos.size), np.zeros(neg.size)]
+    both = rankdata(np.r_[pos, neg], method="dense")
+    want = (
+        sklearn_metrics.roc_auc_score(kept, both),
+        sklearn_metrics.average_precision_score(kept, both),
+    )
+    assert [float(v) for v in ranking_auc_ap(pos, neg)] == pytest.approx(want, rel=1e-6)
+    for k in (1, 3, 10):
+        assert float(hits_at_k(pos, neg, k)) == pytest.approx(_ogb_hits(pos, neg, k))
+    assert float(hits_at_k(pos, neg, 3)) != float(hits_at_k(_float32(pos), _float32(neg), 3))
+    rows = 1.0 + rng.integers(0, 4, (pos.size, 12)) * 1e-10
+    assert float(mrr(pos, rows)) == pytest.approx(_ogb_mrr(pos, rows), rel=1e-6)
+    # ogb's own Evaluator, where importable, agrees on float64 input.
+    evaluator = _ogb_evaluator("linkproppred", "ogbl-collab")  # hits@50
+    tiny = 1.0 + rng.integers(0, 8, 300) * 1e-10
+    want = evaluator.eval({"y_pred_pos": pos, "y_pred_neg": tiny})["hits@50"]
+    assert float(hits_at_k(pos, tiny, 50)) == pytest.approx(want) == _ogb_hits(pos, tiny, 50)
+    assert want not in (0.0, 1.0)
+    # A masked NaN is still padding; an unmasked one still refused.
+    padded = np.r_[pos, np.nan]
+    keep = np.r_[np.ones(pos.size, bool), False]
+    assert float(hits_at_k(padded, neg, 3, positive_mask=keep)) == pytest.approx(
+        _ogb_hits(pos, neg, 3)
+    )
+    with pytest.raises(ValueError, match=r"^positive_scores\[\d+\] is NaN"):
+        hits_at_k(padded, neg, 3)
+
+
+def test_too_many_distinct_wide_scores_for_float32_ranks_are_refused(monkeypatch):
+    import sparsegcn.metrics as metrics_module
+
+    monkeypatch.setattr(metrics_module, "_RANKABLE", 3)
+    scores = 1.0 + np.arange(4) * 1e-10  # 4 distinct values, one float32
+    with pytest.raises(ValueError, match=r"^scores \(float64\) hold 4 distinct values, .*float32"):
+        roc_auc(scores, np.array([0, 1, 0, 1]))
+    # Distinct as float32 too: cast as they are, nothing ranked or refused.
+    assert float(roc_auc(np.arange(4.0), np.array([0, 0, 1, 1]))) == 1.0
+
+
+def test_nan_labels_are_missing_as_ogb_skips_them_not_negatives():
+    # Before: a NaN label without a mask counted as a negative: AUC 0.5 for ogb's 0.75.
+    scores = np.array([0.1, 0.4, 0.35, 0.8, 0.9])
+    labels = np.array([0, 0, 1, 1, np.nan])
+    kept = ~np.isnan(labels)
+    for fn, ref in (
+        (roc_auc, sklearn_metrics.roc_auc_score),
+        (average_precision, sklearn_metrics.average_precision_score),
+    ):
+        want = ref(labels[kept], scores[kept])
+        assert float(fn(scores, labels)) == pytest.approx(want, rel=1e-6)
+        assert float(jax.jit(fn)(scores, labels)) == pytest.approx(want, rel=1e-6)
+        assert float(fn(scores, labels, np.ones(5, bool))) == pytest.approx(want, rel=1e-6)
+    assert float(roc_auc(scores, labels)) == pytest.approx(0.75)
+    # A missing label's NaN score is the missing entry's: not refused.
+    assert float(roc_auc(np.r_[scores[:4], np.nan], labels)) == pytest.approx(0.75)
+    # Integer and bool labels have no NaN: > 0.5 is > 0 (under jit, and under strict
+    # dtype promotion, which refused int labels > 0.5 before).
+    want = float(roc_auc(_FOUR, _LABELS))
+    for ints in (_LABELS.astype(np.int32), _LABELS.astype(bool)):
+        assert float(roc_auc(_FOUR, ints)) == want
+        assert float(jax.jit(roc_auc)(jnp.asarray(_FOUR), jnp.asarray(ints))) == want

@@ -306,6 +306,15 @@ def test_an_offline_download_is_one_line(tmp_path, monkeypatch, capsys):
     line = error_line(capsys)
     assert "cannot download https://github.com/kimiyoung/planetoid" in line
     assert line.endswith("ind.cora.x: [Errno -3] Temporary failure in name resolution")
+    # Before: the failed download left the folders it had made (root/planetoid/, and
+    # root/tu/ for a TU dataset), empty. A folder that was there is kept.
+    for dataset in ("cora", "tu:MUTAG"):
+        root = tmp_path / "new" / "root"
+        assert main(["info", "--dataset", dataset, "--root", str(root), "--no-progress"]) == 1
+        assert "cannot download" in error_line(capsys)
+        assert sorted(tmp_path.iterdir()) == [], dataset
+    assert main(["info", "--dataset", "tu:MUTAG", "--root", str(tmp_path), "--no-progress"]) == 1
+    assert "cannot download" in error_line(capsys) and tmp_path.is_dir()
 
 
 # -- 4. outputs checked before the work; predict writes all or none -----------
@@ -510,6 +519,54 @@ def test_a_huge_test_index_id_is_refused(tmp_path, monkeypatch):
 
 
 # -- 9. a fresh clone passes pytest -------------------------------------------
+
+
+def test_an_output_never_replaces_a_file_sparsegcn_reads_back(tmp_path, capsys):
+    # Before: only this run's inputs were protected. --json onto another run's
+    # checkpoint manifest (or an on-disk dataset's) left that folder unreadable.
+    ck = tmp_path / "ck"
+    run = ["train", "--epochs", "1", "--seeds", "1", "--no-progress", "--checkpoint", str(ck)]
+    assert main(run) == 0
+    capsys.readouterr()
+    manifest = next(ck.glob("ckpt-*.json"))
+    arrays = next(ck.glob("ckpt-*.npz"))
+    before = {p.name: p.read_bytes() for p in ck.iterdir()}
+    for path, words in [(manifest, "sparsegcn.checkpoint manifest"), (arrays, "checkpoint folder")]:
+        assert main(["info", "--json", str(path)]) == 2
+        line = error_line(capsys)
+        assert f"--json {path} would overwrite" in line and words in line
+    assert {p.name: p.read_bytes() for p in ck.iterdir()} == before
+    dataset = tmp_path / "disk"
+    dataset.mkdir()
+    listing = {"format": "sparsegcn-graph", "files": {"labels": {"file": "labels.npy"}}}
+    (dataset / "manifest.json").write_text(json.dumps(listing))
+    (dataset / "labels.npy").write_bytes(b"kept")
+    (dataset / "notes.txt").write_text("a user's file, not the dataset's")
+    for name in ("manifest.json", "labels.npy"):
+        assert main(["train", "--epochs", "1", "--json", str(dataset / name)]) == 2
+        assert "would overwrite" in error_line(capsys)
+    assert (dataset / "labels.npy").read_bytes() == b"kept"
+    assert main(["info", "--json", str(dataset / "notes.txt")]) == 0  # not the dataset's
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_a_reader_gone_from_stdout_loses_no_output(tmp_path, unbuffered):
+    # Before: the table printed to a closed pipe (| head, a pager quit) raised
+    # BrokenPipeError after the work, and --json was never written (status 1).
+    out = tmp_path / "info.json"
+    argv = [sys.executable, "-m", "sparsegcn", "info", "--dataset", "synthetic:tiny"]
+    argv += ["--root", str(tmp_path / "root"), "--json", str(out)]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update(PYTHONPATH=str(REPO), PYTHONUNBUFFERED=unbuffered)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command prints
+    try:
+        done = subprocess.run(argv, env=env, stdout=write, stderr=subprocess.PIPE, timeout=300)
+    finally:
+        os.close(write)
+    assert done.returncode == 0, done.stderr
+    assert b"error" not in done.stderr and b"Exception ignored" not in done.stderr
+    assert json.loads(out.read_text())["num_nodes"] > 0
 
 
 def test_tests_needing_shared_data_skip_naming_where_they_looked(tmp_path):

@@ -13,6 +13,7 @@ from jax.experimental import sparse as jsparse
 
 from sparsegcn.backends.base import Backend
 from sparsegcn.graph import Graph
+from sparsegcn.ops.segment import accumulation_dtype
 from sparsegcn.transforms import sort_edges
 from sparsegcn.views import check_edge_weight
 
@@ -85,10 +86,15 @@ def bcoo_product(graph: Graph, x: jax.Array, edge_weight=None) -> jax.Array:
     ``edge_weight`` the product has its own VJP (``A^T ȳ`` and
     ``w̄_e = <ȳ_{r_e}, x_{s_e}>``): JAX's BCOO transpose rule fails under
     ``vmap`` over the weights with an unbatched ``x``. That product is
-    reverse-mode only (``jax.jvp`` needs another layout)."""
+    reverse-mode only (``jax.jvp`` needs another layout). bfloat16 and float16
+    ``x`` are multiplied in float32 and the result rounded once (BCOO sums in
+    ``x``'s dtype: in bfloat16 a hub's sum stops growing)."""
     n = graph.num_nodes
     if edge_weight is not None:
         check_edge_weight(edge_weight, graph.num_edges, x.shape)
+    wide = accumulation_dtype(x.dtype)
+    if wide != x.dtype:
+        return bcoo_product(graph, x.astype(wide), edge_weight).astype(x.dtype)
     if edge_weight is not None and jnp.ndim(edge_weight) == 2:
         heads = range(jnp.shape(edge_weight)[1])
         return jnp.stack([bcoo_product(graph, x[:, h], edge_weight[:, h]) for h in heads], 1)

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sparsegcn.ops.csr import group_by_row
+from sparsegcn.ops.segment import accumulation_dtype
 
 # Slice boundaries on the virtual-row length. Powers of two bound the padding
 # by 2x while keeping the unrolled gathers per product at 1+2+...+32 = 63,
@@ -198,14 +199,15 @@ def ell_matmul(
       weights: ``[E]`` edge weights in edge-list order, or None for ones.
       num_rows: static number of output rows.
       storage_dtype: dtype rows are gathered in (e.g. ``jnp.bfloat16`` to
-        halve the bytes read); sums are accumulated in ``x.dtype``.
+        halve the bytes read); sums are accumulated in ``x.dtype``, or in
+        float32 where ``x`` is bfloat16 or float16.
 
     Returns:
       ``[num_rows, F]`` in ``x``'s dtype.
     """
     features = x.shape[1]
     if weights is not None:
-        weights = jnp.asarray(weights).astype(x.dtype)
+        weights = jnp.asarray(weights).astype(accumulation_dtype(x.dtype))
     if not layout.slots:
         return jnp.zeros((num_rows, features), x.dtype)
 
@@ -239,8 +241,9 @@ def _fenced_branches(num_rows: int, features: int, dtype, storage_dtype):
 
 def _ell_product(layout, x, weights, num_rows, storage_dtype):
     source = x if storage_dtype is None else x.astype(storage_dtype)
+    wide = accumulation_dtype(x.dtype)
     parts = [
-        _row_sums(source, weights, slots, edge_ids, x.dtype)
+        _row_sums(source, weights, slots, edge_ids, wide)
         for slots, edge_ids in zip(layout.slots, layout.edge_ids, strict=True)
     ]
     # The slices are read once, by this gather, so XLA fuses them, the
@@ -249,7 +252,7 @@ def _ell_product(layout, x, weights, num_rows, storage_dtype):
     stacked = jnp.concatenate(parts) if len(parts) > 1 else parts[0]
     y = stacked.at[layout.first].get(mode="fill", fill_value=0)
     if layout.hubs.shape[0]:
-        extra = _row_sums(source, weights, layout.extra_slots, layout.extra_edge_ids, x.dtype)
+        extra = _row_sums(source, weights, layout.extra_slots, layout.extra_edge_ids, wide)
         hub_sums = jax.ops.segment_sum(extra, layout.extra_hub, num_segments=layout.hubs.shape[0])
         y = y + hub_sums.at[layout.hub_of].get(mode="fill", fill_value=0)
-    return y
+    return y.astype(x.dtype)

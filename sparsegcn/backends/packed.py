@@ -33,6 +33,9 @@ from sparsegcn.graph import GRAPH_CHILDREN, Graph
 from sparsegcn.transforms import gcn_norm, gcn_norm_factors
 from sparsegcn.views import check_edge_weight
 
+_PACKED_CHILDREN = ("layout", "transpose_layout", "scale", "reverse_edges")
+"""A :class:`PackedGraph`'s pytree children after the edge list's, in order."""
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PackedGraph(Graph):
@@ -57,19 +60,34 @@ class PackedGraph(Graph):
       scale: float32 ``[N]`` or None. When set, the graph was packed from an
         unweighted adjacency ``A'`` with ``weights[e] = scale[s_e] *
         scale[r_e]`` (:func:`pack` computes them), and the backend computes
-        ``scale * (A' (scale * x))``: no per-edge weights are read. The
-        gradient with respect to ``weights`` is still the exact
-        ``<ȳ_{r_e}, x_{s_e}>``; ``scale`` itself gets none.
+        ``scale * (A' (scale * x))``: no per-edge weights are read, as long
+        as ``weights`` still hold those products (compared at run time, ``E``
+        scalars); other weights are read as they are. The gradient with
+        respect to ``weights`` is the exact ``<ȳ_{r_e}, x_{s_e}>``;
+        ``scale`` itself gets none.
+      reverse_edges: int32 ``[E]`` or None. Set for a weighted graph packed
+        with one layout: the edges whose weights make ``layout`` the layout
+        of ``A^T``, whatever the weights are now. Each edge is paired one to
+        one with an edge in the opposite direction (a self-loop with
+        itself); ELL holds, in edge order, the pair of each edge (the
+        layout then reads ``weights[reverse_edges]`` by its edge ids), CSR,
+        in the layout's entry order, the pair of each entry's edge (read as
+        its ``data``: ``weights[reverse_edges]``, one gather).
 
-    Changing a packed graph's edges or weights with :meth:`replace` returns
-    a plain :class:`~sparsegcn.Graph` (the layouts and the folded scale
-    describe the old edges and weights): pack it again if it is to stay
-    fast. Changing only ``edge_features`` keeps it packed.
+    The products read the ``weights`` leaf the graph holds when it runs,
+    not the values it was packed with: swapping that leaf in the pytree
+    (under ``jit`` or ``vmap``, or to learn edge weights) changes the
+    forward product and both gradients alike. Changing a packed graph's
+    edges or weights with :meth:`replace` returns a plain
+    :class:`~sparsegcn.Graph` (the layouts describe the old edges): pack it
+    again if it is to stay fast. Changing only ``edge_features`` keeps it
+    packed.
     """
 
     layout: EllLayout | CsrLayout | None = None
     transpose_layout: EllLayout | CsrLayout | None = None
     scale: jax.Array | np.ndarray | None = None
+    reverse_edges: jax.Array | np.ndarray | None = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -79,8 +97,7 @@ class PackedGraph(Graph):
     def tree_flatten_with_keys(self):
         children, static = super().tree_flatten_with_keys()
         extra = tuple(
-            (jax.tree_util.GetAttrKey(name), getattr(self, name))
-            for name in ("layout", "transpose_layout", "scale")
+            (jax.tree_util.GetAttrKey(name), getattr(self, name)) for name in _PACKED_CHILDREN
         )
         return children + extra, static
 
@@ -88,9 +105,7 @@ class PackedGraph(Graph):
     def tree_unflatten(cls, static, children):
         base = len(GRAPH_CHILDREN)
         graph = super().tree_unflatten(static, children[:base])
-        for name, value in zip(
-            ("layout", "transpose_layout", "scale"), children[base:], strict=True
-        ):
+        for name, value in zip(_PACKED_CHILDREN, children[base:], strict=True):
             object.__setattr__(graph, name, value)
         return graph
 
@@ -101,7 +116,11 @@ class PackedGraph(Graph):
 
     @property
     def symmetric(self) -> bool:
-        """Whether ``A^T = A`` (so one layout serves both directions)."""
+        """Whether ``A^T = A`` as packed (so one layout serves both directions).
+
+        A weighted matrix that is symmetric only with duplicate edges summed
+        (no one-to-one pairing of edges with their reverses) gets a transpose
+        layout, and is not reported symmetric here."""
         return self.transpose_layout is None
 
     @property
@@ -150,6 +169,35 @@ def _is_symmetric(senders: np.ndarray, receivers: np.ndarray, weights, n: int) -
     difference = (a - a.T).tocsr()
     difference.eliminate_zeros()
     return difference.nnz == 0
+
+
+def _reverse_edges(senders: np.ndarray, receivers: np.ndarray, n: int) -> np.ndarray | None:
+    """int32 ``[E]``: for each edge ``e``, an edge from ``r_e`` to ``s_e``, each
+    used once (a self-loop is its own); None when no such pairing exists (the
+    edge multiset is not symmetric)."""
+    num_edges = senders.shape[0]
+    if num_edges == 0:
+        return np.zeros(0, np.int32)
+    s = senders.astype(np.int64)
+    r = receivers.astype(np.int64)
+    pair = np.minimum(s, r) * n + np.maximum(s, r)  # the unordered pair, < n^2 <= 2^62
+    backward = s > r
+    # One sort: each pair's edges together, those with s <= r first.
+    order = np.argsort(2 * pair + backward)
+    pair, backward = pair[order], backward[order]
+    starts = np.flatnonzero(np.concatenate([[True], pair[1:] != pair[:-1]]))
+    sizes = np.diff(np.append(starts, num_edges))
+    num_backward = np.add.reduceat(backward.astype(np.int64), starts)
+    loops = pair[starts] // n == pair[starts] % n
+    num_forward = np.where(loops, 0, sizes - num_backward)
+    if not np.array_equal(num_forward, num_backward):
+        return None
+    # The k-th edge s -> r of a pair is paired with its k-th edge r -> s.
+    shift = np.repeat(num_forward, sizes)
+    shift = np.where(backward, -shift, shift)
+    reverse = np.empty(num_edges, np.int32)
+    reverse[order] = order[np.arange(num_edges) + shift]
+    return reverse
 
 
 FORMATS = ("ell", "csr")
@@ -208,15 +256,23 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS, format: str = "ell"
             raise ValueError(f"scale must have shape ({n},), one per node, got {scale.shape}")
         _checks.check_finite("scale", scale)
         weights = scale[senders] * scale[receivers]
-    # The CSR kernel reads its own copy of the weights, in row order; the ELL
-    # products read the graph's. With a folded scale both read none: the
-    # product scales x and y itself (the layout holding scale[s] * scale[r]
-    # too would apply the scale twice).
+    # The CSR layout keeps a row-order copy of the weights (ones with a
+    # folded scale, which the product applies to x and y itself); the
+    # products read the graph's weights leaf through edge ids all the same,
+    # as it may have been replaced since packing.
     stored = None if scale is not None else weights
     layout = _build(format, senders, receivers, n, stored, widths)
-    transpose = None
+    transpose = reverse = None
     if not _is_symmetric(senders, receivers, weights, n):
         transpose = _build(format, receivers, senders, n, stored, widths)
+    elif weights is not None:
+        # One layout serves A^T for the weights read at run time too, which
+        # need not be symmetric: each edge reads the weight of its reverse.
+        reverse = _reverse_edges(senders, receivers, n)
+        if reverse is None:  # symmetric only with duplicates summed
+            transpose = _build(format, receivers, senders, n, stored, widths)
+        elif format == "csr":  # in entry order: one gather gives the data
+            reverse = reverse[layout.edge_ids]
     return PackedGraph(
         senders,
         receivers,
@@ -227,6 +283,7 @@ def pack(graph: Graph, *, scale=None, widths=DEFAULT_WIDTHS, format: str = "ell"
         layout=layout,
         transpose_layout=transpose,
         scale=scale,
+        reverse_edges=reverse,
     )
 
 
@@ -243,12 +300,13 @@ def pack_gcn_norm(
     with ``d = D^{-1/2}``, so propagation reads no per-edge weights; its
     ``weights`` equal ``gcn_norm(graph).weights``.
     A weighted graph is normalized with :func:`~sparsegcn.gcn_norm` and packed.
-    ``format`` is :func:`pack`'s; in the CSR format nothing is folded, the
-    normalized weights are stored with the layout (read in row order).
+    ``format`` is :func:`pack`'s; in the CSR format nothing is folded: the
+    product reads the normalized weights (in row order, through the
+    layout's edge ids).
     """
     adjacency, scale = gcn_norm_factors(graph, self_loops=self_loops)
     if adjacency.weights is not None or format == "csr":
-        # CSR stores the normalized weights: folding would cost two passes over x.
+        # CSR reads the normalized weights: folding would cost two passes over x.
         return pack(gcn_norm(graph, self_loops=self_loops), widths=widths, format=format)
     return pack(adjacency, scale=scale, widths=widths, format=format)
 
@@ -279,6 +337,7 @@ def packed_matmul(
         static,
         graph.layout,
         graph.transpose_layout,
+        graph.reverse_edges,
         graph.senders,
         graph.receivers,
         graph.weights,
@@ -288,36 +347,103 @@ def packed_matmul(
     return y.reshape(x.shape)
 
 
-def _layout_matmul(layout, x, weights, n, storage_dtype, csr_kernel, dynamic=False):
+def _layout_matmul(layout, x, weights, n, storage_dtype, csr_kernel, reverse=None):
+    """``A @ x`` on ``layout`` with ``weights`` in edge order (None: ones).
+
+    Both formats read the weights given (the CSR layout's stored ``data``
+    are only the weights it was packed with, and the leaf may have been
+    replaced since): ``E`` scalars gathered, no ``[E, F]`` buffer. With
+    ``reverse`` (a graph's ``reverse_edges``), the layout of a symmetric
+    ``A`` is read as that of ``A^T`` for these weights.
+    """
+    if weights is None:
+        reverse = None  # ones: the same matrix either way
     if isinstance(layout, CsrLayout):
-        # Stored weights: the layout's own row-order copy. Dynamic ones: read
-        # through its edge ids.
-        return csr_matmul(layout, x, n, weights if dynamic else None, kernel=csr_kernel)
+        if weights is not None:
+            ids = layout.edge_ids if reverse is None else reverse
+            data = jnp.asarray(weights).at[jnp.asarray(ids)].get(mode="promise_in_bounds")
+            layout = layout._replace(data=data)
+        return csr_matmul(layout, x, n, kernel=csr_kernel)
+    if reverse is not None:
+        weights = jnp.asarray(weights).at[jnp.asarray(reverse)].get(mode="promise_in_bounds")
     return ell_matmul(layout, x, weights, n, storage_dtype=storage_dtype)
 
 
-def _apply(static, layout, weights, scale, x):
+def _still_folded(weights, scale, senders, receivers):
+    """Whether ``weights`` are still the products ``scale[s] * scale[r]`` :func:`pack`
+    folded (a traced boolean: the leaf may have been replaced under ``jit``)."""
+    scale = jnp.asarray(scale)
+    folded = scale.at[senders].get(mode="promise_in_bounds") * scale.at[receivers].get(
+        mode="promise_in_bounds"
+    )
+    return jnp.all(weights == folded)
+
+
+@functools.lru_cache(maxsize=256)
+def _scaled_branches(static):
+    """The two products of a graph packed with a folded scale, built once per
+    ``static`` (an eager ``cond`` compiles once per pair of branch functions).
+
+    ``folded``: ``scale * (A' (scale * x))``, no per-edge weights read.
+    ``weighted``: the weights as they are now, ``weights[reverse]`` when
+    ``reverse`` is given (``A^T`` on the layout of a symmetric ``A``).
+    """
     n, storage_dtype, csr_kernel = static
-    if scale is None:
-        return _layout_matmul(layout, x, weights, n, storage_dtype, csr_kernel)
-    s = jnp.asarray(scale).astype(x.dtype)[:, None]
-    return s * _layout_matmul(layout, s * x, None, n, storage_dtype, csr_kernel)
+
+    def folded(layout, weights, reverse, scale, x):
+        s = jnp.asarray(scale).astype(x.dtype)[:, None]
+        return s * _layout_matmul(layout, s * x, None, n, storage_dtype, csr_kernel)
+
+    def weighted(layout, weights, reverse, scale, x):
+        return _layout_matmul(layout, x, weights, n, storage_dtype, csr_kernel, reverse)
+
+    return folded, weighted
+
+
+def _apply(static, layout, weights, reverse, scale, keep_folded, x):
+    """``A @ x`` (or ``A^T @ x`` with ``reverse``) with the current ``weights``."""
+    n, storage_dtype, csr_kernel = static
+    if keep_folded is None:
+        return _layout_matmul(layout, x, weights, n, storage_dtype, csr_kernel, reverse)
+    folded, weighted = _scaled_branches(static)
+    return jax.lax.cond(keep_folded, folded, weighted, layout, weights, reverse, scale, x)
+
+
+def _forward(static, layout, senders, receivers, weights, scale, x):
+    keep_folded = None
+    if scale is not None and weights is not None:
+        keep_folded = _still_folded(weights, scale, senders, receivers)
+    return _apply(static, layout, weights, None, scale, keep_folded, x), keep_folded
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _packed(static, layout, transpose_layout, senders, receivers, weights, scale, x):
-    return _apply(static, layout, weights, scale, x)
+def _packed(static, layout, transpose_layout, reverse, senders, receivers, weights, scale, x):
+    return _forward(static, layout, senders, receivers, weights, scale, x)[0]
 
 
-def _packed_fwd(static, layout, transpose_layout, senders, receivers, weights, scale, x):
-    y = _apply(static, layout, weights, scale, x)
-    return y, (layout, transpose_layout, senders, receivers, weights, scale, x)
+def _packed_fwd(static, layout, transpose_layout, reverse, senders, receivers, weights, scale, x):
+    y, keep_folded = _forward(static, layout, senders, receivers, weights, scale, x)
+    residuals = (layout, transpose_layout, reverse, senders, receivers, weights, scale, x)
+    return y, (*residuals, keep_folded)
 
 
 def _packed_bwd(static, residuals, cotangent):
-    layout, transpose_layout, senders, receivers, weights, scale, x = residuals
-    backward = layout if transpose_layout is None else transpose_layout
-    x_bar = _apply(static, backward, weights, scale, cotangent)
+    layout, transpose_layout, reverse, senders, receivers, weights, scale, x, keep_folded = (
+        residuals
+    )
+    if transpose_layout is not None:
+        x_bar = _apply(static, transpose_layout, weights, None, scale, keep_folded, cotangent)
+    elif weights is None or reverse is not None:
+        # A's layout read with each edge's reverse weight is A^T's.
+        x_bar = _apply(static, layout, weights, reverse, scale, keep_folded, cotangent)
+    else:
+        # A PackedGraph built without pack (no pairing of reverse edges): the
+        # current weights need not be symmetric, so gather and scatter.
+        rows = (
+            cotangent.at[receivers].get(mode="promise_in_bounds")
+            * weights.astype(cotangent.dtype)[:, None]
+        )
+        x_bar = jax.ops.segment_sum(rows, senders, num_segments=static[0])
     w_bar = None
     if weights is not None:
         # d y_r / d w_e = x_{s_e} on row r_e: the exact weight gradient, also
@@ -326,7 +452,7 @@ def _packed_bwd(static, residuals, cotangent):
             mode="promise_in_bounds"
         )
         w_bar = jnp.sum(pairs, axis=1).astype(weights.dtype)
-    return (None, None, None, None, w_bar, None, x_bar)
+    return (None, None, None, None, None, w_bar, None, x_bar)
 
 
 _packed.defvjp(_packed_fwd, _packed_bwd)
@@ -383,12 +509,12 @@ def packed_weighted_matmul(
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _dynamic(static, layout, transpose_layout, senders, receivers, weights, x):
     n, csr_kernel = static
-    return _layout_matmul(layout, x, weights, n, None, csr_kernel, dynamic=True)
+    return _layout_matmul(layout, x, weights, n, None, csr_kernel)
 
 
 def _dynamic_fwd(static, layout, transpose_layout, senders, receivers, weights, x):
     n, csr_kernel = static
-    y = _layout_matmul(layout, x, weights, n, None, csr_kernel, dynamic=True)
+    y = _layout_matmul(layout, x, weights, n, None, csr_kernel)
     return y, (layout, transpose_layout, senders, receivers, weights, x)
 
 
@@ -396,9 +522,7 @@ def _dynamic_bwd(static, residuals, cotangent):
     _, transpose_layout, senders, receivers, weights, x = residuals
     n, csr_kernel = static
     if transpose_layout is not None:
-        x_bar = _layout_matmul(
-            transpose_layout, cotangent, weights, n, None, csr_kernel, dynamic=True
-        )
+        x_bar = _layout_matmul(transpose_layout, cotangent, weights, n, None, csr_kernel)
     else:
         rows = cotangent.at[receivers].get(mode="promise_in_bounds") * weights[:, None]
         x_bar = jax.ops.segment_sum(rows, senders, num_segments=n)

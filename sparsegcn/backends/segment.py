@@ -12,6 +12,7 @@ from sparsegcn.backends.base import Backend, edge_weights_like
 from sparsegcn.backends.csr import check_csr_kernel
 from sparsegcn.backends.packed import PackedGraph, packed_matmul
 from sparsegcn.graph import Graph
+from sparsegcn.ops.segment import accumulation_dtype
 
 STORAGE_DTYPES = (None, "bfloat16", "float16")
 
@@ -46,12 +47,13 @@ def gather_scatter(
       ``[num_segments, ...]`` with ``x``'s trailing shape and dtype.
     """
     source = x if storage_dtype is None else x.astype(storage_dtype)
-    messages = source.at[senders].get(mode="promise_in_bounds").astype(x.dtype)
+    wide = accumulation_dtype(x.dtype)  # bfloat16 or float16 rows: summed in float32
+    messages = source.at[senders].get(mode="promise_in_bounds").astype(wide)
     if weights is not None:
-        messages = messages * weights.reshape(weights.shape + (1,) * (x.ndim - 1))
+        messages = messages * weights.reshape(weights.shape + (1,) * (x.ndim - 1)).astype(wide)
     return jax.ops.segment_sum(
         messages, receivers, num_segments=num_segments, indices_are_sorted=indices_are_sorted
-    )
+    ).astype(x.dtype)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,9 +18,9 @@ that XLA never aborts on a value it cannot parse. A closed stderr
 then go nowhere, and the exit status still tells the outcome.
 
 Ctrl-C ends a command with ``<prog>: interrupted`` and status 130, SIGTERM
-with ``<prog>: terminated`` and 143, after the ``finally`` blocks on the way
-out have run (temporary files removed, checkpoint folders released). Both
-are recorded by ``sparsegcn._interrupt``, so one whose
+with ``<prog>: terminated`` and 143, SIGHUP with ``<prog>: hangup`` and 129,
+after the ``finally`` blocks on the way out have run (temporary files
+removed, checkpoint folders released). Each is recorded by ``sparsegcn._interrupt``, so one whose
 ``KeyboardInterrupt`` was swallowed still ends the command there, never
 with its results and status 0.
 """
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import pickle
 import signal
@@ -36,7 +37,7 @@ import sys
 import traceback
 import urllib.error
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from sparsegcn import __version__, _interrupt
 from sparsegcn._env import check_switches, env_switch
@@ -171,6 +172,60 @@ def _usable_stderr() -> None:
     _printable_paths()
 
 
+class _StdoutWithoutReader:
+    """``sys.stdout`` where a reader that has gone (``| head``, a pager quit during
+    a long run) ends what is printed, not the command.
+
+    A command prints its table before it writes ``--json`` and ``--plot``:
+    the ``BrokenPipeError`` of that print ended the command after all its
+    work, with none of its outputs written. Here the first one points the
+    stream at the null device, and the command goes on to write its files and
+    exit as it would have.
+    """
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        # The buffered text stays in the stream; its later flushes reach /dev/null.
+        with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _stdout_without_reader() -> Iterator[None]:
+    """``sys.stdout`` as :class:`_StdoutWithoutReader` for the block (restored after)."""
+    stream = sys.stdout
+    if stream is None or isinstance(stream, _StdoutWithoutReader):
+        yield
+        return
+    sys.stdout = _StdoutWithoutReader(stream)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()  # before it is unwrapped: a gone reader is quiet here too
+        sys.stdout = stream
+
+
 def _printable_paths() -> None:
     """Makes ``sys.stdout`` and ``sys.stderr`` write what their encoding cannot as
     backslash escapes, where they would raise instead.
@@ -202,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             print(f"sparsegcn {args.command}: error: {one_line(err)}", file=sys.stderr)
             return 2
-        return _guarded(f"sparsegcn {args.command}", lambda: args.func(args), _debug(args))
+        with _stdout_without_reader():
+            return _guarded(f"sparsegcn {args.command}", lambda: args.func(args), _debug(args))
 
 
 def _guarded(prog: str, work: Callable[[], int], debug: bool) -> int:
@@ -258,7 +314,7 @@ def run_tool(prog: str, work: Callable[[], object], *, debug: bool = False) -> i
         print(result)
         return 0
 
-    with _interrupt.installed():
+    with _interrupt.installed(), _stdout_without_reader():
         return _guarded(prog, work_and_show, debug or env_switch("SPARSEGCN_DEBUG", False))
 
 

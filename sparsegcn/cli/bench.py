@@ -9,6 +9,7 @@ from typing import Any
 
 from sparsegcn.bench import PRESETS, format_table, plot_report, run_matrix
 from sparsegcn.bench.plot import require_matplotlib
+from sparsegcn.cli.outputs import check_not_kept_files
 from sparsegcn.files import check_distinct_outputs, check_writable, write_json_atomic
 from sparsegcn.plots import check_plot_path
 
@@ -85,6 +86,7 @@ def matrix_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     matrix = matrix_from_args(args)
     check_distinct_outputs({"--json": args.json, "--plot": args.plot})
+    check_not_kept_files({"--json": args.json, "--plot": args.plot})
     if args.json:
         check_writable(args.json, what="--json")
     if args.plot:

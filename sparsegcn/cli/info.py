@@ -6,6 +6,7 @@ import argparse
 import time
 
 from sparsegcn.cli.options import check_paths
+from sparsegcn.cli.outputs import check_not_kept_files
 from sparsegcn.datasets import data_location, is_path, load
 from sparsegcn.datasets.stats import describe
 from sparsegcn.experiment import DEFAULT_DATASET
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         check_not_inputs(
             {"--json": args.json}, [("the dataset", data_location(args.dataset, args.root))]
         )
+        check_not_kept_files({"--json": args.json})
     task = task_for(args.dataset)
     if task.info is not None:
         if args.verify and not is_path(args.dataset):

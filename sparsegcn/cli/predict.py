@@ -48,6 +48,7 @@ import os
 
 import numpy as np
 
+from sparsegcn.cli.outputs import check_not_kept_files
 from sparsegcn.experiment import predict_checkpoint
 from sparsegcn.experiment.lifecycle import experiment_from_checkpoint, run_inputs
 from sparsegcn.files import (
@@ -150,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         read_manifest(args.checkpoint), dataset=args.dataset, root=args.root
     )
     check_not_inputs(outputs, run_inputs(trained, args.checkpoint))
+    check_not_kept_files(outputs)
     task = task_for(trained.dataset)
     if task.predict is not None:
         return _run_task_predict(args, resolve(task.predict), params)
@@ -261,9 +263,9 @@ def run_link(args: argparse.Namespace) -> int:
     _check_npy_path("--pairs", args.pairs)
     # No output may replace what this run reads: the pairs, the model, the dataset.
     inputs = [("--pairs", args.pairs), *link_model_inputs(args.checkpoint, root=args.root)]
-    check_not_inputs(
-        {"--out": args.out, "--embeddings": args.embeddings, "--json": args.json}, inputs
-    )
+    outputs = {"--out": args.out, "--embeddings": args.embeddings, "--json": args.json}
+    check_not_inputs(outputs, inputs)
+    check_not_kept_files(outputs)
     try:
         pairs = load_npy(args.pairs)
     except FileNotFoundError:

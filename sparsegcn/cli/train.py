@@ -14,6 +14,7 @@ from sparsegcn.cli.options import (
     given_options,
     model_options_from_args,
 )
+from sparsegcn.cli.outputs import check_not_kept_files
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment
 from sparsegcn.experiment.lifecycle import Lifecycle, run_inputs
 from sparsegcn.experiment.precompute import cache_owns
@@ -142,6 +143,7 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
     Lifecycle.check(experiment)
     inputs = run_inputs(experiment)
     check_not_inputs({"--json": json_path, "--plot": experiment.plot}, inputs)
+    check_not_kept_files({"--json": json_path, "--plot": experiment.plot})
     folders = {"--checkpoint": experiment.checkpoint, "--feature-cache": experiment.feature_cache}
     check_not_inputs(folders, inputs[:1])  # the dataset's folder: no files of ours in it
 

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import shutil
 import sys
 import zipfile
 from pathlib import Path
@@ -63,6 +62,7 @@ from sparsegcn.files import (
     check_regular_file,
     check_work_folder,
     close_all,
+    discard_temp_folder,
     naming_errors,
     reading,
     save_array,
@@ -527,7 +527,7 @@ def convert_ogb(
                 progress=progress,
             )
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        discard_temp_folder(work)
 
 
 def _num_features(folder: Path, layout: OgbLayout) -> int:

@@ -29,7 +29,13 @@ from typing import Literal
 
 from tqdm.auto import tqdm
 
-from sparsegcn.files import naming_errors, sha256_file, temp_file_path
+from sparsegcn.files import (
+    make_folders,
+    naming_errors,
+    remove_made_folders,
+    sha256_file,
+    temp_file_path,
+)
 
 _CHUNK = 1 << 20
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -359,7 +365,8 @@ def download_file(
         of 90000000 bytes received; nothing was saved``), or a body shorter
         than its ``Content-Length``. The message names the URL.
 
-    Nothing is left at ``dest`` or in its folder when an error is raised.
+    Nothing is left at ``dest`` or in its folder when an error is raised, and
+    the folders made for it are removed again while empty.
     """
     _check_url(url)
     expected = _check_sha256(sha256)
@@ -380,13 +387,17 @@ def download_file(
     dest = Path(dest)
     if dest.is_dir():
         raise ValueError(f"dest {str(dest)!r} is a directory; give the path of the file to write")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    made = make_folders(dest.parent)  # removed again if the download fails
     # A random name opened with "x" (not tempfile.mkstemp) so that the file
     # gets the permissions the umask gives, like any other file the user writes;
     # named with this pid, so that a later download removes it after a kill -9.
     tmp = temp_file_path(dest.parent, dest.name)
-    with naming_errors(dest):  # an error names dest, not the temporary name
-        out = open(tmp, "xb")  # noqa: SIM115 -- closed by the `with` below, inside the cleanup
+    try:
+        with naming_errors(dest):  # an error names dest, not the temporary name
+            out = open(tmp, "xb")  # noqa: SIM115 -- closed by the `with` below, inside the cleanup
+    except BaseException:
+        remove_made_folders(made)
+        raise
     try:
         with out, _Watchdog(window=timeout, min_rate=min_rate, deadline=limit) as watchdog:
             try:
@@ -418,6 +429,7 @@ def download_file(
             os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
+        remove_made_folders(made)
         raise
     _fsync_dir(dest.parent)
     return dest

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -449,33 +450,41 @@ def write_mag_raw(dataset: HeteroDataset, folder: str | Path) -> Path:
     Raises:
       FileExistsError: ``folder`` exists.
     """
-    from sparsegcn.files import temp_folder
+    from sparsegcn.files import discard_temp_folder, temp_folder
 
     folder = Path(folder)
     if folder.exists():
         raise FileExistsError(f"{folder} exists; write_mag_raw does not overwrite")
     tmp = temp_folder(folder.parent, folder.name)
-    raw = tmp / "raw"
-    types = list(dataset.graph.num_nodes)
-    counts = np.array([[dataset.graph.num_nodes[t] for t in types]])
-    _write_csv(raw / "num-node-dict.csv.gz", counts, header=",".join(types))
-    triplets = np.array(dataset.graph.edge_types, dtype=object)
-    _write_csv(raw / "triplet-type-list.csv.gz", triplets, fmt="%s")
-    for key, view in dataset.graph.relations.items():
-        sub = raw / "relations" / "___".join(key)
-        edges = np.stack([np.asarray(view.senders), np.asarray(view.receivers)], axis=1)
-        _write_csv(sub / "edge.csv.gz", edges)
-        _write_csv(sub / "num-edge-list.csv.gz", np.array([[edges.shape[0]]]))
-    for t, x in dataset.features.items():
-        _write_csv(raw / "node-feat" / t / "node-feat.csv.gz", x, fmt="%.9g")
-    flags = np.array([[str(t == dataset.target) for t in types]], dtype=object)
-    _write_csv(raw / "nodetype-has-label.csv.gz", flags, header=",".join(types), fmt="%s")
-    _write_csv(raw / "node-label" / dataset.target / "node-label.csv.gz", dataset.labels[:, None])
-    split = tmp / "split" / "time"
-    _write_csv(split / "nodetype-has-split.csv.gz", flags, header=",".join(types), fmt="%s")
-    for part, idx in dataset.split.items():
-        _write_csv(split / dataset.target / f"{part}.csv.gz", np.asarray(idx)[:, None])
-    tmp.rename(folder)
+    try:
+        raw = tmp / "raw"
+        types = list(dataset.graph.num_nodes)
+        counts = np.array([[dataset.graph.num_nodes[t] for t in types]])
+        _write_csv(raw / "num-node-dict.csv.gz", counts, header=",".join(types))
+        triplets = np.array(dataset.graph.edge_types, dtype=object)
+        _write_csv(raw / "triplet-type-list.csv.gz", triplets, fmt="%s")
+        for key, view in dataset.graph.relations.items():
+            sub = raw / "relations" / "___".join(key)
+            edges = np.stack([np.asarray(view.senders), np.asarray(view.receivers)], axis=1)
+            _write_csv(sub / "edge.csv.gz", edges)
+            _write_csv(sub / "num-edge-list.csv.gz", np.array([[edges.shape[0]]]))
+        for t, x in dataset.features.items():
+            _write_csv(raw / "node-feat" / t / "node-feat.csv.gz", x, fmt="%.9g")
+        flags = np.array([[str(t == dataset.target) for t in types]], dtype=object)
+        _write_csv(raw / "nodetype-has-label.csv.gz", flags, header=",".join(types), fmt="%s")
+        _write_csv(
+            raw / "node-label" / dataset.target / "node-label.csv.gz", dataset.labels[:, None]
+        )
+        split = tmp / "split" / "time"
+        _write_csv(split / "nodetype-has-split.csv.gz", flags, header=",".join(types), fmt="%s")
+        for part, idx in dataset.split.items():
+            _write_csv(split / dataset.target / f"{part}.csv.gz", np.asarray(idx)[:, None])
+        if os.path.lexists(folder):  # made meanwhile: an empty folder is not replaced either
+            raise FileExistsError(f"{folder} exists; write_mag_raw does not overwrite")
+        tmp.rename(folder)
+    except BaseException:
+        discard_temp_folder(tmp)
+        raise
     return folder
 
 

@@ -103,6 +103,7 @@ from sparsegcn.files import (
     check_complete,
     check_regular_file,
     check_regular_tree,
+    discard_temp_folder,
     fsync_directory,
     naming_errors,
     read_cause,
@@ -742,7 +743,7 @@ def _extract(archive: Path, member_dir: str, dataset_dir: Path) -> None:
     except zipfile.BadZipFile as err:  # documented as ValueError: a malformed archive
         raise ValueError(f"{archive} is not a valid zip archive: {err}") from err
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        discard_temp_folder(work)
 
 
 def _check_expansion(archive: Path, infos: list, work: Path) -> None:
@@ -796,7 +797,7 @@ def download_verified(
         download_file(url, archive, sha256=digest, progress=progress)
         _extract(archive, member_dir, dataset_dir)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        discard_temp_folder(work)
     return dataset_dir
 
 

@@ -65,7 +65,6 @@ import importlib.util
 import io
 import os
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,7 +74,7 @@ from sparsegcn.datasets import OGBG_PREFIX
 from sparsegcn.datasets.base import check_may_download
 from sparsegcn.datasets.download import download_file
 from sparsegcn.datasets.graph_dataset import GraphDataset
-from sparsegcn.files import check_regular_file, reading, temp_folder
+from sparsegcn.files import check_regular_file, discard_temp_folder, reading, temp_folder
 
 ATOM_FEATURE_DIMS = (119, 5, 12, 12, 10, 6, 6, 2, 2)
 """Vocabulary of each of the 9 atom-feature columns, as
@@ -665,7 +664,7 @@ def download_ogbg(
         download_file(source, archive, sha256=digest, progress=progress)
         _extract(archive, meta["download_name"], folder)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        discard_temp_folder(work)
     return folder
 
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 from pathlib import Path
 from typing import NamedTuple
 
@@ -61,6 +60,7 @@ from sparsegcn.datasets.torchfile import read_torch_file, write_torch_file
 from sparsegcn.files import (
     CorruptFileError,
     check_regular_file,
+    discard_temp_folder,
     reading,
     temp_folder,
     write_atomic,
@@ -313,7 +313,7 @@ def _download(name: str, root: Path, layout: LinkLayout, url: str, *, progress: 
         )
         _extract(archive, layout.download_name, dataset_dir)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        discard_temp_folder(work)
 
 
 def load_ogbl(
@@ -480,7 +480,7 @@ def save_ogbl_layout(dataset: LinkDataset, root: str | os.PathLike, name: str) -
         _write_layout(dataset, work, layout)
         os.rename(work, folder)
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        discard_temp_folder(work)
         raise
     return folder
 

@@ -66,7 +66,6 @@ dataset of this format (its manifest and the files it lists, nothing else).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +77,7 @@ from sparsegcn.datasets.ondisk import _check_features as check_finite_features
 from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
     check_not_inputs,
+    discard_temp_folder,
     read_json,
     release_pages,
     replace_folder,
@@ -203,7 +203,7 @@ def save_graphs(dataset: GraphDataset, path, *, overwrite: bool = False) -> Path
         _check_target(path, overwrite)
         replace_folder(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_temp_folder(tmp)
         raise
     return path
 

@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +94,7 @@ from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
     NotRegularFileError,
     check_not_inputs,
+    discard_temp_folder,
     read_json,
     release_pages,
     replace_folder,
@@ -272,7 +272,7 @@ def save_hetero(dataset: HeteroDataset, path, *, overwrite: bool = False) -> Pat
         check_target(path, overwrite, FORMAT, written_key)
         replace_folder(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_temp_folder(tmp)
         raise
     return path
 

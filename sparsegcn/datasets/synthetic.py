@@ -33,6 +33,7 @@ from sparsegcn.datasets import sbm
 from sparsegcn.datasets.base import SPLITS, Dataset, may_write_cache
 from sparsegcn.files import (
     check_writable,
+    discard_temp_folder,
     json_text,
     load_npy,
     naming_errors,
@@ -592,7 +593,7 @@ def _write_cache_files(folder: Path, dataset: Dataset, spec: SyntheticSpec, seed
         with naming_errors(folder / MANIFEST):
             publish_cache(tmp, folder, manifest)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_temp_folder(tmp)
         raise
 
 

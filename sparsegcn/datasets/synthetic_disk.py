@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import shutil
 import sys
 from pathlib import Path
 
@@ -65,6 +64,7 @@ from sparsegcn.datasets.synthetic import (
 from sparsegcn.files import (
     check_work_folder,
     close_all,
+    discard_temp_folder,
     naming_errors,
     release_pages,
     save_array,
@@ -313,7 +313,7 @@ def generate_to_disk(
                 del model
                 max_bucket = _write_csr(writer, files, progress)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            discard_temp_folder(work)
         _write_features(writer, classes, spec, seed, progress)
         labels, split = _draw_splits(spec, sizes, classes, seed)
         del classes

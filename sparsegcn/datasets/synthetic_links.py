@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +83,7 @@ from sparsegcn.datasets.synthetic import (
     publish_cache,
     read_cache_arrays,
 )
-from sparsegcn.files import json_text, naming_errors, temp_folder
+from sparsegcn.files import discard_temp_folder, json_text, naming_errors, temp_folder
 from sparsegcn.graph import Graph
 
 GENERATOR = "links-dcsbm-1"  # bump when a seed's output changes: older caches are refused
@@ -535,7 +534,7 @@ def _write_cache(folder: Path, dataset: LinkDataset, spec: LinkSpec, seed: int) 
             }
             publish_cache(tmp, folder, json_text(manifest, indent=1))
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_temp_folder(tmp)
         raise
 
 

@@ -59,6 +59,7 @@ from sparsegcn.files import (
     CorruptFileError,
     check_folder_path,
     check_regular_file,
+    discard_temp_folder,
     read_text,
     reading,
     rename_into_place,
@@ -446,7 +447,7 @@ def download_tu(name: str, folder: Path, *, url: str | None = None, progress: bo
                 )
         installed = rename_into_place(staging, folder)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard_temp_folder(staging)
         raise
     if not installed:
         shutil.rmtree(staging, ignore_errors=True)

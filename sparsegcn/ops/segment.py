@@ -113,6 +113,25 @@ def _per_row(values: jax.Array, ndim: int) -> jax.Array:
     return values.reshape(values.shape + (1,) * (ndim - 1))
 
 
+def accumulation_dtype(dtype) -> jnp.dtype:
+    """The dtype sums of ``dtype`` accumulate in: float32 for floats narrower than
+    32 bits (bfloat16 counts no further than 256 by ones, float16 than 2048),
+    ``dtype`` itself otherwise. Results are cast back to ``dtype``."""
+    dtype = jnp.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize < 4:
+        return jnp.dtype(jnp.float32)
+    return dtype
+
+
+def widened_segment_sum(data: jax.Array, segment_ids: jax.Array, **kw) -> jax.Array:
+    """``jax.ops.segment_sum`` accumulated in :func:`accumulation_dtype`, cast back
+    to ``data``'s dtype (no checks: callers check ids and shapes)."""
+    wide = accumulation_dtype(data.dtype)
+    if wide == data.dtype:
+        return jax.ops.segment_sum(data, segment_ids, **kw)
+    return jax.ops.segment_sum(data.astype(wide), segment_ids, **kw).astype(data.dtype)
+
+
 def _nonempty(segment_ids: jax.Array, num_segments: int, indices_are_sorted: bool) -> jax.Array:
     """Bool ``[num_segments]``: True where at least one id falls in the segment."""
     ones = jnp.ones(segment_ids.shape, jnp.int32)
@@ -143,7 +162,9 @@ def segment_sum(
         results).
 
     Returns:
-      ``[N, ...]`` with ``data``'s trailing shape and dtype.
+      ``[N, ...]`` with ``data``'s trailing shape and dtype. Floats narrower
+      than 32 bits (bfloat16, float16) are summed in float32 and the sums
+      rounded once (in bfloat16, a sum of ones stops growing at 256).
 
     Raises:
       ValueError: a concrete id outside ``[0, num_segments)``, named with
@@ -151,7 +172,7 @@ def segment_sum(
       TypeError: non-integer ``segment_ids``.
     """
     data, segment_ids, num_segments = _prepare(data, segment_ids, num_segments)
-    return jax.ops.segment_sum(
+    return widened_segment_sum(
         data, segment_ids, num_segments=num_segments, indices_are_sorted=indices_are_sorted
     )
 
@@ -170,21 +191,24 @@ def segment_mean(
     Args and shapes as :func:`segment_sum`; ``data`` must be floating point.
 
     Returns:
-      ``[N, ...]`` with ``data``'s trailing shape and dtype.
+      ``[N, ...]`` with ``data``'s trailing shape and dtype (sums and counts
+      of bfloat16 or float16 data in float32, the mean rounded once).
     """
     data, segment_ids, num_segments = _prepare(data, segment_ids, num_segments)
     if not jnp.issubdtype(data.dtype, jnp.floating):
         raise TypeError(f"segment_mean needs floating-point data, got {data.dtype}")
-    totals = jax.ops.segment_sum(
-        data, segment_ids, num_segments=num_segments, indices_are_sorted=indices_are_sorted
+    wide = accumulation_dtype(data.dtype)
+    totals, counts = (
+        jax.ops.segment_sum(
+            values,
+            segment_ids,
+            num_segments=num_segments,
+            indices_are_sorted=indices_are_sorted,
+        )
+        for values in (data.astype(wide), jnp.ones(segment_ids.shape, wide))
     )
-    counts = jax.ops.segment_sum(
-        jnp.ones(segment_ids.shape, data.dtype),
-        segment_ids,
-        num_segments=num_segments,
-        indices_are_sorted=indices_are_sorted,
-    )
-    return totals / _per_row(jnp.maximum(counts, jnp.ones((), data.dtype)), data.ndim)
+    means = totals / _per_row(jnp.maximum(counts, jnp.ones((), wide)), data.ndim)
+    return means.astype(data.dtype)
 
 
 def _segment_extremum(op, data, segment_ids, num_segments, indices_are_sorted, fill):
@@ -325,7 +349,7 @@ def segment_softmax(
     weights = jnp.exp(shifted)
     if keep is not None:
         weights = jnp.where(keep, weights, jnp.zeros((), weights.dtype))
-    totals = jax.ops.segment_sum(weights, segment_ids, **kw)
+    totals = widened_segment_sum(weights, segment_ids, **kw)
     # Non-empty segments have total >= 1 (their maximum contributes exp(0));
     # all-masked ones have 0, replaced by 1 so that 0 / 1 = 0 instead of NaN.
     totals = jnp.where(totals > 0, totals, jnp.ones((), totals.dtype))

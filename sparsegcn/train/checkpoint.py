@@ -82,6 +82,7 @@ from sparsegcn.files import (
     NpySpec,
     fsync_directory,
     json_text,
+    make_folders,
     naming_errors,
     open_regular,
     read_json,
@@ -330,26 +331,6 @@ def _unlock(key: Path, fd: int, created: Sequence[Path] = ()) -> None:
         os.close(fd)
 
 
-def _make_folder(directory: Path) -> list[Path]:
-    """Makes ``directory`` and its missing parents; returns those this call made,
-    deepest first (absolute paths)."""
-    missing = []
-    folder = directory.absolute()
-    while not os.path.lexists(folder) and folder != folder.parent:
-        missing.append(folder)
-        folder = folder.parent
-    made = []
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder)
-        except FileExistsError:
-            continue  # made meanwhile by someone else: not ours to remove
-        made.append(folder)
-    if not directory.is_dir():
-        directory.mkdir(parents=True, exist_ok=True)  # the error naming what is in the way
-    return made[::-1]
-
-
 class FolderLock:
     """An exclusive ``fcntl.flock`` on ``<directory>/.lock``, recording this pid.
 
@@ -371,7 +352,7 @@ class FolderLock:
         self._release: weakref.finalize | None = None
 
     def acquire(self) -> FolderLock:
-        created = _make_folder(self.directory)
+        created = make_folders(self.directory)
         key = _lock_key(self.directory)
         if key in _HELD:
             return self
@@ -385,7 +366,7 @@ class FolderLock:
                 break
             if fd is not None:  # locked after its maker removed it (_unlock): a stale file
                 os.close(fd)
-            created = sorted({*created, *_make_folder(self.directory)}, key=lambda f: -len(f.parts))
+            created = sorted({*created, *make_folders(self.directory)}, key=lambda f: -len(f.parts))
         else:
             raise CheckpointLockedError(self.directory, None)
         try:

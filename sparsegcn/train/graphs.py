@@ -588,10 +588,19 @@ def mae(predictions: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Arra
     """Mean absolute error of each task over the labelled entries of the graphs in
     ``mask``, averaged over the tasks that have one.
 
+    NaN when a labelled prediction is NaN (a diverged task counts, as in ``ogb``, and
+    never drops out of the mean): only a task without a labelled entry is left out.
+
     Args:
       predictions: ``[G, T]``; targets: float ``[G, T]``, NaN missing; mask: bool ``[G]``.
     """
-    return mean_over_tasks(_per_task_error(predictions, targets, mask, absolute=True))
+    values = _per_task_error(predictions, targets, mask, absolute=True)
+    # A task's error is NaN without a labelled entry (left out of the mean) or with a
+    # NaN prediction (the mean is NaN). mean_over_tasks leaves out every NaN value;
+    # given the values as its scores too, with the labelled tasks as their mask, it
+    # makes a labelled task's NaN the mean's.
+    labelled = jnp.any(~jnp.isnan(targets) & mask[:, None], axis=0)
+    return mean_over_tasks(values, values, labelled)
 
 
 def rmse(predictions: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Array:
@@ -603,10 +612,14 @@ def rmse(predictions: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Arr
         \\frac{1}{T} \\sum_t \\sqrt{\\frac{1}{|L_t|} \\sum_{g \\in L_t} (z_{gt} - y_{gt})^2},
         \\qquad L_t = \\{g : m_g \\wedge y_{gt} \\ne \\mathrm{NaN}\\}
 
+    NaN when a labelled prediction is NaN, as :func:`mae`.
+
     Args:
       predictions: ``[G, T]``; targets: float ``[G, T]``, NaN missing; mask: bool ``[G]``.
     """
-    return mean_over_tasks(jnp.sqrt(_per_task_error(predictions, targets, mask, absolute=False)))
+    values = jnp.sqrt(_per_task_error(predictions, targets, mask, absolute=False))
+    labelled = jnp.any(~jnp.isnan(targets) & mask[:, None], axis=0)
+    return mean_over_tasks(values, values, labelled)
 
 
 METRICS: Mapping[str, Callable[[jax.Array, jax.Array, jax.Array], jax.Array]] = {

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 import sparsegcn as sg
 from sparsegcn.cli import main, run_tool
@@ -103,28 +104,34 @@ def test_a_tool_reports_no_result_after_a_swallowed_ctrl_c(capsys):
 
 
 def test_the_command_restores_the_callers_signal_handlers():
-    before = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = [signal.getsignal(s) for s in handled]
     assert run_tool("tool", lambda: "done") == 0
-    assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == before
+    assert [signal.getsignal(s) for s in handled] == before
 
 
-def test_sigterm_unwinds_like_ctrl_c_and_removes_the_folder_the_run_made(
-    tmp_path, monkeypatch, capsys
+@pytest.mark.parametrize(
+    "signame, status, word", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hangup")]
+)
+def test_sigterm_and_sighup_unwind_like_ctrl_c_and_remove_the_folder_the_run_made(
+    tmp_path, monkeypatch, capsys, signame, status, word
 ):
-    # SIGTERM had no handler: the process died where it stood, leaving the
-    # checkpoint folder it had made, holding only its .lock.
+    # SIGTERM, and later SIGHUP (a closed terminal), had no handler: the process
+    # died where it stood, leaving the checkpoint folder it had made, holding
+    # only its .lock (and a dataset tool its temporary folders of hundreds of MB).
+    signum = getattr(signal, signame)
     folder = tmp_path / "new" / "ck"
 
-    def fit_then_terminated(*args, **kwargs):
+    def fit_then_signalled(*args, **kwargs):
         assert (folder / ".lock").is_file()  # claimed, nothing saved yet
-        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-            raise RuntimeError("SIGTERM has no handler: it would kill the test process")
-        os.kill(os.getpid(), signal.SIGTERM)
-        raise AssertionError("SIGTERM did not stop the run")
+        if signal.getsignal(signum) in (signal.SIG_DFL, signal.SIG_IGN, None):
+            raise RuntimeError(f"{signame} has no handler: it would kill the test process")
+        os.kill(os.getpid(), signum)
+        raise AssertionError(f"{signame} did not stop the run")
 
-    monkeypatch.setattr("sparsegcn.experiment.run.fit", fit_then_terminated)
-    assert main([*RUN, "--checkpoint", str(folder)]) == 143
-    assert one_line(capsys) == "sparsegcn train: terminated"
+    monkeypatch.setattr("sparsegcn.experiment.run.fit", fit_then_signalled)
+    assert main([*RUN, "--checkpoint", str(folder)]) == status
+    assert one_line(capsys) == f"sparsegcn train: {word}"
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # new/ and new/ck were the run's
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from sweep import covering
 
+from sparsegcn.nn.readout import readout as sg_readout
 from sparsegcn.ops import (
     REDUCTIONS,
     segment_max,
@@ -336,3 +337,23 @@ def test_valid_edge_ids_pass_the_range_check():
     out = segment_sum(jnp.ones(3, jnp.float32), np.array([0, 1, 1]), 2)
     np.testing.assert_array_equal(out, [1.0, 2.0])
     assert segment_sum(jnp.ones((0, 2), jnp.float32), np.zeros(0, np.int32), 2).shape == (2, 2)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_narrow_floats_are_summed_in_float32(dtype):
+    # Before: sums and counts ran in the data's dtype. In bfloat16 a count of
+    # ones stops at 256 (float16: 2048), so the mean of 300 ones and 2,700 zeros
+    # was 1.0, and a readout's or an aggregation's mean with it.
+    values = np.r_[np.ones(300), np.zeros(2700)].astype(np.float32)[:, None]
+    ids = np.zeros(3000, np.int32)
+    data = jnp.asarray(values, dtype)
+    mean = segment_mean(data, ids, 1)
+    total = segment_sum(data, ids, 1)
+    assert mean.dtype == total.dtype == jnp.dtype(dtype)
+    np.testing.assert_allclose(np.asarray(mean, np.float32), [[0.1]], rtol=1e-2)
+    np.testing.assert_allclose(np.asarray(total, np.float32), [[300.0]], rtol=1e-2)
+    np.testing.assert_allclose(
+        np.asarray(sg_readout(data, ids, 1, "mean"), np.float32), [[0.1]], rtol=1e-2
+    )
+    weights = segment_softmax(jnp.zeros((3000,), dtype), ids, 1)
+    np.testing.assert_allclose(np.asarray(weights, np.float32), np.full(3000, 1 / 3000), rtol=1e-2)

@@ -98,6 +98,39 @@ def test_rmse_equals_the_reference_and_ogbs_evaluator():
         np.testing.assert_allclose(official, one, rtol=1e-5)
 
 
+def _ogb_rmse(predictions, targets) -> float:
+    """ogb's ``Evaluator._eval_rmse``: per task over its labelled rows, then the mean of
+    the tasks; a NaN prediction is its task's NaN and the mean's."""
+    values = []
+    for t in range(targets.shape[1]):
+        keep = targets[:, t] == targets[:, t]
+        err = predictions[keep, t].astype(np.float64) - targets[keep, t]
+        values.append(np.sqrt(np.mean(err**2)))
+    return float(sum(values) / len(values))
+
+
+def test_a_task_of_nan_predictions_makes_rmse_and_mae_nan_not_drop_out():
+    # Before: the diverged task's NaN error was dropped as if it had no labels, and the
+    # other task's 0.5 was the score: model selection could pick the diverged model.
+    predictions = np.array([[np.nan, 2.5], [2.0, 3.5]], np.float32)
+    targets = np.array([[1.0, 2.0], [2.0, 3.0]], np.float32)
+    mask = np.ones(2, bool)
+    assert np.isnan(_ogb_rmse(predictions, targets))
+    for fn in (rmse, mae):
+        for run in (fn, jax.jit(fn)):
+            assert np.isnan(float(run(jnp.asarray(predictions), jnp.asarray(targets), mask)))
+    # A NaN prediction of an unlabelled or masked-out entry counts for nothing; a task
+    # without any labelled entry is still left out of the mean.
+    wide = np.array([[np.nan, 2.5, 7.0], [2.0, 3.5, np.nan], [np.nan, 0.0, 1.0]], np.float32)
+    y = np.array([[np.nan, 2.0, np.nan], [2.0, 3.0, np.nan], [5.0, 1.0, np.nan]], np.float32)
+    rows = np.array([True, True, False])
+    want = _ogb_rmse(wide[:2, :2], y[:2, :2])
+    assert want == pytest.approx(0.25)  # (0 + 0.5) / 2
+    assert float(jax.jit(rmse)(wide, y, rows)) == pytest.approx(want)
+    assert float(mae(wide, y, rows)) == pytest.approx(want)  # |0| and |0.5| alike
+    assert np.isnan(float(rmse(wide, y, np.ones(3, bool))))  # row 2's NaN is labelled
+
+
 def test_selection_takes_the_lowest_rmse_then_the_lower_loss_then_the_earlier_epoch():
     val = np.array([[0.9, 0.5], [0.4, np.nan], [0.4, 0.5], [0.7, 0.6]], np.float32)
     loss = np.array([[1.0, 1.0], [0.8, 0.1], [0.6, 1.0], [0.1, 0.1]], np.float32)
