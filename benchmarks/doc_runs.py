@@ -199,13 +199,14 @@ def main(argv: list[str] | None = None) -> int:
                 report = Path(scratch) / "report.json" if run_argv[0] == "train" else None
                 print(f"{group}: {name} ...", file=sys.stderr, flush=True)
                 result = measure(run_argv, extra, report)
-                shown = shlex.join(["sparsegcn", *run_argv]).replace(cache, "CACHE")
-                shown = shown.replace(args.root, "DIR")
+                shown = shlex.join(["sparsegcn", *run_argv])
                 entry = {"group": group, "name": name, "command": shown, "env": extra, **result}
                 results["runs"].append(entry)
                 print(f"  rc {result['returncode']}, {result['wall_s']} s", file=sys.stderr)
+        # The paths of this machine are not kept: the root is DIR, the scratch root CACHE.
+        text = json.dumps(results, indent=1).replace(cache, "CACHE").replace(args.root, "DIR")
     partial = args.out.with_name(args.out.name + ".partial")
-    partial.write_text(json.dumps(results, indent=1) + "\n")
+    partial.write_text(text + "\n")
     partial.replace(args.out)
     return 0
 
