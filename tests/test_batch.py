@@ -484,6 +484,15 @@ def test_max_readout_keeps_nan_and_infinities_of_non_empty_graphs():
     assert np.isnan(np.asarray(readout(h, node_graph, 4, "sum"))[0, 0])
 
 
+def test_masked_max_readout_of_integer_rows():
+    # Before: the -inf fill of masked rows raised OverflowError for integer h.
+    h = np.array([[-5, 1], [9, 2], [4, -3]], np.int32)
+    mask = np.array([True, False, True])
+    out = readout(jnp.asarray(h), jnp.array([0, 0, 1]), 3, "max", node_mask=mask)
+    assert out.dtype == jnp.int32
+    np.testing.assert_array_equal(out, [[-5, 1], [4, -3], [0, 0]])  # graph 2 has no node
+
+
 @pytest.mark.parametrize("how", [*READOUTS, "attention", "set2set"])
 @pytest.mark.parametrize("shape", [(3,), (3, 1, 2)])
 def test_readouts_refuse_h_not_nodes_by_features(how, shape):

@@ -84,6 +84,8 @@ class Segment(Backend):
         ``"float16"``: rows are gathered in that dtype and summed in
         ``x``'s, halving the bytes read. Meant for accelerators, where the
         gather is bandwidth bound; results are then rounded to ~3 digits.
+        float16 holds ``|x| <= 65504`` only: a larger feature becomes
+        ``inf`` (bfloat16 keeps float32's range).
       csr_kernel: the kernel of a CSR-packed graph's product, forward and
         gradient: ``"auto"`` (default; sparsegcn's native kernel on CPU
         when it was built, XLA's elsewhere), ``"xla"`` (always XLA's) or

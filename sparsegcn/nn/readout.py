@@ -98,7 +98,8 @@ def readout(
     node_graph, num_graphs = _graph_slots(node_graph, num_graphs)
     if reduce == "max":
         h = jnp.asarray(h)
-        masked = _masked(h, node_mask, -jnp.inf)
+        lowest = -jnp.inf if jnp.issubdtype(h.dtype, jnp.inexact) else jnp.iinfo(h.dtype).min
+        masked = _masked(h, node_mask, lowest)
         # An empty segment is 0 (segment_max's fill); a graph whose nodes are all
         # masked holds only the -inf fill, so it is told apart by its count.
         out = segment_max(masked, node_graph, num_graphs)
