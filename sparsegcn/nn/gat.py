@@ -212,8 +212,10 @@ def gat(
 
     Hidden layers concatenate ``heads`` heads of ``hidden`` features; the
     last layer averages ``output_heads`` heads of ``num_classes``. The graph
-    must carry one self-loop per node (the registry's preparation for
-    ``gat`` adds them: ``add_self_loops(remove_self_loops(g))``).
+    should carry one self-loop per node (the registry's preparation for
+    ``gat`` adds them: ``add_self_loops(remove_self_loops(g))``). It is not
+    checked: without them a node attends to its in-neighbours alone, and one
+    with none outputs the bias (PyG's ``GATConv(add_self_loops=False)``).
 
     ``apply(params, graph, x, *, key, training)`` takes any graph view: a
     :class:`~sparsegcn.Graph` in any layout (``[N, C]``), a

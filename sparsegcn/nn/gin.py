@@ -21,7 +21,12 @@ from sparsegcn import _checks
 from sparsegcn.features import Features, SparseFeatures, matmul
 from sparsegcn.message_passing import message_passing
 from sparsegcn.nn.initializers import glorot_uniform
-from sparsegcn.nn.model import Model, check_edge_features, check_model_settings
+from sparsegcn.nn.model import (
+    Model,
+    check_edge_features,
+    check_model_settings,
+    check_unweighted,
+)
 from sparsegcn.nn.stack import layered_model
 
 
@@ -89,6 +94,7 @@ def gin_conv(params: dict, graph, z: jax.Array) -> jax.Array:
       Xu, Hu, Leskovec & Jegelka, *How Powerful are Graph Neural Networks?*,
       ICLR 2019. https://arxiv.org/abs/1810.00826
     """
+    check_unweighted(graph, "gin_conv")
     total = message_passing(graph, graph.sources(z))
     own = graph.targets(z)
     return _mlp_tail(params, (1.0 + params["eps"]) * own + total)
@@ -127,6 +133,7 @@ def gine_conv(params: dict, graph, x: jax.Array, edge_features: jax.Array) -> ja
     if "w_e" not in params:
         raise ValueError("gine_conv needs an edge map: gin_layer_params(..., edge_dim=D)")
     check_edge_features(params, graph, edge_features, "gine_conv")
+    check_unweighted(graph, "gine_conv")
 
     def message(x_j, x_i, e):
         return jax.nn.relu(x_j + e @ params["w_e"] + params["b_e"][None, :])

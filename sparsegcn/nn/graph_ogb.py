@@ -70,7 +70,7 @@ from sparsegcn.nn.graph_model import (
     pooled_width,
 )
 from sparsegcn.nn.initializers import linear_params
-from sparsegcn.nn.model import check_model_settings
+from sparsegcn.nn.model import check_model_settings, check_unweighted
 from sparsegcn.nn.readout import readout
 
 
@@ -101,6 +101,7 @@ def gine_aggregate(graph, h: jax.Array, edge_embedding: jax.Array) -> jax.Array:
       Hu et al., *Strategies for Pre-training Graph Neural Networks*, ICLR
       2020. https://arxiv.org/abs/1905.12265
     """
+    check_unweighted(graph, "gine_aggregate")
     edges = int(jnp.shape(graph.senders)[-1])
     if edge_embedding.shape != (edges, h.shape[-1]):
         raise ValueError(
@@ -314,6 +315,7 @@ def graph_ogb(
             if gine:
                 total = gine_aggregate(graph, h, _embed(layer["edge"], edge_rows))
             else:
+                check_unweighted(graph, "graph_ogb's GIN layer")
                 total = message_passing(graph, h)
             eps = layer["eps"] if learn_eps else 0.0
             u, layer_stat = _mlp_bn(layer, layer_stats, (1.0 + eps) * h + total, mask, training)

@@ -72,6 +72,24 @@ def check_model_settings(
     )  # fmt: skip
 
 
+def check_unweighted(graph, what: str) -> None:
+    """Refuses a graph that carries edge weights: GIN sums its neighbours unweighted
+    (PyG's ``GINConv`` and ``GINEConv`` ignore weights), and the sum would scale
+    each message by its weight instead. Static (a pytree's structure), so under
+    ``jit`` too.
+
+    Raises:
+      ValueError: naming ``what`` and the fix.
+    """
+    if getattr(graph, "weights", None) is not None:
+        raise ValueError(
+            f"{what} sums neighbours unweighted (Xu et al.; PyG's GINConv ignores edge "
+            f"weights), but this graph has weights, which would scale its messages; drop "
+            f"them first: graph.replace(weights=None) (the registry's 'unweighted' "
+            f"preparation)"
+        )
+
+
 def check_edge_features(params: dict, graph, edge_features, where: str) -> None:
     """Refuses edge features a layer cannot read, before tracing, naming the shapes.
 

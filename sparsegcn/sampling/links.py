@@ -105,6 +105,12 @@ def _pairs_needed(val: float, test: float) -> int:
     return m
 
 
+AMBIGUOUS_RECIPROCITY = 0.9
+"""Detecting whether a graph is undirected (``random_link_split(undirected=None)``), a
+graph where at least this share of the edges have their reverse, but not all, is
+refused as unclear."""
+
+
 def random_link_split(
     graph: Graph,
     *,
@@ -117,7 +123,10 @@ def random_link_split(
 
     Self-loops and duplicate edges are dropped first. An undirected graph
     (``undirected=None``: detected, every edge's reverse present) is split
-    by unordered pair ``{u, v}``, so both directions go to one side; with
+    by unordered pair ``{u, v}``, so both directions go to one side (a graph
+    where at least :data:`AMBIGUOUS_RECIPROCITY` of the edges, but not all,
+    have their reverse is refused when detecting: split edge by edge, the
+    reverse of a held-out edge would train); with
     ``undirected=True`` an edge stored in one direction is its pair too. The
     validation and test counts are ``floor(val * M)`` and ``floor(test * M)``
     of the ``M`` pairs (PyG's rule); the rest train. One negative per
@@ -137,7 +146,8 @@ def random_link_split(
       TypeError: a seed that is not an integer, or ``undirected`` neither
         ``None`` nor a bool.
       ValueError: fractions outside ``[0, 1)`` or summing to 1 or more, a
-        seed outside ``[0, 2**32)``, a graph with too few pairs to hold out
+        seed outside ``[0, 2**32)``, a graph neither undirected nor clearly
+        directed when ``undirected=None``, a graph with too few pairs to hold out
         one validation and one test example (20 at the default fractions;
         3 at least), or one too dense to draw the negatives from.
     """
@@ -154,8 +164,19 @@ def random_link_split(
     s, r = s[keep], r[keep]
     keys = np.unique(_pair_keys(s, r, n))
     if undirected is None:
-        reverse = np.unique(_pair_keys(keys % n, keys // n, n))
-        undirected = reverse.shape == keys.shape and bool(np.all(reverse == keys))
+        reverse = _pair_keys(keys % n, keys // n, n)
+        paired = int(np.count_nonzero(np.isin(reverse, keys, assume_unique=True)))
+        undirected = paired == keys.shape[0]
+        if not undirected and paired >= AMBIGUOUS_RECIPROCITY * keys.shape[0]:
+            # Split edge by edge, the reverse of a held-out edge would train (and pass
+            # messages): most test edges leaked.
+            raise ValueError(
+                f"random_link_split: {paired:,} of the graph's {keys.shape[0]:,} edges have "
+                f"their reverse, but not all, so whether it is undirected is unclear: split "
+                f"edge by edge, a held-out edge's reverse would stay in training; pass "
+                f"undirected=True (split by unordered pairs) or undirected=False, or store "
+                f"the graph with both directions of every edge (sparsegcn.to_undirected)"
+            )
     elif undirected:
         # Forced: an edge stored in one direction is the unordered pair all the same
         # (keeping u < v of the stored keys alone dropped the others).
@@ -385,6 +406,42 @@ def _check_sampler_args(key, name: str, count, num_nodes, index: EdgeIndex, roun
     return count
 
 
+def _non_edges_of(index: EdgeIndex, sources: np.ndarray, num_nodes: int) -> np.ndarray:
+    """The number of nodes each of ``sources`` has no edge to, itself excluded (host)."""
+    indptr = np.asarray(index.indptr)
+    counts = np.empty(sources.shape[0], np.int64)
+    for i, u in enumerate(sources):
+        row = np.unique(np.asarray(index.indices[indptr[u] : indptr[u + 1]]))
+        counts[i] = num_nodes - 1 - np.count_nonzero(row != u)
+    return counts
+
+
+def _refuse_no_non_edges(index: EdgeIndex, sources, num_nodes: int, what: str) -> None:
+    """Raises where ``sources`` (concrete ids; ``None``: every node) include one linked to
+    every other node: its negatives could only be true edges or itself, and would be
+    returned as negatives all the same. Reads the degrees of ``sources`` alone, and
+    the rows of those linked to ``N - 1`` nodes or more; a traced index is trusted."""
+    if is_traced(index.indptr) or is_traced(index.indices):
+        return
+    indptr = np.asarray(index.indptr, np.int64)
+    nodes = np.arange(num_nodes) if sources is None else np.unique(sources)
+    full = nodes[indptr[nodes + 1] - indptr[nodes] >= num_nodes - 1]
+    if full.size == 0:
+        return
+    left = _non_edges_of(index, full, num_nodes)
+    if sources is None and np.all(left == 0) and full.size == num_nodes:
+        raise ValueError(
+            f"{what}: every pair of the {num_nodes} nodes is an edge, so there is no "
+            f"negative to draw"
+        )
+    if sources is not None and np.any(left == 0):
+        u = int(full[np.flatnonzero(left == 0)[0]])
+        raise ValueError(
+            f"{what}: source {u} has an edge to every other of the {num_nodes} nodes, so "
+            f"it has no negative target to draw"
+        )
+
+
 def uniform_negatives(
     key: jax.Array,
     count: int,
@@ -429,10 +486,13 @@ def uniform_negatives(
     Raises:
       TypeError: ``key`` is not one PRNG key, or ``count``, ``num_nodes``
         or ``rounds`` is not a static int.
-      ValueError: a negative ``count`` or ``rounds``, a batch of keys, or
-        ``num_nodes`` not ``index``'s node count.
+      ValueError: a negative ``count`` or ``rounds``, a batch of keys,
+        ``num_nodes`` not ``index``'s node count, or (a concrete index) a
+        graph where every pair is an edge: no negative exists.
     """
     count = _check_sampler_args(key, "count", count, num_nodes, index, rounds)
+    if count and index.indices.shape[0] >= num_nodes * (num_nodes - 1):
+        _refuse_no_non_edges(index, None, num_nodes, "uniform_negatives")
     spare = spare_pool_size(count, num_nodes, index.indices.shape[0]) if rounds >= 1 else None
     if spare is None:
         draws = rounds + 1
@@ -485,11 +545,16 @@ def corrupt_targets(
     Raises:
       TypeError: as :func:`uniform_negatives` (``per_source`` for ``count``).
       ValueError: as :func:`uniform_negatives`, or a concrete source
-        outside ``[0, num_nodes)``, naming the first.
+        outside ``[0, num_nodes)`` or linked to every other node (it has no
+        negative target), naming the first.
     """
     per_source = _check_sampler_args(key, "per_source", per_source, num_nodes, index, rounds)
     if not is_traced(sources):
         check_ids_in_range("sources", np.asarray(sources).reshape(-1), num_nodes)
+        if per_source:
+            _refuse_no_non_edges(
+                index, np.asarray(sources).reshape(-1), num_nodes, "corrupt_targets"
+            )
     sources = jnp.asarray(sources, jnp.int32)
     shape = (sources.shape[0], per_source)
     draws = rounds + 1
@@ -499,6 +564,7 @@ def corrupt_targets(
 
 
 __all__ = [
+    "AMBIGUOUS_RECIPROCITY",
     "BITMAP_MAX_NODES",
     "NEGATIVE_ROUNDS",
     "SPARE_POOL_MAX_DENSITY",

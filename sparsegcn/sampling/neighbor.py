@@ -378,6 +378,10 @@ def _sample_level(indptr, indices, nodes, mask, k: int, bits, *, with_positions:
         return (*empty, jnp.zeros(shape, indptr.dtype)) if with_positions else empty
     start = indptr[flat]
     degrees = (indptr[flat + 1] - start).astype(jnp.int32)
+    # Traced ids are not checked: one outside [0, N) samples nothing (a negative one
+    # read node N - id's row otherwise, its neighbours marked valid).
+    inside = (flat >= 0) & (flat < indptr.shape[0] - 1)
+    degrees = jnp.where(inside, degrees, 0)
     if mask is not None:
         degrees = jnp.where(mask.reshape(-1), degrees, 0)
     offsets, valid = _floyd(degrees, k, bits)

@@ -213,3 +213,23 @@ def test_layer_equals_pyg_with_the_same_weights(edges):
     np.testing.assert_allclose(ours(jnp.asarray(x)), want.detach().numpy(), rtol=1e-4, atol=1e-5)
     grad = jax.grad(lambda x: jnp.sum(ours(x) ** 2))(jnp.asarray(x))
     np.testing.assert_allclose(grad, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_gin_layers_refuse_a_weighted_graph():
+    # Before: a weighted graph scaled every message by its weight, silently (PyG's
+    # GINConv and GINEConv ignore weights; GIN's sum is unweighted).
+    from sparsegcn.nn.graph_ogb import gine_aggregate
+
+    weighted = random_graph(24, 70, seed=1)
+    assert weighted.weights is not None
+    x = jnp.ones((24, FEATURES))
+    params = gin_layer_params(jax.random.key(0), FEATURES, HIDDEN, OUT, edge_dim=EDGE_DIM)
+    edges = jnp.ones((weighted.num_edges, EDGE_DIM))
+    with pytest.raises(ValueError, match="gin_conv sums neighbours unweighted"):
+        gin_conv(params, weighted, gin_project(params, x))
+    with pytest.raises(ValueError, match="gine_conv sums neighbours unweighted"):
+        gine_conv(params, weighted, x, edges)
+    with pytest.raises(ValueError, match="gine_aggregate sums neighbours unweighted"):
+        gine_aggregate(weighted, jnp.ones((24, HIDDEN)), jnp.ones((weighted.num_edges, HIDDEN)))
+    unweighted = weighted.replace(weights=None)
+    assert gin_conv(params, unweighted, gin_project(params, x)).shape == (24, OUT)

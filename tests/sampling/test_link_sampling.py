@@ -316,3 +316,42 @@ def test_a_forced_undirected_split_keeps_edges_stored_in_one_direction():
     negatives = np.concatenate([split.split["valid_neg"], split.split["test_neg"]])
     assert not {(min(u, v), max(u, v)) for u, v in negatives.tolist()} & pairs
     assert split.graph.num_edges == 2 * split.split["train"].shape[0]
+
+
+def test_a_nearly_undirected_graph_is_refused_when_detecting():
+    # Before: one edge without its reverse made the whole graph "directed", split
+    # edge by edge: 161 of 200 test edges had their reverse in training.
+    g = random_undirected(200, 0.05, seed=3)
+    s, r = np.asarray(g.senders), np.asarray(g.receivers)
+    lonely = next(
+        (u, v)
+        for u in range(200)
+        for v in range(200)
+        if u != v and not (np.any((s == u) & (r == v)) or np.any((s == v) & (r == u)))
+    )
+    g = sg.Graph(np.r_[s, lonely[0]], np.r_[r, lonely[1]], None, 200)
+    edges = s.shape[0] + 1
+    with pytest.raises(ValueError, match=rf"{edges - 1:,} of the graph's {edges:,} edges have"):
+        random_link_split(g, seed=0)
+    forced = random_link_split(g, seed=0, undirected=True)
+    test = {tuple(p) for p in forced.split["test"].tolist()}
+    senders, receivers = np.asarray(forced.graph.senders), np.asarray(forced.graph.receivers)
+    message = set(zip(senders.tolist(), receivers.tolist(), strict=True))
+    assert forced.undirected and not any((u, v) in message or (v, u) in message for u, v in test)
+    # A directed graph with a few reciprocal edges is still split edge by edge.
+    d = sg.Graph(np.r_[np.arange(50), 1], np.r_[(np.arange(50) + 1) % 50, 0], None, 50)
+    assert not random_link_split(d, seed=0).undirected
+
+
+def test_negatives_are_refused_where_none_exist():
+    # Before: a complete graph's "negatives" were true edges, and a source linked to
+    # every other node got true edges and itself, with no warning.
+    n = 6
+    complete = edge_index(np.array([(u, v) for u in range(n) for v in range(u + 1, n)]), n)
+    with pytest.raises(ValueError, match="every pair of the 6 nodes is an edge"):
+        uniform_negatives(jax.random.key(0), 4, n, complete)
+    star = edge_index(np.array([(0, v) for v in range(1, n)]), n)
+    with pytest.raises(ValueError, match="source 0 has an edge to every other of the 6 nodes"):
+        corrupt_targets(jax.random.key(0), np.array([2, 0]), 3, n, star)
+    assert corrupt_targets(jax.random.key(0), np.array([2, 3]), 5, n, star).shape == (2, 5)
+    assert uniform_negatives(jax.random.key(0), 0, n, complete).shape == (0, 2)  # none asked

@@ -343,3 +343,19 @@ def test_chunks_are_sized_from_the_edge_budget():
     assert int(chunked.chunk_start(chunked.num_chunks - 1)) == 100 - r
     row_block = propagate_chunk(chunked, jnp.asarray(1), jnp.ones((100, 2)))
     np.testing.assert_allclose(row_block[:, 0], degrees[r : 2 * r])
+
+
+def test_traced_seeds_outside_the_graph_sample_nothing():
+    # Traced ids are not checked. Before: a negative seed read node N - id's row
+    # (numpy-style wrap-around), its neighbours marked valid.
+    rng = np.random.default_rng(0)
+    n = 50
+    g = sg.Graph(rng.integers(0, n, 400), rng.integers(0, n, 400), None, n)
+    csr = g.to_csr()
+    seeds = jnp.asarray([n + 5, -3, 7], jnp.int32)
+    sample = jax.jit(
+        lambda s: sample_blocks(csr.indptr, csr.indices, s, (3,), key=jax.random.key(0))
+    )(seeds)
+    valid = np.asarray(sample.masks[1]).reshape(3, 3)
+    assert not valid[:2].any()  # both outside [0, N): nothing sampled
+    assert valid[2].any()  # node 7 has in-edges
