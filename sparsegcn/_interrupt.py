@@ -46,7 +46,7 @@ SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
 """The signals :func:`install` handles: Ctrl-C, ``kill``, and the hangup of a closed
-terminal or a dropped ssh session (POSIX only). A hangup left unhandled ended the
+terminal or a dropped ssh connection (POSIX only). A hangup left unhandled ended the
 process where it stood, with no ``finally`` block run: temporary folders of
 hundreds of MB stayed behind."""
 

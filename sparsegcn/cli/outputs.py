@@ -24,6 +24,9 @@ def _sparsegcn_format(path: Path) -> str | None:
     try:
         if not path.is_file() or path.stat().st_size > MAX_JSON_BYTES:
             return None
+        with open(path, "rb") as f:
+            if f.read(64).lstrip()[:1] != b"{":  # not a JSON object (an array, an image)
+                return None
         data = json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError):
         return None

@@ -406,40 +406,38 @@ def _check_sampler_args(key, name: str, count, num_nodes, index: EdgeIndex, roun
     return count
 
 
-def _non_edges_of(index: EdgeIndex, sources: np.ndarray, num_nodes: int) -> np.ndarray:
-    """The number of nodes each of ``sources`` has no edge to, itself excluded (host)."""
-    indptr = np.asarray(index.indptr)
-    counts = np.empty(sources.shape[0], np.int64)
-    for i, u in enumerate(sources):
-        row = np.unique(np.asarray(index.indices[indptr[u] : indptr[u + 1]]))
-        counts[i] = num_nodes - 1 - np.count_nonzero(row != u)
-    return counts
-
-
 def _refuse_no_non_edges(index: EdgeIndex, sources, num_nodes: int, what: str) -> None:
-    """Raises where ``sources`` (concrete ids; ``None``: every node) include one linked to
-    every other node: its negatives could only be true edges or itself, and would be
-    returned as negatives all the same. Reads the degrees of ``sources`` alone, and
-    the rows of those linked to ``N - 1`` nodes or more; a traced index is trusted."""
+    """Raises where no negative exists: (``sources=None``) every pair of distinct nodes
+    is an edge, or one of the concrete ``sources`` is linked to every other node. Its
+    negatives could only be true edges or itself, and would be returned as negatives
+    all the same. Reads the degrees of ``sources`` alone, and the rows of those of
+    degree ``N - 1`` or more; a traced index is trusted."""
     if is_traced(index.indptr) or is_traced(index.indices):
         return
-    indptr = np.asarray(index.indptr, np.int64)
-    nodes = np.arange(num_nodes) if sources is None else np.unique(sources)
-    full = nodes[indptr[nodes + 1] - indptr[nodes] >= num_nodes - 1]
-    if full.size == 0:
+    full = num_nodes * (num_nodes - 1)
+    if sources is None:  # called only where E >= N (N - 1): a small graph
+        indptr = np.asarray(index.indptr, np.int64)
+        u = np.repeat(np.arange(num_nodes), np.diff(indptr))
+        v = np.asarray(index.indices, np.int64)
+        if np.unique((u * num_nodes + v)[u != v]).size == full:
+            raise ValueError(
+                f"{what}: every pair of the {num_nodes} nodes is an edge, so there is no "
+                f"negative to draw"
+            )
         return
-    left = _non_edges_of(index, full, num_nodes)
-    if sources is None and np.all(left == 0) and full.size == num_nodes:
-        raise ValueError(
-            f"{what}: every pair of the {num_nodes} nodes is an edge, so there is no "
-            f"negative to draw"
-        )
-    if sources is not None and np.any(left == 0):
-        u = int(full[np.flatnonzero(left == 0)[0]])
-        raise ValueError(
-            f"{what}: source {u} has an edge to every other of the {num_nodes} nodes, so "
-            f"it has no negative target to draw"
-        )
+    nodes = np.unique(sources)
+    with jax.ensure_compile_time_eval():  # concrete inputs inside a jit: read, not staged
+        starts = np.asarray(index.indptr[nodes], np.int64)
+        stops = np.asarray(index.indptr[nodes + 1], np.int64)
+    wide = stops - starts >= num_nodes - 1  # the others have a non-edge for sure
+    for u, start, stop in zip(nodes[wide], starts[wide], stops[wide], strict=True):
+        with jax.ensure_compile_time_eval():
+            row = np.asarray(index.indices[start:stop])
+        if np.unique(row[row != u]).size == num_nodes - 1:
+            raise ValueError(
+                f"{what}: source {int(u)} has an edge to every other of the {num_nodes} "
+                f"nodes, so it has no negative target to draw"
+            )
 
 
 def uniform_negatives(
