@@ -74,8 +74,8 @@ def dense_gin(params, stats, a, x, real):
     score = pool(h, params["heads"][0])
     for k, (layer, st) in enumerate(zip(params["layers"], stats["layers"], strict=True)):
         u = (1.0 + layer["eps"]) * h + a @ h
-        u = jax.nn.relu(bn(layer["bn1"], st["bn1"], u @ layer["w1"] + layer["b1"][None, :]))
-        h = jax.nn.relu(bn(layer["bn"], st["bn"], u @ layer["w2"] + layer["b2"][None, :]))
+        u = jax.nn.relu(bn(layer["bn1"], st["bn1"], u @ layer["w1"]))
+        h = jax.nn.relu(bn(layer["bn"], st["bn"], u @ layer["w2"]))
         score = score + pool(h, params["heads"][k + 1])
     return score
 

@@ -224,9 +224,10 @@ def gin_weights(params: dict) -> dict[str, np.ndarray]:
     """
     out = {}
     for k, layer in enumerate(params["layers"], start=1):
-        out[f"w1_{k}"], out[f"b1_{k}"] = layer["w1"], layer["b1"]
+        zero = np.zeros(np.shape(layer["w1"])[1], np.float32)  # no bias before a batch norm
+        out[f"w1_{k}"], out[f"b1_{k}"] = layer["w1"], zero
         out[f"bn1_scale_{k}"], out[f"bn1_bias_{k}"] = layer["bn1"]["scale"], layer["bn1"]["bias"]
-        out[f"w2_{k}"], out[f"b2_{k}"] = layer["w2"], layer["b2"]
+        out[f"w2_{k}"], out[f"b2_{k}"] = layer["w2"], np.zeros(np.shape(layer["w2"])[1], np.float32)
         out[f"bn_scale_{k}"], out[f"bn_bias_{k}"] = layer["bn"]["scale"], layer["bn"]["bias"]
     for k, head in enumerate(params["heads"]):
         out[f"head_w_{k}"], out[f"head_b_{k}"] = head["w"], head["b"]

@@ -89,7 +89,9 @@ def test_gin_weights_layout_names_every_parameter():
     assert flat["w1_1"].shape == (3, 8) and flat["w2_2"].shape == (8, 8)
     assert flat["head_w_0"].shape == (3, 2) and flat["head_w_2"].shape == (8, 2)
     total = sum(np.size(v) for v in jax.tree.leaves(params)) - 2  # less the eps scalars
-    assert sum(v.size for v in flat.values()) == total
+    biases = [flat[f"b{i}_{k}"] for i in (1, 2) for k in (1, 2)]  # zero: ours have none
+    assert all(not b.any() for b in biases) and [b.size for b in biases] == [8] * 4
+    assert sum(v.size for v in flat.values()) == total + 4 * 8
 
 
 def test_ours_epoch_trains_every_training_graph_once():

@@ -51,7 +51,8 @@ the manifest's keys; each file's size in bytes, dtype and shape against the
 manifest (a truncated file is caught here, before it is mapped); the
 offsets (start at 0, never decrease, end at ``n`` and ``E``); every edge
 inside its own graph; labels (class ids in range, binary values 0, 1 or
-NaN, regression targets finite or NaN); one class entry per class;
+NaN, regression targets finite or NaN; so are ``targets.npy``'s); one
+class entry per class;
 categorical features inside their vocabularies, float ones finite (a NaN
 would otherwise surface as a diverged training); split ids in range,
 never repeated and in one split only. The first problem raises one
@@ -412,6 +413,18 @@ def _check_contents(folder: Path, manifest: dict, arrays: dict, chunk: int) -> N
             raise FormatError(
                 files["labels"], f"labels{list(map(int, index))}", f"{float(flat[i]):g} is {what}"
             )
+    if "targets" in arrays:
+        flat_targets = arrays["targets"].reshape(-1)
+        for start in range(0, flat_targets.shape[0], chunk):
+            bad = np.isinf(np.asarray(flat_targets[start : start + chunk]))
+            if bad.any():
+                i = start + int(np.flatnonzero(bad)[0])
+                index = np.unravel_index(i, arrays["targets"].shape)
+                raise FormatError(
+                    files["targets"],
+                    f"targets{list(map(int, index))}",
+                    f"{float(flat_targets[i]):g} is not a finite target or NaN (missing)",
+                )
     if "train" in arrays:
         for key in SPLITS:
             ids = np.asarray(arrays[key])

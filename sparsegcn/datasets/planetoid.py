@@ -57,7 +57,8 @@ NUM_VALID = 500
 #                numpy.dtype.
 #   graph        collections.defaultdict(__builtin__.list).
 # Each is also admitted under the path current NumPy, SciPy and Python write,
-# so the same files re-pickled by a current stack load too. Nothing else.
+# so the same files re-pickled by a current stack at protocol 3 or later load too
+# (protocol 2 pickles bytes through _codecs.encode, which is refused). Nothing else.
 PICKLE_GLOBALS = frozenset(
     {
         ("numpy", "ndarray"),

@@ -204,7 +204,7 @@ def _materialize(tensor: _Tensor, source: str, where: str) -> np.ndarray:
         strides=tuple(s * item for s in tensor.stride),
         writeable=False,
     )
-    return np.ascontiguousarray(view)
+    return np.array(view, order="C")  # ascontiguousarray would make a 0-d tensor 1-d
 
 
 class _TorchUnpickler(pickle.Unpickler):

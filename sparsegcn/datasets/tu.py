@@ -25,7 +25,9 @@ exist the class labels are the labels and the attributes stay in
 ``targets``). Node features are the one-hot node
 labels (one block per label column, over its values from the smallest to
 the largest, as PyG's ``TUDataset``) followed by the node attributes; edge
-features likewise.
+features likewise. Edges are kept as ``DS_A.txt`` lists them (graph by
+graph, the file's order within each), self-loops and repeated lines included (PyG's ``TUDataset`` drops
+self-loops and merges repeats, summing their features; MUTAG has neither).
 A file that breaks the format is refused with a ``ValueError`` naming the
 file and the line; a label column spanning more values than it has lines
 (:func:`one_hot_columns`) too; a FIFO or a device in place of a file is

@@ -19,7 +19,13 @@ as the paper does (5: the input and four GIN layers).
 Batch norm is masked: its batch statistics are taken over the real nodes
 of a padded batch only, so padding changes no real output, and evaluation
 uses running averages (PyTorch's momentum 0.1), kept in a ``stats`` pytree
-beside the parameters.
+beside the parameters. The linear maps that feed a batch norm have no bias
+(here and in :func:`~sparsegcn.nn.graph_ogb.graph_ogb`): the norm subtracts
+it again, and its shift takes its place. Xu et al.'s and OGB's code keep
+one, whose gradient is zero up to float rounding; Adam normalises that
+rounding into steps of about the learning rate, which the running means
+lag behind, so evaluation moved with the rounding (with the device count,
+or with how many members one program trains).
 
 :func:`build_graph_model` is the one builder a graph task calls: it picks
 this family (``style="xu"``) or OGB's molecule baseline
@@ -105,8 +111,8 @@ def graph_gin(
       set2set_steps: Set2Set's processing steps.
 
     Returns:
-      A :class:`GraphModel`. Params: ``{"layers": [{"eps", "w1", "b1",
-      "bn1", "w2", "b2", "bn"}, ...], "heads": [{"w", "b"}, ...]}``, plus
+      A :class:`GraphModel`. Params: ``{"layers": [{"eps", "w1", "bn1",
+      "w2", "bn"}, ...], "heads": [{"w", "b"}, ...]}``, plus
       ``"encoder"`` with ``feature_dims``, ``"gates"`` (attention) or
       ``"set2set"`` (one per layer); stats:
       ``{"layers": [{"bn1": {"mean", "var"}, "bn": {...}}, ...]}``.
@@ -159,10 +165,8 @@ def graph_gin(
                 {
                     "eps": jnp.zeros((), jnp.float32),
                     "w1": first["w"],
-                    "b1": first["b"],
                     "bn1": batch_norm_params(hidden),
                     "w2": second["w"],
-                    "b2": second["b"],
                     "bn": batch_norm_params(hidden),
                 }
             )
@@ -191,10 +195,8 @@ def graph_gin(
                 updates.append(
                     {
                         "w1": first["w"],
-                        "b1": first["b"],
                         "bn1": batch_norm_params(2 * hidden),
                         "w2": second["w"],
-                        "b2": second["b"],
                         "bn": batch_norm_params(hidden),
                     }
                 )
@@ -209,9 +211,9 @@ def graph_gin(
         return params, stats
 
     def update_virtual(update, update_stats, v, graph_mask, training):
-        u = v @ update["w1"] + update["b1"][None, :]
+        u = v @ update["w1"]
         u, bn1 = masked_batch_norm(update["bn1"], update_stats["bn1"], u, graph_mask, training)
-        u = jax.nn.relu(u) @ update["w2"] + update["b2"][None, :]
+        u = jax.nn.relu(u) @ update["w2"]
         u, bn = masked_batch_norm(update["bn"], update_stats["bn"], u, graph_mask, training)
         return jax.nn.relu(u), {"bn1": bn1, "bn": bn}
 
@@ -254,9 +256,9 @@ def graph_gin(
                         virtual_stats.append(vs)
                     h = h_in
                 u = (1.0 + eps) * h + message_passing(graph, h)
-                u = u @ layer["w1"] + layer["b1"][None, :]
+                u = u @ layer["w1"]
                 u, bn1 = masked_batch_norm(layer["bn1"], layer_stats["bn1"], u, mask, training)
-                u = jax.nn.relu(u) @ layer["w2"] + layer["b2"][None, :]
+                u = jax.nn.relu(u) @ layer["w2"]
                 u, bn = masked_batch_norm(layer["bn"], layer_stats["bn"], u, mask, training)
                 h = jax.nn.relu(u)
                 new_stats.append({"bn1": bn1, "bn": bn})

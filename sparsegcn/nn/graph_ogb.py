@@ -131,20 +131,19 @@ def _mlp_bn_params(key: jax.Array, fan_in: int, hidden: int, fan_out: int) -> tu
     two = linear_params(second, hidden, fan_out)
     params = {
         "w1": one["w"],
-        "b1": one["b"],
         "bn1": batch_norm_params(hidden),
         "w2": two["w"],
-        "b2": two["b"],
         "bn": batch_norm_params(fan_out),
     }
     return params, {"bn1": batch_norm_stats(hidden), "bn": batch_norm_stats(fan_out)}
 
 
 def _mlp_bn(params, stats, u, mask, training) -> tuple[jax.Array, dict]:
-    """``BN(W_2 ReLU(BN(u W_1 + b_1)) + b_2)``, batch norm over the ``mask`` rows."""
-    u = u @ params["w1"] + params["b1"][None, :]
+    """``BN(ReLU(BN(u W_1)) W_2)``, batch norm over the ``mask`` rows (no biases before
+    a batch norm: see :func:`~sparsegcn.nn.graph_gin.graph_gin`)."""
+    u = u @ params["w1"]
     u, bn1 = masked_batch_norm(params["bn1"], stats["bn1"], u, mask, training)
-    u = jax.nn.relu(u) @ params["w2"] + params["b2"][None, :]
+    u = jax.nn.relu(u) @ params["w2"]
     u, bn = masked_batch_norm(params["bn"], stats["bn"], u, mask, training)
     return u, {"bn1": bn1, "bn": bn}
 
@@ -198,7 +197,7 @@ def graph_ogb(
 
     Returns:
       A :class:`~sparsegcn.nn.graph_model.GraphModel`. Params: ``{"encoder",
-      "layers": [{"eps", "edge"?, "w1", "b1", "bn1", "w2", "b2", "bn"}, ...],
+      "layers": [{"eps", "edge"?, "w1", "bn1", "w2", "bn"}, ...],
       "head": {"w", "b"}}``, plus ``"pool"`` (attention, Set2Set) and
       ``"virtual": {"embedding" [H], "updates": [...]}``; stats:
       ``{"layers": [{"bn1", "bn"}, ...], "virtual": [...]}``. ``apply``

@@ -304,7 +304,8 @@ def rgcn(
 
     def check_rows(h: Mapping[str, jax.Array]) -> None:
         """Samples index the tables by node id: one row per node of the model's
-        counts (static shapes: free under ``jit``). A gather past the end clamps."""
+        counts (static shapes: free under ``jit``). A gather past the end would read NaN
+        (``jnp.take`` fills) under ``jit``, where the ids are not checked."""
         for t in node_types:
             shape = tuple(h[t].shape)
             what = f"x[{t!r}]" if t in widths else f"the embedding table of {t!r}"
@@ -360,6 +361,16 @@ def rgcn(
         return (h[target], hidden) if embed else h[target]
 
     def apply_sampled(params, sample: TypedSample, x, *, key=None, training=False, embed=False):
+        if sample.edge_types != edge_types:
+            raise ValueError(
+                f"the sample's edge types {sample.edge_types} differ from the model's "
+                f"{edge_types}; sample a HeteroCSR of the model's graph"
+            )
+        if sample.seed_type != target:
+            raise ValueError(
+                f"the sample is seeded with {sample.seed_type!r} nodes, but the model "
+                f"classifies {target!r} nodes; sample with seed_type={target!r}"
+            )
         levels = typed_paths(edge_types, target, num_layers)
         if set(sample.nodes) != {p for level in levels for p in level}:
             raise ValueError(f"the sample's paths do not match {num_layers} hops from {target!r}")

@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -99,7 +99,9 @@ class HeteroCSR:
 jax.tree_util.register_pytree_node_class(HeteroCSR)
 
 
-class TypedSample(NamedTuple):
+@jax.tree_util.register_pytree_node_class
+@dataclasses.dataclass(frozen=True, eq=False)
+class TypedSample:
     """The typed computation tree of one mini-batch; a pytree.
 
     Attributes:
@@ -108,10 +110,23 @@ class TypedSample(NamedTuple):
         the seeds' type for the empty path ``()``). Masked entries hold 0.
       masks: ``{path: bool}`` shaped like ``nodes``: ``True`` for a real
         seed or a real sampled neighbour of an unmasked parent.
+      edge_types: the relations the paths' indices ``r`` stand for, in the
+        order of the :class:`HeteroCSR` sampled (static: pytree metadata, so
+        a model can refuse a sample of relations in another order).
+      seed_type: the seeds' node type (static).
     """
 
     nodes: dict
     masks: dict
+    edge_types: tuple[EdgeType, ...] = ()
+    seed_type: str = ""
+
+    def tree_flatten(self):
+        return (self.nodes, self.masks), (self.edge_types, self.seed_type)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
 
     @property
     def batch_size(self) -> int:
@@ -269,7 +284,9 @@ def _typed_jit(csr, seeds, seed_mask, key, table, seed_type) -> TypedSample:
             nodes[path], masks[path] = _sample_level(
                 csr.indptr[r], csr.indices[r], nodes[parent], masks[parent], k, words
             )
-    return TypedSample(nodes=nodes, masks=masks)
+    return TypedSample(
+        nodes=nodes, masks=masks, edge_types=tuple(map(tuple, csr.edge_types)), seed_type=seed_type
+    )
 
 
 def _shape(path: Path, table, batch: int) -> tuple[int, ...]:

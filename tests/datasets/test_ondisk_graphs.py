@@ -151,6 +151,18 @@ def test_a_float_feature_that_is_not_finite_is_named(tmp_path, key, field, value
         load_graphs_ondisk(folder)
 
 
+def test_targets_may_be_missing_but_not_infinite(tmp_path):
+    # Before: an infinite target loaded unchecked, unlike a regression label.
+    data = random_graphs(9, seed=2)
+    folder = save_graphs(data, tmp_path / "r")
+    targets = np.ones((data.num_graphs, 2), np.float32)
+    _put(folder, "targets", _with(targets, (2, 0), np.nan))
+    assert np.isnan(np.asarray(load_graphs_ondisk(folder).targets)[2, 0])
+    _put(folder, "targets", _with(targets, (4, 0), np.inf))
+    with pytest.raises(FormatError, match=r"targets\.npy: targets\[4, 0\]: inf is not a finite"):
+        load_graphs_ondisk(folder)
+
+
 @pytest.mark.parametrize(
     ("key", "array", "message"),
     [

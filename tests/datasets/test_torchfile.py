@@ -33,6 +33,7 @@ def test_tensors_and_arrays_match_torch_load(tmp_path, legacy, protocol):
         "int32": torch.tensor([7, 8, 9], dtype=torch.int32),
         "flags": torch.tensor([True, False]),
         "empty": torch.zeros((0, 2), dtype=torch.int64),
+        "scalar": torch.tensor(3.5),  # 0-d: once read back as shape (1,)
         "numpy": np.array([[4, 5]], dtype=np.int64),
         "nested": [torch.tensor([1.0], dtype=torch.float64), (3, "x")],
     }
@@ -40,9 +41,10 @@ def test_tensors_and_arrays_match_torch_load(tmp_path, legacy, protocol):
     got = read_torch_file(path)
     want = torch.load(path, weights_only=False)  # the oracle, on a file we wrote ourselves
     assert set(got) == set(want)
-    for key in ("edge", "weight", "transposed", "slice", "int32", "flags", "empty"):
+    for key in ("edge", "weight", "transposed", "slice", "int32", "flags", "empty", "scalar"):
         expected = want[key].numpy()
         assert got[key].dtype == expected.dtype, key
+        assert got[key].shape == expected.shape, key
         np.testing.assert_array_equal(got[key], expected, err_msg=key)
         assert got[key].flags.c_contiguous
     np.testing.assert_array_equal(got["slice"], [[6, 7], [10, 11]])  # by hand

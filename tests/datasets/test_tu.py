@@ -57,6 +57,22 @@ def test_miniature_with_every_optional_file(tmp_path):
     np.testing.assert_array_equal(data.targets, [[0.25], [0.5], [0.75]])
 
 
+def test_self_loops_and_repeated_lines_are_kept_as_listed(tmp_path):
+    # The documented difference from PyG's TUDataset, which drops the loop and merges
+    # the repeat: node 6 gets a self-loop, graph 2's edge 4 -> 5 a second line.
+    folder = write_mini(
+        tmp_path,
+        A=MINI["A"] + "6, 6\n4, 5\n",
+        edge_labels=MINI["edge_labels"] + "1\n2\n",
+        edge_attributes=MINI["edge_attributes"] + "16\n17\n",
+    )
+    data = read_tu(folder, "MINI")
+    np.testing.assert_array_equal(data.edge_ptr, [0, 4, 7, 8])
+    np.testing.assert_array_equal(data.senders[4:], [3, 4, 3, 5])
+    np.testing.assert_array_equal(data.receivers[4:], [4, 3, 4, 5])
+    np.testing.assert_array_equal(data.edge_features[4:, 3], [10, 14, 17, 16])
+
+
 def test_only_required_files_give_constant_features(tmp_path):
     folder = write_mini(
         tmp_path,

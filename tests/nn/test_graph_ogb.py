@@ -92,8 +92,8 @@ def dense_ogb(params, stats, atoms, bonds, senders, receivers, real):
         return (h - s["mean"][None, :]) * scale + p["bias"][None, :]
 
     def mlp(p, s, u):
-        u = jax.nn.relu(bn(p["bn1"], s["bn1"], u @ p["w1"] + p["b1"][None, :]))
-        return bn(p["bn"], s["bn"], u @ p["w2"] + p["b2"][None, :])
+        u = jax.nn.relu(bn(p["bn1"], s["bn1"], u @ p["w1"]))
+        return bn(p["bn"], s["bn"], u @ p["w2"])
 
     virtual = "virtual" in params
     count = len(params["layers"])

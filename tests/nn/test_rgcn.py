@@ -229,6 +229,26 @@ def test_sampled_apply_refuses_ids_past_the_models_tables(sampler):
         model.apply(params, sample, {"paper": paper_features()})
 
 
+def test_a_tree_sample_of_relations_in_another_order_is_refused():
+    """It ran each relation's weight on another relation's neighbours (under jit,
+    where the id check is skipped, NaN logits for relations of other source types)."""
+    from sparsegcn.hetero import HeteroGraph
+
+    graph, model, params = build()
+    order = list(reversed(graph.edge_types))
+    reordered = HeteroGraph(
+        graph.num_nodes,
+        {k: (graph.relations[k].senders, graph.relations[k].receivers) for k in order},
+    )
+    assert list(reordered.edge_types) == order
+    sample = _sampled(reordered)
+    x = {"paper": paper_features()}
+    for apply in (model.apply, jax.jit(model.apply)):
+        with pytest.raises(ValueError, match=r"the sample's edge types .* differ from the model's"):
+            apply(params, sample, x)
+    assert model.apply(params, _sampled(graph), x).shape == (4, 3)  # the model's order
+
+
 def test_dedup_sample_of_another_seed_type_is_refused():
     """It returned an empty [0, C] array; the tree sample raised."""
     graph, model, params = build(layers=1)

@@ -235,9 +235,11 @@ def test_cli_learns_molesol_offline_reports_rmse_and_predicts_the_targets(tmp_pa
     report = json.loads(out.read_text())
     assert (report["metric"], report["kind"], report["split"]) == ("rmse", "regression", "official")
     test_rows = np.arange(80, 96)
-    # Each seed beats predicting the training targets' mean by far (0.13 and 0.22 against 0.46).
+    # The seeds beat predicting the training targets' mean (0.463) by far. Over seeds 0-7
+    # one seed's test RMSE measured 0.210 +- 0.062 (0.138-0.303), so the mean of two lies
+    # past 0.7 times the baseline (0.324) about 0.5 % of the time, were it normal.
     baseline = float(np.sqrt(np.mean((targets[test_rows] - np.nanmean(targets[:64])) ** 2)))
-    assert max(report["test_rmse_per_member"]) < 0.6 * baseline, (report, baseline)
+    assert np.mean(report["test_rmse_per_member"]) < 0.7 * baseline, (report, baseline)
     # The curve's figure is its lowest point.
     assert report["cv_curve_best_rmse"] == pytest.approx(min(report["cv_curve"]))
     if HAS_OGB:

@@ -291,16 +291,17 @@ def test_two_devices_equal_one():
     one = fit_graphs(model, data, config, splits, seeds=(0,), budget=Budget(41, 120, 7))
     two = fit_graphs(model, data, config, splits, seeds=(0,), budget=Budget(25, 64, 4), devices=2)
     assert two.devices == 2 and one.batches_per_epoch == two.batches_per_epoch
-    np.testing.assert_allclose(two.curves.train_loss, one.curves.train_loss, rtol=1e-5)
-    flat_one = jax.tree_util.tree_flatten_with_path(one.state.params)[0]
-    flat_two = jax.tree.leaves(two.state.params)
-    for (path, a), b in zip(flat_one, flat_two, strict=True):
-        name = jax.tree_util.keystr(path)
-        if name.endswith("['b1']") or name.endswith("['b2']"):
-            # Biases feeding a batch norm get a zero gradient up to rounding, which
-            # Adam's normalisation scales up; what the model computes does not see them.
-            continue
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    # Evaluation too: it read running means that biases before batch norm moved with
+    # the rounding of the device count (validation loss 12.27 against 11.87 on MUTAG).
+    for name in ("train_loss", "val_loss", "val_metric", "test_metric"):
+        np.testing.assert_allclose(
+            getattr(two.curves, name), getattr(one.curves, name), rtol=1e-5, atol=1e-6
+        )
+    for state in ("params", "stats"):
+        flat_one = jax.tree.leaves(getattr(one.state, state))
+        flat_two = jax.tree.leaves(getattr(two.state, state))
+        for a, b in zip(flat_one, flat_two, strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
 
 
 def test_graph_config_ends_calls_on_checkpoint_epochs():
