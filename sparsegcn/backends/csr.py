@@ -37,6 +37,7 @@ from jax.experimental import sparse as jsparse
 
 from sparsegcn.backends import native
 from sparsegcn.graph import CSR, Graph
+from sparsegcn.ops.segment import accumulation_dtype
 
 INT32_MAX = np.iinfo(np.int32).max
 CSR_KERNELS = ("auto", "xla", "native")
@@ -141,11 +142,13 @@ def csr_matmul(
     product = _PRODUCTS[check_csr_kernel(kernel)]
     if layout.columns.shape[0] == 0:
         return jnp.zeros((num_rows, x.shape[1]), x.dtype)
+    wide = accumulation_dtype(x.dtype)  # bf16 / f16 rows are summed in float32
     if weights is None:
-        data = jnp.asarray(layout.data).astype(x.dtype)
+        data = jnp.asarray(layout.data).astype(wide)
     else:
-        data = jnp.asarray(weights).astype(x.dtype)[jnp.asarray(layout.edge_ids)]
-    return product(jnp.asarray(layout.indptr), jnp.asarray(layout.columns), data, x)
+        data = jnp.asarray(weights).astype(wide)[jnp.asarray(layout.edge_ids)]
+    out = product(jnp.asarray(layout.indptr), jnp.asarray(layout.columns), data, x.astype(wide))
+    return out.astype(x.dtype)
 
 
 def _xla_product(indptr, columns, data, x):

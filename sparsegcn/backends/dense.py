@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from sparsegcn.backends.base import Backend
 from sparsegcn.graph import Graph
+from sparsegcn.ops.segment import accumulation_dtype
 from sparsegcn.views import check_edge_weight
 
 DEFAULT_MAX_BYTES = 4 * 2**30
@@ -67,13 +68,14 @@ def dense_product(graph: Graph, x: jax.Array, edge_weight, max_bytes: int) -> ja
     if edge_weight is not None and jnp.ndim(edge_weight) == 2:
         per_head = jax.vmap(lambda w, xh: dense_product(graph, xh, w, max_bytes), (1, 1), 1)
         return per_head(edge_weight, x)
+    wide = accumulation_dtype(x.dtype)  # bf16 / f16: duplicates and rows summed in float32
     if edge_weight is None:
-        adjacency = graph.to_dense(x.dtype)
+        adjacency = graph.to_dense(wide)
     else:
-        w = jnp.asarray(edge_weight).astype(x.dtype)
-        adjacency = jnp.zeros((n, n), x.dtype).at[graph.receivers, graph.senders].add(w)
-    flat = x.reshape(n, math.prod(x.shape[1:]))  # not -1: n may be 0
-    return (adjacency @ flat).reshape(x.shape)
+        w = jnp.asarray(edge_weight).astype(wide)
+        adjacency = jnp.zeros((n, n), wide).at[graph.receivers, graph.senders].add(w)
+    flat = x.reshape(n, math.prod(x.shape[1:])).astype(wide)  # not -1: n may be 0
+    return (adjacency @ flat).astype(x.dtype).reshape(x.shape)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -30,6 +30,7 @@ from sparsegcn.backends.bcoo import enable_cusparse_if_gpu
 from sparsegcn.backends.csr import CsrLayout, build_csr, check_csr_kernel, csr_matmul
 from sparsegcn.backends.ell import DEFAULT_WIDTHS, EllLayout, build_ell, ell_matmul
 from sparsegcn.graph import GRAPH_CHILDREN, Graph
+from sparsegcn.ops.segment import accumulation_dtype
 from sparsegcn.transforms import gcn_norm, gcn_norm_factors
 from sparsegcn.views import check_edge_weight
 
@@ -521,14 +522,14 @@ def _dynamic_fwd(static, layout, transpose_layout, senders, receivers, weights, 
 def _dynamic_bwd(static, residuals, cotangent):
     _, transpose_layout, senders, receivers, weights, x = residuals
     n, csr_kernel = static
+    wide = accumulation_dtype(cotangent.dtype)  # bf16 / f16: summed in float32
+    gathered = cotangent.at[receivers].get(mode="promise_in_bounds").astype(wide)
     if transpose_layout is not None:
         x_bar = _layout_matmul(transpose_layout, cotangent, weights, n, None, csr_kernel)
     else:
-        rows = cotangent.at[receivers].get(mode="promise_in_bounds") * weights[:, None]
-        x_bar = jax.ops.segment_sum(rows, senders, num_segments=n)
-    pairs = cotangent.at[receivers].get(mode="promise_in_bounds") * x.at[senders].get(
-        mode="promise_in_bounds"
-    )
+        rows = gathered * weights[:, None].astype(wide)
+        x_bar = jax.ops.segment_sum(rows, senders, num_segments=n).astype(cotangent.dtype)
+    pairs = gathered * x.at[senders].get(mode="promise_in_bounds").astype(wide)
     w_bar = jnp.sum(pairs, axis=1).astype(weights.dtype)
     return (None, None, None, None, w_bar, x_bar)
 

@@ -74,7 +74,10 @@ def masked_batch_norm(
 
     Training normalises with the masked rows' mean and (biased) variance and
     moves the running statistics by :data:`BN_MOMENTUM` (the variance
-    unbiased, as PyTorch); evaluation uses the running statistics.
+    unbiased, as PyTorch); evaluation uses the running statistics. A batch
+    with no real row leaves them as they are, and one with a single row moves
+    only the mean (its unbiased variance is undefined: PyTorch refuses such a
+    batch in training).
 
     Args:
       params: ``{"scale": [F], "bias": [F]}``.
@@ -89,13 +92,16 @@ def masked_batch_norm(
     keep = mask[:, None]
     if training:
         # Selected, not weighted: a padding row may hold anything (inf * 0 is NaN).
-        count = jnp.maximum(jnp.sum(mask.astype(h.dtype)), jnp.ones((), h.dtype))
+        rows = jnp.sum(mask.astype(h.dtype))
+        count = jnp.maximum(rows, jnp.ones((), h.dtype))
         mean = jnp.sum(jnp.where(keep, h, 0.0), axis=0) / count
         var = jnp.sum(jnp.where(keep, (h - mean[None, :]) ** 2, 0.0), axis=0) / count
         unbiased = var * count / jnp.maximum(count - 1.0, jnp.ones((), h.dtype))
+        moved_mean = (1.0 - BN_MOMENTUM) * stats["mean"] + BN_MOMENTUM * mean
+        moved_var = (1.0 - BN_MOMENTUM) * stats["var"] + BN_MOMENTUM * unbiased
         stats = {
-            "mean": (1.0 - BN_MOMENTUM) * stats["mean"] + BN_MOMENTUM * mean,
-            "var": (1.0 - BN_MOMENTUM) * stats["var"] + BN_MOMENTUM * unbiased,
+            "mean": jnp.where(rows >= 1, moved_mean, stats["mean"]),
+            "var": jnp.where(rows >= 2, moved_var, stats["var"]),
         }
     else:
         mean, var = stats["mean"], stats["var"]

@@ -43,9 +43,14 @@ AGGREGATORS = ("mean", "max", "sum")
 
 
 def l2_normalize(h: jax.Array) -> jax.Array:
-    """``h / max(||h||_2, 1e-12)`` along the last axis (PyG's ``F.normalize``)."""
-    norm = jnp.sqrt(jnp.sum(h * h, axis=-1, keepdims=True))
-    return h / jnp.maximum(norm, jnp.asarray(_EPS, h.dtype))
+    """``h / max(||h||_2, 1e-12)`` along the last axis (PyG's ``F.normalize``).
+
+    The square root is taken of ``max(||h||², 1e-24)``: the same quotient, and a
+    finite gradient at a zero row (a padded or featureless node), where the
+    derivative of ``sqrt`` at 0 made every gradient NaN.
+    """
+    squared = jnp.sum(h * h, axis=-1, keepdims=True)
+    return h / jnp.sqrt(jnp.maximum(squared, jnp.asarray(_EPS * _EPS, h.dtype)))
 
 
 def projects_first(aggregator: str, fan_in: int, fan_out: int, h=None, view=None) -> bool:

@@ -516,17 +516,19 @@ class GraphLifecycle:
         }
 
 
-def _official(dataset, probabilities: np.ndarray, test: np.ndarray) -> dict | None:
-    """``{"metric", "test": [K], "test_mean"}`` through ogb's Evaluator, or ``None``."""
+def _official(dataset, scores: np.ndarray, test: np.ndarray) -> dict | None:
+    """``{"metric", "test": [K], "test_mean"}`` through ogb's Evaluator on the
+    model's outputs ``scores`` ``[K, G, C]`` (logits, as training scores them:
+    see :func:`~sparsegcn.train.graphs.graph_predictions`), or ``None``."""
     if not dataset.name.startswith("ogbg-"):
         return None
     from sparsegcn.datasets.ogbg import evaluate_graphs
 
     labels = np.asarray(dataset.labels)
     values = []
-    for member in range(probabilities.shape[0]):
+    for member in range(scores.shape[0]):
         rows = np.flatnonzero(test[member])
-        pred = probabilities[member, rows]
+        pred = scores[member, rows]
         if dataset.kind == "class":
             pred = np.argmax(pred, axis=-1)
         value = evaluate_graphs(dataset.name, labels[rows], pred)
@@ -540,7 +542,7 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
     """The report of a graph run; see ``docs/graph-tasks.md`` for every key.
 
     With k folds, means and deviations are over the folds (each fold's seeds
-    averaged); with an official split (one fold), over the seeds. ``cv_curve_best_*``
+    averaged); with one split (official, or a holdout), over the seeds. ``cv_curve_best_*``
     is the curve's best epoch: the highest mean, or the lowest for RMSE.
     """
     from sparsegcn.train.graphs import selection_score
@@ -549,14 +551,18 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
     folds, seeds = result.folds, len(result.seeds)
     test = result.test_metric.reshape(folds, seeds)
     val = result.val_metric.reshape(folds, seeds)
-    spread = test.reshape(-1) if official else test.mean(axis=1)
-    val_spread = val.reshape(-1) if official else val.mean(axis=1)
+    per_seed = official or folds == 1  # an official split or a holdout: one fold
+    spread = test.reshape(-1) if per_seed else test.mean(axis=1)
+    val_spread = val.reshape(-1) if per_seed else val.mean(axis=1)
     curve = result.curves.test_metric.mean(axis=1)  # [epochs], over folds and seeds
     score = selection_score(m, curve)  # the highest accuracy, the lowest RMSE
     best = int(np.argmax(score)) if np.isfinite(score).any() else 0
     epochs = result.curves.test_metric.shape[0]
     budget = result.budget
     trained = max(epochs - result.start_epoch, 1)
+    # The median over the compiled calls of each call's time per epoch (a call's
+    # epochs, steps and evaluation run in one program: no step is timed alone).
+    epoch_s = float(np.median(result.epoch_s)) if result.epoch_s else result.train_s / trained
     return {
         "dataset": dataset.name,
         "model": exp.model,
@@ -588,8 +594,8 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
         "packing": result.packing,
         "node_fill": result.node_fill,
         "edge_fill": result.edge_fill,
-        "train_step_ms_median": 1e3 * result.train_s / (trained * result.batches_per_epoch),
-        "epoch_ms_median": 1e3 * result.train_s / trained,
+        "train_step_ms_median": 1e3 * epoch_s / result.batches_per_epoch,
+        "epoch_ms_median": 1e3 * epoch_s,
         "compile_s": result.compile_s,
         "train_s": result.train_s,
         "wall_s": wall_s,
@@ -654,15 +660,16 @@ def run_graph_experiment(exp, *, progress: bool = False, dataset=None) -> dict:
     if dataset.name.startswith("ogbg-"):
         member_test = splits.test[np.repeat(np.arange(splits.test.shape[0]), len(result.seeds))]
         state = result.state
-        probabilities, _ = predict_graphs(
+        scores, _ = predict_graphs(
             model,
             state.best_params,
             state.best_stats,
             dataset,
             batch_size=config.batch_size,
             embeddings=False,
+            scores=True,
         )
-        evaluated = _official(dataset, probabilities, member_test)
+        evaluated = _official(dataset, scores, member_test)
         if evaluated is not None:
             report["ogb_evaluator"] = evaluated
     report["wall_s"] = time.perf_counter() - start
@@ -773,8 +780,9 @@ def predict_graph_checkpoint(
       [K, G, T] task probabilities (sigmoid) or [K, G, T] predicted regression
       targets, "embeddings": float32 [K, G, H]
       (the readout, :func:`~sparsegcn.train.graphs.readout_params`),
-      "metric", "test": [K] the dataset's metric of the predictions on each
-      member's test graphs, "reported_test": [K] as recorded in training
+      "metric", "test": [K] the dataset's metric on each member's test
+      graphs, of the model's outputs (logits, as training scores them: float32
+      probabilities tie at 1), "reported_test": [K] as recorded in training
       (``best`` only), "seeds", "epoch", "checkpoint", "dataset", "kind"}``,
       and ``"ogb_evaluator"`` for ``ogbg-*`` datasets when ``ogb`` is installed.
     """
@@ -784,6 +792,7 @@ def predict_graph_checkpoint(
         METRICS,
         GraphCheckpointState,
         checkpoint_template,
+        graph_predictions,
         predict_graphs,
     )
 
@@ -805,21 +814,23 @@ def predict_graph_checkpoint(
     chosen = (
         (state.best_params, state.best_stats) if params == "best" else (state.params, state.stats)
     )
-    probabilities, embeddings = predict_graphs(model, *chosen, data, batch_size=config.batch_size)
+    scores, embeddings = predict_graphs(
+        model, *chosen, data, batch_size=config.batch_size, scores=True
+    )
     member_test = splits.test[np.repeat(np.arange(splits.test.shape[0]), len(exp.seed_list()))]
     labels = jnp.asarray(data.labels)
     metric = METRICS[data.metric]
     test = [
-        float(metric(jnp.asarray(probabilities[k]), labels, jnp.asarray(member_test[k])))
+        float(metric(jnp.asarray(scores[k]), labels, jnp.asarray(member_test[k])))
         for k in range(members)
     ]
     reported = None
     if params == "best":
         best = np.asarray(state.best_epoch)
         reported = ckpt.history["test_metric"][best, np.arange(members)].tolist()
-    official = _official(data, probabilities, member_test)
+    official = _official(data, scores, member_test)
     return {
-        "predictions": probabilities,
+        "predictions": graph_predictions(data.kind, scores),
         "embeddings": embeddings,
         "metric": data.metric,
         "kind": data.kind,

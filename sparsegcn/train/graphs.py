@@ -717,6 +717,8 @@ class GraphFitResult:
       packings: packings of each member's graphs, used in turn by the epochs.
       train_graphs: ``[M]`` training graphs per member.
       train_s: seconds of the compiled calls after compilation.
+      epoch_s: each compiled call's seconds per epoch (its training steps
+        and its evaluation; the epochs of a call run in one program).
       compile_s: seconds compiling.
       compiles: how many times the epoch program was traced (1).
       devices: devices each step's batch is split over.
@@ -744,6 +746,7 @@ class GraphFitResult:
     node_fill: float = float("nan")
     edge_fill: float = float("nan")
     packing: str = "balanced"
+    epoch_s: tuple[float, ...] = ()
 
     @property
     def member_seeds(self) -> list[int]:
@@ -1434,6 +1437,7 @@ def fit_graphs(
         packings=packings,
         train_graphs=train_graphs,
         train_s=train_s,
+        epoch_s=tuple(t / chunk for t in seconds),
         compile_s=compile_s,
         compiles=len(traces),
         devices=num_devices,
@@ -1487,6 +1491,7 @@ def predict_graphs(
     batch_size: int = 32,
     budget: Budget | None = None,
     embeddings: bool = True,
+    scores: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Every graph's predictions and embeddings under stacked params.
 
@@ -1496,11 +1501,13 @@ def predict_graphs(
       dataset: the :class:`~sparsegcn.datasets.graph_dataset.GraphDataset`.
       batch_size, budget: how the graphs are packed (no effect on the values).
       embeddings: also compute the embeddings (:func:`readout_params`).
+      scores: return the model's outputs themselves (logits), which the
+        metrics score, as training does; see :func:`graph_predictions`.
 
     Returns:
-      ``(predictions, embeddings)``: float32 ``[K, G, C]`` (softmax over
-      classes; a sigmoid per binary task; the outputs themselves for
-      regression targets) and float32 ``[K, G, H]`` (or ``None``).
+      ``(predictions, embeddings)``: float32 ``[K, G, C]``
+      (:func:`graph_predictions` of the outputs, or the outputs with
+      ``scores``) and float32 ``[K, G, H]`` (or ``None``).
     """
     if budget is None:
         budget = choose_budget(dataset.nodes_per_graph(), dataset.edges_per_graph(), batch_size)
@@ -1522,19 +1529,33 @@ def predict_graphs(
     @jax.jit
     def forward(params, stats, batches, rows):
         logits = jax.vmap(lambda p, s: gather(p, s, batches, rows))(params, stats)
-        if kind == "regression":
-            probs = logits
-        elif kind == "binary":
-            probs = jax.nn.sigmoid(logits)
-        else:
-            probs = jax.nn.softmax(logits, axis=-1)
         if not embeddings:
-            return probs, None
+            return logits, None
         embedded = jax.vmap(lambda p, s: gather(readout_params(p), s, batches, rows))(params, stats)
-        return probs, embedded
+        return logits, embedded
 
-    probs, embedded = forward(params, stats, batches, rows)
-    return np.asarray(probs), None if embedded is None else np.asarray(embedded)
+    logits, embedded = forward(params, stats, batches, rows)
+    outputs = np.asarray(logits) if scores else graph_predictions(kind, np.asarray(logits))
+    return outputs, None if embedded is None else np.asarray(embedded)
+
+
+def graph_predictions(kind: str, scores: np.ndarray) -> np.ndarray:
+    """A graph model's outputs ``[..., C]`` as predictions, float32: the softmax
+    over classes (``kind`` ``"class"``), a sigmoid per task (``"binary"``), the
+    outputs themselves for regression targets.
+
+    Score metrics on the outputs, not on these: a float32 sigmoid is exactly 1
+    past a logit of about 17, and such ties change ROC-AUC and AP (ranking
+    metrics, which the outputs rank the same as exact probabilities would).
+    """
+    from scipy.special import expit, softmax
+
+    scores = np.asarray(scores, np.float32)
+    if kind == "regression":
+        return scores
+    if kind == "binary":
+        return expit(scores).astype(np.float32, copy=False)
+    return softmax(scores, axis=-1).astype(np.float32, copy=False)
 
 
 __all__ = [
@@ -1560,6 +1581,7 @@ __all__ = [
     "fold_eval_batches",
     "fold_splits",
     "graph_loss",
+    "graph_predictions",
     "init_member",
     "loss_sums",
     "mae",

@@ -397,6 +397,53 @@ def test_bfloat16_features_are_summed_in_float32(layout):
     np.testing.assert_allclose(np.asarray(out, np.float64), want, rtol=1e-2, atol=1e-2)
 
 
+HUB = 3_000  # a bfloat16 sum of ones stops at 256, a float16 one at 2048
+
+
+def _hub_case(name):
+    """``(propagate, x)``: a product whose hub (node 0) sums 3,000 unit rows, forward
+    (``*-in``: 3,000 in-edges) or in its gradient (``*-out``: 3,000 out-edges)."""
+    from sparsegcn.backends import Segment, as_layout
+
+    n = HUB + 1
+    leaves, hub = np.arange(1, n, dtype=np.int32), np.zeros(HUB, np.int32)
+    into, out_of = sg.Graph(leaves, hub, None, n), sg.Graph(hub, leaves, None, n)
+    star = sg.Graph(np.r_[leaves, hub], np.r_[hub, leaves], None, n)
+    repeated = sg.Graph(hub + 1, hub, None, n)  # 3,000 copies of the edge 1 -> 0
+    x16 = jnp.ones((n, 1), jnp.bfloat16)
+    return {
+        "csr-in": (lambda x: sg.propagate(as_layout(into, "csr"), x), x16),
+        "dense-in": (lambda x: sg.propagate(as_layout(repeated, "dense"), x), x16),
+        "edges-out": (lambda x: sg.propagate(as_layout(out_of, "edges"), x), x16),
+        "segment-out": (lambda x: sg.propagate(out_of, x, backend="segment"), x16),
+        "storage-out": (
+            lambda x: sg.propagate(out_of, x, backend=Segment(storage_dtype="bfloat16")),
+            jnp.ones((n, 1), jnp.float32),
+        ),
+        "ell-weights-out": (
+            lambda x: sg.message_passing(
+                as_layout(star, "ell"), x, edge_weight=jnp.ones(2 * HUB, jnp.float32)
+            ),
+            jnp.ones((n, 1), jnp.float16),
+        ),
+    }[name]
+
+
+@pytest.mark.parametrize(
+    "name", ["csr-in", "dense-in", "edges-out", "segment-out", "storage-out", "ell-weights-out"]
+)
+def test_a_hub_of_narrow_floats_is_summed_in_float32_forward_and_backward(name):
+    # Before: the CSR layout summed bfloat16 in bfloat16 (a hub of 3,000 read 256), the
+    # dense matrix added repeated edges in bfloat16, and the gradients of the edge list, of Segment's storage dtype
+    # and of ELL's run-time weights scatter-added in the narrow dtype (256 or 2048).
+    propagate, x = _hub_case(name)
+    if name.endswith("-in"):
+        value = propagate(x)[0, 0]
+    else:
+        value = jax.grad(lambda x: propagate(x).astype(jnp.float32).sum())(x)[0, 0]
+    assert float(value) == pytest.approx(HUB, rel=1e-2)  # bfloat16 holds 3,000 to 0.4 %
+
+
 # -- a packed graph's weights leaf replaced after packing (jit, vmap, learned weights) --
 
 # Duplicated pairs (0-1 twice each way), a duplicated self-loop (2), and an

@@ -411,3 +411,21 @@ def test_build_graph_model_chooses_the_family_and_refuses_bad_settings():
     no_edges = one(pack_graphs(no_bonds, np.arange(7), Budget(40, 120, 8), 7), 0)
     with pytest.raises(ValueError, match=r"reads edge features \[E_b, 2\], got None"):
         model.apply(params, stats, no_edges)
+
+
+def test_batch_norm_keeps_its_running_statistics_without_real_rows():
+    # Before: a training batch of no real rows moved the running variance 1 -> 0.9, and one
+    # of a single row pulled it toward 0 (its unbiased variance is undefined).
+    from sparsegcn.nn.graph_model import batch_norm_params, batch_norm_stats, masked_batch_norm
+
+    params, stats = batch_norm_params(2), batch_norm_stats(2)
+    stats = {"mean": jnp.array([0.5, -1.0]), "var": jnp.array([2.0, 3.0])}
+    h = jnp.arange(8.0).reshape(4, 2)
+    _, none = masked_batch_norm(params, stats, h, jnp.zeros(4, bool), True)
+    np.testing.assert_array_equal(none["mean"], stats["mean"])
+    np.testing.assert_array_equal(none["var"], stats["var"])
+    _, one = masked_batch_norm(params, stats, h, jnp.array([False, True, False, False]), True)
+    np.testing.assert_allclose(one["mean"], 0.9 * stats["mean"] + 0.1 * h[1])  # by hand
+    np.testing.assert_array_equal(one["var"], stats["var"])
+    _, two = masked_batch_norm(params, stats, h, jnp.array([True, True, False, False]), True)
+    np.testing.assert_allclose(two["var"], 0.9 * stats["var"] + 0.1 * jnp.var(h[:2], 0, ddof=1))

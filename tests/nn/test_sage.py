@@ -263,3 +263,21 @@ def test_layer_equals_pyg_sageconv_with_the_same_weights(aggregator, pyg_nn):
     np.testing.assert_allclose(ours(jnp.asarray(x)), want.detach().numpy(), rtol=1e-4, atol=1e-5)
     grad = jax.grad(lambda x: jnp.sum(ours(x) ** 2))(jnp.asarray(x))
     np.testing.assert_allclose(grad, xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_normalize_has_a_finite_gradient_at_a_zero_row():
+    # Before: every first-layer gradient was NaN when a row was all zeros before the
+    # normalisation (an isolated featureless node, as a padding row is): d sqrt at 0.
+    model = sage(4, 3, hidden=8, num_layers=2, dropout_rate=0.0, normalize=True)
+    params = model.init(jax.random.key(0))
+    graph = sg.Graph(np.array([0, 1]), np.array([1, 0]), None, 3)
+    x = jnp.asarray(np.r_[np.random.default_rng(0).normal(size=(2, 4)), np.zeros((1, 4))])
+    x = x.astype(jnp.float32)
+    grads = jax.grad(lambda p: jnp.sum(model.apply(p, graph, x)[:2] ** 2))(params)
+    alone = jax.grad(  # the real rows alone: the zero row reaches neither of them
+        lambda p: jnp.sum(
+            model.apply(p, sg.Graph(graph.senders, graph.receivers, None, 2), x[:2]) ** 2
+        )
+    )(params)
+    for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(alone), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -336,6 +336,63 @@ def test_official_split_pipeline_reports_the_metric_and_ogbs_evaluator(monkeypat
     np.testing.assert_allclose(official["test"], per_member, rtol=1e-5)
 
 
+def test_a_holdout_split_reports_the_deviation_over_its_seeds(monkeypatch):
+    # Before: over its one fold, always 0 ("0.7193 +- 0.0000" for 0.842, 0.632, 0.684).
+    import sparsegcn.datasets.graphs as graphs_module
+    from sparsegcn.tasks.graph import run_graph_experiment
+
+    data = dataclasses.replace(random_graphs(count=40, seed=3), name="tu:STANDIN")
+    monkeypatch.setattr(graphs_module, "load_graphs", lambda name, root, **kw: data)
+    exp = Experiment(dataset="tu:STANDIN", model="gin", epochs=3, hidden=8, layers=3, seeds=3)
+    report = run_graph_experiment(exp)
+    assert report["split"] == "holdout"
+    per_member = report["test_acc_per_member"]
+    assert len(per_member) == 3 and np.std(per_member) > 0
+    assert report["test_acc_std"] == pytest.approx(np.std(per_member))
+    assert report["test_acc_mean"] == pytest.approx(np.mean(per_member))
+    # The timing keys are medians over the compiled calls, not means over the run.
+    assert 0 < report["epoch_ms_median"] <= 1e3 * report["train_s"]
+    steps = report["batches_per_epoch"]
+    assert report["train_step_ms_median"] == pytest.approx(report["epoch_ms_median"] / steps)
+
+
+def test_ogbs_evaluator_and_predict_score_logits_that_saturate_a_sigmoid(monkeypatch, tmp_path):
+    # Before: both scored float32 sigmoid probabilities, exactly 1 past a logit of about
+    # 17; the ties moved ROC-AUC and AP off the metric training recorded on the logits.
+    pytest.importorskip("ogb")
+    import sparsegcn.datasets.graphs as graphs_module
+    import sparsegcn.tasks.graph as graph_task
+
+    one_task = binary_graphs(count=40, tasks=1, seed=6, missing=0.1)
+    data = dataclasses.replace(one_task, name="ogbg-molhiv")
+    monkeypatch.setattr(graphs_module, "load_graphs", lambda name, root, **kw: data)
+    built = graph_task._model
+
+    def loud(exp, dataset):  # the model's logits times 1000: their sigmoids are 0 or 1
+        model = built(exp, dataset)
+
+        def apply(params, stats, batch, **kwargs):
+            logits, stats = model.apply(params, stats, batch, **kwargs)
+            return 1e3 * logits, stats
+
+        return model._replace(apply=apply)
+
+    monkeypatch.setattr(graph_task, "_model", loud)
+    ckpt = tmp_path / "ckpt"
+    exp = Experiment(
+        dataset="tu:STANDIN", model="gin", epochs=2, hidden=8, layers=3, seeds=2,
+        checkpoint=str(ckpt), root=str(tmp_path),
+    )  # fmt: skip
+    report = graph_task.run_graph_experiment(exp)
+    per_member = report["test_rocauc_per_member"]
+    np.testing.assert_allclose(report["ogb_evaluator"]["test"], per_member, rtol=1e-5)
+    predicted = graph_task.predict_graph_checkpoint(ckpt)
+    np.testing.assert_allclose(predicted["test"], per_member, rtol=1e-5)
+    np.testing.assert_allclose(predicted["ogb_evaluator"]["test"], per_member, rtol=1e-5)
+    probabilities = predicted["predictions"]
+    assert np.isin(probabilities, (0.0, 1.0)).mean() > 0.5  # saturated, as meant
+
+
 def test_pack_graphs_keeps_categorical_features_and_missing_labels():
     data = _molecules(BINARY)
     atoms, bonds = data.features, data.edge_features
