@@ -235,7 +235,7 @@ def _run_task_predict(args: argparse.Namespace, predict, params: str) -> int:
     print(
         f"{result['dataset']}: {count} {rows}, {len(result['seeds'])} member(s), "
         f"checkpoint epoch {result['epoch']}; test {metric} of the predictions "
-        f"{test.mean():.4f} ± {test.std():.4f}"
+        f"{test.mean():.4f} ± {test.std():.4f} over the {test.shape[0]} member(s)"
     )
     if official:
         values = np.asarray(official["test"])
