@@ -43,8 +43,6 @@ import numpy as np
 
 from sparsegcn import _checks
 from sparsegcn.ops import gather_rows, segment_reduce, segment_softmax, segment_sum
-from sparsegcn.ops.gather import gather_rows_widened
-from sparsegcn.ops.segment import accumulation_dtype
 
 Array = Any
 
@@ -185,12 +183,7 @@ class EdgeListView:
         weights), or ``[E, H]`` scales head ``h`` of ``x_src [num_src, H, ...]``.
         """
         x_src = self.check_sources(x_src)
-        wide = accumulation_dtype(x_src.dtype)
-        if wide == x_src.dtype:
-            messages = self.gather_src(x_src)
-        else:  # bf16 / f16: the gradient's scatter-add runs in float32 too
-            _checks.check_num_rows("x_src", jnp.shape(x_src), self.num_src, self.source_count)
-            messages = gather_rows_widened(x_src, self.senders, wide).astype(x_src.dtype)
+        messages = self.gather_src(x_src)
         w = self.edge_factors(edge_weight, x_src.dtype, x_src.shape)
         if w is not None:
             messages = messages * broadcast_edges(w, messages)

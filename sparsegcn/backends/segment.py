@@ -12,7 +12,7 @@ from sparsegcn.backends.base import Backend, edge_weights_like
 from sparsegcn.backends.csr import check_csr_kernel
 from sparsegcn.backends.packed import PackedGraph, packed_matmul
 from sparsegcn.graph import Graph
-from sparsegcn.ops.gather import gather_rows_widened
+from sparsegcn.ops.gather import gather_rows
 from sparsegcn.ops.segment import accumulation_dtype
 
 STORAGE_DTYPES = (None, "bfloat16", "float16")
@@ -49,7 +49,7 @@ def gather_scatter(
     """
     source = x if storage_dtype is None else x.astype(storage_dtype)
     wide = accumulation_dtype(x.dtype)  # bfloat16 or float16 rows: summed in float32
-    messages = gather_rows_widened(source, senders, wide)
+    messages = gather_rows(source, senders).astype(wide)
     if weights is not None:
         messages = messages * weights.reshape(weights.shape + (1,) * (x.ndim - 1)).astype(wide)
     return jax.ops.segment_sum(

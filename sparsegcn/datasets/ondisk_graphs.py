@@ -353,6 +353,18 @@ def _check_vocab(file, key: str, values, dims, chunk: int) -> None:
         release_pages(values)
 
 
+def _check_values(file: Path, key: str, values, chunk: int, what: str, bad_of) -> None:
+    """Raises naming the first entry of ``values`` (any shape, read ``chunk`` entries at a
+    time) where ``bad_of`` holds: ``<key>[i, j]: <value> is <what>``."""
+    flat = values.reshape(-1)
+    for start in range(0, flat.shape[0], chunk):
+        bad = bad_of(np.asarray(flat[start : start + chunk]))
+        if bad.any():
+            i = start + int(np.flatnonzero(bad)[0])
+            index = list(map(int, np.unravel_index(i, values.shape)))
+            raise FormatError(file, f"{key}{index}", f"{float(flat[i]):g} is {what}")
+
+
 def _check_contents(folder: Path, manifest: dict, arrays: dict, chunk: int) -> None:
     files = {key: folder / entry["file"] for key, entry in manifest["files"].items()}
     g, n, e = manifest["num_graphs"], manifest["num_nodes"], manifest["num_edges"]
@@ -395,36 +407,18 @@ def _check_contents(folder: Path, manifest: dict, arrays: dict, chunk: int) -> N
             check_finite_features(
                 files["edge_features"], arrays["edge_features"], chunk, "edge_features"
             )
-    flat = labels.reshape(-1)
-    for start in range(0, flat.shape[0], chunk):
-        part = np.asarray(flat[start : start + chunk])
-        if labels.ndim == 1:
-            bad = (part < 0) | (part >= c)
-            what = f"outside [0, {c})"
-        elif manifest["metric"] in REGRESSION_METRICS:
-            bad = np.isinf(part)
-            what = "not a finite regression target or NaN (missing)"
-        else:
-            bad = ~(np.isnan(part) | (part == 0) | (part == 1))
-            what = "not 0, 1 or NaN (missing)"
-        if bad.any():
-            i = start + int(np.flatnonzero(bad)[0])
-            index = np.unravel_index(i, labels.shape)
-            raise FormatError(
-                files["labels"], f"labels{list(map(int, index))}", f"{float(flat[i]):g} is {what}"
-            )
+    if labels.ndim == 1:
+        _check_values(files["labels"], "labels", labels, chunk, f"outside [0, {c})",
+                      lambda part: (part < 0) | (part >= c))  # fmt: skip
+    elif manifest["metric"] in REGRESSION_METRICS:
+        _check_values(files["labels"], "labels", labels, chunk,
+                      "not a finite regression target or NaN (missing)", np.isinf)  # fmt: skip
+    else:
+        _check_values(files["labels"], "labels", labels, chunk, "not 0, 1 or NaN (missing)",
+                      lambda part: ~(np.isnan(part) | (part == 0) | (part == 1)))  # fmt: skip
     if "targets" in arrays:
-        flat_targets = arrays["targets"].reshape(-1)
-        for start in range(0, flat_targets.shape[0], chunk):
-            bad = np.isinf(np.asarray(flat_targets[start : start + chunk]))
-            if bad.any():
-                i = start + int(np.flatnonzero(bad)[0])
-                index = np.unravel_index(i, arrays["targets"].shape)
-                raise FormatError(
-                    files["targets"],
-                    f"targets{list(map(int, index))}",
-                    f"{float(flat_targets[i]):g} is not a finite target or NaN (missing)",
-                )
+        _check_values(files["targets"], "targets", arrays["targets"], chunk,
+                      "not a finite target or NaN (missing)", np.isinf)  # fmt: skip
     if "train" in arrays:
         for key in SPLITS:
             ids = np.asarray(arrays[key])

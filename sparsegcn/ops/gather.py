@@ -27,50 +27,34 @@ def gather_rows(x: ArrayLike, ids: ArrayLike) -> jax.Array:
 
     Returns:
       ``[E, ...]`` (``S + x.shape[1:]``), ``x``'s dtype. Its gradient
-      scatter-adds into ``x`` (duplicate ids accumulate).
+      scatter-adds into ``x`` (duplicate ids accumulate), in float32 for
+      bfloat16 and float16 rows, rounded once: a plain scatter-add in
+      bfloat16 stops growing at 256 (float16: 2048), and a row read by many
+      edges would get a gradient far too small. (Those rows take reverse-mode
+      derivatives only: ``jax.jvp`` needs float32.)
     """
     x, ids = jnp.asarray(x), jnp.asarray(ids)
     if not jnp.issubdtype(ids.dtype, jnp.integer):
         raise TypeError(f"ids must have an integer dtype, got {ids.dtype}")
     if x.ndim < 1:
         raise ValueError(f"x must have a leading row dimension, got shape {x.shape}")
+    if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype.itemsize < 4:
+        return _gather_narrow(x, ids, x.shape[0], jnp.dtype(jnp.float32))
     return x.at[ids].get(mode="promise_in_bounds")
 
 
-def gather_rows_widened(x: jax.Array, ids: jax.Array, wide) -> jax.Array:
-    """``x[ids]`` in dtype ``wide`` (at least as wide as ``x``'s), gathered in
-    ``x``'s dtype; its gradient scatter-adds in ``wide`` and rounds once to
-    ``x``'s dtype.
-
-    A bfloat16 (float16) gather's plain transpose scatter-adds in bfloat16,
-    where a sum of ones stops growing at 256 (2048): a node read by many edges
-    would get a gradient far too small. Ids as :func:`gather_rows` (in range).
-
-    Args:
-      x: ``[N, ...]`` rows (e.g. bfloat16).
-      ids: int ``[E]``, each in ``[0, N)``.
-      wide: the dtype of the result and of the gradient's sums (float32).
-
-    Returns:
-      ``[E, ...]`` in ``wide``.
-    """
-    if jnp.dtype(x.dtype) == jnp.dtype(wide):
-        return x.at[ids].get(mode="promise_in_bounds")
-    return _gather_widened(x, ids, jnp.dtype(wide), x.shape[0], jnp.dtype(x.dtype))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _gather_narrow(x: jax.Array, ids: jax.Array, rows: int, wide) -> jax.Array:
+    return x.at[ids].get(mode="promise_in_bounds")
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
-def _gather_widened(x: jax.Array, ids: jax.Array, wide, rows: int, dtype) -> jax.Array:
-    return x.at[ids].get(mode="promise_in_bounds").astype(wide)
+def _gather_narrow_fwd(x, ids, rows, wide):
+    return _gather_narrow(x, ids, rows, wide), ids
 
 
-def _gather_widened_fwd(x, ids, wide, rows, dtype):
-    return _gather_widened(x, ids, wide, rows, dtype), ids
-
-
-def _gather_widened_bwd(wide, rows, dtype, ids, cotangent):
+def _gather_narrow_bwd(rows, wide, ids, cotangent):
     sums = jax.ops.segment_sum(cotangent.astype(wide), ids, num_segments=rows)
-    return sums.astype(dtype), None
+    return sums.astype(cotangent.dtype), None
 
 
-_gather_widened.defvjp(_gather_widened_fwd, _gather_widened_bwd)
+_gather_narrow.defvjp(_gather_narrow_fwd, _gather_narrow_bwd)
