@@ -256,17 +256,34 @@ def end_start_up(prog: str) -> None:
         leave(exit_status(_received))
 
 
+_late_prog: str | None = None  # leave_on_signal's prog: who says a late signal ended it
+
+
+def late_message(prog: str, signum: int) -> str:
+    """The line a command prints for a signal that came once its work was done
+    (its outputs written, its result printed): ``<prog>: interrupted after its
+    work was done``."""
+    return f"{prog}: {describe(signum)} after its work was done"
+
+
 def _leave_now(signum: int, frame) -> None:
+    if _late_prog is not None:
+        with contextlib.suppress(BaseException):
+            print(late_message(_late_prog, signum), file=sys.stderr)
     leave(exit_status(signum))
 
 
-def leave_on_signal() -> None:
+def leave_on_signal(prog: str | None = None) -> None:
     """From now on, a signal :func:`install` handled ends the process at once
     (:func:`leave`, ``128 + signum``) instead of raising: for a command whose
     work is done and reported, so that a Ctrl-C during the interpreter's
-    teardown neither prints a traceback nor waits for it."""
+    teardown neither prints a traceback nor waits for it. ``prog``: the
+    command, which then prints :func:`late_message` first (``None``: nothing,
+    for a command that has reported its signal already)."""
+    global _late_prog
     if threading.current_thread() is not threading.main_thread():
         return
+    _late_prog = prog
     for signum in _previous:
         signal.signal(signum, _leave_now)
 
@@ -282,6 +299,7 @@ __all__ = [
     "install",
     "install_if_program",
     "installed",
+    "late_message",
     "leave",
     "leave_on_signal",
     "program",

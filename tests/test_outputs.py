@@ -858,3 +858,26 @@ def test_check_outputs_refuses_each_bad_output_before_any_work(tmp_path):
         {"--out": tmp_path / "fresh.json"}, inputs, defaults={"--out": tmp_path / "fresh.json"}
     )
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_feature_cache_in_a_runs_checkpoint_folder_is_refused(tmp_path, capsys):
+    """``--feature-cache`` wrote its ``.npz`` into another run's locked checkpoint
+    folder, and into this run's own; both are refused before any work."""
+    from sparsegcn.cli import main
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".lock").write_text("")
+    (other / "ckpt-000002.json").write_text("{}")
+    before = sorted(p.name for p in other.iterdir())
+    train = ["train", "--model", "sgc", "--epochs", "2", "--no-progress"]
+    mine = tmp_path / "mine"
+    for flags, message in (
+        (["--feature-cache", str(other)], r"is a run's checkpoint folder \(it holds .lock\)"),
+        (["--feature-cache", str(mine), "--checkpoint", str(mine)], "is the --checkpoint folder"),
+    ):
+        assert main([*train, *flags]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and re.search(message, err[0]), err
+    assert sorted(p.name for p in other.iterdir()) == before
+    assert not mine.exists()

@@ -43,7 +43,7 @@ from sparsegcn import __version__, _interrupt
 from sparsegcn._env import check_switches, env_switch
 from sparsegcn.allocator import keep_freed_memory_unless_disabled
 from sparsegcn.cli import bench, info, predict, train
-from sparsegcn.cli.options import expand_home
+from sparsegcn.cli.options import OneLineParser, expand_home
 from sparsegcn.train.guard import DivergenceError
 from sparsegcn.xla_tuning import check_xla_flags
 
@@ -68,9 +68,7 @@ INPUT_ERRORS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sparsegcn", description="Sparse message passing for GNNs in JAX."
-    )
+    parser = OneLineParser(prog="sparsegcn", description="Sparse message passing for GNNs in JAX.")
     parser.add_argument("--version", action="version", version=f"sparsegcn {__version__}")
     debug_help = "on an error, show the Python traceback (also: SPARSEGCN_DEBUG=1)"
     parser.add_argument("--debug", action="store_true", help=debug_help)
@@ -335,9 +333,14 @@ def console_main() -> int:
     _interrupt.install()
     with contextlib.suppress(ValueError):  # a malformed switch: main() refuses it
         keep_freed_memory_unless_disabled()
+    signal_statuses = {_interrupt.exit_status(s) for s in _interrupt.SIGNALS}
     try:
         status = main()
+        # A status of a signal: main reported it; any other, and a signal came after
+        # the command's work (between its last check and here).
+        reported = status in signal_statuses
     except KeyboardInterrupt:  # --debug, or outside _guarded (parsing the options)
+        reported = True
         _interrupt.leave_on_signal()
         stopped_by = _interrupt.received() or signal.SIGINT
         debug = "--debug" in sys.argv[1:]
@@ -348,11 +351,14 @@ def console_main() -> int:
         else:
             print(f"sparsegcn: {_interrupt.describe(stopped_by)}", file=sys.stderr)
         status = _interrupt.exit_status(stopped_by)
-    _interrupt.leave_on_signal()  # from here, a signal ends the process at once
+    # From here, a signal ends the process at once (saying so where not reported yet).
+    _interrupt.leave_on_signal(None if reported else "sparsegcn")
     signum = _interrupt.received()
     if signum is not None:
+        if not reported:
+            print(_interrupt.late_message("sparsegcn", signum), file=sys.stderr)
         status = _interrupt.exit_status(signum)
-    if status in {_interrupt.exit_status(s) for s in _interrupt.SIGNALS}:
+    if status in signal_statuses:
         _interrupt.leave(status)
     return status
 

@@ -6,6 +6,22 @@ import argparse
 import dataclasses
 import typing
 
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors end as one line on stderr and status 2:
+    ``<prog>: error: <message> (see <prog> --help)``, not the whole usage first.
+
+    Its subparsers (``add_subparsers``) are of this class too. An option's
+    value that starts with ``-`` (``--fanouts -1,5``) reads to argparse as
+    another option; the message then says to write ``--flag=VALUE``.
+    """
+
+    def error(self, message: str):
+        if message.endswith("expected one argument"):
+            message += " (a value that starts with '-' is written --flag=VALUE)"
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 GIVEN = "given_options"
 """The namespace attribute listing the fields whose flags were on the command line."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from sparsegcn import _interrupt, parallel
 from sparsegcn.bench.plot import require_matplotlib
@@ -27,7 +28,7 @@ from sparsegcn.files import (
 from sparsegcn.nn.registry import MODELS
 from sparsegcn.plots import PlotError, check_plot_path
 from sparsegcn.tasks import resolve, task_for
-from sparsegcn.train.checkpoint import folder_of, folder_owns
+from sparsegcn.train.checkpoint import LOCK_NAME, folder_of, folder_owns
 from sparsegcn.train.sweep import format_table, parse_sweep
 
 # Experiment fields that place a run on devices and processes.
@@ -118,6 +119,30 @@ def _format_link_report(report: dict) -> str:
     return f"{line}\n{values}"
 
 
+def check_cache_folder(cache: str | None, checkpoint: str | None, resumed: str | None) -> None:
+    """Refuses a ``--feature-cache`` folder that is a run's checkpoint folder: this
+    run's ``--checkpoint`` or ``--resume`` folder, or any folder a run has
+    claimed (it holds the lock file), which belongs to that run alone.
+
+    Raises:
+      ValueError: naming the folder and whose it is.
+    """
+    if not cache:
+        return
+    real = os.path.realpath(cache)
+    for flag, folder in (("--checkpoint", checkpoint), ("--resume", resumed)):
+        if folder and os.path.realpath(folder) == real:
+            raise ValueError(
+                f"--feature-cache {cache!r} is the {flag} folder, which holds one run's "
+                "checkpoints alone; keep the cache in a folder of its own"
+            )
+    if os.path.lexists(os.path.join(real, LOCK_NAME)):
+        raise ValueError(
+            f"--feature-cache {cache!r} is a run's checkpoint folder (it holds {LOCK_NAME}), "
+            "which belongs to that run alone; keep the cache in a folder of its own"
+        )
+
+
 def check_outputs(experiment: Experiment, json_path: str | None) -> None:
     """Refuses unwritable outputs and unusable checkpoint folders before any data is read."""
     check_paths({"--json": json_path})
@@ -132,6 +157,7 @@ def check_outputs(experiment: Experiment, json_path: str | None) -> None:
     if experiment.feature_cache:
         check_writable(experiment.feature_cache, what="--feature-cache", folder=True)
     resumed = folder_of(experiment.resume) if experiment.resume else None
+    check_cache_folder(experiment.feature_cache, experiment.checkpoint, resumed)
     check_distinct_outputs(
         {"--json": json_path, "--plot": experiment.plot},
         {

@@ -43,7 +43,6 @@ References:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import sys
@@ -610,7 +609,9 @@ def _write_labels(writer, folder: Path, layout: OgbLayout, rows: int) -> None:
 
 def main(argv=None) -> int:
     """``python -m sparsegcn.datasets.convert NAME --root ROOT --out PATH``."""
-    parser = argparse.ArgumentParser(
+    from sparsegcn.cli.options import OneLineParser
+
+    parser = OneLineParser(
         prog="python -m sparsegcn.datasets.convert",
         description="Convert OGB node-property raw files into sparsegcn's on-disk format, "
         "streaming in bounded memory.",

@@ -71,7 +71,7 @@ class LinkDataset:
         not in it (though in ogbl-collab a pair that collaborated again in a
         later year is a training pair too); see
         :func:`~sparsegcn.datasets.links.message_graph` for OGB's
-        ``--use_valid_edges_as_input``.
+        ``--use_valedges_as_input``.
         For directed datasets (citation2) it is symmetric too, as OGB's
         baselines make it (``adj_t.to_symmetric()``); the split's pairs keep
         their direction.

@@ -57,7 +57,7 @@ def message_graph(
       repeats merged, unweighted).
     - ``use_valid_edges=True``: the training and validation edges together,
       both directions, repeats merged, unweighted: OGB's
-      ``--use_valid_edges_as_input`` for the final test of ogbl-collab
+      ``--use_valedges_as_input`` for the final test of ogbl-collab
       (``examples/linkproppred/collab/gnn.py``: ``full_adj_t``), where test
       edges are predicted from every edge before 2019. Use it for the test
       only: model selection on the validation edges must not see them.

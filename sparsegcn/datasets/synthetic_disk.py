@@ -42,7 +42,6 @@ same-class (as :func:`sbm.sample_pairs`), stored in both directions:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import sys
@@ -404,7 +403,9 @@ def _write_features(writer, classes, spec: SyntheticSpec, seed: int, progress: b
 
 def main(argv=None) -> int:
     """``python -m sparsegcn.datasets.synthetic_disk PRESET --out PATH [--scale S]``."""
-    parser = argparse.ArgumentParser(
+    from sparsegcn.cli.options import OneLineParser
+
+    parser = OneLineParser(
         prog="python -m sparsegcn.datasets.synthetic_disk",
         description="Generate a synthetic preset straight into sparsegcn's on-disk format.",
     )

@@ -27,7 +27,6 @@ on-disk format and are refused.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -116,7 +115,9 @@ def save_to_disk(
 
 def main(argv=None) -> int:
     """``python -m sparsegcn.datasets.to_disk NAME --out DIR [--scale S] [--seed N]``."""
-    parser = argparse.ArgumentParser(
+    from sparsegcn.cli.options import OneLineParser
+
+    parser = OneLineParser(
         prog="python -m sparsegcn.datasets.to_disk",
         description="Load a dataset by name and write it in its task's on-disk format.",
     )

@@ -575,8 +575,9 @@ class Experiment:
     )
     use_valid_edges: bool = _field(
         False,
-        "link datasets with an official split (ogbl-collab): pass messages on the validation "
-        "edges too and train on them, for the final test (as OGB's baselines)",
+        "link datasets with an official split (ogbl-collab): the test edges are scored on "
+        "embeddings that pass messages on the validation edges too (OGB's baselines' "
+        "--use_valedges_as_input); training and validation use the train edges alone",
     )
 
     def __post_init__(self):

@@ -150,6 +150,11 @@ class LinkData(NamedTuple):
       pos_weight, norm: float32 ``[]``, Kipf & Welling's ``(N² - E) / E``
         and ``N² / (2 (N² - E))``, ``E`` the directed train edges.
       valid, test: :class:`EvalSet`.
+      test_graph: the graph the test pairs are scored on, prepared as
+        ``graph`` is, where it is not ``graph`` (ogbl-collab with
+        ``--use-valid-edges``: the train and validation edges, OGB's
+        baselines' ``full_adj_t``); ``None``: ``graph``. Training and the
+        validation pairs always use ``graph``.
     """
 
     graph: Any
@@ -161,6 +166,7 @@ class LinkData(NamedTuple):
     norm: jax.Array
     valid: EvalSet
     test: EvalSet
+    test_graph: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,10 +244,12 @@ class LinkFitResult:
       compile_s: seconds compiling the step and the evaluation.
       step_ms: wall time of one step (all seeds), after compile: of each call
         (:func:`fit_links`: a chunk of epochs, so each entry is the call's
-        time over its epochs; :func:`fit_links_sampled`: an epoch, over its
-        batches).
+        time over the steps it ran, the last call's idle epochs past
+        ``config.epochs`` included: they run the step and keep the state;
+        :func:`fit_links_sampled`: an epoch, over its batches).
       wall_s: seconds of the whole fit.
       devices: the devices each step was split over.
+      train_s: seconds of the timed training calls together, compile apart.
     """
 
     seeds: tuple
@@ -254,6 +262,7 @@ class LinkFitResult:
     step_ms: np.ndarray
     wall_s: float
     devices: int = 1
+    train_s: float = float("nan")
 
     @property
     def train_step_ms_median(self) -> float:
@@ -335,6 +344,7 @@ def link_data(
     test: EvalSet,
     *,
     undirected: bool = True,
+    test_graph=None,
 ) -> LinkData:
     """The :class:`LinkData` of a split, on the host, once.
 
@@ -345,17 +355,22 @@ def link_data(
       train: int ``[P, 2]`` train positives.
       valid, test: :func:`eval_set` results.
       undirected: the train pairs stand for both directions.
+      test_graph: the graph the test pairs are scored on, prepared as
+        ``graph`` is (:attr:`LinkData.test_graph`); ``None``: ``graph``.
 
     Raises:
       ValueError: a node id of ``train``, ``valid`` or ``test`` outside
         ``[0, num_nodes)``, naming the first (XLA's gathers would clamp it,
         and the pair keys ``u N + v`` alias it to another pair), or a
-        ``graph`` or ``features`` of another node count.
+        ``graph``, ``test_graph`` or ``features`` of another node count.
     """
     num_nodes = check_static_int("num_nodes", num_nodes, minimum=1)
-    graph_nodes = getattr(graph, "num_nodes", None)
-    if isinstance(graph_nodes, int | np.integer) and graph_nodes != num_nodes:
-        raise ValueError(f"num_nodes={num_nodes} disagrees with graph.num_nodes={int(graph_nodes)}")
+    for name, g in (("graph", graph), ("test_graph", test_graph)):
+        graph_nodes = getattr(g, "num_nodes", None)
+        if isinstance(graph_nodes, int | np.integer) and graph_nodes != num_nodes:
+            raise ValueError(
+                f"num_nodes={num_nodes} disagrees with {name}.num_nodes={int(graph_nodes)}"
+            )
     if features is not None and hasattr(features, "shape"):
         check_num_rows("features", tuple(features.shape), num_nodes)
     train = _pairs("train", train)
@@ -385,6 +400,7 @@ def link_data(
         norm=jnp.float32(norm),
         valid=valid,
         test=test,
+        test_graph=test_graph,
     )
 
 
@@ -722,9 +738,13 @@ def split_metrics(pos: jax.Array, neg: jax.Array, metric: str) -> dict:
 
 def evaluate(model: LinkModel, params, data: LinkData, metric: str = "") -> dict:
     """``{"valid": {...}, "test": {...}, "test_scores": (pos, neg)}`` of one seed
-    (:func:`split_metrics`; the scores for ``ogb``'s ``Evaluator``)."""
+    (:func:`split_metrics`; the scores for ``ogb``'s ``Evaluator``): the
+    validation pairs scored on embeddings of ``data.graph``, the test pairs on
+    those of ``data.test_graph`` where it is set."""
     z = model.embed(params, data.graph, data.features)
     valid = score_set(model, params, z, data.valid)
+    if data.test_graph is not None:  # the test pairs' own message graph
+        z = model.embed(params, data.test_graph, data.features)
     test = score_set(model, params, z, data.test)
     return {
         "valid": split_metrics(*valid, metric),
@@ -756,6 +776,9 @@ class PhasedEvaluation(NamedTuple):
       embed: compiled ``(params, graph, features) -> z [N, D]`` of one seed.
       valid, test: compiled ``(params, z, split) -> (metrics, (pos, neg))``.
       metric: the ranking metric besides AUC and AP (:func:`split_metrics`).
+      per_seed: the data holds one split a seed.
+      embed_test: ``embed`` compiled for ``data.test_graph``; ``None`` where
+        the data has none (the test pairs are scored on ``embed``'s ``z``).
     """
 
     embed: Callable
@@ -763,6 +786,7 @@ class PhasedEvaluation(NamedTuple):
     test: Callable
     metric: str
     per_seed: bool = False
+    embed_test: Callable | None = None
 
     @classmethod
     def compile(
@@ -780,12 +804,16 @@ class PhasedEvaluation(NamedTuple):
             return split_metrics(pos, neg, metric), (pos, neg)
 
         scored = jax.jit(measure)
+        embed_test = None
+        if data.test_graph is not None:
+            embed_test = jax.jit(model.embed).lower(first, data.test_graph, data.features).compile()
         return cls(
             embed,
             scored.lower(first, z, data.valid).compile(),
             scored.lower(first, z, data.test).compile(),
             metric,
             per_seed,
+            embed_test,
         )
 
     def __call__(self, params, data: LinkData) -> dict:
@@ -798,6 +826,9 @@ class PhasedEvaluation(NamedTuple):
             own = _seed_data(data, k) if self.per_seed else data
             z = self.embed(p, own.graph, own.features)
             valid, _ = self.valid(p, z, own.valid)
+            if self.embed_test is not None:  # the test pairs' own message graph
+                del z
+                z = self.embed_test(p, own.test_graph, own.features)
             test, scores = self.test(p, z, own.test)
             rows.append(jax.tree.map(np.asarray, (valid, test, scores)))
             del z
@@ -944,8 +975,6 @@ def fit_links(
         divergence_epochs=config.divergence_epochs,
         desc=f"{model.name} x{len(seeds)}",
     )
-    calls = len(seconds)
-    per_call = np.minimum(config.chunk, config.epochs - config.chunk * np.arange(calls))
     metrics = jax.tree.map(np.asarray, assess_fn(params, data))
     return LinkFitResult(
         seeds=seeds,
@@ -955,9 +984,10 @@ def fit_links(
         test=metrics["test"],
         test_scores=tuple(metrics["test_scores"]),
         compile_s=compile_s,
-        step_ms=1e3 * np.asarray(seconds) / per_call,
+        step_ms=1e3 * np.asarray(seconds) / config.chunk,  # every call runs chunk steps
         wall_s=time.perf_counter() - start,
         devices=1 if mesh is None else mesh.size,
+        train_s=float(np.sum(seconds)),
     )
 
 
@@ -977,6 +1007,10 @@ class SampledLinkData(NamedTuple):
         (``indptr`` and ``indices`` are its arrays), on which
         :func:`fit_links_sampled` embeds every node for evaluation, layer by
         layer in bounded memory; ``None``: on ``eval_data``'s graph, full batch.
+      test_chunked: ``eval_data.test_graph``'s graph as a
+        :class:`~sparsegcn.sampling.ChunkedGraph`, on which the test pairs'
+        nodes are embedded where ``chunked`` is set; ``None`` where
+        ``eval_data`` has no ``test_graph``.
     """
 
     indptr: jax.Array
@@ -985,19 +1019,27 @@ class SampledLinkData(NamedTuple):
     train: jax.Array
     edges: EdgeIndex
     chunked: Any = None
+    test_chunked: Any = None
 
 
-def sampled_link_data(graph, features, train, *, undirected: bool = True) -> SampledLinkData:
+def sampled_link_data(
+    graph, features, train, *, undirected: bool = True, test_graph=None
+) -> SampledLinkData:
     """:class:`SampledLinkData` of a message-passing ``graph`` (host, once).
 
     ``graph``: a :class:`~sparsegcn.Graph`, or its
     :func:`~sparsegcn.train.minibatch.sampling_graph` when the caller keeps
     that too (layer-wise evaluation reads it), so its CSR is built once.
+    ``test_graph``: the graph the test pairs are scored on, where it is not
+    ``graph`` (either form; :attr:`SampledLinkData.test_chunked`).
     """
     from sparsegcn.sampling.chunks import ChunkedGraph
     from sparsegcn.train.minibatch import sampling_graph
 
-    csr = graph if isinstance(graph, ChunkedGraph) else sampling_graph(graph)
+    def chunked(g):
+        return g if isinstance(g, ChunkedGraph) else sampling_graph(g)
+
+    csr = chunked(graph)
     train = _pairs("train", train)
     return SampledLinkData(
         indptr=csr.indptr,
@@ -1006,6 +1048,7 @@ def sampled_link_data(graph, features, train, *, undirected: bool = True) -> Sam
         train=jnp.asarray(train),
         edges=edge_index(train, graph.num_nodes, symmetric=undirected),
         chunked=csr,
+        test_chunked=None if test_graph is None else chunked(test_graph),
     )
 
 
@@ -1043,7 +1086,7 @@ def stack_sampled_link_data(members: Sequence[SampledLinkData]) -> SampledLinkDa
 
 def per_seed_sampled_axes() -> SampledLinkData:
     """``vmap``'s ``in_axes`` of a stacked :class:`SampledLinkData` (features shared)."""
-    return SampledLinkData._make([0, 0, None, 0, 0, 0])
+    return SampledLinkData._make([0, 0, None, 0, 0, 0, 0])
 
 
 def batch_endpoints(pairs: jax.Array, negatives: jax.Array, *, shared_sources: bool = False):
@@ -1316,7 +1359,13 @@ def fit_links_sampled(
     params = jax.vmap(model.init)(init_keys)
     opt_state = jax.vmap(tx.init)(params)
     if data.chunked is not None:
-        eval_data = eval_data._replace(graph=data.chunked)
+        if (eval_data.test_graph is None) != (data.test_chunked is None):
+            raise ValueError(
+                "fit_links_sampled: eval_data.test_graph and data.test_chunked (the test "
+                "pairs' message graph, full batch and chunked) must be given together"
+            )
+        eval_data = eval_data._replace(graph=data.chunked, test_graph=data.test_chunked)
+    data = data._replace(test_chunked=None)  # evaluation's alone: no input of the epochs
     params, opt_state, train_keys, data, eval_data = _replicated(
         (params, opt_state, train_keys, data, eval_data), mesh
     )
@@ -1394,6 +1443,7 @@ def fit_links_sampled(
         step_ms=1e3 * np.asarray(seconds) / batches,
         wall_s=time.perf_counter() - start,
         devices=1 if mesh is None else mesh.size,
+        train_s=float(np.sum(seconds)),
     )
 
 

@@ -116,6 +116,37 @@ def test_bad_input_is_a_clean_error(capsys, tmp_path):
         main(["train", "--backend", "csr"])
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["train", "--epochs", "abc"],
+            "sparsegcn train: error: argument --epochs: invalid int value: 'abc'",
+        ),
+        (
+            ["train", "--backend", "csr"],
+            "sparsegcn train: error: argument --backend: invalid choice: 'csr'",
+        ),
+        (["train", "--model", "sage", "--fanouts", "-1,5"], "written --flag=VALUE"),
+        (
+            ["predict", "--params", "foo"],
+            "sparsegcn predict: error: argument --params: invalid choice",
+        ),
+        (["trian"], "sparsegcn: error: argument command: invalid choice: 'trian'"),
+        ([], "sparsegcn: error: the following arguments are required: command"),
+    ],
+)
+def test_a_bad_argument_is_one_line_and_status_2(argv, message, capsys):
+    """argparse's errors print one line naming the value, not the whole usage before it."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "--help)" in lines[0], lines
+    assert captured.out == ""
+
+
 def test_version_is_the_one_pyproject_declares(capsys):
     import re
     from pathlib import Path

@@ -196,6 +196,28 @@ def test_a_command_that_returns_after_a_swallowed_ctrl_c_exits_130(monkeypatch, 
     assert one_line(capsys) == "sparsegcn train: interrupted"
 
 
+def test_a_ctrl_c_after_the_work_is_done_says_so_in_one_line_and_exits_130():
+    # A signal between the command's last check and the process's end (its
+    # outputs written, its result printed) ended it with 130 and nothing on stderr.
+    script = textwrap.dedent(
+        """
+        import os, signal, sys
+        import sparsegcn.cli as cli
+
+        def main(argv=None):
+            print("done")
+            signal.signal(signal.SIGINT, lambda *a: None)  # past the command's checks
+            os.kill(os.getpid(), signal.SIGINT)
+            cli._interrupt._received = signal.SIGINT  # as the handler records it
+            return 0
+
+        cli.main = main
+        sys.exit(cli.console_main())
+        """
+    )
+    assert outcome(script) == (130, "done\n", "sparsegcn: interrupted after its work was done\n")
+
+
 def test_the_console_script_handles_a_ctrl_c_swallowed_while_jax_is_imported(tmp_path):
     # The console script (sparsegcn_console.main) installs the handler before
     # importing sparsegcn: a Ctrl-C swallowed during that import (here, after

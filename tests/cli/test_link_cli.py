@@ -182,7 +182,8 @@ def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path
 
     out, folder = tmp_path / "report.json", tmp_path / "model"
     argv = ["train", "--dataset", "cora", "--root", str(data_root), "--task", "link"]
-    argv += ["--model", "gae", "--epochs", "3", "--seeds", "2", "--no-progress"]
+    argv += ["--model", "gae", "--epochs", "3", "--epochs-per-call", "3", "--seeds", "2"]
+    argv += ["--no-progress"]
     assert main([*argv, "--json", str(out), "--checkpoint", str(folder)]) == 0
     assert "test auc" in capsys.readouterr().out
     report = json.loads(out.read_text())
@@ -193,6 +194,9 @@ def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path
     for key in ("test_auc_mean", "test_ap_mean", "test_auc_std", "val_auc_mean"):
         assert 0.0 <= report[key] <= 1.0
     assert len(report["test_auc"]) == 2 and report["train_step_ms_median"] > 0
+    # The 3 epochs run as one call of 3 steps: train_s is that call's time.
+    call_s = 3 * report["train_step_ms_median"] / 1e3
+    assert report["train_s"] == pytest.approx(call_s) and call_s <= report["wall_s"]
     sizes = report["split_sizes"]
     assert sizes["test"] == int(0.10 * 5278) and sizes["valid"] == int(0.05 * 5278)
     assert report["num_message_edges"] == 2 * sizes["train"]
@@ -347,9 +351,66 @@ def test_an_ogbl_collab_folder_trains_and_reports_hits_at_50(tmp_path):
     if "ogb_evaluator" in report:  # ogb installed: its Evaluator on the same scores
         assert report["ogb_evaluator"]["metric"] == "hits@50"
         np.testing.assert_allclose(report["ogb_evaluator"]["test"], report["test_hits@50"])
+    assert report["num_test_message_edges"] == 2 * train
     out = tmp_path / "collab-valid.json"
     assert main([*base, "--use-valid-edges", "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["num_message_edges"] == 2 * (train + valid)
+    with_valid = json.loads(out.read_text())
+    assert with_valid["num_message_edges"] == 2 * train  # training and validation
+    assert with_valid["num_test_message_edges"] == 2 * (train + valid)
+    assert with_valid["split_sizes"]["train"] == train
+    # Training and the validation scores are those of the run without the option.
+    assert with_valid["loss_curve"] == report["loss_curve"]
+    assert with_valid["val_hits@50"] == report["val_hits@50"]
+
+
+def test_use_valid_edges_scores_the_test_edges_alone_on_train_and_valid_edges(tmp_path):
+    """OGB's ``--use_valedges_as_input``: params trained on the train edges alone
+    (equal to a run without it), validation scored on them, the test edges on
+    embeddings of the train and validation edges: Hits@50 recomputed by hand."""
+    import jax
+
+    from sparsegcn.datasets.links import load_links, message_graph
+    from sparsegcn.experiment.build import model_graph
+    from sparsegcn.experiment.config import Experiment
+    from sparsegcn.tasks.link import predict_links, prepare_links, save_link_model
+    from sparsegcn.train.links import PhasedEvaluation, fit_links
+
+    write_mini_collab(tmp_path)
+    runs = {}
+    for use in (False, True):
+        exp = Experiment(
+            dataset="ogbl-collab", root=str(tmp_path), model="gae", epochs=3, use_valid_edges=use
+        )
+        _, data, model, config = prepare_links(exp)
+        runs[use] = (data, model, fit_links(model, data, config, seeds=(0,)))
+    saved = save_link_model(tmp_path / "model", exp, runs[True][2])
+    (data, model, with_valid), (_, _, without) = runs[True], runs[False]
+    assert data.test_graph is not None and runs[False][0].test_graph is None
+    for a, b in zip(
+        jax.tree.leaves(with_valid.params), jax.tree.leaves(without.params), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(with_valid.valid["hits@50"], without.valid["hits@50"])
+
+    dataset = load_links("ogbl-collab", str(tmp_path))
+    full = message_graph(dataset, use_valid_edges=True)
+    params = jax.tree.map(lambda a: a[0], with_valid.params)
+    z = np.asarray(
+        model.embed(params, model_graph(full, "gcn", packed=encoder_packed()), data.features)
+    )
+    pos, neg = dataset.split["test"], dataset.split["test_neg"]
+    s_pos = np.einsum("pd,pd->p", z[pos[:, 0]], z[pos[:, 1]])
+    s_neg = np.einsum("pd,pd->p", z[neg[:, 0]], z[neg[:, 1]])
+    kth = np.sort(s_neg)[-50]  # 60 negatives
+    np.testing.assert_allclose(with_valid.test["hits@50"], [np.mean(s_pos > kth)])
+    assert not np.allclose(s_pos, np.asarray(without.test_scores[0][0]), atol=1e-4)
+    # The sampled runs' evaluation (one seed and phase at a time) scores alike.
+    phased = PhasedEvaluation.compile(model, with_valid.params, data, "hits@50")
+    np.testing.assert_allclose(
+        phased(with_valid.params, data)["test"]["hits@50"], [np.mean(s_pos > kth)]
+    )
+    # predict embeds on the graph the test edges were scored on.
+    np.testing.assert_allclose(predict_links(saved, pos)["scores"][0], s_pos, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow  # 33 s in the default suite's cold run (two trainings at scale 0.5)
