@@ -881,3 +881,55 @@ def test_a_feature_cache_in_a_runs_checkpoint_folder_is_refused(tmp_path, capsys
         assert len(err) == 1 and re.search(message, err[0]), err
     assert sorted(p.name for p in other.iterdir()) == before
     assert not mine.exists()
+
+
+def test_an_output_over_a_file_of_another_kind_is_refused(tmp_path, capsys):
+    """``predict --json preds.npy`` replaced the predictions with a summary: an existing
+    file that is not what the option writes is refused before any work, and left
+    as it was; a file of the option's own kind (an earlier report) is replaced."""
+    from sparsegcn.cli import main
+    from sparsegcn.cli.outputs import other_kind
+
+    files = {
+        "a.npy": None,  # written below
+        "a.npz": None,
+        "a.png": b"\x89PNG\r\n\x1a\n" + bytes(16),
+        "notes.txt": "résumé, 42\n".encode(),
+        "blob.bin": bytes(range(256)),
+        "report.json": b'\n  {"test_acc_mean": 0.8}',
+        "empty.json": b"",
+    }
+    np.save(tmp_path / "a.npy", np.arange(3))
+    np.savez(tmp_path / "a.npz", x=np.arange(3))
+    for name, data in files.items():
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+    found = {name: other_kind("--json", tmp_path / name) for name in files}
+    assert found == {
+        "a.npy": "a .npy array",
+        "a.npz": "a zip or .npz archive",
+        "a.png": "a PNG image",
+        "notes.txt": "a text file",
+        "blob.bin": "a binary file",
+        "report.json": None,
+        "empty.json": None,
+    }
+    assert other_kind("--out", tmp_path / "a.npy") is None
+    assert other_kind("--out", tmp_path / "report.json") == "a text file"
+    assert other_kind("--plot", tmp_path / "a.png") is None
+    assert other_kind("--plot", tmp_path / "missing.png") is None
+
+    (tmp_path / "notes.png").write_bytes(files["notes.txt"])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    train = ["train", "--epochs", "2", "--no-progress"]
+    for flag, name, message in (
+        ("--json", "a.npy", r"--json .*a\.npy exists and is a \.npy array, not a JSON report"),
+        ("--plot", "notes.png", r"--plot .*notes\.png exists and is a text file, not a PNG image"),
+    ):
+        assert main([*train, flag, str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and re.search(message, err[0]), err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    # An earlier report is replaced.
+    assert main([*train, "--json", str(tmp_path / "report.json")]) == 0
+    assert "test_acc_mean" in (tmp_path / "report.json").read_text()

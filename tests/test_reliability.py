@@ -546,7 +546,10 @@ def test_an_output_never_replaces_a_file_sparsegcn_reads_back(tmp_path, capsys):
         assert main(["train", "--epochs", "1", "--json", str(dataset / name)]) == 2
         assert "would overwrite" in error_line(capsys)
     assert (dataset / "labels.npy").read_bytes() == b"kept"
-    assert main(["info", "--json", str(dataset / "notes.txt")]) == 0  # not the dataset's
+    assert main(["info", "--json", str(dataset / "notes.txt")]) == 2  # text: another kind
+    assert "is a text file, not a JSON report" in error_line(capsys)
+    (dataset / "old.json").write_text('{"num_nodes": 1}')
+    assert main(["info", "--json", str(dataset / "old.json")]) == 0  # a report, not the dataset's
 
 
 @pytest.mark.parametrize("unbuffered", ["1", ""])

@@ -70,13 +70,65 @@ def kept_file_owner(path: str | os.PathLike) -> str | None:
     return None
 
 
+#: What each output option writes: its file's leading bytes (after blanks, for JSON).
+OUTPUT_KINDS: dict[str, tuple[str, tuple[bytes, ...]]] = {
+    "--json": ("a JSON report", (b"{", b"[")),
+    "--out": ("a .npy array", (b"\x93NUMPY",)),
+    "--embeddings": ("a .npy array", (b"\x93NUMPY",)),
+    "--plot": ("a PNG image", (b"\x89PNG\r\n\x1a\n",)),
+}
+
+_KNOWN_KINDS = (
+    (b"\x93NUMPY", "a .npy array"),
+    (b"PK\x03\x04", "a zip or .npz archive"),
+    (b"\x89PNG", "a PNG image"),
+    (b"%PDF", "a PDF"),
+    (b"\x80", "a pickle"),
+    (b"\x1f\x8b", "a gzip file"),
+)
+
+
+def other_kind(flag: str, path: str | os.PathLike) -> str | None:
+    """What the existing file at ``path`` is, when it is not what ``flag`` writes
+    (:data:`OUTPUT_KINDS`): ``"a .npy array"`` for ``--json preds.npy``, say.
+    ``None`` when there is no such file, it is empty, it is of ``flag``'s kind,
+    or ``flag`` writes no kind listed there."""
+    if flag not in OUTPUT_KINDS or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None  # unreadable: check_writable speaks for it
+    _, leads = OUTPUT_KINDS[flag]
+    text = head.lstrip(b" \t\r\n") if flag == "--json" else head
+    if not head or text.startswith(leads) or (flag == "--json" and not text):
+        return None
+    for lead, name in _KNOWN_KINDS:
+        if head.startswith(lead):
+            return name
+    return "a text file" if _is_text(head) else "a binary file"
+
+
+def _is_text(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return err.start > len(head) - 4  # a character cut at the end of the sample
+    return b"\0" not in head
+
+
 def check_not_kept_files(outputs: Mapping[str, str | os.PathLike | None]) -> None:
     """Refuses an output that would replace a file of a sparsegcn dataset, checkpoint
     or link-model folder (:func:`kept_file_owner`), inputs of this run or not:
     ``--json ck/ckpt-000030.json`` left that folder unreadable, its arrays orphaned.
+    Refuses too an output whose existing file is of another kind than the one the
+    option writes (:func:`other_kind`): ``predict --json preds.npy`` replaced the
+    predictions an earlier run had written with a summary. A file of the option's
+    own kind (a report of an earlier run) is replaced, as an explicit path is.
 
     Raises:
-      ValueError: naming the flag, the path and what it belongs to.
+      ValueError: naming the flag, the path and what it belongs to, or what it is.
     """
     for flag, out in outputs.items():
         if out is None:
@@ -87,6 +139,12 @@ def check_not_kept_files(outputs: Mapping[str, str | os.PathLike | None]) -> Non
                 f"{flag} {out} would overwrite {owner}, which sparsegcn reads back "
                 f"(the folder would be unreadable); write it elsewhere"
             )
+        found = other_kind(flag, out)
+        if found is not None:
+            raise ValueError(
+                f"{flag} {out} exists and is {found}, not {OUTPUT_KINDS[flag][0]} as {flag} "
+                "writes; write it elsewhere, or remove that file first"
+            )
 
 
-__all__ = ["check_not_kept_files", "kept_file_owner"]
+__all__ = ["OUTPUT_KINDS", "check_not_kept_files", "kept_file_owner", "other_kind"]

@@ -95,15 +95,29 @@ def test_a_summary_that_cannot_be_written_leaves_the_previous_outputs(trained, t
     # and the previous predictions were gone although the help promises all or none.
     folder, _ = trained
     out, emb = tmp_path / "p.npy", tmp_path / "e.npy"
-    out.write_bytes(b"old predictions")
+    np.save(out, np.array([7, 7, 7]))  # the previous predictions
+    old = out.read_bytes()
     argv = ["predict", "--checkpoint", str(folder / "ckpt"), "--out", str(out)]
     assert main([*argv, "--embeddings", str(emb), "--json", "/dev/full"]) == 1
     captured = capsys.readouterr()
     assert captured.err.strip() == (
         "sparsegcn predict: error: cannot write /dev/full: No space left on device"
     )
-    assert out.read_bytes() == b"old predictions"
+    assert out.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.npy"]
+
+
+def test_a_summary_over_earlier_predictions_is_refused(trained, tmp_path, capsys):
+    # Before: --json n.npy replaced the predictions an earlier predict had written there.
+    folder, _ = trained
+    earlier = tmp_path / "n.npy"
+    np.save(earlier, np.array([7, 7, 7]))
+    old = earlier.read_bytes()
+    argv = ["predict", "--checkpoint", str(folder / "ckpt"), "--out", str(tmp_path / "x.npy")]
+    assert main([*argv, "--json", str(earlier)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a .npy array, not a JSON report" in err[0], err
+    assert earlier.read_bytes() == old and sorted(p.name for p in tmp_path.iterdir()) == ["n.npy"]
 
 
 def test_a_resumed_runs_checkpoint_predicts_after_its_source_is_gone(tmp_path, capsys):
