@@ -706,6 +706,12 @@ def check_writable(path: str | os.PathLike, *, what: str, folder: bool = False) 
     if path.is_dir() and not folder:
         raise IsADirectoryError(f"{what} {path} is a folder; give the path of a file to write")
     target = path if folder else _through_link(path)
+    if not folder and path.is_symlink() and not target.parent.exists():
+        raise FileNotFoundError(
+            f"{what} {path} is a symbolic link to {target}, whose folder {target.parent} does "
+            f"not exist: the output would be written there, making folders outside "
+            f"{path.parent}; give another path, or make that folder first"
+        )
     kind = None if folder else _sink_kind(target)
     if kind is not None:  # written in place (SINKS), never replaced
         if kind not in SINKS:

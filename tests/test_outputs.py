@@ -933,3 +933,52 @@ def test_an_output_over_a_file_of_another_kind_is_refused(tmp_path, capsys):
     # An earlier report is replaced.
     assert main([*train, "--json", str(tmp_path / "report.json")]) == 0
     assert "test_acc_mean" in (tmp_path / "report.json").read_text()
+
+
+def test_a_symbolic_link_as_a_dataset_folder_is_replaced_only_with_overwrite(tmp_path, capsys):
+    """A dataset writer's ``--out`` that was a link (dangling, or to an empty folder)
+    was replaced without ``--overwrite``, the user's link lost."""
+    from sparsegcn.datasets import synthetic_disk
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for name, target in (("dangling", tmp_path / "gone" / "x"), ("to-empty", empty)):
+        link = tmp_path / name
+        link.symlink_to(target)
+        argv = ["tiny", "--no-progress", "--out", str(link)]
+        assert synthetic_disk.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "is a symbolic link (to " in err[0], err
+        assert link.is_symlink() and os.readlink(link) == str(target)
+        # With --overwrite the link is replaced, and what it names is left as it was.
+        assert synthetic_disk.main([*argv, "--overwrite"]) == 0
+        capsys.readouterr()
+        assert link.is_dir() and not link.is_symlink() and (link / "manifest.json").is_file()
+    assert not any(empty.iterdir()) and not (tmp_path / "gone").exists()
+
+
+def test_an_output_through_a_link_into_a_missing_folder_is_refused(tmp_path, capsys):
+    """``--json LINK`` whose target's folder is missing made that folder, outside the
+    given path's own, and wrote there."""
+    from sparsegcn.cli import main
+
+    link = tmp_path / "report.json"
+    link.symlink_to(tmp_path / "elsewhere" / "deep" / "r.json")
+    assert main(["info", "--dataset", "synthetic:tiny", "--no-progress", "--json", str(link)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a symbolic link to" in err[0] and "does not exist" in err[0]
+    assert not (tmp_path / "elsewhere").exists() and link.is_symlink()
+    # A link into an existing folder is written through, as before.
+    (tmp_path / "elsewhere").mkdir()
+    link.unlink()
+    link.symlink_to(tmp_path / "elsewhere" / "r.json")
+    assert main(["info", "--dataset", "synthetic:tiny", "--no-progress", "--json", str(link)]) == 0
+    assert link.is_symlink() and (tmp_path / "elsewhere" / "r.json").is_file()
+
+
+def test_bench_refuses_a_negative_seed_before_measuring(capsys):
+    from sparsegcn.cli import main
+
+    assert main(["bench", "--no-progress", "--seed", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["sparsegcn bench: error: --seed must be >= 0 and <= 4294967295, got -1"]

@@ -84,6 +84,9 @@ def matrix_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from sparsegcn._checks import check_hyperparameter
+
+    check_hyperparameter("seed", args.seed, label="--seed")  # [0, 2**32), before measuring
     matrix = matrix_from_args(args)
     check_distinct_outputs({"--json": args.json, "--plot": args.plot})
     check_not_kept_files({"--json": args.json, "--plot": args.plot})

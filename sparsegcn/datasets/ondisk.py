@@ -298,6 +298,12 @@ def _check_target(
     ``overwrite``, or holds anything but a dataset of format ``fmt`` (what ``overwrite``
     may replace); shared by the on-disk formats, each passing which keys it writes
     (``written(key)``, see :func:`_foreign_entries`)."""
+    if os.path.islink(path) and not overwrite:
+        raise ValueError(
+            f"{path} is a symbolic link (to {os.readlink(path)}), which the finished dataset "
+            "folder would replace, leaving what it names as it is; give the folder's own "
+            "path, or pass overwrite=True (--overwrite) to replace the link"
+        )
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a folder")
     _files.check_not_mount_point(path)  # the finished folder is renamed over it: EBUSY
