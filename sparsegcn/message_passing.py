@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from sparsegcn import _checks
-from sparsegcn.views import REDUCES, broadcast_edges, check_edge_weight
+from sparsegcn.views import REDUCES, broadcast_edges, check_edge_weight, masked_messages
 
 AGGREGATIONS = (*REDUCES, "softmax")
 
@@ -74,11 +74,14 @@ def message_passing(
         m_j`` per feature (PyG's ``SoftmaxAggregation`` with ``t = 1``).
       edge_weight: ``[E]`` or per head ``[E, H]`` factors, replacing the
         graph's weights (attention coefficients, say). With a ``message``
-        function the messages are multiplied by it.
+        function the messages are multiplied by it. Integer (bool) messages
+        scaled by floating weights take the weights' dtype.
       edge_features: ``[E, ...]`` per-edge inputs to ``message``.
 
     Returns:
-      ``[num_dst, ...]``.
+      ``[num_dst, ...]``. Masked edges (``graph.edge_mask`` false) carry no
+      message on any path: their entries are selected away, so a non-finite
+      value there reaches neither the result nor the gradient.
 
     Raises:
       ValueError: an unknown aggregation, edge features without a message
@@ -108,9 +111,19 @@ def message_passing(
     else:
         x_i = None if x_dst is None else graph.gather_dst(jnp.asarray(x_dst))
         messages = message(x_j, x_i, edge_features)
+    factors = graph.weights if edge_weight is None else edge_weight
+    if factors is not None and not jnp.issubdtype(messages.dtype, jnp.inexact):
+        # Integer (bool) messages scaled by float (integer) weights take the weights'
+        # dtype, as numpy and torch promote: the weights are never truncated.
+        w_dtype = jnp.asarray(factors).dtype
+        if jnp.issubdtype(w_dtype, jnp.inexact) or messages.dtype == jnp.bool_:
+            messages = messages.astype(w_dtype)
     weights = graph.edge_factors(edge_weight, messages.dtype, messages.shape, "messages")
     if weights is not None:
         messages = messages * broadcast_edges(weights, messages)
+    # Masked edges' messages are 0 before anything multiplies them (a non-finite
+    # message on a padding edge would make 0 * inf = NaN in the softmax's gradient).
+    messages = masked_messages(messages, graph.edge_mask)
     if aggregate == "softmax":
         alpha = graph.softmax(messages)
         return graph.aggregate(alpha * messages, "sum")

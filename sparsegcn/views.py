@@ -49,6 +49,31 @@ Array = Any
 REDUCES = ("sum", "mean", "max", "min")
 
 
+def masked_messages(messages: jax.Array, mask) -> jax.Array:
+    """``messages [E, ...]`` with the entries of masked edges (``mask [E]``
+    ``False``) set to 0 by a select, not a product: a non-finite value on a
+    padding edge gives 0, not ``0 * inf = NaN``, forward and in the gradient
+    of what it multiplies. ``mask=None`` returns ``messages``."""
+    if mask is None:
+        return messages
+    keep = broadcast_edges(jnp.asarray(mask), messages)
+    return jnp.where(keep, messages, jnp.zeros((), messages.dtype))
+
+
+def reduce_fill(reduce: str, dtype) -> jax.Array:
+    """The identity of ``max`` (``min``) in ``dtype``: ``-inf`` (``inf``) for
+    floats, the integer type's minimum (maximum), ``False`` (``True``) for bool."""
+    dtype = jnp.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.inexact):
+        value = -jnp.inf if reduce == "max" else jnp.inf
+    elif dtype == jnp.bool_:
+        value = reduce != "max"
+    else:
+        info = jnp.iinfo(dtype)
+        value = info.min if reduce == "max" else info.max
+    return jnp.asarray(value, dtype)
+
+
 def broadcast_edges(w: jax.Array, like: jax.Array) -> jax.Array:
     """``w [E]`` or ``[E, H]`` reshaped to broadcast against messages ``like [E, ...]``."""
     return w.reshape(w.shape + (1,) * (like.ndim - w.ndim))
@@ -186,7 +211,7 @@ class EdgeListView:
         messages = self.gather_src(x_src)
         w = self.edge_factors(edge_weight, x_src.dtype, x_src.shape)
         if w is not None:
-            messages = messages * broadcast_edges(w, messages)
+            messages = masked_messages(messages * broadcast_edges(w, messages), self.edge_mask)
         return segment_sum(
             messages, self.receivers, self.num_dst, indices_are_sorted=self.sorted_for_segments
         )
@@ -211,17 +236,16 @@ class EdgeListView:
             if reduce in ("sum", "mean"):
                 messages = jnp.where(mask, messages, jnp.zeros((), messages.dtype))
             else:
-                fill = -jnp.inf if reduce == "max" else jnp.inf
-                messages = jnp.where(mask, messages, jnp.asarray(fill, messages.dtype))
+                messages = jnp.where(mask, messages, reduce_fill(reduce, messages.dtype))
         if reduce == "mean" and self.edge_mask is not None:
             total = segment_sum(messages, self.receivers, self.num_dst)
-            count = broadcast_edges(self.in_count(messages.dtype), total)
-            return total / jnp.maximum(count, jnp.ones((), total.dtype))
+            count = broadcast_edges(self.in_count(jnp.int32), total)
+            return total / jnp.maximum(count, 1).astype(jnp.result_type(total.dtype, float))
         out = segment_reduce(messages, self.receivers, self.num_dst, reduce)
         if reduce in ("max", "min") and self.edge_mask is not None:
             # A target whose edges are all masked got the fill; one with a real edge
             # keeps its value, an infinite one included.
-            count = broadcast_edges(self.in_count(out.dtype), out)
+            count = broadcast_edges(self.in_count(jnp.int32), out)
             out = jnp.where(count > 0, out, jnp.zeros((), out.dtype))
         return out
 

@@ -206,3 +206,83 @@ def test_bipartite_with_traced_ids_is_built_unchecked():
 
     out = jax.jit(run)(jnp.array([0, 1]), jnp.array([0, 0]), jnp.array([[1.0], [10.0]]))
     np.testing.assert_allclose(out, [[11.0]])
+
+
+def _padded_view():
+    """Targets 0 and 1; edge 2 -> 1 is padding (masked), and source row 2 holds inf."""
+    view = Bipartite(
+        np.array([0, 1, 2], np.int32), np.array([0, 1, 1], np.int32), None,
+        np.array([True, True, False]), 0, 3, 2,
+    )  # fmt: skip
+    real = Bipartite(np.array([0, 1], np.int32), np.array([0, 1], np.int32), num_src=3, num_dst=2)
+    return view, real, jnp.array([[1.0], [2.0], [jnp.inf]])
+
+
+@pytest.mark.parametrize("aggregate", ["sum", "mean", "max", "min", "softmax"])
+@pytest.mark.parametrize("with_message", [False, True])
+def test_a_non_finite_row_on_a_padding_edge_changes_nothing(aggregate, with_message):
+    """Masked edges carry no message: the result and the gradient equal those of
+    the graph without the padding edge (0 * inf would be NaN)."""
+    view, real, x = _padded_view()
+    message = (lambda xj, xi, e: 2.0 * xj) if with_message else None
+
+    def total(v, xx):
+        return jnp.sum(message_passing(v, xx, aggregate=aggregate, message=message))
+
+    want = message_passing(real, x, aggregate=aggregate, message=message)
+    np.testing.assert_allclose(message_passing(view, x, aggregate=aggregate, message=message), want)
+    np.testing.assert_allclose(
+        jax.grad(lambda xx: total(view, xx))(x), jax.grad(lambda xx: total(real, xx))(x)
+    )
+    scale = 2.0 if with_message else 1.0
+    np.testing.assert_allclose(want, [[scale], [2.0 * scale]])  # by hand
+
+
+def test_sampled_blocks_leave_a_padding_child_out_even_when_it_is_infinite():
+    from sparsegcn.sampling.blocks import TreeBlock
+    from sparsegcn.sampling.dedup import DedupBlock
+
+    x = jnp.array([[1.0], [3.0], [jnp.inf]])  # the root, a real child, a padding child
+    mask = jnp.array([True, False])
+    for block in (
+        TreeBlock((1, 2), (2,), mask),
+        DedupBlock((1, 2), (2,), jnp.array([1, 2], jnp.int32), mask),
+    ):
+        np.testing.assert_array_equal(block.product(x), [[3.0]])
+        grad = jax.grad(lambda xx, b=block: jnp.sum(b.product(xx)))(x)
+        np.testing.assert_array_equal(grad, [[0.0], [1.0], [0.0]])
+
+
+@pytest.mark.parametrize("aggregate", ["sum", "max", "min"])
+def test_integer_messages_scaled_by_float_weights_are_not_truncated(aggregate):
+    """int x with float weights gives what float x gives (numpy and torch promote too)."""
+    weights = np.array([0.5, 2.5, -1.5], np.float32)
+    g = Graph(np.array([0, 1, 0]), np.array([2, 2, 1]), weights, 3)
+    x_int = jnp.array([[4], [3], [0]], jnp.int32)
+    as_is = (lambda xj, xi, e: xj) if aggregate == "sum" else None
+    got = message_passing(g, x_int, aggregate=aggregate, message=as_is)
+    assert jnp.issubdtype(got.dtype, jnp.floating)
+    want = loop_aggregate(g, np.array([[2.0], [7.5], [-6.0]]), aggregate)  # w_e x_{s_e}
+    np.testing.assert_allclose(got, want)
+    unweighted = Graph(np.array([0, 1, 0]), np.array([2, 2, 1]), None, 3)
+    np.testing.assert_allclose(
+        message_passing(unweighted, x_int, aggregate=aggregate, message=as_is, edge_weight=weights),
+        want,
+    )
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_masked_integer_and_bool_extrema(reduce):
+    """The fill of a masked max (min) is the dtype's own least (greatest) value."""
+    view = Bipartite(
+        np.array([0, 1, 1], np.int32), np.array([0, 0, 1], np.int32), None,
+        np.array([True, False, False]), 0, 2, 2,
+    )  # fmt: skip
+    ints = jnp.array([[3], [-7]], jnp.int32)
+    got = message_passing(view, ints, aggregate=reduce)
+    assert got.dtype == jnp.int32
+    np.testing.assert_array_equal(got, [[3], [0]])  # target 1 has only a padding edge
+    bools = jnp.array([[False], [True]])
+    np.testing.assert_array_equal(
+        message_passing(view, bools, aggregate=reduce), [[False], [False]]
+    )

@@ -97,10 +97,27 @@ def gcn_propagate(
     ``projected`` says whether ``z`` is :func:`gcn_project`'s ``x W``
     (``True``) or ``x`` (``False``: multiplied by ``W`` after propagating);
     ``None`` tells them apart by width, which needs ``F != F'``.
+
+    Raises:
+      ValueError: ``projected=None`` with a square ``W`` (``F == F'``), where
+        ``x W`` and ``x`` have the same width and either could be meant;
+        ``projected=True`` with ``z`` not ``F'`` wide.
     """
-    h = propagate_view(graph, z, backend)
+    fan_in, fan_out = params["w"].shape
     if projected is None:
-        projected = z.shape[-1] == params["w"].shape[1]
+        if fan_in == fan_out:
+            raise ValueError(
+                f"gcn_propagate: W is square ({fan_in} x {fan_out}), so z's width cannot say "
+                "whether it is gcn_project's x W or x itself; pass projected=True or False "
+                "(gcn_project projected it exactly when transform_first(...) is True)"
+            )
+        projected = z.shape[-1] == fan_out
+    if projected and z.shape[-1] != fan_out:  # not projected: matmul names the shapes
+        raise ValueError(
+            f"gcn_propagate: z has {z.shape[-1]} columns, but projected=True needs "
+            f"{fan_out} (W is {fan_in} x {fan_out})"
+        )
+    h = propagate_view(graph, z, backend)
     if not projected:  # (Â X) W
         h = matmul(h, params["w"])
     return h + params["b"][None, :] if "b" in params else h
@@ -135,4 +152,8 @@ def gcn_conv(
       Kipf & Welling, *Semi-Supervised Classification with Graph
       Convolutional Networks*, ICLR 2017. https://arxiv.org/abs/1609.02907
     """
-    return gcn_propagate(params, graph, gcn_project(params, x), backend=backend)
+    w = params["w"]
+    projected = transform_first(w.shape[0], w.shape[1], x)  # gcn_project's own choice
+    return gcn_propagate(
+        params, graph, gcn_project(params, x), backend=backend, projected=projected
+    )

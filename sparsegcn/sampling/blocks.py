@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sparsegcn.sampling.neighbor import NeighborSample
-from sparsegcn.views import EdgeListView, broadcast_edges
+from sparsegcn.views import EdgeListView, broadcast_edges, masked_messages
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -104,7 +104,8 @@ class TreeBlock(EdgeListView):
             if w is not None:  # always set: edge_mask is
                 wd = w[pos : pos + n * k]
                 wd = wd.reshape(n, k, *wd.shape[1:])
-                children = children * broadcast_edges(wd, children)
+                keep = self.edge_mask[pos : pos + n * k].reshape(n, k)
+                children = masked_messages(children * broadcast_edges(wd, children), keep)
             out.append(jnp.sum(children, axis=1))
             pos += n * k
         return jnp.concatenate(out) if len(out) > 1 else out[0]

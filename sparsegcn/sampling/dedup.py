@@ -83,7 +83,7 @@ from sparsegcn.sampling.neighbor import (
     sample_blocks,
     tree_sizes,
 )
-from sparsegcn.views import EdgeListView, broadcast_edges
+from sparsegcn.views import EdgeListView, broadcast_edges, masked_messages
 
 SAMPLERS = ("tree", "dedup")
 """Neighbour sampler names: ``"tree"`` (:func:`~sparsegcn.sampling.sample_blocks`)
@@ -236,8 +236,8 @@ class DedupBlock(EdgeListView):
         x = self.check_sources(x_src)
         w = self.edge_factors(edge_weight, x.dtype)
         messages = gather_rows(x, self.senders)
-        if w is not None:
-            messages = messages * broadcast_edges(w, messages)
+        if w is not None:  # always set: edge_mask is
+            messages = masked_messages(messages * broadcast_edges(w, messages), self.edge_mask)
         out = [jnp.sum(m, axis=1) for m in self._per_target(messages)]
         return jnp.concatenate(out) if len(out) > 1 else out[0]
 

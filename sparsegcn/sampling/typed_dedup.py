@@ -73,7 +73,7 @@ from sparsegcn.ops import gather_rows, hash_bits
 from sparsegcn.sampling.dedup import _relabel, check_caps
 from sparsegcn.sampling.neighbor import _sample_level
 from sparsegcn.sampling.typed import HeteroCSR, TypedSample, check_typed_fanouts, sample_typed
-from sparsegcn.views import EdgeListView, broadcast_edges
+from sparsegcn.views import EdgeListView, broadcast_edges, masked_messages
 
 TYPED_SAMPLERS = ("tree", "dedup")
 """Typed sampler names: ``"tree"`` (:func:`~sparsegcn.sampling.typed.sample_typed`)
@@ -244,8 +244,8 @@ class TypedDedupBlock(EdgeListView):
         x = self.check_sources(x_src)
         w = self.edge_factors(edge_weight, x.dtype)
         messages = gather_rows(x, self.senders)
-        if w is not None:
-            messages = messages * broadcast_edges(w, messages)
+        if w is not None:  # always set: edge_mask is
+            messages = masked_messages(messages * broadcast_edges(w, messages), self.edge_mask)
         return jnp.concatenate([jnp.sum(m, axis=1) for m in self._per_target(messages)])
 
     def in_count(self, dtype=jnp.float32) -> jax.Array:

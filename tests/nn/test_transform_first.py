@@ -89,6 +89,21 @@ def test_gcn_equal_widths_are_told_apart_explicitly():
     want = gcn_propagate(params, block, h @ params["w"], projected=True)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert not np.allclose(gcn_propagate(params, block, z, projected=True), want, atol=1e-3)
+    # Left to guess, the width would say "projected" and W would be skipped: refused.
+    with pytest.raises(ValueError, match=r"W is square \(6 x 6\).*projected=True or False"):
+        gcn_propagate(params, block, z)
+    with pytest.raises(ValueError, match="z has 5 columns, but projected=True needs 6"):
+        gcn_propagate(params, block, z[:, :5], projected=True)
+
+
+def test_gcn_conv_with_a_square_weight_matches_the_dense_product():
+    g = sg.gcn_norm(sg.Graph(np.array([0, 1, 2, 2]), np.array([1, 2, 0, 1]), None, 3))
+    x = jax.random.normal(jax.random.key(5), (3, 4))
+    params = {"w": jax.random.normal(jax.random.key(6), (4, 4)), "b": jnp.ones(4)}
+    dense = np.zeros((3, 3), np.float32)
+    np.add.at(dense, (np.asarray(g.receivers), np.asarray(g.senders)), np.asarray(g.weights))
+    want = dense @ np.asarray(x) @ np.asarray(params["w"]) + 1.0
+    np.testing.assert_allclose(sg.nn.gcn_conv(params, g, x), want, rtol=1e-5, atol=1e-5)
 
 
 def test_a_sampled_sage_step_multiplies_only_the_rows_it_needs():
