@@ -281,6 +281,13 @@ def graph_gin(
     return GraphModel(init, apply, "gin", config)
 
 
+def auto_style(dataset) -> str:
+    """The family :func:`build_graph_model`'s ``style="auto"`` builds for ``dataset``:
+    ``"ogb"`` for categorical (integer) node features (``feature_dims`` set),
+    ``"xu"`` for float ones."""
+    return "xu" if dataset.feature_dims is None else "ogb"
+
+
 def build_graph_model(
     dataset,
     *,
@@ -336,7 +343,7 @@ def build_graph_model(
         raise ValueError(f"unknown graph model style {style!r}; choose one of {list(GRAPH_STYLES)}")
     feature_dims = dataset.feature_dims
     if style == "auto":
-        style = "xu" if feature_dims is None else "ogb"
+        style = auto_style(dataset)
     in_features = int(dataset.features.shape[1])
     settings = dict(
         hidden=hidden,
@@ -363,6 +370,7 @@ __all__ = [
     "GRAPH_READOUTS",
     "GRAPH_STYLES",
     "GraphModel",
+    "auto_style",
     "build_graph_model",
     "graph_gin",
     "masked_batch_norm",

@@ -545,6 +545,7 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
     averaged); with one split (official, or a holdout), over the seeds. ``cv_curve_best_*``
     is the curve's best epoch: the highest mean, or the lowest for RMSE.
     """
+    from sparsegcn.nn.graph_gin import auto_style
     from sparsegcn.train.graphs import selection_score
 
     m = result.metric
@@ -566,6 +567,7 @@ def summarize_graphs(exp, dataset, result, wall_s: float, *, official: bool = Fa
     return {
         "dataset": dataset.name,
         "model": exp.model,
+        "model_style": auto_style(dataset),
         "backend": "segment",
         "layout": "graph-batches",
         "metric": m,

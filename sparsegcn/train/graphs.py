@@ -811,6 +811,16 @@ def device_batch_size(batch_size: int, devices: int) -> int:
     return -(-int(batch_size) // int(devices))
 
 
+def step_group(group: int | None, batch_size: int, devices: int) -> int | None:
+    """The ``group`` :func:`pack_steps` cuts sub-batches with: ``group``, or
+    ``batch_size`` where ``devices`` does not divide it, so that a step's ``D``
+    sub-batches of at most ``ceil(B / D)`` graphs hold ``B`` graphs, not
+    ``D ceil(B / D)`` (7 graphs on 2 devices: 4 and 3, then the next 7)."""
+    if group is None and int(batch_size) % int(devices):
+        return int(batch_size)
+    return group
+
+
 def merge_shards(batch: GraphBatch) -> GraphBatch:
     """``D`` padded sub-batches (every leaf ``[D, ...]``) as one block-diagonal batch.
 
@@ -858,8 +868,12 @@ def pack_steps(
     ``[s B, (s + 1) B)`` exactly as ``D`` devices' step ``s`` does when no
     sub-batch overflows its budget. ``group``: no sub-batch spans a multiple
     of ``group`` graphs (a balanced order's batches, ``group=batch_size``).
+    Where ``devices`` does not divide ``batch_size`` the group is
+    ``batch_size`` whatever is passed (:func:`step_group`): ``D`` sub-batches of
+    ``ceil(B / D)`` graphs would hold more than ``B``.
     """
     per_device = device_batch_size(batch_size, devices)
+    group = step_group(group, batch_size, devices)
     count = batch_count(dataset, order, budget, per_device, group=group)
     steps = -(-count // devices) if num_steps is None else num_steps
     packed = pack_graphs(
@@ -879,6 +893,7 @@ def step_count(
 ) -> int:
     """How many steps :func:`pack_steps` makes of ``order``."""
     per_device = device_batch_size(batch_size, devices)
+    group = step_group(group, batch_size, devices)
     return -(-batch_count(dataset, order, budget, per_device, group=group) // devices)
 
 

@@ -92,7 +92,8 @@ def test_degree_features_train_checkpoint_and_predict_on_graphs_without_node_lab
     argv += ["--degree-features", "--hidden", "4", "--layers", "2", "--epochs", "2"]
     argv += ["--no-progress", "--checkpoint", str(ckpt), "--json", str(out)]
     assert main(argv) == 0
-    assert json.loads(out.read_text())["config"]["degree_features"] is True
+    report = json.loads(out.read_text())
+    assert report["config"]["degree_features"] is True and report["model_style"] == "xu"
     # predict reads the checkpoint's setting and builds the same features (the dataset's
     # fingerprint matches); the embeddings start with the one-hot degrees' readout.
     emb = tmp_path / "e.npy"

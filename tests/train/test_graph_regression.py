@@ -234,6 +234,7 @@ def test_cli_learns_molesol_offline_reports_rmse_and_predicts_the_targets(tmp_pa
     assert code == 0, capsys.readouterr().err
     report = json.loads(out.read_text())
     assert (report["metric"], report["kind"], report["split"]) == ("rmse", "regression", "official")
+    assert report["model_style"] == "ogb"  # integer atom features: OGB's baseline
     test_rows = np.arange(80, 96)
     # The seeds beat predicting the training targets' mean (0.463) by far. Over seeds 0-7
     # one seed's test RMSE measured 0.210 +- 0.062 (0.138-0.303), so the mean of two lies

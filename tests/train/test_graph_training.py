@@ -265,6 +265,23 @@ def test_shards_merge_into_one_block_diagonal_batch(style):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("batch_size", [7, 3, 8])
+def test_a_step_on_two_devices_holds_the_graphs_of_a_step_on_one(batch_size):
+    # A random order, no overflow: step s holds order[sB, (s+1)B) on 1 and 2 devices
+    # alike. Before: 2 sub-batches of ceil(B/2) graphs, 8 graphs a step for B = 7.
+    data = random_graphs(count=23, seed=4)
+    order = np.random.default_rng(0).permutation(23)
+    budget = Budget(400, 1000, 9)
+
+    def steps(devices):
+        ids = np.asarray(pack_steps(data, order, budget, batch_size, devices).graph_ids)
+        return [sorted(i for i in step.reshape(-1).tolist() if i >= 0) for step in ids]
+
+    want = [sorted(order[s : s + batch_size].tolist()) for s in range(0, 23, batch_size)]
+    assert steps(1) == want
+    assert steps(2) == want
+
+
 def test_ogb_model_on_binary_molecules_predicts_its_pooled_rows():
     data = _molecules(BINARY)
     model = build_graph_model(data, hidden=8, num_layers=2, dropout_rate=0.5)
