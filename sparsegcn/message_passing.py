@@ -74,7 +74,9 @@ def message_passing(
         m_j`` per feature (PyG's ``SoftmaxAggregation`` with ``t = 1``).
       edge_weight: ``[E]`` or per head ``[E, H]`` factors, replacing the
         graph's weights (attention coefficients, say). With a ``message``
-        function the messages are multiplied by it. Integer (bool) messages
+        function the messages are multiplied by it, or by the graph's own
+        weights when it is ``None``, for every aggregation (pass an
+        unweighted graph to keep them as they are). Integer (bool) messages
         scaled by floating weights take the weights' dtype.
       edge_features: ``[E, ...]`` per-edge inputs to ``message``.
 

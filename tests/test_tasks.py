@@ -47,6 +47,22 @@ def test_run_experiment_only_looks_the_task_up(monkeypatch):
     assert report == {"task": "graph", "test_acc_mean": 1.0}
 
 
+def test_a_task_borrowing_node_datasets_trains_with_its_own_objective(monkeypatch):
+    # Before: the node pipeline looked the objective up by dataset alone, so a task named
+    # by --task that borrows node datasets trained with plain cross-entropy.
+    import types
+
+    import sparsegcn.tasks as tasks_module
+
+    own = TASKS["node-multilabel"].objective._replace(metric_name="own")
+    borrowing = dataclasses.replace(TASKS["node"], borrows=("node",), objective=own)
+    monkeypatch.setattr(tasks_module, "TASKS", {**TASKS, "node-own": borrowing})
+    exp = types.SimpleNamespace(dataset="cora", task="node-own")
+    assert run_module.node_objective(exp) is own
+    plain = run_module.node_objective(types.SimpleNamespace(dataset="cora", task="auto"))
+    assert plain is TASKS["node"].objective
+
+
 def test_graph_task_defaults_are_xu_et_al():
     exp = Experiment(dataset="tu:MUTAG", model="gin")
     assert (exp.layers, exp.hidden, exp.lr, exp.epochs, exp.batch_size) == (5, 64, 0.01, 350, 32)

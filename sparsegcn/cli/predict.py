@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     )
     check_not_inputs(outputs, run_inputs(trained, args.checkpoint))
     check_not_kept_files(outputs)
-    task = task_for(trained.dataset)
+    task = task_for(trained.dataset, trained.task)
     if task.predict is not None:
         return _run_task_predict(args, resolve(task.predict), params)
     result = predict_checkpoint(

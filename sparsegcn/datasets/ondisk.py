@@ -65,8 +65,10 @@ The manifest is a JSON object with keys ``format`` (``"sparsegcn-graph"``),
 ``ogbn-*`` names get ``ogb``'s official metric in reports), ``num_nodes``,
 ``num_stored_edges`` (``E``), ``num_edges`` (as the publisher counts them),
 ``num_features``, ``num_classes``, ``metric``, ``info`` (free-form
-provenance), optionally ``multilabel`` (see above) and ``files``: for each of the seven arrays above,
-``{"file": "indptr.npy", "dtype": "int64", "shape": [N + 1], "sha256": "..."}``.
+provenance), optionally ``multilabel`` (see above) and ``files``: an object
+keyed by the array names above (``indptr``, ``indices``, ...), each entry
+``{"file": "indptr.npy", "dtype": "int64", "shape": [N + 1], "sha256": "..."}``,
+as in ``{"files": {"indptr": {...}, "indices": {...}, ...}}``.
 The graph is stored as models consume it (the publisher's undirected
 graphs with both directions of every edge), without added self-loops.
 

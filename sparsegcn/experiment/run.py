@@ -141,6 +141,13 @@ def run_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     return {"task": task_name(exp.dataset, exp.task), **report}
 
 
+def node_objective(exp) -> NodeObjective:
+    """The loss and metric a node run trains with: those of the task ``exp.task``
+    names (a task borrowing node datasets brings its own), else of the dataset's
+    own task; plain classification where the task declares none."""
+    return task_for(exp.dataset, exp.task).objective or CLASSIFICATION
+
+
 def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     """The node task's pipeline: loads the data, trains ``exp.seeds`` models at once,
     returns the report.
@@ -162,7 +169,7 @@ def run_node_experiment(exp: Experiment, *, progress: bool = False) -> dict:
     if exp.coordinator is not None:
         parallel.initialize(exp.coordinator, exp.num_processes, exp.process_id)
     mesh = parallel.make_mesh(exp.devices) if exp.parallel else None
-    objective: NodeObjective = task_for(exp.dataset).objective or CLASSIFICATION
+    objective = node_objective(exp)
     dataset = load(exp.dataset, exp.root, scale=exp.scale, progress=progress)
     dataset.require_splits()
     if objective is CLASSIFICATION:

@@ -41,9 +41,6 @@ DECODERS = ("inner", "hadamard", "distmult")
 FULL_DECODERS = ("inner", "distmult")
 """Decoders whose ``[N, N]`` logits are one matrix product (the full loss takes them)."""
 
-ENCODERS = ("gcn", "sage", "gat", "gatv2", "gin", "appnp", "gcnii", "jk", "mlp")
-"""Registered models a link model may encode with (full batch, raw features)."""
-
 RECONSTRUCTIONS = ("full", "sampled")
 """Reconstruction losses: every ``N²`` pair weighted (the paper's), or the
 train edges against as many uniform negatives drawn afresh each epoch (PyG's)."""
@@ -411,7 +408,6 @@ def graph_autoencoder(
 
 __all__ = [
     "DECODERS",
-    "ENCODERS",
     "FULL_DECODERS",
     "NEGATIVES",
     "RECONSTRUCTIONS",

@@ -25,7 +25,7 @@ from sparsegcn import transforms
 from sparsegcn._checks import HYPERPARAMETERS, Bound, check_bound, check_flag
 from sparsegcn.graph import Graph
 from sparsegcn.nn.appnp import appnp
-from sparsegcn.nn.gae import DECODERS, ENCODERS, NEGATIVES, RECONSTRUCTIONS, graph_autoencoder
+from sparsegcn.nn.gae import DECODERS, NEGATIVES, RECONSTRUCTIONS, graph_autoencoder
 from sparsegcn.nn.gat import gat, gatv2
 from sparsegcn.nn.gcn import gcn
 from sparsegcn.nn.gcnii import gcnii
@@ -113,6 +113,9 @@ class ModelSpec:
         (:func:`sparsegcn.experiment.precompute.sgc_precompute`), and the
         builder gets ``precomputed=True``.
       reference: the paper, for the README's table.
+      link_encoder: a GAE or VGAE may encode nodes with it (``--encoder``:
+        :data:`ENCODERS`); ``False`` for models that read precomputed
+        features, typed graphs, or are link models themselves.
     """
 
     build: Callable[..., Model]
@@ -125,6 +128,7 @@ class ModelSpec:
     uses_graph: bool = True
     precompute: bool = False
     reference: str = ""
+    link_encoder: bool = True
 
     def __post_init__(self):
         if self.prepare not in PREPARATIONS:
@@ -245,6 +249,150 @@ _KIPF_GAE = dict(
     epochs=200,
     patience=0,
 )
+
+_NODE_MODELS: dict[str, ModelSpec] = {
+    "gcn": ModelSpec(
+        gcn,
+        "gcn_norm",
+        sampled=False,
+        defaults=_KIPF,
+        options={"jk": _JK},
+        residual=True,
+        reference="Kipf & Welling, ICLR 2017",
+    ),
+    "sage": ModelSpec(
+        sage,
+        "unweighted",
+        sampled=True,
+        sampled_by_default=True,
+        defaults=dict(_KIPF, fanouts="25,10"),
+        options={
+            "aggregator": Option(
+                "mean", "neighbourhood aggregation", choices=("mean", "max", "sum")
+            ),
+            "jk": _JK,
+        },
+        residual=True,
+        reference="Hamilton, Ying & Leskovec, NeurIPS 2017",
+    ),
+    "gat": ModelSpec(
+        gat,
+        "self_loops",
+        sampled=True,
+        defaults=_GAT,
+        options={"heads": _HEADS, "value_dropout": _VALUE_DROPOUT},
+        reference="Veličković et al., ICLR 2018",
+    ),
+    "gatv2": ModelSpec(
+        gatv2,
+        "self_loops",
+        sampled=True,
+        defaults=_GAT,
+        options={"heads": _HEADS, "value_dropout": _VALUE_DROPOUT},
+        reference="Brody, Alon & Yahav, ICLR 2022",
+    ),
+    "gin": ModelSpec(
+        gin,
+        "unweighted",
+        sampled=True,
+        defaults=dict(_KIPF, hidden=64, decay_layers="all"),
+        reference="Xu, Hu, Leskovec & Jegelka, ICLR 2019",
+    ),
+    "sgc": ModelSpec(
+        sgc,
+        "gcn_norm",
+        sampled=False,
+        link_encoder=False,  # its apply reads precomputed features
+        # Wu et al.: lr 0.2, no dropout, L2 tuned per dataset (5e-6 here on Cora;
+        # PyG's example's 5e-3 gives 0.779).
+        defaults=dict(layers=1, dropout=0.0, lr=0.2, weight_decay=5e-6, decay_layers="all"),
+        options={"hops": _HOPS._replace(default=2)},
+        precompute=True,
+        reference="Wu et al., ICML 2019",
+    ),
+    "appnp": ModelSpec(
+        appnp,
+        "gcn_norm",
+        sampled=False,
+        # Gasteiger et al.: L2 5e-3 on the first layer's weights only.
+        defaults=dict(_KIPF, hidden=64, weight_decay=5e-3, decay_layers="first"),
+        options={"hops": _HOPS, "alpha": _ALPHA},
+        reference="Gasteiger, Bojchevski & Günnemann, ICLR 2019",
+    ),
+    "gcnii": ModelSpec(
+        gcnii,
+        "gcn_norm",
+        sampled=False,
+        # Chen et al. on Cora decay the convolutions by 0.01 and the linear maps
+        # by 5e-4; the trainer has one value. Measured (1 seed, Cora): 5e-4 on
+        # all 0.842 test; 0.01 on the convolutions alone (decay_layers=first,
+        # they lead gcnii's params) 0.832, the linear maps overfit; 0.01 on
+        # all 0.313.
+        defaults=dict(
+            hidden=64,
+            layers=64,
+            dropout=0.6,
+            lr=0.01,
+            weight_decay=5e-4,
+            decay_layers="all",
+            # Deep and slow to converge: 1000 epochs, the best validation
+            # epoch kept, no early stop (Chen et al.: up to 1500, patience 100).
+            epochs=1000,
+            patience=0,
+        ),
+        options={
+            "alpha": _ALPHA,
+            "lam": Option(
+                0.5,
+                "lambda of the identity mapping, beta_l = log(lambda / l + 1)",
+                bound=HYPERPARAMETERS["lam"],
+            ),
+        },
+        reference="Chen, Wei, Huang, Ding & Li, ICML 2020",
+    ),
+    "jk": ModelSpec(
+        jk,
+        "gcn_norm",
+        sampled=False,
+        defaults=dict(_KIPF, hidden=64, layers=3, decay_layers="all"),
+        options={"jk": _JK._replace(default="cat", choices=("cat", "max"), keyword="mode")},
+        reference="Xu et al., ICML 2018",
+    ),
+    "mlp": ModelSpec(
+        mlp,
+        "none",
+        sampled=False,
+        defaults=_KIPF,
+        uses_graph=False,
+        reference="the graph-free baseline",
+    ),
+    # On a homogeneous graph one relation (GraphSAGE-mean); on ogbn-mag and
+    # synthetic:mag the hetero task builds the typed model (sparsegcn.nn.rgcn.rgcn).
+    "rgcn": ModelSpec(
+        rgcn_homogeneous,
+        "unweighted",
+        sampled=True,
+        link_encoder=False,  # typed (heterogeneous) graphs
+        # OGB's ogbn-mag baseline (examples/nodeproppred/mag/sampler.py).
+        defaults=dict(
+            hidden=64, layers=2, dropout=0.5, lr=0.01, weight_decay=0.0, decay_layers="none"
+        ),
+        options={
+            "num_bases": Option(
+                0,
+                "R-GCN basis decomposition: relation weights combine this many shared "
+                "bases (0: a full weight per relation)",
+                bound=Bound(int, low=0),
+            )
+        },
+        reference="Schlichtkrull et al., ESWC 2018",
+    ),
+}
+
+ENCODERS = tuple(name for name, spec in _NODE_MODELS.items() if spec.link_encoder)
+"""Registered models a link model may encode with (``--encoder``): every model
+whose spec sets ``link_encoder``, so a new node model is one without an edit here."""
+
 _LINK_OPTIONS = {
     "encoder": Option("gcn", "the registered model that encodes nodes", choices=ENCODERS),
     "decoder": Option("inner", "the score of a node pair from its embeddings", choices=DECODERS),
@@ -265,144 +413,12 @@ _LINK_OPTIONS = {
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType(
     {
-        "gcn": ModelSpec(
-            gcn,
-            "gcn_norm",
-            sampled=False,
-            defaults=_KIPF,
-            options={"jk": _JK},
-            residual=True,
-            reference="Kipf & Welling, ICLR 2017",
-        ),
-        "sage": ModelSpec(
-            sage,
-            "unweighted",
-            sampled=True,
-            sampled_by_default=True,
-            defaults=dict(_KIPF, fanouts="25,10"),
-            options={
-                "aggregator": Option(
-                    "mean", "neighbourhood aggregation", choices=("mean", "max", "sum")
-                ),
-                "jk": _JK,
-            },
-            residual=True,
-            reference="Hamilton, Ying & Leskovec, NeurIPS 2017",
-        ),
-        "gat": ModelSpec(
-            gat,
-            "self_loops",
-            sampled=True,
-            defaults=_GAT,
-            options={"heads": _HEADS, "value_dropout": _VALUE_DROPOUT},
-            reference="Veličković et al., ICLR 2018",
-        ),
-        "gatv2": ModelSpec(
-            gatv2,
-            "self_loops",
-            sampled=True,
-            defaults=_GAT,
-            options={"heads": _HEADS, "value_dropout": _VALUE_DROPOUT},
-            reference="Brody, Alon & Yahav, ICLR 2022",
-        ),
-        "gin": ModelSpec(
-            gin,
-            "unweighted",
-            sampled=True,
-            defaults=dict(_KIPF, hidden=64, decay_layers="all"),
-            reference="Xu, Hu, Leskovec & Jegelka, ICLR 2019",
-        ),
-        "sgc": ModelSpec(
-            sgc,
-            "gcn_norm",
-            sampled=False,
-            # Wu et al.: lr 0.2, no dropout, L2 tuned per dataset (5e-6 here on Cora;
-            # PyG's example's 5e-3 gives 0.779).
-            defaults=dict(layers=1, dropout=0.0, lr=0.2, weight_decay=5e-6, decay_layers="all"),
-            options={"hops": _HOPS._replace(default=2)},
-            precompute=True,
-            reference="Wu et al., ICML 2019",
-        ),
-        "appnp": ModelSpec(
-            appnp,
-            "gcn_norm",
-            sampled=False,
-            # Gasteiger et al.: L2 5e-3 on the first layer's weights only.
-            defaults=dict(_KIPF, hidden=64, weight_decay=5e-3, decay_layers="first"),
-            options={"hops": _HOPS, "alpha": _ALPHA},
-            reference="Gasteiger, Bojchevski & Günnemann, ICLR 2019",
-        ),
-        "gcnii": ModelSpec(
-            gcnii,
-            "gcn_norm",
-            sampled=False,
-            # Chen et al. on Cora decay the convolutions by 0.01 and the linear maps
-            # by 5e-4; the trainer has one value. Measured (1 seed, Cora): 5e-4 on
-            # all 0.842 test; 0.01 on the convolutions alone (decay_layers=first,
-            # they lead gcnii's params) 0.832, the linear maps overfit; 0.01 on
-            # all 0.313.
-            defaults=dict(
-                hidden=64,
-                layers=64,
-                dropout=0.6,
-                lr=0.01,
-                weight_decay=5e-4,
-                decay_layers="all",
-                # Deep and slow to converge: 1000 epochs, the best validation
-                # epoch kept, no early stop (Chen et al.: up to 1500, patience 100).
-                epochs=1000,
-                patience=0,
-            ),
-            options={
-                "alpha": _ALPHA,
-                "lam": Option(
-                    0.5,
-                    "lambda of the identity mapping, beta_l = log(lambda / l + 1)",
-                    bound=HYPERPARAMETERS["lam"],
-                ),
-            },
-            reference="Chen, Wei, Huang, Ding & Li, ICML 2020",
-        ),
-        "jk": ModelSpec(
-            jk,
-            "gcn_norm",
-            sampled=False,
-            defaults=dict(_KIPF, hidden=64, layers=3, decay_layers="all"),
-            options={"jk": _JK._replace(default="cat", choices=("cat", "max"), keyword="mode")},
-            reference="Xu et al., ICML 2018",
-        ),
-        "mlp": ModelSpec(
-            mlp,
-            "none",
-            sampled=False,
-            defaults=_KIPF,
-            uses_graph=False,
-            reference="the graph-free baseline",
-        ),
-        # On a homogeneous graph one relation (GraphSAGE-mean); on ogbn-mag and
-        # synthetic:mag the hetero task builds the typed model (sparsegcn.nn.rgcn.rgcn).
-        "rgcn": ModelSpec(
-            rgcn_homogeneous,
-            "unweighted",
-            sampled=True,
-            # OGB's ogbn-mag baseline (examples/nodeproppred/mag/sampler.py).
-            defaults=dict(
-                hidden=64, layers=2, dropout=0.5, lr=0.01, weight_decay=0.0, decay_layers="none"
-            ),
-            options={
-                "num_bases": Option(
-                    0,
-                    "R-GCN basis decomposition: relation weights combine this many shared "
-                    "bases (0: a full weight per relation)",
-                    bound=Bound(int, low=0),
-                )
-            },
-            reference="Schlichtkrull et al., ESWC 2018",
-        ),
+        **_NODE_MODELS,
         "gae": ModelSpec(
             cast(Callable[..., Model], _gae),  # a LinkModel: Model's fields and more
             "gcn_norm",
             sampled=False,
+            link_encoder=False,
             defaults=_KIPF_GAE,
             options=_LINK_OPTIONS,
             reference="Kipf & Welling, NIPS BDL workshop 2016 (link prediction)",
@@ -411,6 +427,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             cast(Callable[..., Model], _vgae),
             "gcn_norm",
             sampled=False,
+            link_encoder=False,
             defaults=_KIPF_GAE,
             options=_LINK_OPTIONS,
             reference="Kipf & Welling, NIPS BDL workshop 2016 (link prediction)",

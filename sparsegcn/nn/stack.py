@@ -10,7 +10,7 @@ A layer written against :mod:`sparsegcn.views` is two pure functions:
   after aggregating when the view has fewer targets than ``h`` has rows
   (:func:`~sparsegcn.nn.conv.transform_first`). ``z`` may be an array or
   any pytree of row arrays;
-- ``propagate(params, view, z, key) -> [num_dst, ...]``, the message
+- ``propagate(params, view, z, key, i) -> [num_dst, ...]``, the message
   passing, reading ``view.sources(z)`` and ``view.targets(z)``.
 
 :func:`run_layers` stacks them with dropout before each layer and an

@@ -126,8 +126,7 @@ def check_sampled_links(exp) -> None:
     Raises:
       ValueError: naming the first such setting.
     """
-    from sparsegcn.nn.gae import ENCODERS
-    from sparsegcn.nn.registry import get_model_spec
+    from sparsegcn.nn.registry import ENCODERS, get_model_spec
 
     options = exp.options()
     why = "--fanouts trains on sampled batches of train edges against sampled negatives"
