@@ -128,9 +128,11 @@ def run(args: argparse.Namespace) -> int:
     for flag, path in outputs.items():
         if path:
             check_writable(path, what=flag)
-    from sparsegcn.tasks.link import is_link_model
+    from sparsegcn.tasks.link import link_model_folder
 
-    if is_link_model(args.checkpoint):
+    folder = link_model_folder(args.checkpoint)
+    if folder is not None:
+        args.checkpoint = folder
         return run_link(args)
     params = args.params or "best"
     if args.pairs is not None:

@@ -36,7 +36,12 @@ import numpy as np
 
 from sparsegcn.datasets.base import reading_only
 from sparsegcn.features import as_features, normalize
-from sparsegcn.train.checkpoint import LINK_MODEL_FILES, FolderLock, check_checkpoint_folder
+from sparsegcn.train.checkpoint import (
+    LINK_MODEL_FILES,
+    LINK_MODEL_FORMAT,
+    FolderLock,
+    check_checkpoint_folder,
+)
 
 _FIXED = "trains for a fixed number of epochs and saves its final model once, without resuming"
 _SELECTS_NONE = "trains for a fixed number of epochs and keeps the last params, selecting none"
@@ -515,7 +520,7 @@ def save_link_model(folder, exp, result) -> str:
     np.savez(buffer, *[np.asarray(leaf) for leaf in leaves])
     blob = buffer.getvalue()
     meta = {
-        "format": "sparsegcn-link-model",
+        "format": LINK_MODEL_FORMAT,
         "config": dataclasses.asdict(exp),
         "seeds": list(result.seeds),
         "leaves": len(leaves),
@@ -655,6 +660,15 @@ def is_link_model(folder) -> bool:
     return Path(folder).is_dir() and (Path(folder) / LINK_MODEL_FILES[0]).is_file()
 
 
+def link_model_folder(path) -> str | None:
+    """The link model's folder ``path`` names, as ``predict --checkpoint`` takes it:
+    the folder itself, or its ``link-model.json``; ``None`` for anything else."""
+    path = os.fspath(path)
+    if Path(path).name == LINK_MODEL_FILES[0] and Path(path).is_file():
+        path = os.path.dirname(path) or "."
+    return path if is_link_model(path) else None
+
+
 def _saved_link_run(folder, root: str | None):
     """``(meta, exp)``: a saved link model's settings and the experiment that trained it."""
     from sparsegcn.experiment.lifecycle import experiment_from_checkpoint
@@ -662,7 +676,7 @@ def _saved_link_run(folder, root: str | None):
 
     meta_file = LINK_MODEL_FILES[0]
     meta = read_json(Path(folder) / meta_file, what="the link model's settings")
-    if not isinstance(meta, dict) or meta.get("format") != "sparsegcn-link-model":
+    if not isinstance(meta, dict) or meta.get("format") != LINK_MODEL_FORMAT:
         raise ValueError(f"{folder} holds no sparsegcn link model ({meta_file})")
     if not isinstance(meta.get("config"), dict):
         raise ValueError(

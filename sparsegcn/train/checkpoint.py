@@ -112,6 +112,26 @@ LINK_MODEL_FILES = ("link-model.json", "link-model.npz")
 (``sparsegcn.tasks.link.save_link_model``), written once, at the end: the
 run's settings and seeds, and every seed's final params."""
 
+LINK_MODEL_FORMAT = "sparsegcn-link-model"
+"""The ``format`` of a link model's ``link-model.json``."""
+
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # an .npz is a zip archive (an empty one: 2nd)
+
+
+def _not_a_link_model(path: Path) -> bool:
+    """Whether ``path``, named like one of :data:`LINK_MODEL_FILES`, is no such file: a
+    ``link-model.json`` whose ``format`` is not :data:`LINK_MODEL_FORMAT`, or a
+    ``link-model.npz`` that is not a zip archive. Reads the manifest (bounded) or
+    four bytes."""
+    try:
+        if path.suffix == ".npz":
+            with open_regular(path) as f:  # a FIFO named so is refused, never waited on
+                return f.read(4) not in _ZIP_MAGIC
+        manifest = read_json(path)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return True
+    return not isinstance(manifest, dict) or manifest.get("format") != LINK_MODEL_FORMAT
+
 
 def folder_of(path: str | os.PathLike) -> str:
     """The folder of a ``--checkpoint``/``--resume`` path: the path itself when it
@@ -585,6 +605,13 @@ def check_checkpoint_folder(
                 f"checkpoint folder {directory} holds {len(found)} checkpoint(s) of a node or "
                 f"graph run (newest {found[-1].name}); a link model never shares their folder, "
                 f"and --overwrite does not remove them: choose another --checkpoint folder"
+            )
+        lookalikes = [name for name in link_files if _not_a_link_model(directory / name)]
+        if lookalikes:  # --overwrite would not help: say so whether or not it was given
+            raise CheckpointError(
+                f"checkpoint folder {directory} holds {lookalikes[0]}, which is named like a "
+                f"link model's file but is not one; --overwrite replaces only a link model: "
+                f"move it, or choose another --checkpoint folder"
             )
         if link_files and not overwrite:
             raise CheckpointError(
@@ -1263,13 +1290,13 @@ def load_checkpoint(
     manifest = read_manifest(path)
     manifest_path = Path(manifest["path"])
     stored_seeds = [int(s) for s in manifest["seeds"]]
+    if expect:  # first: another dataset or task is the difference to name, not its seeds
+        _check_expected(manifest.get("metadata", {}), expect, "metadata.")
     if seeds is not None and stored_seeds != [int(s) for s in seeds]:
         raise CheckpointError(
             f"incompatible checkpoint: it holds seeds {stored_seeds} ({len(stored_seeds)} "
             f"seeds) but this run trains seeds {list(seeds)} ({len(seeds)} seeds)"
         )
-    if expect:
-        _check_expected(manifest.get("metadata", {}), expect, "metadata.")
     arrays = _read_arrays(manifest_path.parent, manifest)
     leaves = _check_leaves(manifest, template, arrays)
     history = {}

@@ -3,8 +3,10 @@ read, the ogb Evaluator's figure in the report, and a short Cora GAE run end to 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import shutil
 import types
 
 import numpy as np
@@ -212,6 +214,11 @@ def test_cora_gae_trains_end_to_end_and_predict_scores_pairs(data_root, tmp_path
     assert main([*predict, "--out", str(scores), "--embeddings", str(emb)]) == 0
     s, z = np.load(scores), np.load(emb)
     assert s.shape == (2, len(pairs)) and z.shape == (2, 2708, 16)
+    # The model's link-model.json names it as well as its folder (the error's hint).
+    by_file = ["predict", "--checkpoint", str(folder / "link-model.json")]
+    by_file += ["--pairs", str(tmp_path / "pairs.npy"), "--out", str(tmp_path / "again.npy")]
+    assert main(by_file) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "again.npy"), s)
     np.testing.assert_allclose(s[1], (z[1][pairs[:, 0]] * z[1][pairs[:, 1]]).sum(1), rtol=1e-4)
     labels = np.r_[np.ones(len(split["test"])), np.zeros(len(split["test_neg"]))]
     assert np.isclose(roc_auc_score(labels, s[1]), report["test_auc"][1], atol=1e-4)
@@ -274,9 +281,21 @@ def test_a_link_models_folder_is_its_runs_alone(tmp_path, capsys):
     finally:
         os.close(probe)
     # A model saved by another run meanwhile is not replaced without --overwrite.
-    (folder / "link-model.json").write_text("{}")
+    (folder / "link-model.json").write_text('{"format": "sparsegcn-link-model"}')
     with pytest.raises(CheckpointError, match="already holds a link model"):
         claim_link_folder(exp)
+    # A file of the user's under a link model's name is never replaced, --overwrite or not.
+    # Before: with --overwrite the run wrote its model over them.
+    forced = dataclasses.replace(exp, overwrite=True)
+    for name, text in (("link-model.json", '{"my": "notes"}'), ("link-model.npz", "x")):
+        mine = tmp_path / "mine"
+        mine.mkdir()
+        (mine / name).write_text(text)
+        for run in (exp, forced):
+            with pytest.raises(CheckpointError, match=rf"holds {name}, which is named like a link"):
+                claim_link_folder(dataclasses.replace(run, checkpoint=str(mine)))
+        assert (mine / name).read_text() == text
+        shutil.rmtree(mine)
     # Node and graph checkpoints never share a link model's folder, and back.
     assert not list(tmp_path.glob("data/*"))
     assert (
@@ -298,7 +317,7 @@ def test_a_link_models_folder_is_its_runs_alone(tmp_path, capsys):
     (nodes / "ckpt-000002.json").write_text("{}")
     assert main([*LINK_RUN, *root, "--checkpoint", str(nodes), "--overwrite"]) == 2
     assert "holds 1 checkpoint(s) of a node or graph run" in one_error(capsys)
-    assert (folder / "link-model.json").read_text() == "{}"
+    assert (folder / "link-model.json").read_text() == '{"format": "sparsegcn-link-model"}'
     assert (nodes / "ckpt-000002.json").read_text() == "{}"
     assert not (tmp_path / "data").exists()  # nothing was read or downloaded
 

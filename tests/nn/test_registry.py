@@ -90,3 +90,19 @@ def test_cli_model_choices_are_the_registry():
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     model = next(a for a in sub.choices["train"]._actions if a.dest == "model")
     assert tuple(model.choices) == tuple(MODELS)
+
+
+def test_every_model_that_may_encode_links_does():
+    # --encoder takes the registry's models whose spec allows it, not a list of its own.
+    from sparsegcn.nn.registry import ENCODERS
+
+    assert set(ENCODERS) == {n for n, s in MODELS.items() if s.link_encoder}
+    assert set(MODELS) - set(ENCODERS) == {"sgc", "rgcn", "gae", "vgae"}
+    x = jax.numpy.ones((4, 5))
+    for name in ENCODERS:
+        model = create_model("gae", 5, 3, hidden=4, layers=2, dropout=0.0, encoder=name)
+        graph = get_model_spec(name).prepare_graph(
+            sg.Graph(np.array([0, 1, 2]), np.array([1, 2, 0]), None, 4)
+        )
+        z = model.apply(model.init(jax.random.key(0)), graph, x)
+        assert z.shape == (4, 16) and np.isfinite(np.asarray(z)).all(), name

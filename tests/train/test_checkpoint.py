@@ -314,12 +314,16 @@ def test_another_seed_count_is_refused(saved, dataset):
         load_checkpoint(folder, template_for(make_model(dataset), CONFIG, 3))
 
 
-def test_expected_metadata_must_match(saved):
+def test_expected_metadata_must_match(saved, dataset):
     folder, _, _, full = saved
     with pytest.raises(CheckpointError, match=r"metadata\.a is 1 in the checkpoint but 2"):
         load_checkpoint(folder, full.state, expect={"a": 2})
     with pytest.raises(CheckpointError, match=r"records no 'metadata\.b'"):
         load_checkpoint(folder, full.state, expect={"b": 1})
+    # Another dataset (task) is named before the seeds it trained, which differ too.
+    one_seed = template_for(make_model(dataset), CONFIG, 1)
+    with pytest.raises(CheckpointError, match=r"metadata\.a is 1 in the checkpoint but 2"):
+        load_checkpoint(folder, one_seed, seeds=[0], expect={"a": 2})
 
 
 @pytest.fixture(scope="module")
