@@ -1192,8 +1192,17 @@ def _check_expected(manifest: Mapping, expect: Mapping, where: str = "") -> None
         elif not _same_value(found, wanted):
             raise CheckpointError(
                 f"incompatible checkpoint: {name} is {found!r} in the checkpoint but "
-                f"{wanted!r} in this run"
+                f"{_as_stored(wanted)!r} in this run"
             )
+
+
+def _as_stored(value):
+    """``value`` as the manifest's JSON would hold it (tuples as lists), so that
+    a mismatch message shows both sides alike; ``value`` if it is no JSON."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return value
 
 
 def check_metadata(manifest: Mapping, expect: Mapping) -> None:

@@ -324,6 +324,9 @@ def test_expected_metadata_must_match(saved, dataset):
     one_seed = template_for(make_model(dataset), CONFIG, 1)
     with pytest.raises(CheckpointError, match=r"metadata\.a is 1 in the checkpoint but 2"):
         load_checkpoint(folder, one_seed, seeds=[0], expect={"a": 2})
+    # Both sides as JSON holds them: a tuple shows as the list it would be stored as.
+    with pytest.raises(CheckpointError, match=r"is 1 in the checkpoint but \[\['k', 2\]\] in"):
+        load_checkpoint(folder, full.state, expect={"a": (("k", 2),)})
 
 
 @pytest.fixture(scope="module")
