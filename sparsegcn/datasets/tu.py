@@ -148,9 +148,11 @@ def _rows(path: Path, kind: type, width: int | None = None) -> np.ndarray:
             f"{path} line {i + 1}: expected {expected} comma-separated values, got "
             f"{int(counts[i])}: {lines[i]!r}"
         )
-    tokens = ",".join(lines).split(",")
-    try:
-        values = np.array(tokens).astype(np.int64 if kind is int else np.float64)
+    joined = ",".join(lines)
+    try:  # Python's number syntax takes "1_0" for 10; a TU file's does not
+        values = None
+        if "_" not in joined:
+            values = np.array(joined.split(",")).astype(np.int64 if kind is int else np.float64)
     except (ValueError, OverflowError):  # OverflowError: an integer past 64 bits
         values = None
     if values is not None and (kind is int or (np.abs(values) <= FLOAT32_MAX).all()):
@@ -165,6 +167,8 @@ def _check_token(path: Path, line: int, token: str, kind: type) -> None:
     """Refuses one value of :func:`_rows`, naming the file, the line and why."""
     where = f"{path} line {line}: {token.strip()!r}"
     try:
+        if "_" in token:
+            raise ValueError(token)
         value = kind(token)
     except ValueError:
         raise ValueError(

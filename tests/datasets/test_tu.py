@@ -107,6 +107,7 @@ def test_one_hot_degrees_replace_the_features_by_hand(tmp_path):
     [
         ({"A": "1, 2\n2\n"}, r"MINI_A.txt line 2: expected 2 comma-separated values, got 1"),
         ({"A": "1, 2\n2, x\n"}, r"MINI_A.txt line 2: 'x' is not an integer"),
+        ({"A": "1, 2\n1_0, 1\n"}, r"MINI_A.txt line 2: '1_0' is not an integer"),  # was 10
         ({"A": "1, 2\n2, 7\n"}, r"MINI_A.txt line 2: node id out of \[1, 6\]: 2, 7"),
         ({"A": "1, 2\n3, 4\n"}, r"MINI_A.txt line 2: edge 3, 4 joins graphs 1 and 2"),
         ({"graph_indicator": "1\n1\n2\n1\n2\n3\n"}, r"MINI_graph_indicator.txt line 4"),
