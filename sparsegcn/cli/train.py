@@ -27,7 +27,7 @@ from sparsegcn.files import (
 )
 from sparsegcn.nn.registry import MODELS
 from sparsegcn.plots import PlotError, check_plot_path
-from sparsegcn.tasks import resolve, task_for
+from sparsegcn.tasks import resolve, task_for, task_name
 from sparsegcn.train.checkpoint import LOCK_NAME, folder_of, folder_owns
 from sparsegcn.train.sweep import format_table, parse_sweep
 
@@ -187,16 +187,19 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep:
         sweep = task_for(experiment.dataset, experiment.task).sweep
         if sweep is None:
+            task = task_name(experiment.dataset, experiment.task)
             raise ValueError(
-                f"--sweep does not run on {experiment.dataset}; train one setting per run"
+                f"--sweep does not run on {experiment.dataset} ({task} task); train one "
+                "setting per run"
             )
         axes = parse_sweep(args.sweep, Experiment, exclude=NOT_SWEEPABLE)
+        given = given_options(args)
         if experiment.parallel or set(axes) & PLACEMENT:
             raise ValueError(
                 "--sweep trains on one device; drop --devices and --num-processes (and do "
                 "not sweep them), or run the points one by one"
             )
-        report = resolve(sweep)(experiment, axes, progress=args.progress)
+        report = resolve(sweep)(experiment, axes, progress=args.progress, given=given)
         _interrupt.check()  # a swallowed Ctrl-C: no results after it
         print(format_table(report["rows"], list(axes), report.get("metric", "acc")))
     else:

@@ -246,10 +246,18 @@ def resolve_graph_on(exp: Experiment, dataset: Dataset) -> str:
     Full-batch runs sample nothing: ``"device"``.
 
     Raises:
-      ValueError: ``"device"`` for a graph too large to expand, or an
+      ValueError: a full-batch run or ``"device"`` for a graph too large to
+        expand (its receivers are a stand-in no device takes), or an
         ``"auto"`` resolution to ``"host"`` that the settings do not support.
     """
     lazy = isinstance(dataset.graph.receivers, ExpandedRows)
+    if not exp.sampled and lazy:  # before anything puts the stand-in on a device
+        raise ValueError(
+            f"{exp.model} trains full batch here, which needs {dataset.name}'s "
+            f"{dataset.graph.num_edges:,} stored edges expanded in RAM, more than "
+            f"{EXPAND_FRACTION:.3g} of it; train a sampled model (--fanouts) with the graph "
+            "sampled on the host (--graph-on host)"
+        )
     if not exp.sampled:
         return "device"
     if exp.graph_on == "device" and lazy:

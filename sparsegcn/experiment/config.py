@@ -728,16 +728,18 @@ class Experiment:
             defaults["decay_layers"] = task.decays if decay else "none"
         return defaults
 
-    def with_settings(self, **changes) -> Experiment:
+    def with_settings(self, given: Iterable[str] = (), /, **changes) -> Experiment:
         """This run with ``changes``, as :func:`dataclasses.replace`; but a change of
         ``model`` or ``task`` fills in the new model's defaults afresh.
 
         The settings this run took from its model and task (:data:`MODEL_DEFAULTS`,
         ``layers`` from ``fanouts``, model options at their defaults) are unset
         first, so ``--sweep model=gcn,gat`` trains each model with its own
-        defaults; a value that equals the old model's default counts as taken.
-        Settings set otherwise stay, and are refused where they do not apply.
-        A ``decay_layers`` its task decides follows the new ``weight_decay``.
+        defaults; a value that equals the old model's default counts as taken
+        unless its field is in ``given`` (the command line's flags: ``--lr
+        0.01`` stays ``0.01`` for every swept model). Settings set otherwise
+        stay, and are refused where they do not apply. A ``decay_layers`` its
+        task decides follows the new ``weight_decay``.
         """
         if all(changes.get(k, getattr(self, k)) == getattr(self, k) for k in ("model", "task")):
             decided = not APPLIES["decay_layers"].when(self)
@@ -747,10 +749,12 @@ class Experiment:
         spec = get_model_spec(self.model)
         filled = self._model_defaults()
         settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        given = frozenset(given)
         for name in MODEL_DEFAULTS:
-            if settings[name] == filled[name]:
+            if settings[name] == filled[name] and name not in given:
                 settings[name] = None
-        if self.sampled and self.layers == len(check_fanouts(self.fanouts)):
+        layers_from_hops = self.sampled and self.layers == len(check_fanouts(self.fanouts))
+        if layers_from_hops and "layers" not in given:
             settings["layers"] = None  # one per hop: the new model counts them again
         settings["model_options"] = tuple(
             (name, value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable
 
 import jax
 import numpy as np
@@ -29,14 +30,19 @@ NOT_SWEEPABLE = (
     "resume",
     "plot",
     "model_options",
+    "task",  # each task has its own sweep (Task.sweep), chosen by the base run's
 )
 # Experiment fields trained as data in one program: field -> injected optimizer value.
 SWEEP_AS_DATA = {"lr": "learning_rate", "weight_decay": "weight_decay"}
 
 
-def sweep_points(base: Experiment, axes: dict) -> tuple[list[dict], list[Experiment]]:
+def sweep_points(
+    base: Experiment, axes: dict, given: Iterable[str] = ()
+) -> tuple[list[dict], list[Experiment]]:
     """The grid ``axes`` around ``base``: ``(points, experiments)``, one of each per
     point (:func:`~sparsegcn.train.sweep.expand_grid`), every task's sweep checks first.
+    ``given``: the fields set on the command line, which a swept model keeps
+    (:meth:`~sparsegcn.experiment.Experiment.with_settings`).
 
     Raises:
       ValueError: ``base`` writes checkpoints, resumes or plots (single runs only), or
@@ -49,10 +55,12 @@ def sweep_points(base: Experiment, axes: dict) -> tuple[list[dict], list[Experim
         raise ValueError(f"cannot sweep {bad}; sweepable fields exclude {list(NOT_SWEEPABLE)}")
     points = expand_grid(axes)
     # A swept model takes its own defaults, not base's (Experiment.with_settings).
-    return points, [base.with_settings(**point) for point in points]
+    return points, [base.with_settings(given, **point) for point in points]
 
 
-def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
+def run_sweep(
+    base: Experiment, axes: dict, *, progress: bool = False, given: Iterable[str] = ()
+) -> dict:
     """Trains the grid ``axes`` around ``base``; returns the ranked report.
 
     Grid points that differ only in :data:`SWEEP_AS_DATA` fields share one
@@ -63,6 +71,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
       base: the settings shared by every point.
       axes: ``{field: [values]}`` (see :func:`~sparsegcn.train.sweep.parse_sweep`).
       progress: show progress bars.
+      given: the fields set on the command line (:func:`sweep_points`).
 
     Returns:
       ``{"rows": [...ranked by validation accuracy...], "programs": [...],
@@ -71,7 +80,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
       index of the program that trained it.
     """
     start = time.perf_counter()
-    points, experiments = sweep_points(base, axes)
+    points, experiments = sweep_points(base, axes, given)
     dataset = load(base.dataset, base.root, scale=base.scale, progress=progress)
     dataset.require_splits()
     experiments = [fit_to_graph(exp, dataset) for exp in experiments]
@@ -79,6 +88,16 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
     for i, exp in enumerate(experiments):
         shape = tuple((k, v) for k, v in dataclasses.asdict(exp).items() if k not in SWEEP_AS_DATA)
         programs.setdefault(shape, []).append(i)
+    for members in programs.values():  # a program trains points x seeds members at once
+        first = experiments[members[0]]
+        if not first.sampled and len(members) > 1:
+            try:
+                fit_to_graph(dataclasses.replace(first, seeds=len(members) * first.seeds), dataset)
+            except ValueError as err:
+                raise ValueError(
+                    f"--sweep trains {len(members)} points x {first.seeds} seed(s) of one program "
+                    f"together: {err}, or sweep fewer values of {sorted(SWEEP_AS_DATA)}"
+                ) from None
     rows: list = [None] * len(experiments)
     program_info = []
     for program, members in enumerate(programs.values()):
@@ -90,6 +109,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
                 relabelled,
                 first.model,
                 normalize_features=first.normalize_features,
+                backend=first.backend,
                 options=first.options(),
                 feature_cache=first.feature_cache,
             )
@@ -108,6 +128,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
             )
             summaries = [summarize_result(r) for r in results]
             compile_s = results[0].compile_s
+            layout = data.graph.layout_name
         else:  # other trainers: one run per point
             reports = [run_experiment(experiments[i], progress=progress) for i in members]
             keys = ("val_acc_mean", "val_acc_std", "test_acc_mean", "test_acc_std", "test_acc")
@@ -116,6 +137,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
                 for r in reports
             ]
             compile_s = sum(r["compile_s"] for r in reports)
+            layout = reports[0]["layout"]
         for i, summary in zip(members, summaries, strict=True):
             rows[i] = dict(points[i], **summary, program=program)
         program_info.append(
@@ -123,6 +145,7 @@ def run_sweep(base: Experiment, axes: dict, *, progress: bool = False) -> dict:
                 "program": program,
                 "points": len(members),
                 "members": len(members) * first.seeds,
+                "layout": layout,
                 "compile_s": compile_s,
                 "wall_s": time.perf_counter() - tick,
             }

@@ -118,8 +118,8 @@ class Task:
         so another task's runs refuse them when set.
       check: ``"module:function"``, ``check(experiment)`` refusing settings
         the task does not support, before any data is read (or ``None``).
-      sweep: ``"module:function"``, ``sweep(experiment, axes, *, progress) ->
-        report`` for ``--sweep`` (a ranked grid, ``report["rows"]`` and
+      sweep: ``"module:function"``, ``sweep(experiment, axes, *, progress, given)
+        -> report`` (``given``: the fields set on the command line) for ``--sweep`` (a ranked grid, ``report["rows"]`` and
         ``report["metric"]``); ``None``: ``--sweep`` is refused on it.
       folder: ``"module:function"``, ``folder(path) -> bool``: whether a
         dataset folder (a path given as the dataset) holds this task's data

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+from collections.abc import Iterable
 from typing import Any, cast
 
 import jax
@@ -678,7 +679,7 @@ def run_graph_experiment(exp, *, progress: bool = False, dataset=None) -> dict:
     return report
 
 
-def run_graph_sweep(base, axes: dict, *, progress: bool = False) -> dict:
+def run_graph_sweep(base, axes: dict, *, progress: bool = False, given: Iterable[str] = ()) -> dict:
     """``sparsegcn train --sweep`` on a graph dataset: every point of the grid
     ``axes`` around ``base`` trained as a run of its own (its folds and seeds
     one program, as :func:`run_graph_experiment` trains them), on the dataset
@@ -701,7 +702,7 @@ def run_graph_sweep(base, axes: dict, *, progress: bool = False) -> dict:
     from sparsegcn.train.sweep import rank_rows
 
     start = time.perf_counter()
-    points, experiments = sweep_points(base, axes)
+    points, experiments = sweep_points(base, axes, given)
     for exp in experiments:  # every point's settings, before any data is read
         exp.check_applies()
         check_graph_experiment(exp)

@@ -58,6 +58,12 @@ def test_auto_samples_on_the_host_when_the_graph_is_too_large_to_expand(
     assert main([*argv, "--graph-on", "device", "--json", str(out), "--no-progress"]) != 0
     assert "graph_on='device' needs the graph's receivers in RAM" in capsys.readouterr().err
     assert not out.exists()
+    # Full-batch models too, one line, never JAX's error about the stand-in (mlp reads no
+    # graph, sage without fanouts and gin read it whole: before, rc 1 and a JAX error).
+    for model in (["--model", "mlp"], ["--model", "sage", "--fanouts", "none"], ["--model", "gin"]):
+        argv = ["train", "--dataset", str(folder), *model, "--epochs", "1", "--no-progress"]
+        assert main(argv) == 2
+        assert "trains full batch here, which needs" in capsys.readouterr().err
 
 
 def test_bad_graph_placements_and_batch_counts_fail_early_naming_the_value(capsys):

@@ -219,3 +219,29 @@ def test_cli_sweep_refuses_checkpoints(tmp_path, capsys):
     assert "--checkpoint, --resume and --plot apply to single runs" in capsys.readouterr().err
     assert main(["train", "--sweep", "seeds=1,2"]) == 2
     assert "'seeds' cannot be swept" in capsys.readouterr().err
+
+
+def test_a_sweep_trains_each_point_as_its_settings_say(monkeypatch, capsys):
+    """Before: every point trained on the edge list whatever --backend said; a CLI
+    setting equal to the first model's default was dropped for a swept model; points
+    sharing a program were checked for memory one at a time; `task` could be swept
+    past its task's refusal."""
+    from sparsegcn.experiment import resources, run_sweep
+    from sparsegcn.experiment.sweep import sweep_points
+
+    base = Experiment(scale=0.1, epochs=2, hidden=4)
+    report = run_sweep(base, {"backend": ["segment", "dense"]})
+    assert [p["layout"] for p in report["programs"]] == ["edges", "dense"]
+    # --lr 0.01 and --hidden 16 typed for gcn stay for gat (its own defaults: 0.005, 8).
+    typed = Experiment(model="gcn", lr=0.01, hidden=16)
+    _, (kept,) = sweep_points(typed, {"model": ["gat"]}, given={"lr", "hidden"})
+    _, (fresh,) = sweep_points(typed, {"model": ["gat"]})
+    assert (kept.lr, kept.hidden) == (0.01, 16) and (fresh.lr, fresh.hidden) == (0.005, 8)
+    # Three learning rates are one program of 3 x 2 members: checked as one.
+    dataset = load(base.dataset, base.root, scale=base.scale)
+    one = resources.estimate_bytes(dataclasses.replace(base, seeds=2), dataset)
+    monkeypatch.setattr(resources, "available_memory", lambda: int(1.5 * one))
+    with pytest.raises(ValueError, match=r"--sweep trains 3 points x 2 seed\(s\) of one program"):
+        run_sweep(dataclasses.replace(base, seeds=2), {"lr": [0.01, 0.02, 0.03]})
+    assert main(["train", "--epochs", "1", "--sweep", "task=link", "--sweep", "model=gae"]) == 2
+    assert "'task' cannot be swept" in capsys.readouterr().err
