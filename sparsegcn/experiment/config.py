@@ -818,6 +818,8 @@ class Experiment:
             "checkpoint": self.checkpoint,
             "resume": self.resume,
             "plot": self.plot,
+            # One epoch a call: the host gathers every batch between the device's steps.
+            "epochs_per_call": self.epochs_per_call or None,
             # Relabelling would copy the file's features into RAM.
             "reorder": self.reorder
             if self.features_on == "mmap" and self.reorder != "none"

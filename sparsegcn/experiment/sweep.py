@@ -55,7 +55,16 @@ def sweep_points(
         raise ValueError(f"cannot sweep {bad}; sweepable fields exclude {list(NOT_SWEEPABLE)}")
     points = expand_grid(axes)
     # A swept model takes its own defaults, not base's (Experiment.with_settings).
-    return points, [base.with_settings(given, **point) for point in points]
+    experiments = [base.with_settings(given, **point) for point in points]
+    seen: dict = {}
+    for point, exp in zip(points, experiments, strict=True):
+        if exp in seen:  # "none" and the default it stands for, say: one run, twice
+            raise ValueError(
+                f"--sweep points {seen[exp]} and {point} are the same settings once defaults "
+                "are filled in; drop one of the values"
+            )
+        seen[exp] = point
+    return points, experiments
 
 
 def run_sweep(
@@ -86,7 +95,9 @@ def run_sweep(
     experiments = [fit_to_graph(exp, dataset) for exp in experiments]
     programs: dict[tuple, list[int]] = {}
     for i, exp in enumerate(experiments):
-        shape = tuple((k, v) for k, v in dataclasses.asdict(exp).items() if k not in SWEEP_AS_DATA)
+        # Sampled points train one by one (run_experiment): a program each.
+        data_fields = () if exp.sampled else SWEEP_AS_DATA
+        shape = tuple((k, v) for k, v in dataclasses.asdict(exp).items() if k not in data_fields)
         programs.setdefault(shape, []).append(i)
     for members in programs.values():  # a program trains points x seeds members at once
         first = experiments[members[0]]

@@ -551,6 +551,7 @@ def fit_streamed(
     best = (-1.0, float("inf"), 0, params)  # validation accuracy, loss, epoch, params
     bad = 0
     stop = False
+    trained = GatherStats()  # the training batches' gathers alone (the store's count all)
 
     def advance(state: tuple) -> tuple[tuple, dict]:
         """One epoch: stream the training batches, then score the validation nodes."""
@@ -560,6 +561,7 @@ def fit_streamed(
         tick = time.perf_counter()
         reads = proc_read_bytes()
         timing: dict = {}
+        before = dataclasses.replace(store.stats)
         params, opt_state, losses, norms = train_epoch_streamed(
             fns,
             store,
@@ -574,6 +576,10 @@ def fit_streamed(
             timing=timing,
         )
         losses, norms = np.asarray(losses), np.asarray(norms)
+        for field in dataclasses.fields(GatherStats):
+            name = field.name
+            setattr(trained, name, getattr(trained, name) + getattr(store.stats, name))
+            setattr(trained, name, getattr(trained, name) - getattr(before, name))
         epoch_s.append(time.perf_counter() - tick)
         if reads is not None:
             read_bytes += (proc_read_bytes() or reads) - reads
@@ -614,7 +620,7 @@ def fit_streamed(
             divergence_epochs=config.divergence_epochs,
         )
         history = {name: values.astype(np.float32) for name, values in recorded.items()}
-        gather = dataclasses.replace(store.stats)
+        gather = dataclasses.replace(trained)
         test = evaluate_streamed(
             fns, store, best[3], device_data, test_nodes, batch_size, eval_key, host=host
         )

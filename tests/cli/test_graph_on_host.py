@@ -81,5 +81,8 @@ def test_bad_graph_placements_and_batch_counts_fail_early_naming_the_value(capsy
         Experiment(model="sage", max_batches=3, features_on="device")
     with pytest.raises(ValueError, match=r"graph_on='host' .* seeds=2"):
         Experiment(model="sage", graph_on="host", seeds=2)
+    # A streamed run steps one epoch a call (before: accepted, and did nothing).
+    with pytest.raises(ValueError, match=r"features_on='host' .* epochs_per_call=2 is not"):
+        Experiment(model="sage", features_on="host", epochs_per_call=2)
     with pytest.raises(ValueError, match=r"graph_on='host' .* fanouts='none'"):
         Experiment(model="gcn", graph_on="host")

@@ -245,3 +245,11 @@ def test_a_sweep_trains_each_point_as_its_settings_say(monkeypatch, capsys):
         run_sweep(dataclasses.replace(base, seeds=2), {"lr": [0.01, 0.02, 0.03]})
     assert main(["train", "--epochs", "1", "--sweep", "task=link", "--sweep", "model=gae"]) == 2
     assert "'task' cannot be swept" in capsys.readouterr().err
+    # "none" is gcn's default hidden width, 16: the same run twice, refused.
+    with pytest.raises(ValueError, match=r"points \{'hidden': None\} and \{'hidden': 16\} are"):
+        sweep_points(Experiment(), {"hidden": [None, 16]})
+    # Sampled points train one by one: a program each (before: one program, 2 points).
+    monkeypatch.undo()
+    sampled = Experiment(model="sage", scale=0.1, epochs=1, hidden=4, fanouts="2,2")
+    report = run_sweep(sampled, {"lr": [0.01, 0.02]})
+    assert [p["points"] for p in report["programs"]] == [1, 1]
