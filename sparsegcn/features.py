@@ -289,15 +289,28 @@ def row_normalize(x):
     else:
         _checks.check_real_values("features", x)
     _check_non_negative(x)
+    # Sums and quotients in float64: a row of float32 values may sum past float32's
+    # range (40 values of 3e38), which would make the row 0 (x / inf).
     if sp.issparse(x):
-        csr = sp.csr_array(x, dtype=np.float32)
-        sums = np.asarray(csr.sum(axis=1)).ravel()
-        inv = np.zeros_like(sums)
-        np.divide(1.0, sums, out=inv, where=sums != 0)
-        return sp.csr_array(sp.diags_array(inv) @ csr, dtype=np.float32)
+        csr = sp.csr_array(x, dtype=np.float32, copy=True)  # never the caller's arrays
+        csr.sum_duplicates()
+        sums = np.add.reduceat(
+            np.concatenate([csr.data.astype(np.float64), [0.0]]), csr.indptr[:-1]
+        ) * (np.diff(csr.indptr) > 0)
+        per_value = np.repeat(sums, np.diff(csr.indptr))
+        data = np.divide(
+            csr.data, per_value, out=np.zeros(csr.data.shape, np.float64), where=per_value != 0
+        )
+        return sp.csr_array((data.astype(np.float32), csr.indices, csr.indptr), shape=csr.shape)
     dense = np.asarray(x, np.float32)
-    sums = dense.sum(axis=1, keepdims=True)
-    return np.divide(dense, sums, out=np.zeros_like(dense), where=sums != 0)
+    out = np.zeros_like(dense)
+    chunk = max(1, (1 << 24) // max(dense.shape[1], 1))  # rows of float64 at a time: 128 MiB
+    for start in range(0, dense.shape[0], chunk):
+        rows = dense[start : start + chunk]
+        sums = rows.sum(axis=1, keepdims=True, dtype=np.float64)
+        quotient = np.divide(rows, sums, out=np.zeros(rows.shape, np.float64), where=sums != 0)
+        out[start : start + chunk] = quotient
+    return out
 
 
 FEATURE_NORMALIZATIONS = ("auto", "row", "none")

@@ -80,6 +80,16 @@ def test_row_normalize_still_normalizes_what_it_should():
     np.testing.assert_allclose(sg.row_normalize(dense), [[0.0, 0.0], [0.25, 0.75]])
     sparse = sg.row_normalize(sp.csr_array(dense))
     np.testing.assert_allclose(sparse.toarray(), [[0.0, 0.0], [0.25, 0.75]])
+    # Rows whose float32 sum overflows (each value in range): before, all zeros (x / inf).
+    huge = np.full((3, 5), 3e38, np.float32)
+    np.testing.assert_allclose(sg.row_normalize(huge), np.full((3, 5), 0.2), rtol=1e-6)
+    np.testing.assert_allclose(
+        sg.row_normalize(sp.csr_array(huge)).toarray(), np.full((3, 5), 0.2), rtol=1e-6
+    )
+    # Duplicate entries add up (scipy's sum), and the caller's matrix is left as it was.
+    dup = sp.csr_array((np.array([1.0, 1.0, 2.0], np.float32), [0, 0, 1], [0, 2, 3]), (2, 2))
+    np.testing.assert_allclose(sg.row_normalize(dup).toarray(), [[1.0, 0.0], [0.0, 1.0]])
+    assert dup.nnz == 3 and not dup.has_canonical_format
 
 
 # -- node data -----------------------------------------------------------------
@@ -313,3 +323,24 @@ def test_every_loader_refuses_a_root_that_is_no_path(module, loader, name):
     # Before: a TypeError from inside pathlib.
     with pytest.raises(TypeError, match=r"root must be a folder path, got 5 \(int\)"):
         load(name, 5)
+
+
+def test_an_unlabelled_node_may_hold_any_label():
+    # Before: a label >= C on a node in no mask made the loss NaN ("training diverged").
+    from sparsegcn.train import NodeData
+
+    rng = np.random.default_rng(0)
+    n = 40
+    edges = rng.integers(0, n, (2, 120))
+    graph = sg.gcn_norm(sg.to_undirected(sg.Graph(edges[0], edges[1], None, n)))
+    x = rng.normal(size=(n, 5)).astype(np.float32)
+    labels = rng.integers(0, 3, n).astype(np.int32)
+    masks = [np.isin(np.arange(n), r) for r in (range(20), range(20, 30), range(30, 39))]
+    runs = []
+    for placeholder in (0, 7):
+        labels[39] = placeholder  # node 39 is in no mask
+        data = NodeData(graph, x, labels.copy(), *masks)
+        runs.append(sg.fit(sg.gcn(5, 3), data, TrainConfig(epochs=5)))
+    first, second = (jax.tree.leaves(r.state.params) for r in runs)
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)

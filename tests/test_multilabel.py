@@ -132,6 +132,18 @@ def test_full_batch_multilabel_learns_and_compiles_once():
     )
 
 
+def test_fit_refuses_a_split_whose_roc_auc_is_undefined():
+    # Before: NaN every epoch, never "better", so the untrained init was reported
+    # (val -1, test 0). The CLI refused it already (check_tasks_defined).
+    data = community_multilabel_data()
+    labels = np.asarray(data.labels).copy()
+    labels[np.asarray(data.val_mask)] = 1  # every validation label positive
+    with pytest.raises(ValueError, match=r"fit: data.val_mask's nodes .* no task has both"):
+        sg.fit(
+            sg.gcn(4, 4), data._replace(labels=labels), TrainConfig(epochs=1), objective=MULTILABEL
+        )
+
+
 def test_classification_objective_is_the_default():
     data = community_multilabel_data()
     data = data._replace(labels=np.maximum(data.labels[:, 0], 0))

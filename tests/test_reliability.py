@@ -494,11 +494,23 @@ def test_loss_growth_is_divergence_after_the_stated_epochs():
     raise_if_loss_grew(history, [7, 8], factor=None, epochs=10)
 
 
+def test_a_first_epoch_that_already_ran_away_is_bounded_by_the_chance_level_loss():
+    # An epoch of many steps averages the blow-up into its first loss (a graph run at
+    # lr 1e4: 1e9 from the first epoch on). Before: never 100x above that, never stopped.
+    history = _history(np.full((12, 1), 1e9))
+    raise_if_loss_grew(history, [3], factor=100.0, epochs=10)  # no bound: no error
+    with pytest.raises(DivergenceError, match=r"above 100x the chance-level loss 0.693147 \(its"):
+        raise_if_loss_grew(history, [3], factor=100.0, epochs=10, chance=np.log(2.0))
+    healthy = _history(np.linspace(0.7, 0.1, 12)[:, None])
+    raise_if_loss_grew(healthy, [3], factor=100.0, epochs=10, chance=np.log(2.0))
+
+
 @pytest.mark.slow
 def test_a_runaway_finite_loss_fails_the_cli(capsys):
     assert main(["train", "--lr", "1e6", "--no-progress"]) == 2
     line = error_line(capsys)
-    assert "training diverged at epoch" in line and "above 100x its first epoch's" in line
+    assert "training diverged at epoch" in line and "above 100x" in line
+    assert "first epoch's" in line
     # The check can be turned off, and the run then finishes as before.
     off = ["--epochs", "12", "--divergence-factor", "0", "--no-progress"]
     assert main(["train", "--lr", "1e6", *off]) == 0

@@ -19,6 +19,7 @@ from sparsegcn.cli.outputs import check_not_kept_files
 from sparsegcn.experiment import NOT_SWEEPABLE, Experiment, run_experiment
 from sparsegcn.experiment.lifecycle import Lifecycle, run_inputs
 from sparsegcn.experiment.precompute import cache_owns
+from sparsegcn.experiment.sweep import LIST_FIELDS
 from sparsegcn.files import (
     check_distinct_outputs,
     check_not_inputs,
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--sweep does not run on {experiment.dataset} ({task} task); train one "
                 "setting per run"
             )
-        axes = parse_sweep(args.sweep, Experiment, exclude=NOT_SWEEPABLE)
+        axes = parse_sweep(args.sweep, Experiment, exclude=NOT_SWEEPABLE, lists=LIST_FIELDS)
         given = given_options(args)
         if experiment.parallel or set(axes) & PLACEMENT:
             raise ValueError(

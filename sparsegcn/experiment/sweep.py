@@ -32,6 +32,8 @@ NOT_SWEEPABLE = (
     "model_options",
     "task",  # each task has its own sweep (Task.sweep), chosen by the base run's
 )
+# Experiment fields whose one value is a comma-separated list: swept values split on ";".
+LIST_FIELDS = ("fanouts", "dedup_caps")
 # Experiment fields trained as data in one program: field -> injected optimizer value.
 SWEEP_AS_DATA = {"lr": "learning_rate", "weight_decay": "weight_decay"}
 

@@ -61,7 +61,7 @@ from sparsegcn.parallel.feature_shard import shard_feature_rows, sharded_feature
 from sparsegcn.parallel.mesh import AXIS, as_mesh, put
 from sparsegcn.sampling.neighbor import check_fanouts
 from sparsegcn.train import loop
-from sparsegcn.train.losses import CLASSIFICATION, NodeObjective
+from sparsegcn.train.losses import CLASSIFICATION, NodeObjective, chance_loss
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -294,6 +294,7 @@ def fit_data_parallel(
 
     trainer = loop.Trainer(
         name="fit_data_parallel",
+        chance=chance_loss(objective.metric_name, model.config.get("num_classes")),
         make_chunk=lambda tx, config: data_parallel_chunk_fn(
             model, tx, config, minibatch, mesh, sharded_rows=sharded_rows, objective=objective
         ),

@@ -49,6 +49,7 @@ import numpy as np
 from sparsegcn.datasets.base import reading_only
 from sparsegcn.datasets.mag import HeteroDataset
 from sparsegcn.train.loop import check_state_memory, drive
+from sparsegcn.train.losses import chance_loss
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR
 
 # Experiment settings the hetero trainer does not read: the values that mean "unset",
@@ -658,6 +659,7 @@ def fit_hetero(
         watch="val_acc",
         divergence_factor=divergence_factor,
         divergence_epochs=divergence_epochs,
+        chance=chance_loss("acc", int(data.dataset.num_classes)),
         desc=f"seed {seed}",
     )
     if recorded:

@@ -23,12 +23,13 @@ from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from sparsegcn.nn.model import Model
 from sparsegcn.train import loop
 from sparsegcn.train.loop import FitResult
-from sparsegcn.train.losses import CLASSIFICATION, NodeObjective
+from sparsegcn.train.losses import CLASSIFICATION, NodeObjective, chance_loss
 from sparsegcn.train.optim import apply_optimizer
 from sparsegcn.train.state import (
     Best,
@@ -286,13 +287,25 @@ def fit(
     Raises:
       TypeError: ``model`` is not a ``Model`` or ``data`` not a ``NodeData``
         (a dict, a ``Dataset``), naming the value.
-      ValueError: no seeds, a state or history that does not match them, or
-        a labelled node's class outside the model's ``[0, num_classes)``.
+      ValueError: no seeds, a state or history that does not match them,
+        a labelled node's class outside the model's ``[0, num_classes)``, or
+        (a ROC-AUC objective) a validation or test split where no task has
+        both a positive and a negative label.
       DivergenceError: a seed's loss or gradient became non-finite; raised
         after the compiled call in which it happened, before ``on_chunk``.
     """
+    if objective.metric_name == "rocauc" and isinstance(data, NodeData):
+        # An undefined ROC-AUC (no task with both classes) never selects a model: the
+        # untrained init would be reported. Refused before training, as the CLI does.
+        from sparsegcn.metrics import check_tasks_defined
+
+        for split in ("val", "test"):
+            mask = np.asarray(getattr(data, f"{split}_mask"), bool)
+            if mask.any():
+                check_tasks_defined(data.labels, mask, f"fit: data.{split}_mask's nodes")
     trainer = loop.Trainer(
         name="fit",
+        chance=chance_loss(objective.metric_name, model.config.get("num_classes")),
         make_chunk=lambda tx, config: make_chunk_fn(model, tx, config, objective),
         make_step=lambda tx: make_step_fn(model, tx, objective),
     )

@@ -96,6 +96,7 @@ from sparsegcn.datasets.graph_dataset import REGRESSION_METRICS
 from sparsegcn.metrics import average_precision, mean_over_tasks, roc_auc
 from sparsegcn.nn.graph_model import GraphModel
 from sparsegcn.train.loop import check_state_memory, compiled_need, drive, refuse_past_memory
+from sparsegcn.train.losses import chance_loss
 from sparsegcn.train.state import DIVERGENCE_EPOCHS, DIVERGENCE_FACTOR, check_divergence
 
 MAX_PACKINGS = 8
@@ -1434,6 +1435,7 @@ def fit_graphs(
         divergence_factor=config.divergence_factor,
         divergence_epochs=config.divergence_epochs,
         desc=f"{folds} folds x {len(seeds)} seeds",
+        chance=chance_loss(metric, getattr(dataset, "num_classes", None)),
     )
     train_s = float(sum(seconds))
     curves = Curves(*(np.ascontiguousarray(history_out[name]) for name in Curves._fields))

@@ -173,21 +173,39 @@ def raise_if_not_finite(metrics: dict, seeds: Sequence[int]) -> None:
     )
 
 
+def _reference_text(first, chance, member: int) -> str:
+    """What a seed's loss was compared with, for the message."""
+    own = float(first[member])
+    if chance is None or own <= abs(float(chance)):
+        return f"its first epoch's {own:.6g}"
+    return f"the chance-level loss {abs(float(chance)):.6g} (its first epoch's was {own:.6g})"
+
+
 def raise_if_loss_grew(
-    history: dict, seeds: Sequence[int], *, factor: float | None, epochs: int
+    history: dict,
+    seeds: Sequence[int],
+    *,
+    factor: float | None,
+    epochs: int,
+    chance: float | None = None,
 ) -> None:
     """Raises :class:`DivergenceError` if a seed's finite loss ran away.
 
     A seed diverges when its training loss exceeds ``factor`` times its
-    first recorded epoch's loss for ``epochs`` consecutive epochs in which
-    it trained (see the module docstring for the false-positive risk).
+    reference for ``epochs`` consecutive epochs in which it trained (see
+    the module docstring for the false-positive risk). The reference is the
+    first recorded epoch's loss, or ``chance`` where that is lower: the
+    loss of an uninformative prediction (``ln C`` for ``C`` classes). An
+    epoch of many steps averages the steps after a blow-up into its first
+    loss, which ``chance`` bounds.
 
     Args:
       history: the run's metrics so far as NumPy arrays ``[E, K]``, with
         keys ``loss``, ``grad_norm``, ``active`` and ``epoch``.
       seeds: the ``K`` integer seeds, in member order.
       factor: the growth factor (> 1); ``None`` turns the check off.
-      epochs: how many consecutive epochs above ``factor * first`` it takes.
+      epochs: how many consecutive epochs above ``factor * reference`` it takes.
+      chance: the task's chance-level loss, or ``None`` (the first epoch's alone).
     """
     if factor is None:
         return
@@ -196,8 +214,9 @@ def raise_if_loss_grew(
         return
     active = np.asarray(history["active"], bool)
     # The first epoch each seed trained in; its loss is the reference.
-    first = loss[np.argmax(active, axis=0), np.arange(loss.shape[1])]
-    above = active & (loss > factor * np.abs(first)[None, :])
+    first = np.abs(loss[np.argmax(active, axis=0), np.arange(loss.shape[1])])
+    reference = first if chance is None else np.minimum(first, abs(float(chance)))
+    above = active & (loss > factor * reference[None, :])
     # Length of the run of consecutive epochs above the threshold ending at each
     # epoch: the distance to the latest epoch that was not above it.
     index = np.arange(above.shape[0])[:, None]
@@ -218,8 +237,8 @@ def raise_if_loss_grew(
         diverged_seeds=sorted({seed_list[m] for m in members.tolist()}),
         member=member,
         reason=(
-            f"the loss is {grown:.6g}, above {factor:g}x its first epoch's "
-            f"{float(first[member]):.6g} for {epochs} epochs in a row (the finite divergence "
-            f"guard; --divergence-factor sets the factor, 0 turns it off)"
+            f"the loss is {grown:.6g}, above {factor:g}x {_reference_text(first, chance, member)} "
+            f"for {epochs} epochs in a row (the finite divergence guard; --divergence-factor "
+            f"sets the factor, 0 turns it off)"
         ),
     )

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -274,7 +275,23 @@ def _pairs(name: str, array) -> np.ndarray:
     pairs = np.asarray(array)
     if pairs.ndim != 2 or pairs.shape[1] != 2 or not np.issubdtype(pairs.dtype, np.integer):
         raise ValueError(f"{name} must be an int array of node pairs [P, 2], got {pairs.shape}")
-    return pairs.astype(np.int32)
+    return _as_int32_ids(name, pairs)
+
+
+def _as_int32_ids(name: str, ids: np.ndarray) -> np.ndarray:
+    """``ids`` as int32, refusing a value int32 cannot hold by position and value (a
+    cast would wrap ``2**32 + 7`` to the valid id 7)."""
+    if ids.size and (ids.dtype.itemsize > 4 or ids.dtype == np.uint32):
+        low, high = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+        wide = ids.astype(np.int64) if ids.dtype != np.uint64 else ids
+        bad = (wide > high) if ids.dtype == np.uint64 else (wide < low) | (wide > high)
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"{name}[{', '.join(map(str, at))}] = {int(ids[at])} is not a node id "
+                "(ids are int32)"
+            )
+    return ids.astype(np.int32)
 
 
 def eval_set(positives, negatives, form: str | None = None) -> EvalSet:
@@ -302,7 +319,7 @@ def eval_set(positives, negatives, form: str | None = None) -> EvalSet:
             f"got {neg.shape}"
         )
     per_source = None if form is None else form == "targets"
-    return EvalSet(jnp.asarray(pos), jnp.asarray(neg.astype(np.int32)), per_source)
+    return EvalSet(jnp.asarray(pos), jnp.asarray(_as_int32_ids("negatives", neg)), per_source)
 
 
 def _check_ids(name: str, array, num_nodes: int) -> None:
@@ -836,8 +853,22 @@ class PhasedEvaluation(NamedTuple):
         return {"valid": valid, "test": test, "test_scores": scores}
 
 
+def link_chance(model: LinkModel) -> float:
+    """A link model's loss with every score 0 (the divergence guard's bound,
+    :func:`~sparsegcn.train.loop.drive`): ``ln 2`` for the weighted full
+    reconstruction, ``2 ln 2`` for the positives' mean plus the negatives'."""
+    return math.log(2.0) * (1.0 if model.config.get("recon") == "full" else 2.0)
+
+
 def _drive(
-    program: Callable, state: tuple, data, config: LinkTrainConfig, seeds, progress, desc: str
+    program: Callable,
+    state: tuple,
+    data,
+    config: LinkTrainConfig,
+    seeds,
+    progress,
+    desc: str,
+    chance: float | None = None,
 ) -> tuple[tuple, dict, list[float]]:
     """Runs a link trainer's compiled step or epoch, ``(params, opt_state, keys,
     data) -> (params, opt_state, keys, loss [K])``, on the shared host loop
@@ -856,6 +887,7 @@ def _drive(
         divergence_factor=config.divergence_factor,
         divergence_epochs=config.divergence_epochs,
         desc=desc,
+        chance=chance,
     )
 
 
@@ -974,6 +1006,7 @@ def fit_links(
         divergence_factor=config.divergence_factor,
         divergence_epochs=config.divergence_epochs,
         desc=f"{model.name} x{len(seeds)}",
+        chance=link_chance(model),
     )
     metrics = jax.tree.map(np.asarray, assess_fn(params, data))
     return LinkFitResult(
@@ -1430,6 +1463,7 @@ def fit_links_sampled(
         seeds,
         progress,
         f"{model.name} x{len(seeds)}, {batches} batches",
+        chance=link_chance(model),
     )
     metrics = assess_fn(params, eval_data)
     return LinkFitResult(

@@ -120,6 +120,7 @@ class Trainer(NamedTuple):
       result: called with :class:`FitResult`'s fields (and ``measure``'s)
         to build the result; e.g. a subclass, or a ``functools.partial`` of
         one holding its static fields.
+      chance: the objective's chance-level loss (:func:`drive`'s ``chance``).
     """
 
     name: str
@@ -129,6 +130,7 @@ class Trainer(NamedTuple):
     step_args: Callable[[TrainState, Any, tuple[int, ...]], tuple] = _state_and_data
     measure: Callable[[Any, TrainConfig, tuple[int, ...]], tuple[Mapping, float]] | None = None
     result: Callable[..., FitResult] = FitResult
+    chance: float | None = None
 
 
 def run_training(
@@ -191,7 +193,15 @@ def run_training(
     program, compile_s = compile_for(trainer.make_chunk(tx, config), state, data)
     check_compiled_memory(program, f"{trainer.name}'s training program ({len(seeds)} seed(s))")
     state, history, chunk_seconds = run_chunks(
-        program, state, data, config, seeds, progress=progress, history=history, on_chunk=on_chunk
+        program,
+        state,
+        data,
+        config,
+        seeds,
+        progress=progress,
+        history=history,
+        on_chunk=on_chunk,
+        chance=trainer.chance,
     )
 
     step_ms = float("nan")
@@ -277,6 +287,7 @@ def run_chunks(
     progress: bool = False,
     history: dict | None = None,
     on_chunk: Callable[[TrainState, dict], None] | None = None,
+    chance: float | None = None,
 ) -> tuple[TrainState, dict, list[float]]:
     """Calls ``program(state, data) -> (state, metrics [K, chunk])`` until every seed is done.
 
@@ -313,6 +324,7 @@ def run_chunks(
         watch="val_acc",
         divergence_factor=config.divergence_factor,
         divergence_epochs=config.divergence_epochs,
+        chance=chance,
     )
 
 
@@ -332,6 +344,7 @@ def drive(
     divergence_factor: float | None = DIVERGENCE_FACTOR,
     divergence_epochs: int = DIVERGENCE_EPOCHS,
     desc: str | None = None,
+    chance: float | None = None,
 ) -> tuple[Any, dict, list[float]]:
     """The host loop every trainer runs: calls ``advance`` until the run is finished.
 
@@ -374,6 +387,10 @@ def drive(
       divergence_factor, divergence_epochs: the finite growth guard
         (``None`` turns it off).
       desc: the progress bar's label.
+      chance: the task's chance-level loss (an uninformative prediction's:
+        ``ln C``, ``ln 2`` a binary task), which bounds the growth guard's
+        reference where the first epoch's mean loss is higher
+        (:func:`~sparsegcn.train.guard.raise_if_loss_grew`); ``None``: none.
 
     Returns:
       ``(state, history, seconds of each call)``; ``history`` holds the
@@ -444,7 +461,9 @@ def drive(
                 ),
                 "grad_norm": so_far.get("grad_norm", np.full(so_far[loss].shape, np.nan)),
             }
-            raise_if_loss_grew(guarded, seeds, factor=divergence_factor, epochs=divergence_epochs)
+            raise_if_loss_grew(
+                guarded, seeds, factor=divergence_factor, epochs=divergence_epochs, chance=chance
+            )
             if on_chunk is not None:
                 on_chunk(state, so_far)
     finally:

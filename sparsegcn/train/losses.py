@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -13,9 +14,13 @@ import optax
 
 
 def masked_mean(values: jax.Array, mask: jax.Array | np.ndarray) -> jax.Array:
-    """Mean of ``values [N]`` over ``mask [N]`` (bool); 0 for an empty mask."""
+    """Mean of ``values [N]`` over ``mask [N]`` (bool); 0 for an empty mask.
+
+    The nodes outside the mask are selected away, not multiplied by 0: an
+    unlabelled node's value may be NaN (a placeholder label outside ``[0, C)``)."""
     weights = mask.astype(values.dtype)
-    return jnp.sum(values * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+    kept = jnp.where(jnp.asarray(mask, bool), values, jnp.zeros((), values.dtype))
+    return jnp.sum(kept) / jnp.maximum(jnp.sum(weights), 1.0)
 
 
 def masked_cross_entropy(
@@ -133,6 +138,18 @@ class NodeObjective(NamedTuple):
     def loss(self, logits: jax.Array, labels, mask) -> jax.Array:
         """Mean of :attr:`node_losses` over ``mask`` (scalar)."""
         return masked_mean(self.node_losses(logits, labels), mask)
+
+
+def chance_loss(metric: str, num_classes) -> float | None:
+    """The loss of an uninformative prediction (all logits 0), which bounds the
+    divergence guard's reference (:func:`~sparsegcn.train.guard.raise_if_loss_grew`):
+    ``ln C`` for softmax cross-entropy over ``C`` classes (metric ``acc``), ``ln 2``
+    for binary cross-entropy (``rocauc``, ``ap``); ``None`` otherwise (regression)."""
+    if metric in ("rocauc", "ap"):
+        return math.log(2.0)
+    if metric == "acc" and isinstance(num_classes, int) and num_classes >= 2:
+        return math.log(num_classes)
+    return None
 
 
 CLASSIFICATION = NodeObjective("acc", cross_entropy_per_node, masked_accuracy)

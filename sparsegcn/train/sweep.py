@@ -74,7 +74,13 @@ def _convert(text: str, kind, spec: str, position: int):
     return value
 
 
-def parse_sweep(specs: Sequence[str], cls, *, exclude: Sequence[str] = ()) -> dict[str, list]:
+def parse_sweep(
+    specs: Sequence[str],
+    cls,
+    *,
+    exclude: Sequence[str] = (),
+    lists: Sequence[str] = (),
+) -> dict[str, list]:
     """Parses ``name=v1,v2,...`` sweep specifications against a dataclass's fields.
 
     Args:
@@ -84,6 +90,9 @@ def parse_sweep(specs: Sequence[str], cls, *, exclude: Sequence[str] = ()) -> di
       cls: the dataclass whose fields may be swept (e.g.
         :class:`~sparsegcn.experiment.Experiment`).
       exclude: field names that may not be swept.
+      lists: fields whose one value is itself a comma-separated list
+        (``fanouts=25,10``): their values are separated by ``;`` instead
+        (``fanouts=25,10;15,5``).
 
     Returns:
       ``{field_name: [values...]}`` in the order given.
@@ -104,7 +113,7 @@ def parse_sweep(specs: Sequence[str], cls, *, exclude: Sequence[str] = ()) -> di
             raise ValueError(f"--sweep {spec!r}: {name!r} cannot be swept; choose from {fields}")
         if name in axes:
             raise ValueError(f"--sweep {spec!r}: {name!r} is swept twice; list all values once")
-        texts = [v.strip() for v in values.split(",")]
+        texts = [v.strip() for v in values.split(";" if name in lists else ",")]
         for position, text in enumerate(texts, start=1):
             if not text:
                 raise ValueError(f"--sweep {spec!r}: value {position} is empty")

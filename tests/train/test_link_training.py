@@ -530,6 +530,12 @@ def test_link_data_refuses_node_ids_outside_the_graph():
         link_data(sg.Graph(np.array([0]), np.array([1]), None, 4), None, 14, [[0, 1]], ok, ok)
     with pytest.raises(ValueError, match=r"^features has 3 rows but the graph has num_nodes=4"):
         link_data(None, np.ones((3, 2), np.float32), 4, [[0, 1]], ok, ok)
+    # Ids past int32, named as given (before: 2**32 + 3 became the valid id 3).
+    wide = np.array([[0, 1], [2**32 + 3, 1]], np.int64)
+    with pytest.raises(ValueError, match=r"^train\[1, 0\] = 4294967299 is not a node id"):
+        link_data(None, None, 4, wide, ok, ok)
+    with pytest.raises(ValueError, match=r"^negatives\[0, 1\] = 4294967297 is not a node id"):
+        eval_set([[0, 1]], np.array([[1, 2**32 + 1]], np.uint64))
 
 
 def test_fit_links_refuses_evaluation_pairs_outside_the_graph_before_training():

@@ -253,3 +253,13 @@ def test_a_sweep_trains_each_point_as_its_settings_say(monkeypatch, capsys):
     sampled = Experiment(model="sage", scale=0.1, epochs=1, hidden=4, fanouts="2,2")
     report = run_sweep(sampled, {"lr": [0.01, 0.02]})
     assert [p["points"] for p in report["programs"]] == [1, 1]
+
+
+def test_list_valued_fields_sweep_values_separated_by_semicolons():
+    from sparsegcn.experiment.sweep import LIST_FIELDS
+
+    axes = parse_sweep(["fanouts=25,10;15,5", "lr=0.01,0.02"], Experiment, lists=LIST_FIELDS)
+    assert axes == {"fanouts": ["25,10", "15,5"], "lr": [0.01, 0.02]}
+    # Before, split on commas: "fanouts='25' has 1 hops and layers=2".
+    with pytest.raises(ValueError, match=r"value 2 \('25,10'\) is repeated"):
+        parse_sweep(["fanouts=25,10;25,10"], Experiment, lists=LIST_FIELDS)
