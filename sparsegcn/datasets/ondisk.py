@@ -113,6 +113,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -1171,6 +1172,52 @@ class ExpandedRows:
         )
 
 
+SWAP_RETRIES = 5
+"""How often :func:`read_unswapped` reads a folder again that another process replaced."""
+
+
+def _identity(folder) -> tuple[int, int] | None:
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def read_unswapped(folder, read: Callable[[], Any]) -> Any:
+    """``read()`` of a dataset folder that another process may replace meanwhile.
+
+    A writer with ``overwrite`` swaps the whole folder in one step
+    (:func:`~sparsegcn.files.replace_folder`), but a reader opens its files one
+    by one, by path: a swap between two opens would mix the two datasets (or
+    fail on a mix that looks corrupt). The folder's identity (device, inode) is
+    read before and after: the files opened in between, memory maps included,
+    all belong to that folder when it is unchanged; otherwise, or when ``read``
+    failed while it changed, the folder is read again (up to
+    :data:`SWAP_RETRIES` times).
+
+    Raises:
+      FormatError: the folder changed during every try; whatever ``read`` raises
+        while the folder stays the same.
+    """
+    for _ in range(SWAP_RETRIES):
+        before = _identity(folder)
+        try:
+            result = read()
+        except (ValueError, OSError):
+            if before is not None and _identity(folder) != before:
+                continue  # swapped while it was read: the error may be the mix's
+            raise
+        if _identity(folder) == before:
+            return result
+    raise FormatError(
+        Path(folder),
+        "folder",
+        f"was replaced by another process during each of {SWAP_RETRIES} reads; read it "
+        "again once its writer is done",
+    )
+
+
 def load_ondisk(
     path,
     *,
@@ -1197,6 +1244,22 @@ def load_ondisk(
       FormatError: (a ``ValueError``) the first missing, malformed or
         inconsistent file, naming the file and the field.
     """
+    return read_unswapped(
+        path,
+        lambda: _load_ondisk_once(
+            path, verify=verify, progress=progress, expand_limit=expand_limit
+        ),
+    )
+
+
+def _load_ondisk_once(
+    path,
+    *,
+    verify: bool = False,
+    progress: bool = False,
+    expand_limit: int | None = None,
+) -> Dataset:
+    """:func:`load_ondisk`, one try (a folder swapped meanwhile is read again)."""
     folder = Path(path)
     if not folder.is_dir():
         raise FormatError(folder, "folder", "does not exist or is not a folder")
@@ -1253,6 +1316,7 @@ __all__ = [
     "physical_memory_bytes",
     "read_format_manifest",
     "read_manifest",
+    "read_unswapped",
     "save",
     "sha256_file",
     "verify_checksums",

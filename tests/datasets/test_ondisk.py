@@ -581,3 +581,28 @@ def test_a_planted_manifest_cannot_claim_user_files(tmp_path, listed):
         save(small_dataset(), target, overwrite=True)
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp left
+
+
+def test_a_folder_swapped_while_it_is_read_is_read_again(tmp_path, monkeypatch):
+    # Another process's `to_disk --overwrite` swaps the folder between the reader's opens.
+    # Before: the old manifest with the new files, a mix (or a "corrupt" error).
+    import sparsegcn.datasets.ondisk as ondisk
+    from sparsegcn.files import replace_folder
+
+    live = save(small_dataset(seed=0), tmp_path / "live")
+    newer = small_dataset(seed=1)
+    staged = save(newer, tmp_path / ".staged")
+    original, calls = ondisk._open_arrays, []
+
+    def open_after_a_swap(folder, manifest):
+        calls.append(folder)
+        if len(calls) == 1:  # the manifest was read from the old folder: swap now
+            replace_folder(staged, live)
+        return original(folder, manifest)
+
+    monkeypatch.setattr(ondisk, "_open_arrays", open_after_a_swap)
+    got = load(str(live))
+    assert len(calls) == 2  # the first try saw the folder change and was dropped
+    np.testing.assert_array_equal(got.labels, newer.labels)
+    np.testing.assert_array_equal(got.features, newer.features)
+    assert not np.array_equal(newer.labels, small_dataset(seed=0).labels)
