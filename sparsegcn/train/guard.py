@@ -8,8 +8,9 @@ Two checks, both on the host after each compiled call:
 - Finite growth (:func:`raise_if_loss_grew`). A loss can run away without
   ever overflowing: ``--lr 1e6`` takes Cora's loss from 2 to 1e13 and used
   to finish with exit 0. A seed whose training loss stays above
-  ``factor`` times its first epoch's loss for ``epochs`` epochs in a row
-  (defaults :data:`~sparsegcn.train.state.DIVERGENCE_FACTOR` = 100 and
+  ``factor`` times its first epoch's loss (or the task's chance-level
+  loss where that is lower: an epoch of many steps averages a blow-up into
+  its first loss) for ``epochs`` epochs in a row (defaults :data:`~sparsegcn.train.state.DIVERGENCE_FACTOR` = 100 and
   :data:`~sparsegcn.train.state.DIVERGENCE_EPOCHS` = 10) is stopped.
   False-positive risk: a run whose first loss is already near zero (a
   warm start on an easy task, a loss scaled down by the caller) can
