@@ -61,7 +61,12 @@ from sparsegcn.parallel.feature_shard import shard_feature_rows, sharded_feature
 from sparsegcn.parallel.mesh import AXIS, as_mesh, put
 from sparsegcn.sampling.neighbor import check_fanouts
 from sparsegcn.train import loop
-from sparsegcn.train.losses import CLASSIFICATION, NodeObjective, chance_loss
+from sparsegcn.train.losses import (
+    CLASSIFICATION,
+    NodeObjective,
+    chance_loss,
+    model_classes,
+)
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -294,7 +299,7 @@ def fit_data_parallel(
 
     trainer = loop.Trainer(
         name="fit_data_parallel",
-        chance=chance_loss(objective.metric_name, model.config.get("num_classes")),
+        chance=chance_loss(objective.metric_name, model_classes(model)),
         make_chunk=lambda tx, config: data_parallel_chunk_fn(
             model, tx, config, minibatch, mesh, sharded_rows=sharded_rows, objective=objective
         ),

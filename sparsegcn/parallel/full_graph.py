@@ -39,7 +39,12 @@ from sparsegcn.parallel.mesh import AXIS, as_mesh, put
 from sparsegcn.train import loop
 from sparsegcn.train.fullbatch import make_chunk_fn, make_step_fn
 from sparsegcn.train.loop import FitResult
-from sparsegcn.train.losses import CLASSIFICATION, NodeObjective, chance_loss
+from sparsegcn.train.losses import (
+    CLASSIFICATION,
+    NodeObjective,
+    chance_loss,
+    model_classes,
+)
 from sparsegcn.train.state import NodeData, TrainConfig, TrainState
 
 # A NodeData-shaped tree of PartitionSpecs (shard_map's specs mirror the data
@@ -142,7 +147,7 @@ def fit_edge_sharded(
     mesh = as_mesh(devices)
     trainer = loop.Trainer(
         name="fit_edge_sharded",
-        chance=chance_loss(objective.metric_name, model.config.get("num_classes")),
+        chance=chance_loss(objective.metric_name, model_classes(model)),
         make_chunk=lambda tx, config: edge_sharded_chunk_fn(model, tx, config, mesh, objective),
         make_step=lambda tx: edge_sharded_step_fn(model, tx, mesh, objective),
         place=lambda state, data: (

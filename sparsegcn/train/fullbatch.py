@@ -29,7 +29,12 @@ import optax
 from sparsegcn.nn.model import Model
 from sparsegcn.train import loop
 from sparsegcn.train.loop import FitResult
-from sparsegcn.train.losses import CLASSIFICATION, NodeObjective, chance_loss
+from sparsegcn.train.losses import (
+    CLASSIFICATION,
+    NodeObjective,
+    chance_loss,
+    model_classes,
+)
 from sparsegcn.train.optim import apply_optimizer
 from sparsegcn.train.state import (
     Best,
@@ -305,7 +310,7 @@ def fit(
                 check_tasks_defined(data.labels, mask, f"fit: data.{split}_mask's nodes")
     trainer = loop.Trainer(
         name="fit",
-        chance=chance_loss(objective.metric_name, model.config.get("num_classes")),
+        chance=chance_loss(objective.metric_name, model_classes(model)),
         make_chunk=lambda tx, config: make_chunk_fn(model, tx, config, objective),
         make_step=lambda tx: make_step_fn(model, tx, objective),
     )

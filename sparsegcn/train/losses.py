@@ -140,6 +140,14 @@ class NodeObjective(NamedTuple):
         return masked_mean(self.node_losses(logits, labels), mask)
 
 
+def model_classes(model) -> int | None:
+    """``model.config["num_classes"]``, or ``None`` for anything without one (the
+    trainers' own checks name a model of the wrong type afterwards)."""
+    config = getattr(model, "config", None)
+    value = config.get("num_classes") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def chance_loss(metric: str, num_classes) -> float | None:
     """The loss of an uninformative prediction (all logits 0), which bounds the
     divergence guard's reference (:func:`~sparsegcn.train.guard.raise_if_loss_grew`):

@@ -54,7 +54,12 @@ from sparsegcn.sampling.neighbor import check_fanouts
 from sparsegcn.train import loop
 from sparsegcn.train.fullbatch import end_epoch, evaluate
 from sparsegcn.train.loop import FitResult
-from sparsegcn.train.losses import CLASSIFICATION, NodeObjective, chance_loss
+from sparsegcn.train.losses import (
+    CLASSIFICATION,
+    NodeObjective,
+    chance_loss,
+    model_classes,
+)
 from sparsegcn.train.optim import apply_optimizer
 from sparsegcn.train.state import NodeData, TrainConfig, TrainState, check_node_rows
 
@@ -592,7 +597,7 @@ def fit_minibatch(
 
     trainer = loop.Trainer(
         name="fit_minibatch",
-        chance=chance_loss(objective.metric_name, model.config.get("num_classes")),
+        chance=chance_loss(objective.metric_name, model_classes(model)),
         make_chunk=lambda tx, config: make_chunk_fn(
             model, tx, config, minibatch, objective=objective
         ),

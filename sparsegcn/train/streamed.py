@@ -70,7 +70,7 @@ from sparsegcn.sampling.host import (
 )
 from sparsegcn.sampling.neighbor import check_fanouts, sample_blocks
 from sparsegcn.train.loop import check_state_memory, drive
-from sparsegcn.train.losses import chance_loss, cross_entropy_per_node
+from sparsegcn.train.losses import chance_loss, cross_entropy_per_node, model_classes
 from sparsegcn.train.minibatch import (
     Batch,
     MinibatchConfig,
@@ -618,7 +618,7 @@ def fit_streamed(
             watch=config.monitor,
             divergence_factor=config.divergence_factor,
             divergence_epochs=config.divergence_epochs,
-            chance=chance_loss("acc", model.config.get("num_classes")),
+            chance=chance_loss("acc", model_classes(model)),
         )
         history = {name: values.astype(np.float32) for name, values in recorded.items()}
         gather = dataclasses.replace(trained)

@@ -129,8 +129,8 @@ def test_a_graph_run_records_the_decay_graph_training_applies():
     # fit_graphs decays every parameter by weight_decay; before, "none" was recorded always.
     assert Experiment(**GIN).decay_layers == "none"  # Xu et al.: no weight decay
     assert Experiment(**GIN, weight_decay=1e-3).decay_layers == "all"
-    _, points = sweep_points(Experiment(**GIN), {"weight_decay": [0.0, 1e-3, 0.0]})
-    assert [p.decay_layers for p in points] == ["none", "all", "none"]
+    _, points = sweep_points(Experiment(**GIN), {"weight_decay": [1e-3, 0.0, 2e-3]})
+    assert [p.decay_layers for p in points] == ["all", "none", "all"]
     config = {**dataclasses.asdict(Experiment(**GIN)), "weight_decay": 1e-3}
     assert Experiment(**without_inapplicable(config)).decay_layers == "all"
     with pytest.raises(ValueError, match=r"decay_layers='first' \(--decay-layers\) applies only"):
