@@ -107,6 +107,7 @@ the full receiver array run (host sampling, ``--graph-on host``).
 
 from __future__ import annotations
 
+import functools
 import json
 import numbers
 import os
@@ -1218,6 +1219,18 @@ def read_unswapped(folder, read: Callable[[], Any]) -> Any:
     )
 
 
+def unswapped(load: Callable[..., Any]) -> Callable[..., Any]:
+    """``load(path, ...)`` run through :func:`read_unswapped` on ``path``: a loader of
+    a dataset folder that another process may replace meanwhile."""
+
+    @functools.wraps(load)
+    def wrapper(path, *args, **kwargs):
+        return read_unswapped(path, lambda: load(path, *args, **kwargs))
+
+    return wrapper
+
+
+@unswapped
 def load_ondisk(
     path,
     *,
@@ -1244,22 +1257,6 @@ def load_ondisk(
       FormatError: (a ``ValueError``) the first missing, malformed or
         inconsistent file, naming the file and the field.
     """
-    return read_unswapped(
-        path,
-        lambda: _load_ondisk_once(
-            path, verify=verify, progress=progress, expand_limit=expand_limit
-        ),
-    )
-
-
-def _load_ondisk_once(
-    path,
-    *,
-    verify: bool = False,
-    progress: bool = False,
-    expand_limit: int | None = None,
-) -> Dataset:
-    """:func:`load_ondisk`, one try (a folder swapped meanwhile is read again)."""
     folder = Path(path)
     if not folder.is_dir():
         raise FormatError(folder, "folder", "does not exist or is not a folder")
@@ -1319,5 +1316,6 @@ __all__ = [
     "read_unswapped",
     "save",
     "sha256_file",
+    "unswapped",
     "verify_checksums",
 ]

@@ -77,7 +77,7 @@ from sparsegcn.datasets.ondisk import (
     FormatError,
     open_listed_file,
     read_format_manifest,
-    read_unswapped,
+    unswapped,
 )
 from sparsegcn.datasets.ondisk import _check_features as check_finite_features
 from sparsegcn.datasets.ondisk import _check_target as check_target
@@ -459,6 +459,7 @@ def verify_graph_checksums(path) -> None:
             )
 
 
+@unswapped
 def load_graphs_ondisk(path, *, verify: bool = False, chunk: int = CHECK_CHUNK) -> GraphDataset:
     """Memory-maps the graph dataset in folder ``path`` (format: module docstring).
 
@@ -474,13 +475,6 @@ def load_graphs_ondisk(path, *, verify: bool = False, chunk: int = CHECK_CHUNK) 
       FormatError: (a ``ValueError``) the first missing, truncated,
         malformed or inconsistent file, naming the file and the field.
     """
-    return read_unswapped(path, lambda: _load_graphs_ondisk_once(path, verify=verify, chunk=chunk))
-
-
-def _load_graphs_ondisk_once(
-    path, *, verify: bool = False, chunk: int = CHECK_CHUNK
-) -> GraphDataset:
-    """:func:`load_graphs_ondisk`, one try (a folder swapped meanwhile is read again)."""
     folder = Path(path)
     if not folder.is_dir():
         raise FormatError(folder, "folder", "does not exist or is not a folder")

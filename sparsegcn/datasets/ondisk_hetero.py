@@ -89,7 +89,7 @@ from sparsegcn.datasets.ondisk import (
     _check_features,
     open_listed_file,
     read_format_manifest,
-    read_unswapped,
+    unswapped,
 )
 from sparsegcn.datasets.ondisk import _check_target as check_target
 from sparsegcn.files import (
@@ -542,6 +542,7 @@ def verify_hetero_checksums(path) -> None:
             )
 
 
+@unswapped
 def load_hetero_ondisk(path, *, verify: bool = False, chunk: int = CHECK_CHUNK) -> HeteroDataset:
     """Memory-maps the hetero dataset in folder ``path`` (format: module docstring).
 
@@ -560,13 +561,6 @@ def load_hetero_ondisk(path, *, verify: bool = False, chunk: int = CHECK_CHUNK) 
       FormatError: (a ``ValueError``) the first missing, truncated, malformed
         or inconsistent file, naming the file and the field.
     """
-    return read_unswapped(path, lambda: _load_hetero_ondisk_once(path, verify=verify, chunk=chunk))
-
-
-def _load_hetero_ondisk_once(
-    path, *, verify: bool = False, chunk: int = CHECK_CHUNK
-) -> HeteroDataset:
-    """:func:`load_hetero_ondisk`, one try (a folder swapped meanwhile is read again)."""
     folder = Path(os.path.expanduser(path))
     if not folder.is_dir():
         raise FormatError(folder, "folder", "does not exist or is not a folder")

@@ -576,10 +576,9 @@ def fit_streamed(
             timing=timing,
         )
         losses, norms = np.asarray(losses), np.asarray(norms)
-        for field in dataclasses.fields(GatherStats):
-            name = field.name
-            setattr(trained, name, getattr(trained, name) + getattr(store.stats, name))
-            setattr(trained, name, getattr(trained, name) - getattr(before, name))
+        for name in (field.name for field in dataclasses.fields(GatherStats)):
+            grown = getattr(store.stats, name) - getattr(before, name)
+            setattr(trained, name, getattr(trained, name) + grown)
         epoch_s.append(time.perf_counter() - tick)
         if reads is not None:
             read_bytes += (proc_read_bytes() or reads) - reads
